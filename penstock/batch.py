@@ -1,0 +1,84 @@
+"""Batches: N samples that may differ in shape, with one layout string.
+
+A CPU batch keeps one numpy array per sample. When every sample was written into one buffer
+(the usual case for a pipeline's final, fixed-size outputs) it also keeps that buffer, so the
+batch is a dense tensor without a copy.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+class Batch:
+    """A batch of samples on the CPU, as ``pipe.run()`` returns it."""
+
+    def __init__(self, samples: Sequence[np.ndarray], layout: str = "", dense: np.ndarray | None = None):
+        self._samples = list(samples)
+        self._layout = layout
+        self._dense = dense
+
+    @classmethod
+    def from_dense(cls, array: np.ndarray, layout: str = "") -> "Batch":
+        return cls(list(array), layout, dense=array)
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def at(self, index: int) -> np.ndarray:
+        return self._samples[index]
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self._samples[index]
+
+    def __iter__(self):
+        return iter(self._samples)
+
+    def shape(self) -> list[tuple[int, ...]]:
+        return [sample.shape for sample in self._samples]
+
+    def layout(self) -> str:
+        return self._layout
+
+    @property
+    def dtype(self) -> np.dtype:
+        if not self._samples and self._dense is not None:
+            return self._dense.dtype
+        return self._samples[0].dtype if self._samples else np.dtype(np.float32)
+
+    def is_dense_tensor(self) -> bool:
+        return self._dense is not None or len({sample.shape for sample in self._samples}) <= 1
+
+    def as_array(self) -> np.ndarray:
+        """The batch as one [N, ...] array: without a copy when it was produced dense."""
+        if self._dense is not None:
+            return self._dense
+        shapes = {sample.shape for sample in self._samples}
+        if len(shapes) > 1:
+            listed = ", ".join(str(shape) for shape in sorted(shapes)[:4])
+            raise ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes "
+                             f"({listed}{', ...' if len(shapes) > 4 else ''}); resize or crop to one "
+                             "size, or read the samples one by one with .at(i)")
+        if not self._samples:
+            raise ValueError("the batch is empty, so it has no array shape")
+        self._dense = np.stack(self._samples)
+        return self._dense
+
+    as_tensor = as_array
+
+    def as_cpu(self) -> "Batch":
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.as_array()
+        return array if dtype is None else array.astype(dtype)
+
+    def __dlpack__(self, **kwargs):
+        return self.as_array().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.as_array().__dlpack_device__()
+
+    def __repr__(self):
+        return f"Batch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"

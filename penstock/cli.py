@@ -1,0 +1,78 @@
+"""The ``penstock`` command: ``demo``, ``bench`` and ``info``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+
+def _default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="penstock", description="Data pipelines that keep GPUs fed.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="run the ResNet-50 training pipeline for one epoch and save "
+                                            "a grid of augmented samples")
+    demo.add_argument("--data", help="a folder with one sub-folder of images per class (default: a "
+                                     "sample folder made from the bundled photographs)")
+    demo.add_argument("--images", type=int, default=512, help="size of the sample folder (default 512)")
+    demo.add_argument("--batch-size", type=int, default=64)
+    demo.add_argument("--threads", type=int, default=_default_threads())
+    demo.add_argument("--out", default="penstock_demo.png", help="where to write the PNG grid")
+    demo.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"),
+                      help="where the sample folder is made")
+
+    bench = commands.add_parser("bench", help="images/s of penstock's pipelines against torchvision's "
+                                              "DataLoader, in one run")
+    bench.add_argument("--data", help="folder-per-class JPEGs (default: the demo's sample folder)")
+    bench.add_argument("--images", type=int, default=1024, help="size of the sample folder if --data is not given")
+    bench.add_argument("--batch-size", type=int, default=256)
+    bench.add_argument("--threads", type=int, default=_default_threads())
+    bench.add_argument("--batches", type=int, default=0, help="batches per measurement (default: one epoch)")
+    bench.add_argument("--peers", default="torchvision", help="comma-separated peers to run: torchvision, none")
+    bench.add_argument("--pipelines", default="train,val", help="comma-separated: train, val")
+    bench.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"))
+    bench.add_argument("--json", help="also write the results as JSON here")
+
+    commands.add_parser("info", help="versions, and which devices and codecs are available")
+
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from penstock.demo import run_demo
+        run_demo(args.data, args.batch_size, args.threads, args.out, args.work_dir, args.images)
+        return 0
+    if args.command == "bench":
+        from penstock.bench import run_bench
+        run_bench(args)
+        return 0
+    if args.command == "info":
+        return _info()
+    return 2
+
+
+def _info() -> int:
+    import cv2
+    import numpy
+    import simplejpeg
+
+    import penstock
+    from penstock import registry
+    print(f"penstock {penstock.__version__}, Python {sys.version.split()[0]}, numpy {numpy.__version__}, "
+          f"OpenCV {cv2.__version__}, simplejpeg {simplejpeg.__version__}")
+    try:
+        import torch
+        print(f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+    except ImportError:
+        print("torch: not installed (penstock.plugin.pytorch needs it)")
+    for name in sorted(registry.schemas()):
+        if not name.startswith("_"):
+            print(f"  {name:32s} {', '.join(registry.devices(name))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

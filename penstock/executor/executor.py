@@ -1,0 +1,365 @@
+"""Executor internals: the plan, the batch jobs, the threads and the buffer pool."""
+from __future__ import annotations
+
+import atexit
+import collections
+import queue
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from penstock.batch import Batch
+from penstock.operators.base import EpochInfo, SampleContext, SampleOperator, SourceOperator
+
+_POLL_SECONDS = 0.1
+_live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
+
+
+class PipelineError(RuntimeError):
+    """An operator failed on a sample; the message names the operator and the sample's source."""
+
+
+@dataclass
+class Step:
+    """One operator of the plan, with where its inputs come from (keys into a sample's values)."""
+
+    key: int
+    impl: Any
+    inputs: tuple[tuple[int, int], ...]
+    arg_inputs: dict[str, tuple[int, int]]
+    num_outputs: int
+
+
+@dataclass
+class IterationResult:
+    outputs: tuple[Batch, ...]
+    epoch_info: EpochInfo | None
+    iteration: int
+
+
+@dataclass
+class _Job:
+    """One batch in flight."""
+
+    iteration: int
+    size: int = 0
+    source_items: dict = field(default_factory=dict)
+    source_infos: list = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    values: list = field(default_factory=list)  # per output: per-sample arrays
+    buffers: list = field(default_factory=list)  # per output: dense buffer or None
+    ragged: list = field(default_factory=list)
+    epoch_info: EpochInfo | None = None
+    remaining: int = 0
+    error: BaseException | None = None
+    stop: bool = False  # a source ended (StopIteration)
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class BufferPool:
+    """Reuses output buffers once nobody outside the pool refers to them any more.
+
+    A batch handed to the user (or a torch tensor made from it without a copy) keeps a reference
+    to its buffer; while it lives, the buffer is not reused.
+    """
+
+    def __init__(self, keep: int):
+        self._buffers: list[np.ndarray] = []
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def acquire(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        with self._lock:
+            for position, buffer in enumerate(self._buffers):
+                # references: the list, the loop variable, getrefcount's argument
+                if buffer.shape == shape and buffer.dtype == dtype and sys.getrefcount(buffer) <= 3:
+                    return buffer
+            buffer = np.empty(shape, dtype)
+            self._buffers.append(buffer)
+            if len(self._buffers) > self._keep:
+                self._buffers.pop(0)
+            return buffer
+
+
+class Executor:
+    def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
+                 outputs: list[tuple[int, int]], output_layouts: list[str], batch_size: int,
+                 num_threads: int, prefetch_depth: int, seed: int):
+        self._sources = sources  # (key, impl, number of outputs)
+        self._steps = steps
+        self._outputs = outputs
+        self._output_layouts = output_layouts
+        self._batch_size = batch_size
+        self._seed = seed
+        self._depth = max(1, prefetch_depth)
+        self._pools = [BufferPool(keep=self._depth + 3) for _ in outputs]
+        self._dense_outputs = self._find_dense_outputs()
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._in_flight: queue.Queue = queue.Queue()
+        self._slots = threading.Semaphore(self._depth)
+        self._resume = threading.Event()
+        self._stopping = threading.Event()
+        self._next_iteration = 0
+        self._failure: BaseException | None = None
+        self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
+        self._workers = [threading.Thread(target=self._work, name=f"penstock-worker-{i}", daemon=True)
+                         for i in range(max(1, num_threads))]
+        self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
+        self._started = False
+        _live_executors.add(self)
+
+    # ---- consumer side -------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for worker in self._workers:
+            worker.start()
+        self._resume.set()
+        self._producer.start()
+
+    def next(self) -> IterationResult:
+        """The next batch, in order; raises StopIteration at a source's end, or the worker's error."""
+        if self._failure is not None:
+            raise self._failure
+        if self._stopping.is_set():  # closed: batches prepared ahead are not handed out any more
+            raise RuntimeError("the pipeline was shut down (close()); make a new one to run again")
+        if self._end_delivered:  # nothing more comes before reset(): say so again rather than wait
+            raise StopIteration
+        self.start()
+        try:
+            job = self._wait(self._in_flight)
+            self._wait_event(job.done)
+        except BaseException:
+            self.shutdown()
+            raise
+        self._slots.release()
+        if job.error is not None:
+            self._failure = job.error
+            self.shutdown()
+            raise job.error
+        if job.stop:
+            self._end_delivered = True
+            raise StopIteration
+        return IterationResult(self._assemble(job), job.epoch_info, job.iteration)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a source signalled its end and the producer waits for reset()."""
+        return not self._resume.is_set()
+
+    def set_output_layouts(self, layouts: list[str]) -> None:
+        """The layouts of the outputs of batches handed out from now on (feed_input may set one)."""
+        self._output_layouts = list(layouts)
+
+    def reset(self) -> None:
+        """Lets sources that ended start over."""
+        self._end_delivered = False
+        if not self._resume.is_set():
+            for _, source, _ in self._sources:
+                source.reset()
+            self._resume.set()
+
+    def shutdown(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._resume.set()
+        for _, source, _ in self._sources:
+            source.shutdown()
+        for _ in self._workers:
+            self._tasks.put(None)
+        current = threading.current_thread()
+        for thread in (*self._workers, self._producer):
+            if thread.is_alive() and thread is not current:
+                thread.join(timeout=10)
+
+    def _wait(self, source_queue: queue.Queue):
+        while True:
+            try:
+                return source_queue.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if self._stopping.is_set():
+                    raise RuntimeError("the pipeline was shut down") from None
+
+    def _wait_event(self, event: threading.Event) -> None:
+        while not event.wait(timeout=_POLL_SECONDS):
+            if self._stopping.is_set():
+                raise RuntimeError("the pipeline was shut down")
+
+    # ---- producer --------------------------------------------------------------------------
+    def _produce_loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self._slots.acquire(timeout=_POLL_SECONDS):
+                continue
+            while not self._resume.wait(timeout=_POLL_SECONDS):
+                if self._stopping.is_set():
+                    return
+            if self._stopping.is_set():
+                return
+            job = _Job(iteration=self._next_iteration)
+            try:
+                self._prepare(job)
+            except StopIteration:
+                job.stop = True
+                self._resume.clear()
+            except BaseException as error:  # surfaces in the consumer's thread
+                job.error = error
+            if job.stop or job.error is not None or job.size == 0:
+                job.done.set()
+                self._in_flight.put(job)
+                if job.error is not None:
+                    return
+                continue
+            self._next_iteration += 1
+            self._in_flight.put(job)
+            for index in range(job.size):
+                self._tasks.put((job, index))
+
+    def _prepare(self, job: _Job) -> None:
+        size = None
+        for key, source, _ in self._sources:
+            batch = source.next_batch(job.iteration)
+            if size is not None and len(batch.items) != size:
+                raise ValueError(f"{source.name}: gave {len(batch.items)} samples while another source "
+                                 f"gave {size} for the same batch")
+            size = len(batch.items)
+            job.source_items[key] = batch.items
+            if batch.source_infos is not None:
+                job.source_infos = batch.source_infos
+            if batch.epoch_info is not None and job.epoch_info is None:
+                job.epoch_info = batch.epoch_info
+        job.size = size or 0
+        for step in self._steps:
+            rng = np.random.Generator(np.random.Philox(key=[step.impl.context.seed & (2**64 - 1), job.iteration]))
+            job.params[step.key] = step.impl.draw(rng, job.size)
+        job.values = [[None] * job.size for _ in self._outputs]
+        job.buffers = [None] * len(self._outputs)
+        job.ragged = [False] * len(self._outputs)
+        job.remaining = job.size
+
+    # ---- workers ---------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            job, index = task
+            if job.error is None and not self._stopping.is_set():
+                try:
+                    self._run_sample(job, index)
+                except BaseException as error:
+                    with job.lock:
+                        if job.error is None:
+                            job.error = error
+            with job.lock:
+                job.remaining -= 1
+                if job.remaining == 0:
+                    job.done.set()
+
+    def _run_sample(self, job: _Job, index: int) -> None:
+        source_info = job.source_infos[index] if job.source_infos else ""
+        values: dict[tuple[int, int], Any] = {}
+        for key, source, num_outputs in self._sources:
+            sample = SampleContext(index, source_info)
+            result = _call(source.name, source_info, source.load, job.source_items[key][index], sample)
+            for position, value in enumerate(result):
+                values[(key, position)] = value
+        for step in self._steps:
+            inputs = tuple(values[ref] for ref in step.inputs)
+            args = step.impl.args
+            if step.arg_inputs:
+                args = dict(args)
+                for name, ref in step.arg_inputs.items():
+                    args[name] = _per_sample_value(step.impl, name, values[ref])
+            params = job.params[step.key]
+            sample = SampleContext(index, source_info, None if params is None else params[index])
+            out = self._output_slot(job, step, inputs, args, index)
+            result = _as_tuple(_call(step.impl.name, source_info, step.impl.run, inputs, args, sample, out),
+                               step.num_outputs)
+            for position, value in enumerate(result):
+                values[(step.key, position)] = value
+        for output_index, ref in enumerate(self._outputs):
+            job.values[output_index][index] = values[ref]
+
+    def _find_dense_outputs(self) -> dict[int, int]:
+        """Step key -> the pipeline output index it may write into directly (single-output steps)."""
+        dense = {}
+        for output_index, (key, position) in enumerate(self._outputs):
+            step = next((s for s in self._steps if s.key == key), None)
+            if step is not None and step.num_outputs == 1 and key not in dense:
+                dense[key] = output_index
+        return dense
+
+    def _output_slot(self, job: _Job, step: Step, inputs: tuple, args: dict, index: int):
+        output_index = self._dense_outputs.get(step.key)
+        if output_index is None or job.ragged[output_index]:
+            return None
+        spec = step.impl.output_spec(inputs, args)
+        if spec is None:
+            return None
+        shape, dtype = tuple(spec[0]), np.dtype(spec[1])
+        with job.lock:
+            buffer = job.buffers[output_index]
+            if buffer is None:
+                buffer = self._pools[output_index].acquire((job.size, *shape), dtype)
+                job.buffers[output_index] = buffer
+            if buffer.shape[1:] != shape or buffer.dtype != dtype:
+                job.ragged[output_index] = True
+                return None
+        return buffer[index]
+
+    def _assemble(self, job: _Job) -> tuple[Batch, ...]:
+        batches = []
+        for output_index, samples in enumerate(job.values):
+            layout = self._output_layouts[output_index]
+            buffer = job.buffers[output_index]
+            if buffer is not None and not job.ragged[output_index] and all(
+                    sample.base is buffer for sample in samples):
+                batches.append(Batch(samples, layout, dense=buffer))
+            else:
+                batches.append(Batch(samples, layout))
+        return tuple(batches)
+
+
+def _as_tuple(result, count: int) -> tuple:
+    if count == 1:
+        return (result,)
+    return tuple(result)
+
+
+def _call(op_name: str, source_info: str, function, *args):
+    try:
+        return function(*args)
+    except PipelineError:
+        raise
+    except Exception as error:
+        where = f" on sample from '{source_info}'" if source_info else ""
+        raise PipelineError(f"{op_name} failed{where}: {type(error).__name__}: {error}") from error
+
+
+def _per_sample_value(impl, name: str, value):
+    """A per-sample argument's array, converted to the plain value the schema describes."""
+    arg = impl.schema.all_args[name]
+    array = np.asarray(value)
+    plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
+        else array.tolist()
+    try:
+        return arg.convert(plain)
+    except ValueError as error:
+        raise ValueError(f"per-sample argument '{name}': {error}") from None
+
+
+def shutdown_all() -> None:
+    for executor in list(_live_executors):
+        executor.shutdown()
+
+
+# Pipelines left open at exit: stop their threads while the interpreter is whole (daemon threads
+# stopped later, during finalization, can abort the process from inside native code).
+atexit.register(shutdown_all)

@@ -1,0 +1,160 @@
+"""The graph a pipeline definition builds: DataNodes (symbolic batches) and the operators between.
+
+Calling an operator (``fn.resize(images, ...)`` or an ``ops`` object) inside a pipeline definition
+validates its arguments against the schema right there, checks device placement, and appends an
+OpNode to the graph of the pipeline being defined.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from penstock import registry
+from penstock.schema import OpSchema
+
+DEVICE_ORDER = {"cpu": 0, "gpu": 1}
+
+
+class DataNode:
+    """A symbolic batch: the output ``index`` of an operator, living on ``device``."""
+
+    _is_penstock_data_node = True
+
+    def __init__(self, op_node: "OpNode", index: int, device: str):
+        self.op_node = op_node
+        self.index = index
+        self.device = device
+
+    @property
+    def name(self) -> str:
+        return f"{self.op_node.name}[{self.index}]"
+
+    def gpu(self) -> "DataNode":
+        """This batch copied to the GPU."""
+        return invoke(registry.get_schema("_to_gpu"), (self,), {"device": "mixed"})
+
+    def cpu(self) -> "DataNode":
+        if self.device == "cpu":
+            return self
+        raise ValueError(f"{self.name}: data cannot move from the GPU back to the CPU inside a pipeline; "
+                         "return it as an output instead")
+
+    def __bool__(self):
+        raise TypeError(f"{self.name} is a symbolic batch, not a value, so it has no truth value: "
+                        "a Python 'if' cannot choose per sample. Use a per-sample argument such as "
+                        "mirror=fn.random.coin_flip() instead.")
+
+    def __iter__(self):
+        raise TypeError(f"{self.name} is one symbolic batch and cannot be unpacked or iterated; an "
+                        "operator with several outputs returns a tuple of DataNodes")
+
+    def __repr__(self):
+        return f"DataNode({self.name}, device='{self.device}')"
+
+
+@dataclass(eq=False)
+class OpNode:
+    """One operator call in a graph."""
+
+    schema: OpSchema
+    device: str
+    static_args: dict[str, Any]
+    inputs: tuple[DataNode, ...]
+    arg_inputs: dict[str, DataNode]
+    index: int
+    outputs: tuple[DataNode, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.static_args.get("name") or f"{self.schema.name}#{self.index}"
+
+    def dependencies(self) -> list[DataNode]:
+        return [*self.inputs, *self.arg_inputs.values()]
+
+
+class Graph:
+    """The operators of one pipeline, in the order they were called (a valid execution order)."""
+
+    def __init__(self):
+        self.nodes: list[OpNode] = []
+
+    def add(self, schema: OpSchema, device: str, static_args: dict, inputs: tuple, arg_inputs: dict) -> OpNode:
+        node = OpNode(schema, device, static_args, inputs, arg_inputs, index=len(self.nodes))
+        self.nodes.append(node)
+        return node
+
+    def find(self, name: str) -> OpNode:
+        for node in self.nodes:
+            if node.static_args.get("name") == name:
+                return node
+        names = [node.static_args["name"] for node in self.nodes if node.static_args.get("name")]
+        raise ValueError(f"no operator named '{name}' in this pipeline; named operators: "
+                         f"{', '.join(names) or 'none (pass name=... to a reader)'}")
+
+    def needed_nodes(self, outputs: list[DataNode]) -> list[OpNode]:
+        """The operators the outputs depend on, in execution order."""
+        needed: set[int] = set()
+        stack = [output.op_node for output in outputs]
+        while stack:
+            node = stack.pop()
+            if node.index in needed:
+                continue
+            needed.add(node.index)
+            stack.extend(dep.op_node for dep in node.dependencies())
+        return [node for node in self.nodes if node.index in needed]
+
+
+_defining = threading.local()
+
+
+def push_graph(graph: Graph) -> None:
+    stack = getattr(_defining, "stack", None)
+    if stack is None:
+        stack = _defining.stack = []
+    stack.append(graph)
+
+
+def pop_graph() -> None:
+    _defining.stack.pop()
+
+
+def current_graph(op_name: str) -> Graph:
+    stack = getattr(_defining, "stack", None)
+    if not stack:
+        raise RuntimeError(f"{op_name}: operators can only be called while a pipeline is being defined: "
+                           "inside a @pipeline_def function, a Pipeline's define_graph(), or `with pipe:`")
+    return stack[-1]
+
+
+def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
+    """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s)."""
+    static, per_sample = schema.validate(kwargs)
+    return add_validated(schema, inputs, static, per_sample)
+
+
+def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dict):
+    graph = current_graph(schema.name)
+    low, high = schema.num_inputs
+    if not low <= len(inputs) <= high:
+        expected = str(low) if low == high else f"{low} to {high}"
+        raise TypeError(f"{schema.name}: expected {expected} input(s), got {len(inputs)}")
+    for position, node in enumerate(inputs):
+        if not getattr(node, "_is_penstock_data_node", False):
+            raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), "
+                            f"got {type(node).__name__}")
+    device = static["device"]
+    registry.implementation(schema.name, device)  # raises here, where the user called, if unavailable
+    for where, node in [*((f"input {i}", n) for i, n in enumerate(inputs)),
+                        *((f"argument '{k}'", n) for k, n in per_sample.items())]:
+        if node.device == "gpu" and device in ("cpu", "mixed"):
+            raise ValueError(f"{schema.name}: {where} ({node.name}) is on the GPU but the operator runs on "
+                             f"device '{device}'; data flows cpu -> mixed -> gpu, never back. Use "
+                             f"device='gpu' or keep the producer on the CPU.")
+    if device == "gpu" and any(node.device == "cpu" for node in inputs):
+        raise ValueError(f"{schema.name}: runs on the GPU but its input is on the CPU; move it with "
+                         f".gpu() or decode with device='mixed'")
+    node = graph.add(schema, device, static, tuple(inputs), per_sample)
+    output_device = "cpu" if device == "cpu" else "gpu"
+    node.outputs = tuple(DataNode(node, i, output_device) for i in range(schema.outputs_for(static)))
+    return node.outputs[0] if len(node.outputs) == 1 else node.outputs

@@ -1,0 +1,152 @@
+"""Per-sample CPU image kernels over HWC arrays, on OpenCV (which releases the GIL)."""
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from penstock.types import DALIInterpType
+
+_FILTERS = {
+    DALIInterpType.INTERP_NN: cv2.INTER_NEAREST_EXACT if hasattr(cv2, "INTER_NEAREST_EXACT") else cv2.INTER_NEAREST,
+    DALIInterpType.INTERP_LINEAR: cv2.INTER_LINEAR,
+    DALIInterpType.INTERP_TRIANGULAR: cv2.INTER_LINEAR,
+    DALIInterpType.INTERP_CUBIC: cv2.INTER_CUBIC,
+    DALIInterpType.INTERP_LANCZOS3: cv2.INTER_LANCZOS4,
+    DALIInterpType.INTERP_GAUSSIAN: cv2.INTER_LINEAR,
+}
+
+
+def antialias_sigma(scale: float) -> float:
+    """Gaussian prefilter width (in source pixels) for shrinking by ``scale`` (> 1): it stands in for
+    widening the interpolation filter by the scale, as antialiased resampling does, at a fraction of
+    the cost of OpenCV's area filter for non-integer scales."""
+    return math.sqrt(scale * scale - 1.0) / 2.0 if scale > 1.0 else 0.0
+
+
+def _opencv_compatible(image: np.ndarray) -> bool:
+    itemsize, channels = image.itemsize, image.shape[2]
+    return image.strides[2] == itemsize and image.strides[1] == itemsize * channels and image.strides[0] > 0
+
+
+def resize(image: np.ndarray, height: int, width: int, interp: DALIInterpType, antialias: bool = True,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """Resamples an HWC image to (height, width); writes into ``out`` when given.
+
+    Shrinking with antialias (the default, as in DALI) low-pass filters the source first (a Gaussian
+    matched to the scale along each axis), so that every filter but nearest-neighbour averages over
+    the source pixels an output pixel covers.
+    """
+    in_height, in_width = image.shape[:2]
+    if (in_height, in_width) == (height, width):
+        if out is None:
+            return image.copy()
+        out[...] = image
+        return out
+    channels = image.shape[2]
+    source = image if channels <= 4 and _opencv_compatible(image) else np.ascontiguousarray(image)
+    if antialias and interp is not DALIInterpType.INTERP_NN:
+        sigma_y, sigma_x = antialias_sigma(in_height / height), antialias_sigma(in_width / width)
+        if max(sigma_x, sigma_y) > 0.2:
+            source = cv2.GaussianBlur(source, (0, 0), sigmaX=max(sigma_x, 1e-3), sigmaY=max(sigma_y, 1e-3))
+    flag = _FILTERS[interp]
+    if channels > 4:
+        planes = [cv2.resize(np.ascontiguousarray(source[:, :, c]), (width, height), interpolation=flag)
+                  for c in range(channels)]
+        result = np.stack(planes, axis=2)
+    else:
+        destination = out if out is not None and out.flags.c_contiguous and out.dtype == image.dtype else None
+        result = cv2.resize(source, (width, height), dst=destination, interpolation=flag)
+        result = result.reshape(height, width, channels)
+    if out is not None and result is not out and not np.shares_memory(result, out):
+        out[...] = result
+        return out
+    return result
+
+
+def output_size(in_height: int, in_width: int, resize_x: float, resize_y: float, resize_shorter: float,
+                resize_longer: float, mode: str, max_size: tuple | None) -> tuple[int, int]:
+    """DALI's rules for the size of a resized image; every size is rounded to the nearest pixel,
+    halves up (DALI's roundf).
+
+    resize_shorter is mode 'not_smaller' and resize_longer mode 'not_larger' with that size for both
+    sides. 'default' scales a missing size like the given one, 'stretch' keeps it; in both, max_size
+    caps each side on its own. 'not_larger' / 'not_smaller' keep the aspect ratio, and max_size
+    lowers their common scale.
+    """
+    if resize_shorter:
+        height, width, mode = resize_shorter, resize_shorter, "not_smaller"
+    elif resize_longer:
+        height, width, mode = resize_longer, resize_longer, "not_larger"
+    else:
+        height, width = resize_y, resize_x
+    max_height, max_width = (max_size[0], max_size[-1]) if max_size else (0, 0)
+    if not height and not width:
+        height, width = in_height, in_width
+    elif mode in ("not_larger", "not_smaller"):
+        scales = [size / in_size for size, in_size in ((height, in_height), (width, in_width)) if size]
+        scale = min(scales) if mode == "not_larger" else max(scales)
+        scale = min([scale, *(limit / in_size for limit, in_size in ((max_height, in_height), (max_width, in_width))
+                              if limit)])
+        height, width = in_height * scale, in_width * scale
+    else:
+        if mode == "stretch":
+            height, width = height or in_height, width or in_width
+        else:
+            height, width = height or in_height * width / in_width, width or in_width * height / in_height
+        height, width = min(height, max_height or math.inf), min(width, max_width or math.inf)
+    return max(1, int(math.floor(height + 0.5))), max(1, int(math.floor(width + 0.5)))
+
+
+def crop_anchor(in_size: int, crop_size: int, position: float) -> int:
+    """Where a crop starts: DALI's ``round(position * (in_size - crop_size))``."""
+    return int(math.floor(position * (in_size - crop_size) + 0.5))
+
+
+def crop_window(image: np.ndarray, top: int, left: int, height: int, width: int, fill_values=(0,),
+                policy: str = "error", op_name: str = "crop") -> np.ndarray:
+    """The (height, width) window at (top, left); a view when it lies inside the image.
+
+    Outside the image: ``policy`` 'pad' fills with fill_values, 'trim_to_shape' cuts the window to
+    the image, 'error' raises.
+    """
+    in_height, in_width = image.shape[:2]
+    inside = top >= 0 and left >= 0 and top + height <= in_height and left + width <= in_width
+    if inside:
+        return image[top:top + height, left:left + width]
+    if policy == "error":
+        raise ValueError(f"{op_name}: the crop window {height}x{width} at ({top}, {left}) falls outside the "
+                         f"{in_height}x{in_width} image; pass out_of_bounds_policy='pad' or 'trim_to_shape'")
+    if policy == "trim_to_shape":
+        top0, left0 = max(top, 0), max(left, 0)
+        return image[top0:min(top + height, in_height), left0:min(left + width, in_width)]
+    channels = image.shape[2]
+    fill = np.broadcast_to(np.asarray(fill_values, dtype=image.dtype), (channels,))
+    result = np.empty((height, width, channels), image.dtype)
+    result[...] = fill
+    source_top, source_left = max(top, 0), max(left, 0)
+    source_bottom, source_right = min(top + height, in_height), min(left + width, in_width)
+    if source_bottom > source_top and source_right > source_left:
+        result[source_top - top:source_bottom - top, source_left - left:source_right - left] = \
+            image[source_top:source_bottom, source_left:source_right]
+    return result
+
+
+def normalize_table(mean: np.ndarray, std: np.ndarray, scale: float, shift: float, channels: int) -> np.ndarray:
+    """A 256-entry lookup table per channel: (v - mean) / std * scale + shift, for uint8 inputs."""
+    values = np.arange(256, dtype=np.float64)[:, None]
+    mean = np.broadcast_to(mean, (channels,))
+    std = np.broadcast_to(std, (channels,))
+    return ((values - mean) / std * scale + shift).astype(np.float32).reshape(1, 256, channels)
+
+
+def normalize_uint8(image: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Applies a per-channel lookup table to an HWC uint8 image: float32 HWC (GIL released)."""
+    channels = image.shape[2]
+    source = image if image.flags.c_contiguous else np.ascontiguousarray(image)
+    if channels > 4:
+        return np.stack([table[0, :, c][source[:, :, c]] for c in range(channels)], axis=2)
+    lut = table if channels > 1 else table[:, :, :1]
+    result = cv2.LUT(source, lut if channels > 1 else lut.reshape(1, 256))
+    return result.reshape(image.shape)

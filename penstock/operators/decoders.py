@@ -1,0 +1,225 @@
+"""Image decoders: ``decoders.image``, ``decoders.image_random_crop``, ``decoders.image_crop`` and
+``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from penstock import registry, types
+from penstock.kernels import cpu_image, image_codecs
+from penstock.operators.base import SampleContext, SampleOperator
+from penstock.schema import Arg, OpSchema
+
+# Arguments every image decoder takes, documented once.
+DECODER_ARGS = (
+    Arg("output_type", "image_type", types.RGB, "Colour space of the output: RGB, BGR or GRAY."),
+    Arg("device_memory_padding", "int", 16 * 1024 * 1024, "Accepted for DALI compatibility (GPU buffer "
+        "growth step); buffers are sized from the data.", min=0),
+    Arg("host_memory_padding", "int", 8 * 1024 * 1024, "Accepted for DALI compatibility (pinned buffer "
+        "growth step).", min=0),
+    Arg("device_memory_padding_jpeg2k", "int", 0, "Accepted for DALI compatibility.", min=0),
+    Arg("host_memory_padding_jpeg2k", "int", 0, "Accepted for DALI compatibility.", min=0),
+    Arg("hw_decoder_load", "float", 0.65, "Share of each batch given to the GPU's hardware JPEG "
+        "engines ('mixed' device); the rest is decoded on CUDA cores.", min=0.0, max=1.0),
+    Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
+    Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
+    Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
+    Arg("use_fast_idct", "bool", False, "Accepted for DALI compatibility; the accurate IDCT is used."),
+    Arg("affine", "bool", True, "Accepted for DALI compatibility."),
+    Arg("split_stages", "bool", False, "Accepted for DALI compatibility."),
+    Arg("memory_stats", "bool", False, "Accepted for DALI compatibility."),
+    Arg("jpeg_fancy_upsampling", "bool", False, "Accepted for DALI compatibility."),
+    Arg("adjust_orientation", "bool", True, "Accepted for DALI compatibility; EXIF orientation is not "
+        "applied."),
+    Arg("dtype", "dtype", types.UINT8, "Output element type; only UINT8 is supported.", choices=(types.UINT8,)),
+)
+
+RANDOM_CROP_ARGS = (
+    Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "Range [min, max] of the crop's width/height.",
+        length=(2,), min=0.0),
+    Arg("random_area", "floats", (0.08, 1.0), "Range [min, max] of the crop's share of the image area.",
+        length=(2,), min=0.0, max=1.0),
+    Arg("num_attempts", "int", 10, "Tries to find a window that fits before falling back to a "
+        "centred crop of the image's shape clamped to the aspect range.", min=1),
+)
+
+WINDOW_ARGS = (
+    Arg("crop", "floats", None, "Window size (height, width) in pixels.", per_sample=True, length=(1, 2)),
+    Arg("crop_w", "float", 0.0, "Window width in pixels.", per_sample=True, min=0.0),
+    Arg("crop_h", "float", 0.0, "Window height in pixels.", per_sample=True, min=0.0),
+    Arg("crop_pos_x", "float", 0.5, "Horizontal position of the window, 0 (left) to 1 (right).",
+        per_sample=True, min=0.0, max=1.0),
+    Arg("crop_pos_y", "float", 0.5, "Vertical position of the window, 0 (top) to 1 (bottom).",
+        per_sample=True, min=0.0, max=1.0),
+)
+
+SLICE_ARGS = (
+    Arg("rel_start", "floats", None, "Start of the window (y, x) as fractions of the image size.",
+        per_sample=True, length=(2,)),
+    Arg("rel_shape", "floats", None, "Size of the window (height, width) as fractions of the image size.",
+        per_sample=True, length=(2,)),
+    Arg("start", "floats", None, "Start of the window (y, x) in pixels.", per_sample=True, length=(2,)),
+    Arg("shape", "floats", None, "Size of the window (height, width) in pixels.", per_sample=True, length=(2,)),
+    Arg("axis_names", "str", "HW", "Order of the coordinates in start/shape: 'HW' or 'WH'.", choices=("HW", "WH")),
+)
+
+
+def _decoder_schema(name, class_name, doc, extra_args=(), num_inputs=(1, 1)):
+    return registry.register_schema(OpSchema(
+        name=name, class_name=class_name, doc=doc, args=(*DECODER_ARGS, *extra_args),
+        num_inputs=num_inputs, input_names=("data", "window_start", "window_shape")))
+
+
+_decoder_schema("decoders.image", "decoders.Image",
+                "Decodes JPEG, PNG, BMP, TIFF, PNM, WebP, JPEG 2000 and the first frame of GIF images.")
+_decoder_schema("decoders.image_random_crop", "decoders.ImageRandomCrop",
+                "Decodes a random window of each image (the RandomResizedCrop window: a random area and "
+                "aspect ratio), chosen from the image's header before decoding so that only the window "
+                "is produced.", RANDOM_CROP_ARGS)
+_decoder_schema("decoders.image_crop", "decoders.ImageCrop",
+                "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", WINDOW_ARGS)
+_decoder_schema("decoders.image_slice", "decoders.ImageSlice",
+                "Decodes the window given by relative or absolute start and shape (arguments, or the "
+                "second and third inputs as (y, x) and (height, width)).", SLICE_ARGS, num_inputs=(1, 3))
+
+
+def random_crop_window(height: int, width: int, draws: np.ndarray, aspect_range, area_range) -> tuple:
+    """(top, left, crop_height, crop_width) of a RandomResizedCrop window.
+
+    ``draws`` holds, per attempt, (area fraction, log aspect ratio, y position, x position) uniforms
+    in [0, 1); the first attempt whose window fits wins; otherwise the whole image clamped to the
+    aspect range, centred (torchvision's and DALI's fallback).
+    """
+    area = height * width
+    low_area, high_area = area_range
+    log_low, log_high = math.log(aspect_range[0]), math.log(aspect_range[1])
+    for area_draw, ratio_draw, y_draw, x_draw in draws:
+        target_area = area * (low_area + (high_area - low_area) * area_draw)
+        ratio = math.exp(log_low + (log_high - log_low) * ratio_draw)
+        crop_width = int(round(math.sqrt(target_area * ratio)))
+        crop_height = int(round(math.sqrt(target_area / ratio)))
+        if 0 < crop_width <= width and 0 < crop_height <= height:
+            top = int(y_draw * (height - crop_height + 1))
+            left = int(x_draw * (width - crop_width + 1))
+            return top, left, crop_height, crop_width
+    ratio = width / height
+    if ratio < aspect_range[0]:
+        crop_width, crop_height = width, int(round(width / aspect_range[0]))
+    elif ratio > aspect_range[1]:
+        crop_height, crop_width = height, int(round(height * aspect_range[1]))
+    else:
+        crop_height, crop_width = height, width
+    return (height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width
+
+
+class ImageDecoder(SampleOperator):
+    """Decodes whole images, or a window of each: subclasses choose the window."""
+
+    shrink_target: tuple[int, int] | None = None  # set at build when a fixed-size resize follows
+
+    def window(self, height: int, width: int, inputs: tuple, args: dict, sample: SampleContext):
+        return None
+
+    def run(self, inputs, args, sample, out=None):
+        data = inputs[0]
+        if data.ndim != 1 or data.dtype != np.uint8:
+            raise TypeError(f"expected encoded bytes (a 1-D uint8 array), got {data.dtype} of shape {data.shape}")
+        output_type = args["output_type"]
+        kind = image_codecs.image_format(data)
+        height, width = image_codecs.jpeg_size(data) if kind == "jpeg" else (None, None)
+        if height is None:
+            image = image_codecs.decode(data, output_type)
+            height, width = image.shape[:2]
+            window = self.window(height, width, inputs, args, sample)
+            return image if window is None else self._cut(image, window)
+        window = self.window(height, width, inputs, args, sample)
+        if window is None:
+            scale = self._dct_scale(height, width)
+            return image_codecs.decode(data, output_type, min_height=-(-height // scale) if scale > 1 else 0,
+                                       min_width=-(-width // scale) if scale > 1 else 0)
+        self._check_window(window, height, width)
+        return image_codecs.decode_jpeg_window(data, output_type, window, self._dct_scale(*window[2:]))
+
+    def _check_window(self, window, height: int, width: int) -> None:
+        """Windows reaching outside the image are cut to it (random crops) or rejected (fixed crops)."""
+
+    def _dct_scale(self, crop_height: int, crop_width: int) -> int:
+        """The largest of 1, 2, 4, 8 that keeps the window at least as large as the resize after it."""
+        if self.shrink_target is None:
+            return 1
+        target_height, target_width = self.shrink_target
+        scale = 1
+        while scale < 8 and crop_height >= 2 * scale * target_height and crop_width >= 2 * scale * target_width:
+            scale *= 2
+        return scale
+
+    def _cut(self, image, window):
+        top, left, crop_height, crop_width = window
+        return cpu_image.crop_window(image, top, left, crop_height, crop_width, policy="trim_to_shape")
+
+    def output_layout(self, input_layouts):
+        return "HWC"
+
+
+@registry.register("decoders.image", "cpu")
+class Image(ImageDecoder):
+    pass
+
+
+@registry.register("decoders.image_random_crop", "cpu")
+class ImageRandomCrop(ImageDecoder):
+    def draw(self, rng, count):
+        return rng.random((count, self.args["num_attempts"], 4))
+
+    def window(self, height, width, inputs, args, sample):
+        return random_crop_window(height, width, sample.params, args["random_aspect_ratio"], args["random_area"])
+
+
+class FixedWindowDecoder(ImageDecoder):
+    """A decoder whose window must lie inside the image: outside is an error, not a silent cut."""
+
+    def _check_window(self, window, height, width):
+        top, left, crop_height, crop_width = window
+        if top < 0 or left < 0 or top + crop_height > height or left + crop_width > width:
+            raise ValueError(f"{self.name}: the window {crop_height}x{crop_width} at ({top}, {left}) falls "
+                             f"outside the {height}x{width} image")
+
+    def _cut(self, image, window):
+        self._check_window(window, *image.shape[:2])
+        return super()._cut(image, window)
+
+
+@registry.register("decoders.image_crop", "cpu")
+class ImageCrop(FixedWindowDecoder):
+    def window(self, height, width, inputs, args, sample):
+        crop = args["crop"]
+        crop_height, crop_width = (crop[0], crop[-1]) if crop else (args["crop_h"], args["crop_w"])
+        if not crop_height or not crop_width:
+            raise ValueError("decoders.image_crop: give crop=(height, width) or crop_h and crop_w")
+        crop_height, crop_width = int(round(crop_height)), int(round(crop_width))
+        top = cpu_image.crop_anchor(height, crop_height, args["crop_pos_y"])
+        left = cpu_image.crop_anchor(width, crop_width, args["crop_pos_x"])
+        return top, left, crop_height, crop_width
+
+
+@registry.register("decoders.image_slice", "cpu")
+class ImageSlice(FixedWindowDecoder):
+    def window(self, height, width, inputs, args, sample):
+        if len(inputs) == 3:
+            start, shape = np.asarray(inputs[1], float).ravel(), np.asarray(inputs[2], float).ravel()
+            relative = start.dtype.kind == "f" and np.all(shape <= 1.0) and inputs[2].dtype.kind == "f"
+        elif args["rel_start"] is not None or args["rel_shape"] is not None:
+            start, shape, relative = np.asarray(args["rel_start"] or (0, 0)), np.asarray(args["rel_shape"] or (1, 1)), True
+        else:
+            start, shape, relative = np.asarray(args["start"] or (0, 0)), np.asarray(args["shape"] or (height, width)), False
+        if args["axis_names"] == "WH":
+            start, shape = start[::-1], shape[::-1]
+        end = start + shape
+        if relative:
+            start, end = start * (height, width), end * (height, width)
+        # as DALI: round the start and the end (halves up), so a window that ends at the image's
+        # edge in relative terms ends there in pixels too
+        top, left = (int(math.floor(value + 0.5)) for value in start)
+        bottom, right = (int(math.floor(value + 0.5)) for value in end)
+        return top, left, bottom - top, right - left

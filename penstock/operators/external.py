@@ -1,0 +1,253 @@
+"""``external_source``: data from Python, through ``source=`` (a callable or an iterable) or through
+``Pipeline.feed_input`` from ``iter_setup``."""
+from __future__ import annotations
+
+import inspect
+import queue
+import threading
+
+import numpy as np
+
+from penstock import registry, types
+from penstock.operators.base import SampleContext, SourceBatch, SourceOperator
+from penstock.schema import Arg, OpSchema
+
+SCHEMA = registry.register_schema(OpSchema(
+    name="external_source",
+    class_name="ExternalSource",
+    doc="Data from Python. ``source`` may be a callable (called once per batch, or once per sample "
+        "with batch=False; given the iteration index, or a SampleInfo-like object, if it takes an "
+        "argument) or an iterable (its end is the epoch's end). Without ``source``, feed each "
+        "iteration's data with ``Pipeline.feed_input`` from ``iter_setup``. A batch is a list of "
+        "per-sample arrays, or one array / torch tensor whose first dimension is the batch.",
+    args=(
+        Arg("source", "any", None, "A callable, an iterable, or None for feed_input."),
+        Arg("num_outputs", "int", None, "How many outputs the source gives per call (a tuple of that "
+            "many batches); None means one output.", min=1),
+        Arg("batch", "bool", True, "Whether the source gives whole batches (True) or single samples."),
+        Arg("cycle", "any", False, "For an iterable: False (its end ends the epoch), True or 'quiet' "
+            "(start over without a break), 'raise' (end the epoch, then start over)."),
+        Arg("dtype", "dtype", None, "Expected element type; data of another type is an error."),
+        Arg("ndim", "int", None, "Expected number of dimensions per sample.", min=0),
+        Arg("layout", "any", None, "Layout string of the samples (one per output with num_outputs)."),
+        Arg("no_copy", "bool", False, "Accepted for DALI compatibility: data is never copied "
+            "unless a conversion needs it."),
+        Arg("blocking", "bool", True, "Accepted for DALI compatibility."),
+        Arg("batch_info", "bool", False, "Pass the callable the iteration index (batch=True)."),
+        Arg("parallel", "bool", False, "Accepted for DALI compatibility; sources run in the producer thread."),
+        Arg("prefetch_queue_depth", "int", 1, "Accepted for DALI compatibility.", min=1),
+        Arg("cuda_stream", "any", None, "Accepted for DALI compatibility."),
+        Arg("use_copy_kernel", "bool", False, "Accepted for DALI compatibility."),
+        Arg("repeat_last", "bool", False, "Without new fed data, give the last batch again."),
+    ),
+    num_inputs=(0, 0),
+    num_outputs=lambda args: args["num_outputs"] or 1,
+    input_names=(),
+    is_source=True,
+))
+
+
+class SampleInfo:
+    """What a per-sample source callable is told: which sample of which iteration it makes."""
+
+    def __init__(self, idx_in_epoch: int, idx_in_batch: int, iteration: int, epoch_idx: int = 0):
+        self.idx_in_epoch, self.idx_in_batch = idx_in_epoch, idx_in_batch
+        self.iteration, self.epoch_idx = iteration, epoch_idx
+
+    def __repr__(self):
+        return f"SampleInfo(idx_in_epoch={self.idx_in_epoch}, idx_in_batch={self.idx_in_batch}, " \
+               f"iteration={self.iteration})"
+
+
+def to_numpy(value, where: str) -> np.ndarray:
+    """A sample as a numpy array, without a copy for numpy arrays and CPU torch tensors."""
+    if isinstance(value, np.ndarray):
+        return value
+    module = type(value).__module__
+    if module.startswith("torch"):
+        if value.device.type != "cpu":
+            value = value.cpu()
+        return value.detach().numpy()
+    if module.startswith("cupy"):
+        return value.get()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return np.frombuffer(value, dtype=np.uint8)
+    if isinstance(value, (int, float, bool, np.generic, list, tuple)):
+        return np.asarray(value)
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    raise TypeError(f"{where}: cannot use a {type(value).__name__} as a sample; give numpy arrays, "
+                    "torch tensors, bytes or numbers")
+
+
+def split_batch(batch, where: str) -> list[np.ndarray]:
+    """A batch given as a list of samples, or as one array / tensor with the batch first."""
+    if isinstance(batch, (list, tuple)):
+        return [to_numpy(sample, f"{where}, sample {i}") for i, sample in enumerate(batch)]
+    array = to_numpy(batch, where)
+    if array.ndim == 0:
+        raise ValueError(f"{where}: a batch must be a list of samples or an array with the batch as its "
+                         "first dimension; got a scalar")
+    return list(array)
+
+
+class _Ended:
+    """Marks the end of fed data."""
+
+
+@registry.register("external_source", "cpu")
+class ExternalSource(SourceOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.num_outputs = args["num_outputs"] or 1
+        self.source = args["source"]
+        self.cycle = args["cycle"]
+        if self.cycle not in (False, True, "quiet", "raise", "no"):
+            raise ValueError(f"external_source: argument 'cycle' must be False, True, 'quiet' or 'raise', "
+                             f"got {self.cycle!r}")
+        self.needs_feed = self.source is None
+        self._fed: queue.Queue = queue.Queue()
+        self._stopping = threading.Event()
+        self._last = None
+        self._iterator = None
+        self._calls_with_argument = False
+        self._samples_in_epoch = 0
+        self._fed_layout: str | None = None  # the layout feed_input named last
+        self._fed_batches = 0
+        if self.source is not None:
+            self._prepare_source()
+
+    def _prepare_source(self) -> None:
+        if callable(self.source) and not hasattr(self.source, "__next__"):
+            try:
+                parameters = [p for p in inspect.signature(self.source).parameters.values()
+                              if p.default is inspect.Parameter.empty
+                              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            except (TypeError, ValueError):
+                parameters = []
+            self._calls_with_argument = len(parameters) >= 1 or self.args["batch_info"]
+            if not hasattr(self.source, "__iter__") or inspect.isfunction(self.source) or inspect.ismethod(self.source):
+                return
+        try:
+            self._iterator = iter(self.source)
+        except TypeError:
+            raise TypeError(f"external_source: 'source' must be a callable or an iterable, got "
+                            f"{type(self.source).__name__}") from None
+
+    # ---- feed_input ---------------------------------------------------------------------------
+    def feed(self, data, layout) -> bool:
+        """Queues one iteration's data; returns True when ``layout`` changes the source's layout."""
+        if self.num_outputs != 1:
+            raise ValueError("external_source: feed_input works with single-output sources")
+        self._fed.put(self._check(split_batch(data, "feed_input"), 0))
+        self._fed_batches += 1
+        if layout is None:
+            return False
+        layout = types.layout_string(layout)
+        changed = layout != self.output_layout(())
+        self._fed_layout = layout
+        return changed
+
+    def has_data_for(self, iteration: int) -> bool:
+        """Whether the batch of ``iteration`` (counted over every fed batch) was fed."""
+        return self._fed_batches > iteration or (self.args["repeat_last"] and self._fed_batches > 0)
+
+    def feed_end(self) -> None:
+        self._fed.put(_Ended)
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+
+    def _next_fed(self):
+        while True:
+            try:
+                data = self._fed.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if self._stopping.is_set():
+                    raise RuntimeError("the pipeline was shut down while waiting for feed_input") from None
+        if data is _Ended:
+            raise StopIteration
+        return data
+
+    # ---- sources ---------------------------------------------------------------------------------
+    def next_batch(self, iteration: int) -> SourceBatch:
+        if self.needs_feed:
+            if self.args["repeat_last"] and self._fed.empty() and self._last is not None:
+                return SourceBatch(self._last)
+            self._last = self._next_fed()
+            return SourceBatch(self._last)
+        if self.args["batch"]:
+            outputs = self._outputs_of(self._call_or_next(iteration), "source")
+            samples = [self._check(split_batch(out, f"external_source output {i}"), i)
+                       for i, out in enumerate(outputs)]
+            lengths = {len(s) for s in samples}
+            if len(lengths) > 1:
+                raise ValueError(f"external_source: outputs of one batch have different lengths {sorted(lengths)}")
+            items = list(zip(*samples))
+        else:
+            items = []
+            for index in range(self.context.batch_size):
+                info = SampleInfo(self._samples_in_epoch, index, iteration)
+                try:
+                    value = self._call_or_next(info)
+                except StopIteration:
+                    if not items:
+                        raise
+                    break
+                self._samples_in_epoch += 1
+                outputs = self._outputs_of(value, f"sample {index}")
+                items.append(tuple(self._check([to_numpy(out, f"external_source sample {index}")], i)[0]
+                                   for i, out in enumerate(outputs)))
+        if len(items) > self.context.batch_size:
+            raise ValueError(f"external_source: the source gave {len(items)} samples, more than the "
+                             f"batch_size of {self.context.batch_size}")
+        return SourceBatch(items)
+
+    def _call_or_next(self, argument):
+        if self._iterator is None:
+            return self.source(argument) if self._calls_with_argument else self.source()
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            if self.cycle in (True, "quiet"):
+                self._iterator = iter(self.source)
+                return next(self._iterator)
+            raise
+
+    def _outputs_of(self, value, where: str) -> tuple:
+        if self.num_outputs == 1:
+            return (value,)
+        if isinstance(value, dict):
+            value = tuple(value.values())
+        if not isinstance(value, (tuple, list)) or len(value) != self.num_outputs:
+            raise ValueError(f"external_source: num_outputs={self.num_outputs} but the {where} gave "
+                             f"{type(value).__name__} of length {len(value) if hasattr(value, '__len__') else '?'}")
+        return tuple(value)
+
+    def _check(self, samples: list[np.ndarray], output: int) -> list[np.ndarray]:
+        dtype, ndim = self.args["dtype"], self.args["ndim"]
+        for index, sample in enumerate(samples):
+            if dtype is not None and sample.dtype != dtype.numpy:
+                raise TypeError(f"external_source: sample {index} of output {output} has dtype "
+                                f"{sample.dtype}, but dtype={dtype.name} was declared")
+            if ndim is not None and sample.ndim != ndim:
+                raise ValueError(f"external_source: sample {index} of output {output} has {sample.ndim} "
+                                 f"dimensions, but ndim={ndim} was declared")
+        return samples
+
+    def load(self, item, sample: SampleContext) -> tuple:
+        return item if isinstance(item, tuple) else (item,)
+
+    def reset(self) -> None:
+        self._samples_in_epoch = 0
+        if self._iterator is not None:
+            self._iterator = iter(self.source)
+
+    def output_layout(self, input_layouts):
+        if self._fed_layout is not None:
+            return self._fed_layout
+        layout = self.args["layout"]
+        if isinstance(layout, (list, tuple)):
+            return tuple(types.layout_string(item) for item in layout)
+        return types.layout_string(layout)

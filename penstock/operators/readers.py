@@ -1,0 +1,211 @@
+"""Readers: ``readers.file`` reads encoded files and integer labels from a folder tree or a list."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from penstock import registry
+from penstock.operators.base import EpochInfo, SampleContext, SourceBatch, SourceOperator
+from penstock.schema import Arg, OpSchema
+
+FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
+                   ".webp", ".gif", ".jp2", ".flac", ".ogg", ".wav")
+
+# Sharding and epoch arguments shared by every reader, documented once.
+READER_ARGS = (
+    Arg("random_shuffle", "bool", False, "Shuffle the samples of each epoch (a new permutation per epoch, "
+        "derived from the seed)."),
+    Arg("initial_fill", "int", 1024, "Accepted for DALI compatibility: penstock shuffles the whole "
+        "shard each epoch instead of through a buffer of this size.", min=1),
+    Arg("shard_id", "int", 0, "Which shard this pipeline reads.", min=0),
+    Arg("num_shards", "int", 1, "Into how many contiguous parts the data set is split.", min=1),
+    Arg("stick_to_shard", "bool", False, "Read the same shard every epoch; otherwise shard k reads part "
+        "(k + epoch) % num_shards in each epoch."),
+    Arg("pad_last_batch", "bool", False, "Pad a short last batch by repeating the epoch's last sample; "
+        "otherwise the batch is filled with the epoch's first samples. Either way the padding is "
+        "marked, and iterators drop or keep it by their last_batch_policy."),
+    Arg("skip_cached_images", "bool", False, "Accepted for DALI compatibility; has no effect."),
+    Arg("dont_use_mmap", "bool", False, "Accepted for DALI compatibility; files are read with plain reads."),
+    Arg("read_ahead", "bool", False, "Accepted for DALI compatibility; the OS reads ahead."),
+    Arg("prefetch_queue_depth", "int", 1, "Accepted for DALI compatibility; see the pipeline's own.", min=1),
+    Arg("lazy_init", "bool", False, "Accepted for DALI compatibility; the file list is made at build."),
+)
+
+FILE_SCHEMA = registry.register_schema(OpSchema(
+    name="readers.file",
+    class_name="readers.File",
+    doc="Reads files as encoded bytes (uint8, 1-D) with an int32 label of shape (1,).\n\n"
+        "Give the data one of three ways: ``file_root`` alone, a folder with one sub-folder per class "
+        "(labels 0..K-1 in sorted folder order); ``file_list``, a text file of 'path label' lines "
+        "(paths relative to file_root); or ``files`` (and optionally ``labels``).",
+    args=(
+        Arg("file_root", "str", None, "Folder of the data, or the base of relative paths in file_list/files."),
+        Arg("file_list", "str", None, "Text file with one 'relative/path label' per line."),
+        Arg("files", "strs", None, "Paths of the files (relative to file_root when it is given)."),
+        Arg("labels", "ints", None, "One label per entry of files; default 0, 1, 2, ..."),
+        Arg("file_filters", "strs", None, "Accepted extensions in a folder tree (default: images and audio)."),
+        Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=2,
+    input_names=(),
+    is_source=True,
+))
+
+
+def list_folder_tree(file_root: str, extensions: tuple[str, ...], case_sensitive: bool) -> tuple[list, list]:
+    """(paths, labels) of a folder-per-class tree; classes are the sorted sub-folders."""
+    if not os.path.isdir(file_root):
+        raise FileNotFoundError(f"readers.file: file_root '{file_root}' is not a folder")
+    classes = sorted(entry.name for entry in os.scandir(file_root) if entry.is_dir())
+    if not case_sensitive:
+        extensions = tuple(ext.lower() for ext in extensions)
+    paths, labels = [], []
+    for label, class_name in enumerate(classes):
+        for folder, _, names in sorted(os.walk(os.path.join(file_root, class_name))):
+            for name in sorted(names):
+                key = name if case_sensitive else name.lower()
+                if key.endswith(extensions):
+                    paths.append(os.path.join(folder, name))
+                    labels.append(label)
+    return paths, labels
+
+
+def read_file_list(file_list: str, file_root: str | None) -> tuple[list, list]:
+    try:
+        with open(file_list) as handle:
+            lines = handle.read().splitlines()
+    except OSError as error:
+        raise FileNotFoundError(f"readers.file: cannot read file_list '{file_list}': {error.strerror}") from None
+    paths, labels = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        path, _, label = line.strip().rpartition(" ")
+        if not path:
+            path, label = label, "0"
+        try:
+            labels.append(int(label))
+        except ValueError:
+            raise ValueError(f"readers.file: line {number} of '{file_list}' should be 'path label', "
+                             f"got {line!r}") from None
+        paths.append(os.path.join(file_root or os.path.dirname(file_list), path))
+    return paths, labels
+
+
+class ShardedEpochs:
+    """Which samples each batch holds: epochs aligned to batches, shards partitioning the data.
+
+    Every sample of the shard appears exactly once per epoch; a short last batch is padded and the
+    padding counted, so that iterators can keep, drop or trim it.
+    """
+
+    def __init__(self, total: int, batch_size: int, shard_id: int, num_shards: int, stick_to_shard: bool,
+                 shuffle: bool, pad_last_batch: bool, seed: int, name: str):
+        if shard_id >= num_shards:
+            raise ValueError(f"{name}: shard_id ({shard_id}) must be less than num_shards ({num_shards})")
+        if total < num_shards:
+            raise ValueError(f"{name}: {total} samples cannot be split into {num_shards} shards")
+        self.total, self.batch_size = total, batch_size
+        self.shard_id, self.num_shards, self.stick_to_shard = shard_id, num_shards, stick_to_shard
+        self.shuffle, self.pad_last_batch, self.seed = shuffle, pad_last_batch, seed
+        largest_shard = max(self.shard_bounds(k)[1] - self.shard_bounds(k)[0] for k in range(num_shards))
+        self.batches_per_epoch = -(-largest_shard // batch_size)
+        self.epoch, self.batch_in_epoch = 0, 0
+        self._order = self._epoch_order(0)
+
+    def shard_bounds(self, shard: int) -> tuple[int, int]:
+        return self.total * shard // self.num_shards, self.total * (shard + 1) // self.num_shards
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        shard = self.shard_id if self.stick_to_shard else (self.shard_id + epoch) % self.num_shards
+        start, stop = self.shard_bounds(shard)
+        order = np.arange(start, stop)
+        if self.shuffle:
+            np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
+        return order
+
+    def next_batch(self) -> tuple[np.ndarray, EpochInfo]:
+        begin = self.batch_in_epoch * self.batch_size
+        indices = self._order[begin:begin + self.batch_size]
+        valid = len(indices)
+        if valid < self.batch_size:
+            if self.pad_last_batch or len(self._order) == 0:
+                filler = np.full(self.batch_size - valid, self._order[-1])
+            else:
+                filler = np.resize(self._order, self.batch_size - valid)
+            indices = np.concatenate([indices, filler])
+        info = EpochInfo(self.epoch, valid, last=self.batch_in_epoch + 1 == self.batches_per_epoch)
+        self.batch_in_epoch += 1
+        if info.last:
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+            self._order = self._epoch_order(self.epoch)
+        return indices, info
+
+    def shard_size(self) -> int:
+        start, stop = self.shard_bounds(self.shard_id)
+        return stop - start
+
+
+def read_bytes(path: str) -> np.ndarray:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise OSError(f"cannot read '{path}': {error.strerror}") from None
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+@registry.register("readers.file", "cpu")
+class FileReader(SourceOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.paths, self.labels = self._list_files(args)
+        if not self.paths:
+            where = args["file_root"] or args["file_list"] or "files"
+            raise ValueError(f"readers.file: no files found in '{where}'")
+        self.epochs = ShardedEpochs(len(self.paths), context.batch_size, args["shard_id"], args["num_shards"],
+                                    args["stick_to_shard"], args["random_shuffle"], args["pad_last_batch"],
+                                    context.seed, "readers.file")
+
+    @staticmethod
+    def _list_files(args) -> tuple[list, np.ndarray]:
+        root, file_list, files = args["file_root"], args["file_list"], args["files"]
+        if sum(value is not None for value in (file_list, files)) > 1:
+            raise ValueError("readers.file: give either file_list or files, not both")
+        if files is not None:
+            paths = [os.path.join(root, path) if root else path for path in files]
+            labels = list(args["labels"]) if args["labels"] is not None else list(range(len(paths)))
+            if len(labels) != len(paths):
+                raise ValueError(f"readers.file: {len(labels)} labels for {len(paths)} files")
+        elif file_list is not None:
+            paths, labels = read_file_list(file_list, root)
+        elif root is not None:
+            extensions = tuple(args["file_filters"] or FILE_EXTENSIONS)
+            extensions = tuple(ext.lstrip("*") for ext in extensions)
+            paths, labels = list_folder_tree(root, extensions, args["case_sensitive_filter"])
+        else:
+            raise ValueError("readers.file: give file_root, file_list or files")
+        return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
+
+    def next_batch(self, iteration: int) -> SourceBatch:
+        indices, info = self.epochs.next_batch()
+        return SourceBatch(list(indices), info, [self.paths[i] for i in indices])
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        return read_bytes(self.paths[index]), self.labels[index]
+
+    def output_layout(self, input_layouts):
+        return ("", "")
+
+    def epoch_size(self) -> int:
+        return len(self.paths)
+
+    def reader_meta(self) -> dict:
+        return {"epoch_size": len(self.paths),
+                "epoch_size_padded": self.epochs.batches_per_epoch * self.context.batch_size * self.epochs.num_shards,
+                "number_of_shards": self.epochs.num_shards, "shard_id": self.epochs.shard_id,
+                "pad_last_batch": self.epochs.pad_last_batch, "stick_to_shard": self.epochs.stick_to_shard,
+                "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}

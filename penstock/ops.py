@@ -1,0 +1,39 @@
+"""Operator objects: ``ops.Resize(device="gpu", resize_x=224)`` made once, then called on DataNodes in
+``define_graph``. One class per operator schema in the registry, with the schema's docs."""
+from __future__ import annotations
+
+import sys
+
+from penstock import operators  # noqa: F401  (registers every operator)
+from penstock import registry
+from penstock.api import make_namespaces, signature_of
+from penstock.graph import invoke
+
+
+def _make_class(schema):
+    def __init__(self, **kwargs):
+        schema.validate(kwargs)  # bad arguments fail here, where the object is made
+        self._init_kwargs = kwargs
+
+    def __call__(self, *inputs, **kwargs):
+        repeated = sorted(set(kwargs) & set(self._init_kwargs))
+        if repeated:
+            raise TypeError(f"{schema.name}: argument '{repeated[0]}' was given when the operator was made "
+                            "and again when it was called; give it once")
+        return invoke(schema, inputs, {**self._init_kwargs, **kwargs})
+
+    def __repr__(self):
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self._init_kwargs.items())
+        return f"ops.{schema.class_name}({arguments})"
+
+    short_name = schema.class_name.rsplit(".", 1)[-1]
+    cls = type(short_name, (), {"__init__": __init__, "__call__": __call__, "__repr__": __repr__,
+                                "__doc__": schema.docstring(registry.devices(schema.name)),
+                                "__module__": __name__, "schema": schema})
+    cls.__init__.__signature__ = signature_of(schema, with_inputs=False, with_self=True)
+    return cls
+
+
+make_namespaces(sys.modules[__name__], {schema.class_name: _make_class(schema)
+                                        for schema in registry.schemas().values()
+                                        if not schema.name.startswith("_")})

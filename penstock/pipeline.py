@@ -1,0 +1,334 @@
+"""Pipeline: a graph of operators plus the executor that runs it, and the @pipeline_def decorator."""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from penstock import graph as graph_module
+from penstock import optimize
+from penstock import registry
+from penstock.batch import Batch
+from penstock.executor import Executor, IterationResult
+from penstock.executor.executor import Step
+from penstock.graph import DataNode, Graph
+from penstock.operators.base import BuildContext, EpochInfo, SourceOperator
+
+
+class Pipeline:
+    """A data pipeline: define it (``define_graph``, ``@pipeline_def`` or ``with pipe:``), ``build()``,
+    then ``run()`` batch after batch.
+
+    Args:
+        batch_size: samples per batch.
+        num_threads: CPU worker threads for per-sample work.
+        device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
+        seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
+            Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.
+        prefetch_queue_depth: batches prepared ahead of the one being consumed.
+        exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
+            background (set prefetch_queue_depth=1 for the least memory).
+        set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.
+        py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
+            pipeline's producer thread.
+    """
+
+    def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
+                 seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
+                 exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
+                 py_start_method: str = "fork", enable_memory_stats: bool = False):
+        if batch_size is None or int(batch_size) < 1:
+            raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
+        if isinstance(prefetch_queue_depth, dict):
+            prefetch_queue_depth = max(prefetch_queue_depth.values())
+        if int(prefetch_queue_depth) < 1:
+            raise ValueError(f"Pipeline: argument 'prefetch_queue_depth' must be at least 1, "
+                             f"got {prefetch_queue_depth!r}")
+        self._batch_size = int(batch_size)
+        self._num_threads = os.cpu_count() or 1 if num_threads is None or num_threads < 1 else int(num_threads)
+        self._device_id = device_id
+        self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
+        self._prefetch_depth = int(prefetch_queue_depth)
+        self._graph = Graph()
+        self._outputs: list[DataNode] | None = None
+        self._executor: Executor | None = None
+        self._impls: dict[int, Any] = {}
+        self._first_run = True
+        self._feed_ended = False
+        self._fed_runs = 0  # runs that used a fed batch (of every feed_input source)
+        self._last_result: IterationResult | None = None
+        self._build_lock = threading.Lock()
+
+    # ---- definition --------------------------------------------------------------------------
+    def __enter__(self) -> "Pipeline":
+        graph_module.push_graph(self._graph)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        graph_module.pop_graph()
+
+    def define_graph(self):
+        """Override in a subclass: call operators and return the outputs."""
+        raise NotImplementedError("Pipeline: define the graph by overriding define_graph(), by decorating "
+                                  "a function with @pipeline_def, or by calling set_outputs() inside `with pipe:`")
+
+    def set_outputs(self, *outputs: DataNode) -> None:
+        flat = _flatten_outputs(outputs)
+        for position, node in enumerate(flat):
+            if not isinstance(node, DataNode):
+                raise TypeError(f"Pipeline: output {position} must be a DataNode (an operator's result), "
+                                f"got {type(node).__name__}")
+            if node.op_node not in self._graph.nodes:
+                raise ValueError(f"Pipeline: output {position} ({node.name}) belongs to another pipeline")
+        if not flat:
+            raise ValueError("Pipeline: the pipeline has no outputs")
+        self._outputs = flat
+
+    def iter_setup(self) -> None:
+        """Override in a subclass to feed inputs (``feed_input``) before each iteration."""
+
+    # ---- building ------------------------------------------------------------------------------
+    def build(self) -> None:
+        with self._build_lock:
+            if self._executor is not None:
+                return
+            if self._outputs is None:
+                with self:
+                    outputs = self.define_graph()
+                self.set_outputs(*_flatten_outputs((outputs,)))
+            self._executor = self._make_executor()
+
+    def _make_executor(self) -> Executor:
+        nodes = self._graph.needed_nodes(self._outputs)
+        self._nodes = nodes
+        sources, steps = [], []
+        for node in nodes:
+            if node.device != "cpu" and (self._device_id is None):
+                raise ValueError(f"{node.schema.name}: runs on device '{node.device}' but the pipeline was "
+                                 "made with device_id=None (CPU only)")
+            cls = registry.implementation(node.schema.name, node.device)
+            op_seed = node.static_args.get("seed", -1)
+            if op_seed is None or op_seed == -1:
+                op_seed = int(np.random.SeedSequence([self._seed, node.index]).generate_state(1, np.uint64)[0])
+            # a weak reference: the executor's threads hold the implementations, and must not keep the
+            # pipeline alive (its __del__ is what stops them when the user forgets close())
+            context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
+                                   weakref.proxy(self))
+            impl = cls(node.static_args, context)
+            self._impls[node.index] = impl
+            if isinstance(impl, SourceOperator):
+                sources.append((node.index, impl, len(node.outputs)))
+            else:
+                steps.append(Step(node.index, impl,
+                                  tuple((dep.op_node.index, dep.index) for dep in node.inputs),
+                                  {name: (dep.op_node.index, dep.index) for name, dep in node.arg_inputs.items()},
+                                  len(node.outputs)))
+        if not sources:
+            raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
+        optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
+        outputs = [(node.op_node.index, node.index) for node in self._outputs]
+        return Executor(sources, steps, outputs, self._output_layouts(), self._batch_size,
+                        self._num_threads, self._prefetch_depth, self._seed)
+
+    def _output_layouts(self) -> list[str]:
+        """The layout of each output, propagated from the sources through every operator."""
+        layouts = {}
+        for node in self._nodes:
+            input_layouts = tuple(layouts[(dep.op_node.index, dep.index)] for dep in node.inputs)
+            node_layouts = self._impls[node.index].output_layout(input_layouts)
+            if isinstance(node_layouts, str):
+                node_layouts = (node_layouts,) * len(node.outputs)
+            for position, layout in enumerate(node_layouts):
+                layouts[(node.index, position)] = layout
+        return [layouts[(node.op_node.index, node.index)] for node in self._outputs]
+
+    # ---- running ----------------------------------------------------------------------------
+    def run(self) -> tuple[Batch, ...]:
+        """The next batch of every output, as a tuple of Batch."""
+        self.build()
+        feeds = self._uses_feed_input()
+        if feeds:
+            self._feed_ahead()
+            self._check_fed()
+        self._last_result = self._executor.next()
+        if feeds:
+            self._fed_runs += 1
+        return self._last_result.outputs
+
+    def _uses_feed_input(self) -> bool:
+        return any(getattr(impl, "needs_feed", False) for impl in self._impls.values())
+
+    def _feed_ahead(self) -> None:
+        # the first run feeds the whole prefetch queue, as DALI does; later runs feed one batch.
+        # Once iter_setup signalled the end, it is not called again before reset(): the pipeline
+        # drains what was fed, then stops.
+        if self._feed_ended:
+            return
+        rounds = self._prefetch_depth if self._first_run else 1
+        self._first_run = False
+        for _ in range(rounds):
+            try:
+                self.iter_setup()
+            except StopIteration:
+                self._feed_ended = True
+                self._end_of_feed()
+                return
+
+    def _check_fed(self) -> None:
+        """Raises, rather than waiting forever, when this run's batch was never fed."""
+        if self._feed_ended:
+            return
+        for node in self._nodes:
+            impl = self._impls[node.index]
+            if getattr(impl, "needs_feed", False) and not impl.has_data_for(self._fed_runs):
+                raise RuntimeError(f"feed_input: no data was fed to {node.name} for iteration {self._fed_runs}; "
+                                   "call pipe.feed_input() for it in iter_setup(), or before run()")
+
+    def _end_of_feed(self) -> None:
+        for impl in self._impls.values():
+            if getattr(impl, "needs_feed", False):
+                impl.feed_end()
+
+    def feed_input(self, data_node: DataNode | str, data, layout: str | None = None, **kwargs) -> None:
+        """Gives an external_source without ``source`` its data for one iteration."""
+        self.build_graph_only()
+        node = self._graph.find(data_node) if isinstance(data_node, str) else data_node.op_node
+        if node.schema.name != "external_source":
+            raise TypeError(f"feed_input: {node.name} is not an external_source")
+        impl = self._impls.get(node.index)
+        if impl is None:
+            raise ValueError(f"feed_input: {node.name} is not used by the pipeline's outputs")
+        if impl.feed(data, layout):
+            self._executor.set_output_layouts(self._output_layouts())
+
+    def build_graph_only(self) -> None:
+        self.build()
+
+    def reset(self) -> None:
+        """After a source signalled its end (StopIteration), lets the pipeline start over."""
+        if self._executor is None:
+            return
+        if self._feed_ended and self._executor.ended:
+            # everything fed was consumed: the next run fills the prefetch queue again
+            self._first_run, self._feed_ended = True, False
+        self._executor.reset()
+
+    @property
+    def last_epoch_info(self) -> EpochInfo | None:
+        """Epoch bookkeeping of the last batch run() returned (None for sources without epochs)."""
+        return None if self._last_result is None else self._last_result.epoch_info
+
+    def _reader(self, name: str | None):
+        self.build()
+        if name is not None:
+            return self._impls[self._graph.find(name).index]
+        readers = [impl for impl in self._impls.values() if hasattr(impl, "reader_meta")]
+        if len(readers) != 1:
+            raise ValueError(f"Pipeline: {len(readers)} readers in this pipeline; name one")
+        return readers[0]
+
+    def epoch_size(self, name: str | None = None):
+        """Samples in the named reader's data set (all shards); with no name, a dict for every reader."""
+        self.build()
+        if name is None:
+            return {node.static_args.get("name") or node.name: self._impls[node.index].epoch_size()
+                    for node in self._graph.nodes if hasattr(self._impls.get(node.index), "reader_meta")}
+        return self._reader(name).epoch_size()
+
+    def reader_meta(self, name: str | None = None) -> dict:
+        """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard."""
+        return self._reader(name).reader_meta()
+
+    def close(self) -> None:
+        """Stops the background threads. The pipeline cannot run afterwards."""
+        if self._executor is not None:
+            self._executor.shutdown()
+
+    def __del__(self):
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.shutdown()
+
+    # ---- properties -----------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    max_batch_size = batch_size
+
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @property
+    def device_id(self):
+        return self._device_id
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def prefetch_queue_depth(self) -> int:
+        return self._prefetch_depth
+
+
+PIPELINE_ARGS = tuple(name for name in inspect.signature(Pipeline.__init__).parameters if name != "self")
+
+
+def _flatten_outputs(outputs) -> list:
+    flat = []
+    for item in outputs:
+        if isinstance(item, (list, tuple)):
+            flat.extend(_flatten_outputs(item))
+        else:
+            flat.append(item)
+    return flat
+
+
+def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
+    """Turns a function that calls operators into a pipeline factory.
+
+    ``@pipeline_def(batch_size=32, num_threads=4, device_id=0, seed=1)`` on ``def pipe(data_dir): ...``
+    makes ``pipe(data_dir, batch_size=64)`` return a Pipeline; pipeline arguments given at the call
+    override the decorator's. The function returns the pipeline's outputs.
+    """
+    unknown = set(pipeline_kwargs) - set(PIPELINE_ARGS) - {"enable_conditionals"}
+    if unknown:
+        name = sorted(unknown)[0]
+        from penstock.schema import closest
+        raise TypeError(f"pipeline_def: unknown pipeline argument '{name}'{closest(name, PIPELINE_ARGS)}")
+    pipeline_kwargs.pop("enable_conditionals", None)
+
+    def decorate(func: Callable) -> Callable[..., Pipeline]:
+        function_parameters = inspect.signature(func).parameters
+
+        @functools.wraps(func)
+        def create(*args, **kwargs) -> Pipeline:
+            own = {name: kwargs.pop(name) for name in list(kwargs)
+                   if name in PIPELINE_ARGS and name not in function_parameters}
+            pipe = Pipeline(**{**pipeline_kwargs, **own})
+            with pipe:
+                outputs = func(*args, **kwargs)
+            if outputs is None:
+                raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
+            pipe.set_outputs(*_flatten_outputs((outputs,)))
+            return pipe
+
+        pipeline_parameters = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                              default=pipeline_kwargs.get(name, parameter.default))
+            for name, parameter in inspect.signature(Pipeline.__init__).parameters.items()
+            if name != "self" and name not in function_parameters]
+        own_parameters = [p for p in function_parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+        keyword_only = [p for p in own_parameters if p.kind == inspect.Parameter.KEYWORD_ONLY]
+        positional = [p for p in own_parameters if p.kind != inspect.Parameter.KEYWORD_ONLY]
+        create.__signature__ = inspect.Signature(positional + keyword_only + pipeline_parameters)
+        return create
+
+    return decorate(fn) if fn is not None else decorate

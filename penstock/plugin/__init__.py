@@ -1,0 +1,1 @@
+"""Framework iterators: ``penstock.plugin.pytorch``."""

@@ -1,0 +1,263 @@
+"""Operator schemas: the one description of each operator's arguments.
+
+A schema lists every argument with its kind, default, allowed values and whether it may be a
+per-sample input (a DataNode). ``fn.*`` and ``ops.*`` take their signatures and docs from it, and
+``OpSchema.validate`` checks a call where the user made it, naming the operator and the argument.
+"""
+from __future__ import annotations
+
+import difflib
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from penstock import types
+
+REQUIRED = object()
+
+
+def _is_data_node(value: Any) -> bool:
+    return getattr(value, "_is_penstock_data_node", False)
+
+
+def closest(name: str, candidates: Sequence[str]) -> str:
+    """A ' (did you mean 'x'?)' hint, or '' when nothing is close."""
+    match = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+class ArgError(ValueError):
+    """A bad argument value; the schema adds the operator and argument names."""
+
+
+class ArgTypeError(ArgError, TypeError):
+    """An argument value of the wrong type; raised to the user as a TypeError."""
+
+
+def _as_bool(value):
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise ArgTypeError(f"expected a bool, got {value!r}")
+
+
+def _as_int(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer() and not isinstance(value, bool):
+            return int(value)
+        raise ArgTypeError(f"expected an int, got {value!r}")
+    return int(value)
+
+
+def _as_float(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ArgTypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _as_str(value):
+    if isinstance(value, types.TensorLayout):
+        return value.value
+    if not isinstance(value, str):
+        raise ArgTypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _sequence_of(convert):
+    def convert_sequence(value):
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            return (convert(value),)
+        return tuple(convert(item) for item in value)
+    return convert_sequence
+
+
+def _as_enum(enum_type, prefix=""):
+    def convert(value):
+        if isinstance(value, enum_type):
+            return value
+        if isinstance(value, str):
+            key = value.upper()
+            for candidate in (key, prefix + key):
+                if candidate in enum_type.__members__:
+                    return enum_type[candidate]
+            for member in enum_type:
+                if member.value == value.lower() or member.value == value:
+                    return member
+        allowed = ", ".join(member.name for member in enum_type)
+        if not isinstance(value, str):
+            raise ArgTypeError(f"expected one of {allowed}, got {value!r}")
+        short_names = [member.name[len(prefix):] if member.name.startswith(prefix) else member.name
+                       for member in enum_type]
+        raise ArgError(f"expected one of {allowed}, got {value!r}{closest(value.upper(), short_names)}")
+    return convert
+
+
+def _as_dtype(value):
+    if isinstance(value, types.DALIDataType):
+        return value
+    try:
+        name = types.to_numpy_dtype(value).name
+    except TypeError:
+        name = None
+    for member in types.DALIDataType:
+        if member.value == name:
+            return member
+    raise ArgTypeError(f"expected a data type such as types.FLOAT or np.uint8, got {value!r}")
+
+
+def _as_callable_or_iterable(value):
+    return value
+
+
+CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "bool": _as_bool,
+    "int": _as_int,
+    "float": _as_float,
+    "str": _as_str,
+    "ints": _sequence_of(_as_int),
+    "floats": _sequence_of(_as_float),
+    "strs": _sequence_of(_as_str),
+    "dtype": _as_dtype,
+    "image_type": _as_enum(types.DALIImageType),
+    "interp_type": _as_enum(types.DALIInterpType, prefix="INTERP_"),
+    "layout": _as_str,
+    "any": _as_callable_or_iterable,
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument: ``kind`` is a key of CONVERTERS; ``per_sample`` allows a DataNode."""
+
+    name: str
+    kind: str
+    default: Any = None
+    doc: str = ""
+    per_sample: bool = False
+    choices: tuple = ()
+    min: float | None = None
+    max: float | None = None
+    length: tuple[int, ...] = ()  # allowed lengths of a sequence value
+    aliases: tuple[str, ...] = ()  # older names that mean the same argument
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def convert(self, value):
+        value = CONVERTERS[self.kind](value)
+        items = value if isinstance(value, tuple) else (value,)
+        if self.length and len(items) not in self.length:
+            raise ArgError(f"expected {' or '.join(map(str, self.length))} values, got {len(items)}")
+        for item in items:
+            if self.choices and item not in self.choices:
+                raise ArgError(f"expected one of {', '.join(map(repr, self.choices))}, got {item!r}"
+                               + closest(str(item), [str(c) for c in self.choices]))
+            if self.min is not None and item < self.min or self.max is not None and item > self.max:
+                low = "-inf" if self.min is None else self.min
+                high = "inf" if self.max is None else self.max
+                raise ArgError(f"expected a value in [{low}, {high}], got {item!r}")
+        return value
+
+
+# Arguments every operator takes. Written once here, so that their docs are written once.
+COMMON_ARGS = (
+    Arg("device", "str", "cpu", "Where the operator runs: 'cpu', 'mixed' (decoders) or 'gpu'.",
+        choices=("cpu", "mixed", "gpu")),
+    Arg("name", "str", None, "A name for the operator's output, used by epoch_size() and iterators."),
+    Arg("seed", "int", -1, "Seed of the operator's random stream; -1 derives it from the pipeline's seed."),
+    Arg("preserve", "bool", False, "Accepted for DALI compatibility: every operator is kept."),
+    Arg("bytes_per_sample_hint", "any", 0, "Accepted for DALI compatibility: buffers are sized "
+        "from the data."),
+)
+
+
+@dataclass
+class OpSchema:
+    """Everything known about one operator before it runs.
+
+    ``name`` is the ``fn`` path ("decoders.image_random_crop"), ``class_name`` the ``ops`` path
+    ("decoders.ImageRandomCrop"), both written literally. ``num_inputs`` is (min, max).
+    ``num_outputs`` is an int or a function of the validated arguments.
+    """
+
+    name: str
+    class_name: str
+    doc: str
+    args: tuple[Arg, ...] = ()
+    num_inputs: tuple[int, int] = (1, 1)
+    num_outputs: int | Callable[[dict], int] = 1
+    input_names: tuple[str, ...] = ("input",)
+    is_source: bool = False  # produces whole batches (readers, external sources, random generators)
+    all_args: dict[str, Arg] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.all_args = {}
+        for arg in (*COMMON_ARGS, *self.args):
+            self.all_args[arg.name] = arg
+            for alias in arg.aliases:
+                self.all_args[alias] = arg
+
+    def outputs_for(self, static_args: dict) -> int:
+        return self.num_outputs(static_args) if callable(self.num_outputs) else self.num_outputs
+
+    def validate(self, kwargs: dict) -> tuple[dict, dict]:
+        """Splits and checks a call's keyword arguments.
+
+        Returns (static, per_sample): converted plain values for every argument (defaults filled
+        in) and the DataNode inputs of per-sample arguments. Raises TypeError / ValueError naming
+        the operator and the argument.
+        """
+        static: dict[str, Any] = {}
+        per_sample: dict[str, Any] = {}
+        for given_name, value in kwargs.items():
+            arg = self.all_args.get(given_name)
+            if arg is None:
+                raise TypeError(f"{self.name}: unknown argument '{given_name}'"
+                                f"{closest(given_name, list(self.all_args))}; "
+                                f"it takes {', '.join(sorted(a.name for a in self.unique_args()))}")
+            if arg.name in static or arg.name in per_sample:
+                raise TypeError(f"{self.name}: argument '{arg.name}' given twice (as '{given_name}')")
+            if _is_data_node(value):
+                if not arg.per_sample:
+                    raise TypeError(f"{self.name}: argument '{arg.name}' cannot be a per-sample input "
+                                    f"(a DataNode); pass a plain value")
+                per_sample[arg.name] = value
+                continue
+            if value is None and not arg.required and arg.default is None:
+                static[arg.name] = None
+                continue
+            try:
+                static[arg.name] = arg.convert(value)
+            except ArgError as error:
+                error_type = TypeError if isinstance(error, TypeError) else ValueError
+                raise error_type(f"{self.name}: argument '{arg.name}': {error}") from None
+        for arg in self.unique_args():
+            if arg.name in static or arg.name in per_sample:
+                continue
+            if arg.required:
+                raise TypeError(f"{self.name}: missing required argument '{arg.name}'")
+            static[arg.name] = arg.default
+        return static, per_sample
+
+    def unique_args(self) -> list[Arg]:
+        seen, result = set(), []
+        for arg in self.all_args.values():
+            if arg.name not in seen:
+                seen.add(arg.name)
+                result.append(arg)
+        return result
+
+    def docstring(self, devices: Sequence[str]) -> str:
+        """The reference doc of the operator, as ``fn`` and ``ops`` show it."""
+        lines = [self.doc.strip(), "", f"Devices: {', '.join(devices) or 'none available here'}.", "",
+                 "Arguments:"]
+        for arg in self.unique_args():
+            default = "required" if arg.required else f"default {arg.default!r}"
+            extra = ", per-sample input allowed" if arg.per_sample else ""
+            alias = f" (also '{', '.join(arg.aliases)}')" if arg.aliases else ""
+            lines.append(f"    {arg.name}{alias} ({arg.kind}, {default}{extra}): {arg.doc}")
+        return "\n".join(lines)

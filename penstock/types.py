@@ -1,0 +1,99 @@
+"""Data types, image types, interpolation types and layouts, under DALI's constant names.
+
+Every constant is a member of a small enum, and the module also exposes each member at module
+level (``types.FLOAT``, ``types.RGB``, ``types.INTERP_LINEAR``, ``types.NCHW``) as DALI does.
+"""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class DALIDataType(enum.Enum):
+    """Element types of tensors; ``numpy`` gives the matching numpy dtype."""
+
+    BOOL = "bool"
+    UINT8 = "uint8"
+    UINT16 = "uint16"
+    UINT32 = "uint32"
+    UINT64 = "uint64"
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    INT64 = "int64"
+    FLOAT16 = "float16"
+    FLOAT = "float32"
+    FLOAT64 = "float64"
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.value)
+
+
+class DALIImageType(enum.Enum):
+    """Colour spaces of decoded images."""
+
+    RGB = "RGB"
+    BGR = "BGR"
+    GRAY = "GRAY"
+    ANY_DATA = "ANY_DATA"
+
+    @property
+    def channels(self) -> int:
+        return 1 if self is DALIImageType.GRAY else 3
+
+
+class DALIInterpType(enum.Enum):
+    """Resampling filters."""
+
+    INTERP_NN = "nn"
+    INTERP_LINEAR = "linear"
+    INTERP_CUBIC = "cubic"
+    INTERP_LANCZOS3 = "lanczos3"
+    INTERP_TRIANGULAR = "triangular"
+    INTERP_GAUSSIAN = "gaussian"
+
+
+class TensorLayout(str, enum.Enum):
+    """Named layouts: DALI's ``types.NCHW`` means a per-sample ``CHW`` layout."""
+
+    NCHW = "CHW"
+    NHWC = "HWC"
+    NFHWC = "FHWC"
+    NFCHW = "FCHW"
+    SAME = ""
+
+
+DataType = DALIDataType
+ImageType = DALIImageType
+InterpType = DALIInterpType
+
+globals().update({member.name: member for enum_type in (DALIDataType, DALIImageType, DALIInterpType,
+                                                        TensorLayout) for member in enum_type})
+# DALI spells a few types twice.
+FLOAT32 = DALIDataType.FLOAT
+DOUBLE = DALIDataType.FLOAT64
+HALF = DALIDataType.FLOAT16
+
+
+def to_numpy_dtype(value: DALIDataType | np.dtype | type | str) -> np.dtype:
+    """Accepts a DALIDataType, a numpy dtype or its name, a torch dtype; returns the numpy dtype."""
+    if isinstance(value, DALIDataType):
+        return value.numpy
+    if isinstance(value, str) and value.upper() in DALIDataType.__members__:
+        return DALIDataType[value.upper()].numpy
+    torch_name = str(value)
+    if torch_name.startswith("torch."):
+        return np.dtype(torch_name[len("torch."):].replace("half", "float16").replace("float", "float32")
+                        if torch_name in ("torch.half", "torch.float") else torch_name[len("torch."):])
+    return np.dtype(value)
+
+
+def layout_string(value: TensorLayout | str | None) -> str:
+    """Turns ``types.NCHW`` or a plain string into the per-sample layout string."""
+    if value is None:
+        return ""
+    if isinstance(value, TensorLayout):
+        return value.value
+    return str(value)

@@ -82,3 +82,81 @@ class Batch:
 
     def __repr__(self):
         return f"Batch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"
+
+
+class GpuBatch:
+    """A batch on the GPU: one torch tensor per sample, and one dense [N, ...] tensor when the
+    samples were produced together with one shape.
+
+    The pipeline's work on it was queued on the pipeline's CUDA stream; every accessor makes the
+    caller's current stream wait for that work first (and tells PyTorch's allocator the memory is
+    used there), so the batch can be used on any stream without a device-wide synchronization.
+    """
+
+    device = "gpu"
+
+    def __init__(self, samples: list, layout: str = "", dense=None, ready=None):
+        self._samples = list(samples)
+        self._layout = layout
+        self._dense = dense
+        self._ready = ready  # a torch.cuda.Event recorded after the batch was written, or None
+
+    def _sync(self, tensor):
+        if self._ready is not None and tensor.is_cuda:
+            import torch
+            stream = torch.cuda.current_stream(tensor.device)
+            stream.wait_event(self._ready)
+            tensor.record_stream(stream)
+        return tensor
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def at(self, index: int):
+        return self._sync(self._samples[index])
+
+    __getitem__ = at
+
+    def __iter__(self):
+        return (self.at(i) for i in range(len(self)))
+
+    def shape(self) -> list[tuple[int, ...]]:
+        return [tuple(sample.shape) for sample in self._samples]
+
+    def layout(self) -> str:
+        return self._layout
+
+    @property
+    def dtype(self):
+        return self._samples[0].dtype if self._samples else None
+
+    def is_dense_tensor(self) -> bool:
+        return self._dense is not None or len({tuple(s.shape) for s in self._samples}) <= 1
+
+    def as_tensor(self):
+        """The batch as one [N, ...] tensor on the GPU: without a copy when it was produced dense."""
+        if self._dense is None:
+            shapes = {tuple(sample.shape) for sample in self._samples}
+            if len(shapes) != 1:
+                raise ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes; "
+                                 "resize or crop to one size, or read the samples one by one with .at(i)")
+            import torch
+            self._dense = torch.stack([self._sync(s) for s in self._samples])
+        return self._sync(self._dense)
+
+    def as_cpu(self) -> Batch:
+        if self._dense is not None:
+            return Batch.from_dense(self.as_tensor().cpu().numpy(), self._layout)
+        return Batch([self.at(i).cpu().numpy() for i in range(len(self))], self._layout)
+
+    def as_array(self) -> np.ndarray:
+        return self.as_cpu().as_array()
+
+    def __dlpack__(self, **kwargs):
+        return self.as_tensor().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.as_tensor().__dlpack_device__()
+
+    def __repr__(self):
+        return f"GpuBatch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"

@@ -170,6 +170,7 @@ class Executor:
             return
         self._stopping.set()
         self._resume.set()
+        self._slots.release()  # wakes a producer waiting for a free slot, so that it sees the stop now
         for _, source, _ in self._sources:
             source.shutdown()
         for _ in self._workers:

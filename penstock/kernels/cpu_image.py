@@ -104,6 +104,21 @@ def crop_anchor(in_size: int, crop_size: int, position: float) -> int:
     return int(math.floor(position * (in_size - crop_size) + 0.5))
 
 
+def fit_window(top: int, left: int, height: int, width: int, in_height: int, in_width: int, policy: str,
+               op_name: str) -> tuple[int, int, int, int]:
+    """The window to cut under ``out_of_bounds_policy``: unchanged when inside the image or for
+    'pad' (the caller fills), cut to the image for 'trim_to_shape'; 'error' raises."""
+    if top >= 0 and left >= 0 and top + height <= in_height and left + width <= in_width:
+        return top, left, height, width
+    if policy == "error":
+        raise ValueError(f"{op_name}: the crop window {height}x{width} at ({top}, {left}) falls outside the "
+                         f"{in_height}x{in_width} image; pass out_of_bounds_policy='pad' or 'trim_to_shape'")
+    if policy == "trim_to_shape":
+        top0, left0 = max(top, 0), max(left, 0)
+        return top0, left0, max(0, min(top + height, in_height) - top0), max(0, min(left + width, in_width) - left0)
+    return top, left, height, width
+
+
 def crop_window(image: np.ndarray, top: int, left: int, height: int, width: int, fill_values=(0,),
                 policy: str = "error", op_name: str = "crop") -> np.ndarray:
     """The (height, width) window at (top, left); a view when it lies inside the image.
@@ -112,15 +127,9 @@ def crop_window(image: np.ndarray, top: int, left: int, height: int, width: int,
     the image, 'error' raises.
     """
     in_height, in_width = image.shape[:2]
-    inside = top >= 0 and left >= 0 and top + height <= in_height and left + width <= in_width
-    if inside:
+    top, left, height, width = fit_window(top, left, height, width, in_height, in_width, policy, op_name)
+    if top >= 0 and left >= 0 and top + height <= in_height and left + width <= in_width:
         return image[top:top + height, left:left + width]
-    if policy == "error":
-        raise ValueError(f"{op_name}: the crop window {height}x{width} at ({top}, {left}) falls outside the "
-                         f"{in_height}x{in_width} image; pass out_of_bounds_policy='pad' or 'trim_to_shape'")
-    if policy == "trim_to_shape":
-        top0, left0 = max(top, 0), max(left, 0)
-        return image[top0:min(top + height, in_height), left0:min(left + width, in_width)]
     channels = image.shape[2]
     fill = np.broadcast_to(np.asarray(fill_values, dtype=image.dtype), (channels,))
     result = np.empty((height, width, channels), image.dtype)

@@ -102,3 +102,31 @@ class SampleOperator(Operator):
 
     def output_layout(self, input_layouts: tuple[str, ...]) -> str:
         return input_layouts[0] if input_layouts else ""
+
+
+@dataclass
+class BatchContext:
+    """What a batch operator gets besides its inputs: random draws (element i for sample i), the
+    samples' sources for error messages, and the CUDA stream and device its work goes to."""
+
+    params: Any
+    source_infos: list
+    stream: Any
+    device: Any
+
+
+class BatchOperator(Operator):
+    """Runs on a whole batch at once on the executor's GPU stage (devices 'mixed' and 'gpu').
+
+    Inputs arrive as the producing operator left them: a list of numpy arrays for CPU data, a
+    ``GpuBatch`` or a deferred ``ImagePlan`` for GPU data. ``args`` has one dict per sample.
+    """
+
+    def draw(self, rng: np.random.Generator, count: int) -> list | None:
+        return None
+
+    def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
+        raise NotImplementedError
+
+    def output_layout(self, input_layouts: tuple[str, ...]) -> str:
+        return input_layouts[0] if input_layouts else ""

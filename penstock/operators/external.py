@@ -48,7 +48,8 @@ SCHEMA = registry.register_schema(OpSchema(
 
 
 class SampleInfo:
-    """What a per-sample source callable is told: which sample of which iteration it makes."""
+    """What a per-sample source callable is told: which sample of which iteration (counted from 0 in
+    each epoch) of which epoch it makes."""
 
     def __init__(self, idx_in_epoch: int, idx_in_batch: int, iteration: int, epoch_idx: int = 0):
         self.idx_in_epoch, self.idx_in_batch = idx_in_epoch, idx_in_batch
@@ -112,6 +113,10 @@ class ExternalSource(SourceOperator):
         self._iterator = None
         self._calls_with_argument = False
         self._samples_in_epoch = 0
+        # a callable's view of time: iterations restart at 0 after each end (StopIteration) and reset(),
+        # so that `def source(i): if i >= n: raise StopIteration` works every epoch
+        self._iteration_in_epoch = 0
+        self._epoch = 0
         self._fed_layout: str | None = None  # the layout feed_input named last
         self._fed_batches = 0
         if self.source is not None:
@@ -172,13 +177,18 @@ class ExternalSource(SourceOperator):
 
     # ---- sources ---------------------------------------------------------------------------------
     def next_batch(self, iteration: int) -> SourceBatch:
+        batch = self._next_items()
+        self._iteration_in_epoch += 1
+        return batch
+
+    def _next_items(self) -> SourceBatch:
         if self.needs_feed:
             if self.args["repeat_last"] and self._fed.empty() and self._last is not None:
                 return SourceBatch(self._last)
             self._last = self._next_fed()
             return SourceBatch(self._last)
         if self.args["batch"]:
-            outputs = self._outputs_of(self._call_or_next(iteration), "source")
+            outputs = self._outputs_of(self._call_or_next(self._iteration_in_epoch), "source")
             samples = [self._check(split_batch(out, f"external_source output {i}"), i)
                        for i, out in enumerate(outputs)]
             lengths = {len(s) for s in samples}
@@ -188,7 +198,7 @@ class ExternalSource(SourceOperator):
         else:
             items = []
             for index in range(self.context.batch_size):
-                info = SampleInfo(self._samples_in_epoch, index, iteration)
+                info = SampleInfo(self._samples_in_epoch, index, self._iteration_in_epoch, self._epoch)
                 try:
                     value = self._call_or_next(info)
                 except StopIteration:
@@ -241,6 +251,8 @@ class ExternalSource(SourceOperator):
 
     def reset(self) -> None:
         self._samples_in_epoch = 0
+        self._iteration_in_epoch = 0
+        self._epoch += 1
         if self._iterator is not None:
             self._iterator = iter(self.source)
 

@@ -36,7 +36,7 @@ registry.register_schema(OpSchema(
     name="resize", class_name="Resize",
     doc="Resizes HWC images. Give the output size as resize_x / resize_y (one of them 0 or missing "
         "keeps the aspect ratio), size=(height, width), resize_shorter or resize_longer; ``mode`` "
-        "and ``max_size`` as in DALI. Sizes are rounded to the nearest pixel.",
+        "and ``max_size`` as in DALI. Sizes are rounded to the nearest pixel, halves up (as DALI).",
     args=(
         Arg("resize_x", "float", 0.0, "Output width.", per_sample=True, min=0.0),
         Arg("resize_y", "float", 0.0, "Output height.", per_sample=True, min=0.0),
@@ -141,16 +141,23 @@ def crop_size(args) -> tuple[int, int] | None:
     return None
 
 
-def crop_image(image: np.ndarray, args: dict, op_name: str) -> np.ndarray:
-    """The window of crop / crop_mirror_normalize; the image itself when no window is asked for."""
+def crop_placement(image_height: int, image_width: int, args: dict) -> tuple[int, int, int, int] | None:
+    """(top, left, height, width) of the window crop / crop_mirror_normalize ask for, or None."""
     size = crop_size(args)
     if size is None:
-        return image
+        return None
     height, width = size
-    top = cpu_image.crop_anchor(image.shape[0], height, args["crop_pos_y"])
-    left = cpu_image.crop_anchor(image.shape[1], width, args["crop_pos_x"])
-    return cpu_image.crop_window(image, top, left, height, width, args["fill_values"],
-                                 args["out_of_bounds_policy"], op_name)
+    top = cpu_image.crop_anchor(image_height, height, args["crop_pos_y"])
+    left = cpu_image.crop_anchor(image_width, width, args["crop_pos_x"])
+    return top, left, height, width
+
+
+def crop_image(image: np.ndarray, args: dict, op_name: str) -> np.ndarray:
+    """The window of crop / crop_mirror_normalize; the image itself when no window is asked for."""
+    placement = crop_placement(image.shape[0], image.shape[1], args)
+    if placement is None:
+        return image
+    return cpu_image.crop_window(image, *placement, args["fill_values"], args["out_of_bounds_policy"], op_name)
 
 
 @registry.register("crop", "cpu")

@@ -9,4 +9,4 @@ registry.register_schema(OpSchema(
     doc="Copies CPU samples to the GPU (what DataNode.gpu() adds to the graph).",
     input_names=("input",)))
 
-registry.mark_unavailable("_to_gpu", "mixed", "GPU execution needs a CUDA GPU and the penstock[gpu] extra")
+

@@ -78,11 +78,11 @@ class GenericIterator:
             return "reader"
         if self._size > 0:
             return "size"
-        try:
-            self._pipes[0].reader_meta()
-            return "reader"
-        except (ValueError, AttributeError):
-            return "stop"
+        readers = self._pipes[0].epoch_size()  # {name: size} of every reader
+        if len(readers) > 1:  # which one ends the epoch? guessing would give epochs that never end
+            raise ValueError(f"GenericIterator: the pipeline has {len(readers)} readers "
+                             f"({', '.join(readers)}); name the one that sets the epoch with reader_name=")
+        return "reader" if readers else "stop"
 
     def _shard_size(self, index: int) -> int:
         count = len(self._pipes)

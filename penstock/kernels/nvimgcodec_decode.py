@@ -1,0 +1,98 @@
+"""GPU image decoding through nvImageCodec: JPEG on the GPU's hardware decoding engines (A100,
+H100, H200 class) for ``hw_decoder_load`` of each batch and on CUDA cores (Huffman on CPU threads)
+for the rest; a window per image decodes only that region. Images nvImageCodec cannot decode on the
+GPU (GIF, and whatever its GPU codecs reject) are decoded on the CPU and uploaded.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from penstock.kernels import image_codecs
+from penstock.types import DALIImageType
+
+INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
+                "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
+
+
+def import_nvimgcodec():
+    try:
+        from nvidia import nvimgcodec
+    except ImportError as error:
+        raise ImportError(f"{INSTALL_HINT} ({error})") from None
+    return nvimgcodec
+
+
+class GpuImageDecoder:
+    """One nvImageCodec decoder for one pipeline; call from one thread."""
+
+    def __init__(self, device_id: int, cpu_threads: int, hw_decoder_load: float, output_type: DALIImageType):
+        nvimgcodec = import_nvimgcodec()
+        self._nvimgcodec = nvimgcodec
+        kinds = nvimgcodec.BackendKind
+        backends = []
+        if hw_decoder_load > 0:
+            backends.append(nvimgcodec.Backend(kinds.HW_GPU_ONLY, load_hint=float(hw_decoder_load)))
+        # CUDA-core decoding: nvJPEG's hybrid path (Huffman on CPU threads, the rest on the GPU)
+        backends.append(nvimgcodec.Backend(kinds.HYBRID_CPU_GPU, load_hint=1.0))
+        self.backends = ["hardware JPEG engines"] * (hw_decoder_load > 0) + ["CUDA cores (hybrid)"]
+        self._decoder = nvimgcodec.Decoder(device_id=device_id, max_num_cpu_threads=max(1, cpu_threads),
+                                           backends=backends)
+        sample_format = {DALIImageType.BGR: nvimgcodec.SampleFormat.I_BGR,
+                         DALIImageType.GRAY: nvimgcodec.SampleFormat.I_Y}.get(output_type,
+                                                                             nvimgcodec.SampleFormat.I_RGB)
+        color_spec = nvimgcodec.ColorSpec.GRAY if output_type is DALIImageType.GRAY else nvimgcodec.ColorSpec.SRGB
+        self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False, color_spec=color_spec,
+                                               allow_any_depth=False, sample_format=sample_format)
+        self._output_type = output_type
+        self.device = torch.device("cuda", device_id)
+        self.decoded_on_cpu = 0
+        self.decoded_on_gpu = 0
+
+    def code_streams(self, encoded: list[np.ndarray]) -> list:
+        """Parsed headers (CodeStream objects; ``.height`` / ``.width``), None where the GPU codecs
+        do not take the format."""
+        streams = []
+        for data in encoded:
+            kind = image_codecs.image_format(data)
+            streams.append(self._nvimgcodec.CodeStream(data) if kind in ("jpeg", "jpeg2000", "png", "tiff",
+                                                                         "bmp", "pnm", "webp") else None)
+        return streams
+
+    def decode(self, encoded: list[np.ndarray], streams: list, windows: list | None, cuda_stream: torch.cuda.Stream,
+               describe=lambda index: f"sample {index}") -> list[torch.Tensor]:
+        """HWC uint8 CUDA tensors, one per image, each the image's window when ``windows`` is given
+        ((top, left, height, width), clipped to the image)."""
+        regions = []
+        for index, stream in enumerate(streams):
+            if stream is None:
+                continue
+            window = windows[index] if windows is not None else None
+            if window is None:
+                regions.append((index, stream))
+                continue
+            top, left, height, width = window
+            region = self._nvimgcodec.Region(int(top), int(left), int(top + height), int(left + width))
+            regions.append((index, stream.get_sub_code_stream(region=region)))
+        results: list = [None] * len(encoded)
+        if regions:
+            images = self._decoder.decode([s for _, s in regions], params=self._params,
+                                          cuda_stream=cuda_stream.cuda_stream)
+            for (index, _), image in zip(regions, images):
+                if image is not None:
+                    results[index] = torch.as_tensor(image, device=self.device)
+                    self.decoded_on_gpu += 1
+        for index, tensor in enumerate(results):
+            if tensor is None:  # the GPU codecs could not take it: decode on the CPU and upload
+                try:
+                    image = image_codecs.decode(encoded[index], self._output_type)
+                except image_codecs.DecodeError as error:
+                    raise image_codecs.DecodeError(f"{describe(index)}: {error}") from None
+                if windows is not None and windows[index] is not None:
+                    top, left, height, width = windows[index]
+                    image = image[top:top + height, left:left + width]
+                with torch.cuda.stream(cuda_stream):
+                    results[index] = torch.from_numpy(np.ascontiguousarray(image)).pin_memory().to(
+                        self.device, non_blocking=True)
+                self.decoded_on_cpu += 1
+        return results

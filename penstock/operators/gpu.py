@@ -1,0 +1,346 @@
+"""GPU implementations: 'mixed' decoders (nvImageCodec) and ``DataNode.gpu()``, and 'gpu' image
+operators over whole ragged batches.
+
+Image operators do not launch work one by one: each extends the batch's deferred ``ImagePlan``
+(window, size, flips, per-channel affine map, type, layout), and the plan runs as one Triton kernel
+launch when a result is needed, so crop -> resize -> mirror -> normalize -> cast -> CHW is one pass
+over the pixels. Geometry and argument rules are the CPU operators' own functions, shared.
+
+These register when PyTorch sees a CUDA GPU and Triton is installed; the decoders also need
+nvImageCodec. ``PENSTOCK_GPU_ON_CPU=1`` (with ``TRITON_INTERPRET=1``) registers them over CPU
+tensors instead, which is how the test suite runs the GPU path on machines without a GPU.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from penstock import registry, types
+from penstock.kernels import cpu_image
+from penstock.operators import decoders, geometry
+from penstock.operators.base import BatchContext, BatchOperator, SampleContext
+
+GPU_ON_CPU = os.environ.get("PENSTOCK_GPU_ON_CPU") == "1"
+
+
+def _runtime_problem() -> str | None:
+    """Why GPU operators cannot run here, or None."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not GPU_ON_CPU and not torch.cuda.is_available():
+        return "PyTorch sees no CUDA GPU"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "Triton is not installed (pip install triton)"
+    return None
+
+
+def torch_device(context):
+    import torch
+    if GPU_ON_CPU:
+        return torch.device("cpu")
+    device_id = context.device_id if context.device_id not in (None, -1) else 0
+    return torch.device("cuda", device_id)
+
+
+def _plan_of(value):
+    from penstock.kernels.image_plan import ImagePlan
+    if isinstance(value, ImagePlan):
+        return value
+    return ImagePlan.of(value)
+
+
+def _geometry_plan(value):
+    """A plan that geometry steps can still be folded into."""
+    from penstock.kernels.image_plan import ImagePlan
+    plan = _plan_of(value)
+    if plan.geometry_final:
+        plan = ImagePlan.of(plan.materialize()[0])
+    return plan
+
+
+def _torch_dtype(dtype: types.DALIDataType):
+    import torch
+    return getattr(torch, np.dtype(dtype.numpy).name)
+
+
+def _filter_id(interp: types.DALIInterpType) -> int:
+    from penstock.kernels import triton_resample as resample
+    return {types.INTERP_NN: resample.FILTER_NEAREST, types.INTERP_CUBIC: resample.FILTER_CUBIC,
+            types.INTERP_LANCZOS3: resample.FILTER_LANCZOS3}.get(interp, resample.FILTER_LINEAR)
+
+
+class ToGpu(BatchOperator):
+    """CPU samples to the GPU through pinned staging memory: one copy for a dense batch."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        samples = [np.ascontiguousarray(sample) for sample in inputs[0]]
+        if not samples:
+            return []
+        pin = batch.device.type == "cuda"
+        if len({(s.shape, s.dtype) for s in samples}) == 1:
+            staged = torch.from_numpy(np.stack(samples))
+            staged = staged.pin_memory() if pin else staged
+            return list(staged.to(batch.device, non_blocking=True))
+        moved = []
+        for sample in samples:
+            staged = torch.from_numpy(sample)
+            moved.append((staged.pin_memory() if pin else staged).to(batch.device, non_blocking=True))
+        return moved
+
+
+class MixedDecoder(BatchOperator):
+    """Decodes on the GPU; the window of each image (random crop, fixed crop, slice) comes from the
+    CPU decoder of the same name, so both devices choose the same windows for the same seed."""
+
+    cpu_class = None
+
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._windows = self.cpu_class(args, context)
+        self._engine = None
+
+    def draw(self, rng, count):
+        return self._windows.draw(rng, count)
+
+    def _decoder(self, batch: BatchContext):
+        if self._engine is None and not GPU_ON_CPU:
+            from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+            self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
+                                           self.args["hw_decoder_load"], self.args["output_type"])
+        return self._engine
+
+    @property
+    def engines(self) -> list[str]:
+        return self._engine.backends if self._engine is not None else ["CPU threads"]
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        from penstock.kernels import image_codecs
+        encoded = inputs[0]
+        extra = inputs[1:]
+        engine = self._decoder(batch)
+        if engine is None:  # GPU_ON_CPU: the CPU decoder stands in for the GPU engines
+            return [torch.from_numpy(np.ascontiguousarray(self._windows.run(
+                (data, *(e[i] for e in extra)), args[i], SampleContext(i, batch.source_infos[i] if batch.source_infos else "",
+                                                                        None if batch.params is None else batch.params[i]))))
+                for i, data in enumerate(encoded)]
+        streams = engine.code_streams(encoded)
+        windows = []
+        for index, stream in enumerate(streams):
+            if stream is not None:
+                height, width = stream.height, stream.width
+            else:
+                height, width = image_codecs.image_size(encoded[index])
+            sample = SampleContext(index, "", None if batch.params is None else batch.params[index])
+            window = self._windows.window(height, width, (encoded[index], *(e[index] for e in extra)),
+                                          args[index], sample)
+            if window is not None:
+                self._windows._check_window(window, height, width)
+                top, left, crop_height, crop_width = window
+                window = (max(top, 0), max(left, 0), min(crop_height, height - max(top, 0)),
+                          min(crop_width, width - max(left, 0)))
+            windows.append(window)
+        describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
+        return engine.decode(encoded, streams, windows, batch.stream, describe)
+
+    def output_layout(self, input_layouts):
+        return "HWC"
+
+
+class Resize(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        plan = _plan_of(inputs[0])
+        if plan.resized or plan.geometry_final:
+            from penstock.kernels.image_plan import ImagePlan
+            plan = ImagePlan.of(plan.materialize()[0])
+        first = args[0]
+        if not any((first["size"], first["resize_x"], first["resize_y"], first["resize_shorter"],
+                    first["resize_longer"])):
+            raise ValueError("resize: give resize_x / resize_y, size, resize_shorter or resize_longer")
+        sizes = [geometry.resized_shape(size, a) for size, a in zip(plan.sizes, args)]
+        shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
+        interp = (first["min_filter"] if shrinking else first["mag_filter"]) or first["interp_type"]
+        plan = plan.with_resize(sizes, _filter_id(interp), first["antialias"])
+        if first["dtype"] is not None:
+            plan = plan.with_output(dtype=_torch_dtype(first["dtype"]))
+        return plan
+
+
+def _crop_windows(plan, args, op_name: str) -> list:
+    windows = []
+    for (height, width), a in zip(plan.sizes, args):
+        placement = geometry.crop_placement(height, width, a)
+        if placement is None:
+            placement = (0, 0, height, width)
+        windows.append(cpu_image.fit_window(*placement, height, width, a["out_of_bounds_policy"], op_name))
+    return windows
+
+
+class Crop(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        if geometry.crop_size(args[0]) is None:
+            raise ValueError("crop: give crop=(height, width), or crop_h and crop_w")
+        plan = _geometry_plan(inputs[0])
+        plan = plan.with_crop(_crop_windows(plan, args, self.name)).with_fills([a["fill_values"] for a in args])
+        if args[0]["dtype"] is not None:
+            plan = plan.with_output(dtype=_torch_dtype(args[0]["dtype"]))
+        return plan
+
+
+class Flip(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        if any(a["depthwise"] for a in args):
+            raise ValueError("flip: 'depthwise' needs volumes (4 dimensions); images have 3")
+        return _plan_of(inputs[0]).with_flips([(a["vertical"], a["horizontal"]) for a in args])
+
+
+class CropMirrorNormalize(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        plan = _geometry_plan(inputs[0])
+        channels = plan.channels
+        for a in args:
+            for name in ("mean", "std"):
+                if len(a[name]) not in (1, channels):
+                    raise ValueError(f"crop_mirror_normalize: argument '{name}' has {len(a[name])} values for "
+                                     f"{channels}-channel images")
+            if any(value == 0 for value in a["std"]):
+                raise ValueError("crop_mirror_normalize: argument 'std' must not contain 0")
+        if any(geometry.crop_size(a) is not None for a in args):
+            plan = plan.with_crop(_crop_windows(plan, args, self.name)).with_fills([a["fill_values"] for a in args])
+        plan = plan.with_flips([(0, a["mirror"]) for a in args])
+        multipliers, addends = [], []
+        for a in args:
+            std = np.broadcast_to(np.asarray(a["std"], np.float64), (channels,))
+            mean = np.broadcast_to(np.asarray(a["mean"], np.float64), (channels,))
+            multipliers.append(tuple(a["scale"] / std))
+            addends.append(tuple(a["shift"] - mean * a["scale"] / std))
+        first = args[0]
+        return plan.with_affine(multipliers, addends).with_output(
+            dtype=_torch_dtype(first["dtype"]), chw=first["output_layout"] == "CHW",
+            pad_channels=first["pad_output"] and channels == 3)
+
+    def output_layout(self, input_layouts):
+        return self.args["output_layout"]
+
+
+class Cast(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        import torch
+        value = inputs[0]
+        target = _torch_dtype(args[0]["dtype"])
+        from penstock.kernels.image_plan import ImagePlan
+        if isinstance(value, ImagePlan) or (value and value[0].dim() == 3 and not value[0].dtype.is_complex):
+            plan = _plan_of(value)
+            if plan.dtype is None or plan.dtype.is_floating_point or plan.dtype == torch.uint8:
+                return plan.with_output(dtype=target)
+            value = plan.materialize()[0]
+        return [_saturate(sample, target) for sample in value]
+
+
+def _saturate(tensor, dtype):
+    import torch
+    if dtype.is_floating_point or dtype == torch.bool:
+        return tensor.to(dtype)
+    info = torch.iinfo(dtype)
+    if tensor.dtype.is_floating_point:
+        tensor = torch.round(tensor)
+    return tensor.clamp(info.min, info.max).to(dtype)
+
+
+class Transpose(BatchOperator):
+    output_layout = geometry.Transpose.output_layout
+
+    def run_batch(self, inputs, args, batch):
+        perm = args[0]["perm"]
+        from penstock.kernels.image_plan import ImagePlan
+        plan = inputs[0] if isinstance(inputs[0], ImagePlan) else None
+        if plan is not None and tuple(perm or ()) == (2, 0, 1) and not plan.chw:
+            return plan.with_output(chw=True)
+        samples = plan.materialize()[0] if plan is not None else inputs[0]
+        perm = perm or tuple(reversed(range(samples[0].dim())))
+        return [sample.permute(*perm).contiguous() for sample in samples]
+
+
+class Normalize(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        import torch
+        from penstock.kernels.image_plan import ImagePlan
+        samples = inputs[0].materialize()[0] if isinstance(inputs[0], ImagePlan) else inputs[0]
+        results = []
+        for sample, a in zip(samples, args):
+            if a["batch"]:
+                raise ValueError("normalize: batch=True (statistics over the whole batch) is not supported; "
+                                 "compute per-sample statistics (batch=False) or pass mean and stddev")
+            if a["axis_names"]:
+                raise ValueError("normalize: axis_names needs the input's layout; pass axes=(...) instead")
+            data = sample.to(torch.float32)
+            axes = tuple(a["axes"]) if a["axes"] is not None else tuple(range(data.dim()))
+            mean = torch.tensor(a["mean"], device=data.device) if a["mean"] is not None else \
+                data.mean(dim=axes, keepdim=True)
+            if a["stddev"] is not None:
+                stddev = torch.tensor(a["stddev"], device=data.device)
+            else:
+                count = int(np.prod([data.shape[axis] for axis in axes]))
+                stddev = (((data - mean) ** 2).sum(dim=axes, keepdim=True) / max(count - a["ddof"], 1)).sqrt()
+            denominator = (stddev ** 2 + a["epsilon"]).sqrt()
+            result = torch.where(denominator == 0, torch.zeros_like(data), (data - mean) / denominator)
+            results.append(_saturate(result * a["scale"] + a["shift"], _torch_dtype(a["dtype"])))
+        return results
+
+
+class ImageDecoderMixed(MixedDecoder):
+    cpu_class = decoders.Image
+
+
+class ImageRandomCropMixed(MixedDecoder):
+    cpu_class = decoders.ImageRandomCrop
+
+
+class ImageCropMixed(MixedDecoder):
+    cpu_class = decoders.ImageCrop
+
+
+class ImageSliceMixed(MixedDecoder):
+    cpu_class = decoders.ImageSlice
+
+
+GPU_OPERATORS = {"resize": Resize, "crop": Crop, "flip": Flip, "crop_mirror_normalize": CropMirrorNormalize,
+                 "cast": Cast, "transpose": Transpose, "normalize": Normalize}
+MIXED_DECODERS = {"decoders.image": ImageDecoderMixed, "decoders.image_random_crop": ImageRandomCropMixed,
+                  "decoders.image_crop": ImageCropMixed, "decoders.image_slice": ImageSliceMixed}
+
+
+def _register_all() -> None:
+    for name, cls in (*GPU_OPERATORS.items(), *MIXED_DECODERS.items(), ("_to_gpu", ToGpu)):
+        cls.schema = registry.get_schema(name)
+    problem = _runtime_problem()
+    decoder_problem = problem
+    if problem is None and not GPU_ON_CPU:
+        try:
+            from penstock.kernels.nvimgcodec_decode import import_nvimgcodec
+            import_nvimgcodec()
+        except ImportError as error:
+            decoder_problem = str(error)
+    for name, cls in GPU_OPERATORS.items():
+        if problem is None:
+            registry.register(name, "gpu")(cls)
+        else:
+            registry.mark_unavailable(name, "gpu", problem)
+    if problem is None:
+        registry.register("_to_gpu", "mixed")(ToGpu)
+    else:
+        registry.mark_unavailable("_to_gpu", "mixed", problem)
+    for name, cls in MIXED_DECODERS.items():
+        if decoder_problem is None:
+            registry.register(name, "mixed")(cls)
+        else:
+            registry.mark_unavailable(name, "mixed", decoder_problem)
+
+
+_register_all()

@@ -1,0 +1,370 @@
+"""external_source: data from Python callables, iterables and feed_input, with its checks, and the
+seed blog's ExternalInputIterator pattern end to end."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from helpers_data import deadline, write_jpeg
+from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
+from penstock import Pipeline, fn, ops, pipeline_def, types
+from penstock.plugin.pytorch import GenericIterator
+
+SEED = 1234
+
+
+def source_pipeline(batch_size=3, num_threads=2, **source_args):
+    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=None, seed=SEED)
+    def pipeline():
+        return fn.external_source(**source_args)
+
+    return pipeline()
+
+
+def run_epoch(pipe, limit: int = 50) -> list[tuple]:
+    """Every batch until StopIteration, as tuples of per-sample lists."""
+    batches = []
+    with deadline(10):
+        for _ in range(limit):
+            try:
+                outputs = pipe.run()
+            except StopIteration:
+                return batches
+            batches.append(tuple([np.array(sample) for sample in batch] for batch in outputs))
+    raise AssertionError(f"no StopIteration within {limit} batches")
+
+
+def firsts(batches, output: int = 0) -> list:
+    return [[int(np.ravel(sample)[0]) for sample in batch[output]] for batch in batches]
+
+
+# ---- callables ---------------------------------------------------------------------------------------
+def test_callable_without_argument_is_called_once_per_batch_in_order():
+    counter = iter(range(1000))
+
+    def source():
+        start = next(counter) * 3
+        return [np.array([start + i], dtype=np.int64) for i in range(3)]
+
+    pipe = source_pipeline(source=source, num_threads=2)
+    for iteration in range(5):
+        (batch,) = pipe.run()
+        assert batch.as_array().ravel().tolist() == [3 * iteration, 3 * iteration + 1, 3 * iteration + 2]
+    pipe.close()
+
+
+def test_callable_with_argument_gets_the_iteration_index():
+    calls = []
+
+    def source(iteration):
+        calls.append(iteration)
+        return np.full((3, 2), iteration, dtype=np.float32)  # one array, the batch first
+
+    pipe = source_pipeline(source=source)
+    for iteration in range(4):
+        (batch,) = pipe.run()
+        np.testing.assert_array_equal(batch.as_array(), np.full((3, 2), iteration, np.float32))
+    pipe.close()
+    assert calls[:4] == [0, 1, 2, 3]
+
+
+def test_callable_raising_stop_iteration_ends_the_epoch_and_reset_restarts():
+    state = {"next": 0}
+
+    def source():
+        if state["next"] == 2:
+            raise StopIteration
+        state["next"] += 1
+        return [np.array([state["next"]])] * 3
+
+    pipe = source_pipeline(source=source)
+    assert firsts(run_epoch(pipe)) == [[1] * 3, [2] * 3]
+    state["next"] = 0
+    pipe.reset()
+    assert firsts(run_epoch(pipe)) == [[1] * 3, [2] * 3]
+    pipe.close()
+
+
+def test_indexing_callable_restarts_at_zero_every_epoch():
+    """DALI's usual pattern: the callable indexes its data and raises StopIteration past the end."""
+    data = [np.full((3, 1), value) for value in (5, 6, 7)]
+
+    def source(iteration):
+        if iteration >= len(data):
+            raise StopIteration
+        return data[iteration]
+
+    pipe = source_pipeline(source=source)
+    for _ in range(3):
+        assert firsts(run_epoch(pipe)) == [[5] * 3, [6] * 3, [7] * 3]
+        pipe.reset()
+    pipe.close()
+
+
+def test_per_sample_callable_sees_its_place_in_each_epoch():
+    infos = []
+
+    def source(info):
+        if info.idx_in_epoch == 4:
+            raise StopIteration
+        infos.append((info.epoch_idx, info.iteration, info.idx_in_batch, info.idx_in_epoch))
+        return np.array([info.idx_in_epoch], dtype=np.int32)
+
+    pipe = source_pipeline(source=source, batch=False, batch_size=3)
+    for _ in range(2):
+        assert firsts(run_epoch(pipe)) == [[0, 1, 2], [3]]
+        pipe.reset()
+    pipe.close()
+    assert infos == [(epoch, iteration, index % 3, index) for epoch in (0, 1)
+                     for index, iteration in zip(range(4), (0, 0, 0, 1))]
+
+
+def test_per_sample_callable_gets_sample_info():
+    infos = []
+
+    def source(info):
+        infos.append((info.idx_in_epoch, info.idx_in_batch, info.iteration))
+        return np.array([info.idx_in_epoch * 10], dtype=np.int32)
+
+    pipe = source_pipeline(source=source, batch=False, batch_size=3)
+    assert pipe.run()[0].as_array().ravel().tolist() == [0, 10, 20]
+    assert pipe.run()[0].as_array().ravel().tolist() == [30, 40, 50]
+    pipe.close()
+    assert infos[:6] == [(0, 0, 0), (1, 1, 0), (2, 2, 0), (3, 0, 1), (4, 1, 1), (5, 2, 1)]
+
+
+# ---- iterables ---------------------------------------------------------------------------------------
+def test_iterable_end_ends_the_epoch_and_reset_starts_over():
+    data = [[np.array([10 * b + i]) for i in range(3)] for b in range(4)]
+    pipe = source_pipeline(source=data)
+    for _ in range(2):
+        assert firsts(run_epoch(pipe)) == [[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]]
+        with pytest.raises(StopIteration):  # asked again before reset: still the end
+            pipe.run()
+        pipe.reset()
+    pipe.close()
+
+
+def test_per_sample_iterable_gives_a_short_last_batch():
+    pipe = source_pipeline(source=[np.array([i]) for i in range(7)], batch=False, batch_size=3)
+    assert firsts(run_epoch(pipe)) == [[0, 1, 2], [3, 4, 5], [6]]
+    pipe.reset()
+    assert firsts(run_epoch(pipe)) == [[0, 1, 2], [3, 4, 5], [6]]
+    pipe.close()
+
+
+@pytest.mark.parametrize("cycle", ["quiet", True])
+def test_cycle_quiet_starts_over_without_a_break(cycle):
+    data = [[np.array([b])] * 2 for b in range(3)]
+    pipe = source_pipeline(source=data, cycle=cycle, batch_size=2)
+    got = [int(pipe.run()[0].at(0)[0]) for _ in range(8)]
+    pipe.close()
+    assert got == [0, 1, 2, 0, 1, 2, 0, 1]
+
+
+def test_cycle_raise_ends_each_pass_then_starts_over_after_reset():
+    data = [[np.array([b])] * 2 for b in range(3)]
+    pipe = source_pipeline(source=data, cycle="raise", batch_size=2)
+    assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1], [2, 2]]
+    pipe.reset()
+    assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1], [2, 2]]
+    pipe.close()
+
+
+def test_bad_cycle_value_is_an_error():
+    with pytest.raises(ValueError, match="'cycle' must be False, True, 'quiet' or 'raise'"):
+        source_pipeline(source=[[np.zeros(1)]], cycle="loud").build()
+
+
+def test_source_that_is_neither_callable_nor_iterable_is_an_error():
+    with pytest.raises(TypeError, match="'source' must be a callable or an iterable, got int"):
+        source_pipeline(source=5).build()
+
+
+# ---- several outputs ---------------------------------------------------------------------------------
+def test_num_outputs_two_with_tuples_of_batches():
+    def source(iteration):
+        images = [np.full((2, 2, 3), iteration * 3 + i, np.uint8) for i in range(3)]
+        labels = np.arange(3, dtype=np.int32)[:, None] + 100 * iteration
+        return images, labels
+
+    @pipeline_def(batch_size=3, num_threads=2, device_id=None)
+    def pipeline():
+        images, labels = fn.external_source(source=source, num_outputs=2, layout=["HWC", "C"])
+        return fn.flip(images), labels
+
+    pipe = pipeline()
+    for iteration in range(2):
+        images, labels = pipe.run()
+        assert images.layout() == "HWC" and labels.layout() == "C"
+        assert [int(image[0, 0, 0]) for image in images] == [iteration * 3 + i for i in range(3)]
+        assert labels.as_array().ravel().tolist() == [100 * iteration + i for i in range(3)]
+    pipe.close()
+
+
+def test_num_outputs_two_per_sample():
+    pipe = source_pipeline(source=lambda info: (np.array([info.idx_in_epoch]), np.array([-info.idx_in_epoch])),
+                           batch=False, num_outputs=2, batch_size=2)
+    first, second = pipe.run()
+    assert first.as_array().ravel().tolist() == [0, 1] and second.as_array().ravel().tolist() == [0, -1]
+    pipe.close()
+
+
+def test_num_outputs_mismatch_is_a_clear_error():
+    pipe = source_pipeline(source=lambda: [np.zeros(1)] * 3, num_outputs=2)
+    with deadline(10), pytest.raises(ValueError, match="num_outputs=2 but the source gave list of length 3"):
+        pipe.run()
+
+
+def test_outputs_of_different_lengths_are_an_error():
+    pipe = source_pipeline(source=lambda: ([np.zeros(1)] * 3, [np.zeros(1)] * 2), num_outputs=2)
+    with deadline(10), pytest.raises(ValueError, match=r"different lengths \[2, 3\]"):
+        pipe.run()
+
+
+def test_more_samples_than_batch_size_is_an_error():
+    pipe = source_pipeline(source=lambda: [np.zeros(1)] * 4, batch_size=3)
+    with deadline(10), pytest.raises(ValueError, match="gave 4 samples, more than the batch_size of 3"):
+        pipe.run()
+
+
+# ---- checks and conversions --------------------------------------------------------------------------
+def test_declared_dtype_is_checked():
+    pipe = source_pipeline(source=lambda: [np.zeros(2, np.float32)] * 3, dtype=types.UINT8)
+    with deadline(10), pytest.raises(TypeError, match="has dtype float32, but dtype=UINT8 was declared"):
+        pipe.run()
+    pipe = source_pipeline(source=lambda: [np.zeros(2, np.uint8)] * 3, dtype=np.uint8)
+    assert pipe.run()[0].dtype == np.uint8
+    pipe.close()
+
+
+def test_declared_ndim_is_checked():
+    pipe = source_pipeline(source=lambda: [np.zeros((2, 2, 1))] * 3, ndim=2)
+    with deadline(10), pytest.raises(ValueError, match="has 3 dimensions, but ndim=2 was declared"):
+        pipe.run()
+
+
+def test_bad_dtype_argument_is_an_error_at_the_call():
+    with pytest.raises((TypeError, ValueError), match="external_source: argument 'dtype'.*'not a type'"):
+        source_pipeline(source=lambda: [], dtype="not a type")
+
+
+def test_torch_tensors_and_bytes_are_accepted():
+    tensor_batch = torch.arange(12, dtype=torch.int16).reshape(3, 4)
+    pipe = source_pipeline(source=lambda: tensor_batch)
+    np.testing.assert_array_equal(pipe.run()[0].as_array(), tensor_batch.numpy())
+    pipe.close()
+    pipe = source_pipeline(source=lambda: [torch.full((2,), i, dtype=torch.float64) for i in range(3)])
+    assert pipe.run()[0].as_array().tolist() == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
+    pipe.close()
+    pipe = source_pipeline(source=lambda: [b"\x01\x02", b"\x03\x04", b"\x05\x06"])
+    (batch,) = pipe.run()
+    assert batch.dtype == np.uint8 and batch.as_array().tolist() == [[1, 2], [3, 4], [5, 6]]
+    pipe.close()
+
+
+def test_unusable_sample_type_is_a_clear_error():
+    pipe = source_pipeline(source=lambda: [object()] * 3)
+    with deadline(10), pytest.raises(TypeError, match="cannot use a object as a sample"):
+        pipe.run()
+
+
+def test_scalar_batch_is_a_clear_error():
+    pipe = source_pipeline(source=lambda: np.float32(3.0))
+    with deadline(10), pytest.raises(ValueError, match="a batch must be a list of samples or an array"):
+        pipe.run()
+
+
+# ---- the seed blog's ExternalInputIterator pattern ------------------------------------------------------
+class ExternalInputIterator:
+    """Batches of (encoded JPEG bytes, multi-label uint8 arrays) from a 'name label label ...' file,
+    as in the blog post (with a seeded shuffle)."""
+
+    def __init__(self, batch_size, data_file, image_dir):
+        self.images_dir = image_dir
+        self.batch_size = batch_size
+        with open(data_file) as handle:
+            self.files = [line.rstrip() for line in handle if line.strip() != ""]
+        random.Random(SEED).shuffle(self.files)
+
+    def __iter__(self):
+        self.i = 0
+        self.n = len(self.files)
+        return self
+
+    def __next__(self):
+        batch, labels = [], []
+        for _ in range(self.batch_size):
+            jpeg_filename, *label = self.files[self.i].split(" ")
+            with open(os.path.join(self.images_dir, jpeg_filename), "rb") as handle:
+                batch.append(np.frombuffer(handle.read(), dtype=np.uint8))
+            labels.append(np.array(label, dtype=np.uint8))
+            self.i = (self.i + 1) % self.n
+        return batch, labels
+
+    next = __next__
+
+
+class ExternalSourcePipeline(Pipeline):
+    def __init__(self, data_iterator, batch_size, num_threads, device_id):
+        super().__init__(batch_size, num_threads, device_id, seed=12)
+        self.data_iterator = data_iterator
+        self.input = ops.ExternalSource()
+        self.input_label = ops.ExternalSource()
+        self.decode = ops.decoders.Image(device="cpu", output_type=types.RGB)
+        self.res = ops.Resize(resize_x=24, resize_y=24, interp_type=types.INTERP_TRIANGULAR)
+
+    def define_graph(self):
+        self.jpegs = self.input()
+        self.labels = self.input_label()
+        images = self.decode(self.jpegs)
+        output = self.res(images)
+        return output, self.labels
+
+    def iter_setup(self):
+        images, labels = self.data_iterator.next()
+        self.feed_input(self.jpegs, images)
+        self.feed_input(self.labels, labels)
+
+
+@pytest.fixture
+def multilabel_data(tmp_path):
+    image_dir = tmp_path / "images"
+    lines = []
+    for index in range(8):
+        name = f"photo_{index}.jpg"
+        write_jpeg(str(image_dir / name), 20 + index, 30 - index, seed=index)
+        lines.append(f"{name} {index} {index % 2} {7 - index}")
+    data_file = tmp_path / "labels.txt"
+    data_file.write_text("\n".join(lines) + "\n")
+    return str(data_file), str(image_dir)
+
+
+def test_blog_external_input_iterator_through_generic_iterator(multilabel_data):
+    data_file, image_dir = multilabel_data
+    eii = ExternalInputIterator(batch_size=4, data_file=data_file, image_dir=image_dir)
+    iterator = iter(eii)
+    pipe = ExternalSourcePipeline(data_iterator=iterator, batch_size=4, num_threads=2, device_id=None)
+    pipe.build()
+    expected_labels = np.array([[int(v) for v in line.split(" ")[1:]] for line in eii.files], dtype=np.uint8)
+
+    dali_iter = GenericIterator([pipe], ["images", "labels"], 8)
+    assert len(dali_iter) == 2
+    with deadline(20):
+        for epoch in range(2):
+            steps = 0
+            for i, it in enumerate(dali_iter):
+                batch_data = it[0]
+                images, labels = batch_data["images"], batch_data["labels"]
+                assert isinstance(images, torch.Tensor) and isinstance(labels, torch.Tensor)
+                assert images.shape == (4, 24, 24, 3) and images.dtype == torch.uint8
+                assert labels.shape == (4, 3) and labels.dtype == torch.uint8
+                np.testing.assert_array_equal(labels.numpy(), expected_labels[4 * i:4 * i + 4])
+                steps += 1
+            assert steps == 2, f"epoch {epoch}"
+            dali_iter.reset()
+    pipe.close()

@@ -1,0 +1,273 @@
+"""Geometry operators: resize (sizes as DALI computes them, pixels against Pillow and torch), crop,
+flip and transpose against numpy slicing."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from conftest import assert_close, check_operator, noise_image, ragged_images, run_batches, run_operator
+from PIL import Image
+
+import penstock
+from penstock import fn, types
+
+Resampling = Image.Resampling
+
+
+def round_half_up(value: float) -> int:
+    """DALI rounds sizes with roundf: to nearest, halves away from zero."""
+    return int(math.floor(value + 0.5))
+
+
+def pillow_resize(image: np.ndarray, height: int, width: int, pillow_filter) -> np.ndarray:
+    """The reference resize: Pillow, one channel at a time ('L' for uint8, 'F' for float32)."""
+    planes = [np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c])).resize((width, height), pillow_filter))
+              for c in range(image.shape[2])]
+    return np.stack(planes, axis=2)
+
+
+# ---- resize: output sizes ----------------------------------------------------------------------------
+def resized_shapes(input_shapes, **kwargs) -> list[tuple[int, int]]:
+    images = [np.zeros((*shape, 3), np.uint8) for shape in input_shapes]
+    return [output.shape[:2] for output in run_operator(fn.resize, images, **kwargs)]
+
+
+SHAPES = [(30, 45), (64, 48), (20, 20), (41, 97)]
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    # both sizes: exactly those
+    ({"resize_x": 40, "resize_y": 30}, [(30, 40)] * 4),
+    ({"size": (30, 40)}, [(30, 40)] * 4),
+    # one size: the other keeps the aspect ratio (22.5 and 32.5 round up, as DALI's roundf)
+    ({"resize_x": 15}, [(10, 15), (20, 15), (15, 15), (6, 15)]),
+    ({"resize_y": 15}, [(15, 22.5), (15, 11.25), (15, 15), (15, 35.49)]),
+    ({"size": (0, 15)}, [(10, 15), (20, 15), (15, 15), (6, 15)]),
+    # shorter / longer side
+    ({"resize_shorter": 15}, [(15, 22.5), (20, 15), (15, 15), (15, 35.49)]),
+    ({"resize_longer": 65}, [(43.33, 65), (65, 48.75), (65, 65), (27.47, 65)]),
+    # fit inside / cover a 40x40 box
+    ({"size": (40, 40), "mode": "not_larger"}, [(26.67, 40), (40, 30), (40, 40), (16.91, 40)]),
+    ({"size": (40, 40), "mode": "not_smaller"}, [(40, 60), (53.33, 40), (40, 40), (40, 94.63)]),
+    ({"resize_x": 40, "resize_y": 30, "mode": "not_larger"}, [(26.67, 40), (30, 22.5), (30, 30), (16.91, 40)]),
+    # stretch: a missing size keeps the input's
+    ({"resize_x": 15, "mode": "stretch"}, [(30, 15), (64, 15), (20, 15), (41, 15)]),
+    # max_size lowers the common scale of resize_shorter / not_smaller, keeping the aspect ratio ...
+    ({"resize_shorter": 30, "max_size": 50}, [(30, 45), (40, 30), (30, 30), (21.13, 50)]),
+    ({"size": (30, 30), "mode": "not_smaller", "max_size": (100, 50)},
+     [(30, 45), (40, 30), (30, 30), (21.13, 50)]),
+    # ... and caps each side on its own in the default mode
+    ({"resize_x": 90, "max_size": (40, 100)}, [(40, 90), (40, 90), (40, 90), (38.04, 90)]),
+])
+def test_resize_output_sizes_follow_dali(kwargs, expected):
+    assert resized_shapes(SHAPES, **kwargs) == [(round_half_up(h), round_half_up(w)) for h, w in expected]
+
+
+def test_resize_size_rounds_halves_up():
+    # 45 * 15 / 30 = 22.5 -> 23; 35 * 15 / 30 = 17.5 -> 18 (Python's round() would give 22 and 18)
+    assert resized_shapes([(30, 45), (30, 35)], resize_shorter=15) == [(15, 23), (15, 18)]
+
+
+def test_resize_never_produces_an_empty_image():
+    assert resized_shapes([(2, 200)], resize_x=10) == [(1, 10)]
+
+
+def test_resize_without_a_size_is_an_error():
+    with pytest.raises(penstock.PipelineError, match="resize_shorter"):
+        run_operator(fn.resize, [np.zeros((8, 8, 3), np.uint8)])
+
+
+# ---- resize: pixels against Pillow ---------------------------------------------------------------------
+# Mean / max abs difference to Pillow's filter on smooth 8-bit images, in levels, shrinking about 3x
+# and enlarging about 2x. Measured: NN 0 / 0 both ways (the same source pixels). Shrinking: LINEAR
+# 0.46 / 3, CUBIC 1.14 / 4, LANCZOS3 1.24 / 4 (penstock low-passes with a Gaussian before sampling,
+# Pillow widens the filter itself). Enlarging: LINEAR 0.23 / 1, CUBIC 0.29 / 2, LANCZOS3 0.28 / 2
+# (OpenCV's cubic uses a = -0.75 and its Lanczos 8 taps; Pillow a = -0.5 and 6 taps). The bounds
+# leave a margin over those.
+PILLOW_FILTERS = {
+    types.INTERP_NN: Resampling.NEAREST,
+    types.INTERP_LINEAR: Resampling.BILINEAR,
+    types.INTERP_TRIANGULAR: Resampling.BILINEAR,
+    types.INTERP_CUBIC: Resampling.BICUBIC,
+    types.INTERP_LANCZOS3: Resampling.LANCZOS,
+}
+TOLERANCES = {  # (mean abs, max abs) shrinking, enlarging
+    types.INTERP_NN: ((0.0, 0), (0.0, 0)),
+    types.INTERP_LINEAR: ((0.8, 5), (0.5, 3)),
+    types.INTERP_TRIANGULAR: ((0.8, 5), (0.5, 3)),
+    types.INTERP_CUBIC: ((1.6, 6), (0.5, 3)),
+    types.INTERP_LANCZOS3: ((1.6, 6), (0.5, 3)),
+}
+# the default filter (LINEAR) where a test mixes shrinking and enlarging: the looser (shrinking) bounds
+LINEAR_MEAN_ABS, LINEAR_MAX_ABS = TOLERANCES[types.INTERP_LINEAR][0]
+
+
+def shorter_side_size(image: np.ndarray, shorter: float) -> tuple[int, int]:
+    height, width = image.shape[:2]
+    scale = shorter / min(height, width)
+    return round_half_up(height * scale), round_half_up(width * scale)
+
+
+@pytest.mark.parametrize("interp", list(PILLOW_FILTERS), ids=lambda interp: interp.name)
+@pytest.mark.parametrize("shrinking", [True, False], ids=["down", "up"])
+def test_resize_pixels_match_pillow(interp, shrinking):
+    mean_abs, max_abs = TOLERANCES[interp][0 if shrinking else 1]
+    shorter = 17 if shrinking else 90
+    images = ragged_images(4, seed=2, min_side=35, max_side=80)
+    check_operator(fn.resize, images,
+                   lambda image: pillow_resize(image, *shorter_side_size(image, shorter), PILLOW_FILTERS[interp]),
+                   max_abs=max_abs, mean_abs=mean_abs, out_dtype=np.uint8, resize_shorter=shorter, interp_type=interp)
+
+
+@pytest.mark.parametrize("channels", [1, 4, 5])
+def test_resize_any_number_of_channels(channels):
+    images = ragged_images(3, channels=channels, seed=4, min_side=30, max_side=70)
+    check_operator(fn.resize, images, lambda image: pillow_resize(image, 25, 35, Resampling.BILINEAR),
+                   max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS, out_dtype=np.uint8, size=(25, 35))
+
+
+def test_resize_float_output_matches_pillow_float_resize():
+    images = ragged_images(3, seed=5, min_side=30, max_side=70)
+    check_operator(fn.resize, images,
+                   lambda image: pillow_resize(image.astype(np.float32), 50, 60, Resampling.BILINEAR),
+                   max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS, out_dtype=np.float32, size=(50, 60),
+                   dtype=types.FLOAT)
+
+
+def test_resize_without_antialias_matches_torch_bilinear():
+    """antialias=False shrinks with the plain bilinear filter (sampling, no averaging)."""
+    images = ragged_images(3, seed=6, min_side=50, max_side=90)
+
+    def torch_bilinear(image):
+        tensor = torch.from_numpy(image).permute(2, 0, 1)[None].float()
+        resized = torch.nn.functional.interpolate(tensor, size=(20, 24), mode="bilinear", align_corners=False,
+                                                  antialias=False)
+        return resized[0].permute(1, 2, 0).numpy()
+
+    check_operator(fn.resize, images, torch_bilinear, max_abs=1.0, mean_abs=0.5, size=(20, 24), antialias=False)
+
+
+@pytest.mark.parametrize("size,filter_arg", [((20, 24), "min_filter"), ((120, 130), "mag_filter")])
+def test_resize_min_and_mag_filters(size, filter_arg):
+    """min_filter applies when shrinking, mag_filter when enlarging: NN here, so exact vs Pillow."""
+    images = ragged_images(3, seed=7, smooth=False, min_side=40, max_side=90)
+    check_operator(fn.resize, images, lambda image: pillow_resize(image, *size, Resampling.NEAREST),
+                   size=size, interp_type=types.INTERP_LINEAR, **{filter_arg: types.INTERP_NN})
+
+
+def test_resize_per_sample_sizes_from_a_random_generator():
+    images = ragged_images(6, seed=8, min_side=40, max_side=90)
+
+    def resize_random(node):
+        shorter = fn.random.uniform(range=(20.0, 60.0))
+        return fn.resize(node, resize_shorter=shorter), shorter
+
+    outputs, shorters = run_operator(resize_random, images, iterations=2)
+    assert len(set(float(s) for s in shorters)) == len(shorters), "each sample draws its own size"
+    for image, output, shorter in zip(images * 2, outputs, shorters):
+        assert 20.0 <= shorter < 60.0
+        expected = pillow_resize(image, *shorter_side_size(image, float(shorter)), Resampling.BILINEAR)
+        assert_close(output, expected, max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS)
+
+
+# ---- crop ---------------------------------------------------------------------------------------------
+def crop_anchor(size: int, crop: int, position: float) -> int:
+    """DALI's anchor: round(position * (size - crop)), halves up; negative when the crop is larger."""
+    return round_half_up(position * (size - crop))
+
+
+def reference_crop(image: np.ndarray, height: int, width: int, pos_y: float, pos_x: float, fill=0) -> np.ndarray:
+    """The window, padded with ``fill`` where it leaves the image."""
+    top, left = crop_anchor(image.shape[0], height, pos_y), crop_anchor(image.shape[1], width, pos_x)
+    result = np.empty((height, width, image.shape[2]), image.dtype)
+    result[...] = np.asarray(fill, image.dtype)
+    for y in range(height):  # a plain loop, independent of the operator's slicing
+        if 0 <= top + y < image.shape[0]:
+            for x in range(width):
+                if 0 <= left + x < image.shape[1]:
+                    result[y, x] = image[top + y, left + x]
+    return result
+
+
+@pytest.mark.parametrize("pos_x,pos_y", [(0.5, 0.5), (0.0, 0.0), (1.0, 1.0), (0.25, 0.9)])
+def test_crop_positions(pos_x, pos_y):
+    images = ragged_images(4, smooth=False, seed=9, min_side=25, max_side=60)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 20, 24, pos_y, pos_x),
+                   crop=(20, 24), crop_pos_x=pos_x, crop_pos_y=pos_y)
+
+
+def test_crop_square_and_separate_sizes():
+    images = ragged_images(3, smooth=False, seed=10, min_side=25, max_side=60)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 16, 16, 0.5, 0.5), crop=16)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 12, 21, 0.3, 0.6),
+                   crop_h=12, crop_w=21, crop_pos_x=0.6, crop_pos_y=0.3)
+
+
+def test_crop_pads_outside_the_image_with_fill_values():
+    images = [noise_image(20, 30, seed=11), noise_image(50, 10, seed=12)]
+    fill = (7, 100, 250)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 40, 36, 0.3, 0.5, fill),
+                   crop=(40, 36), crop_pos_y=0.3, out_of_bounds_policy="pad", fill_values=fill)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 40, 36, 0.0, 1.0, 9),
+                   crop=(40, 36), crop_pos_x=1.0, crop_pos_y=0.0, out_of_bounds_policy="pad", fill_values=9)
+
+
+def test_crop_trim_to_shape_keeps_the_part_inside_the_image():
+    image = noise_image(20, 30, seed=13)
+    # a 40x24 window centred on 20 rows starts at row -10: rows 0..19 remain; columns 3..26
+    [cropped] = run_operator(fn.crop, [image], crop=(40, 24), out_of_bounds_policy="trim_to_shape")
+    np.testing.assert_array_equal(cropped, image[:, 3:27])
+
+
+def test_crop_outside_the_image_is_an_error_by_default():
+    with pytest.raises(penstock.PipelineError, match=r"crop.*outside.*out_of_bounds_policy"):
+        run_operator(fn.crop, [noise_image(20, 30)], crop=(40, 24))
+
+
+# ---- flip -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("horizontal,vertical", [(1, 0), (0, 1), (1, 1), (0, 0)])
+def test_flip(horizontal, vertical):
+    def reference(image):
+        result = image[:, ::-1] if horizontal else image
+        return result[::-1] if vertical else result
+
+    check_operator(fn.flip, ragged_images(3, smooth=False, seed=14), reference, horizontal=horizontal,
+                   vertical=vertical)
+
+
+def test_flip_per_sample_from_coin_flips():
+    images = ragged_images(8, smooth=False, seed=15, min_side=5, max_side=20)
+
+    def flip_random(node):
+        horizontal, vertical = fn.random.coin_flip(), fn.random.coin_flip(probability=0.5)
+        return fn.flip(node, horizontal=horizontal, vertical=vertical), horizontal, vertical
+
+    flipped, horizontals, verticals = run_operator(flip_random, images, iterations=2)
+    assert {int(h) for h in horizontals} == {0, 1} and {int(v) for v in verticals} == {0, 1}
+    for image, output, horizontal, vertical in zip(images * 2, flipped, horizontals, verticals):
+        expected = image[:, ::-1] if horizontal else image
+        np.testing.assert_array_equal(output, expected[::-1] if vertical else expected)
+
+
+# ---- transpose ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs,perm,layout", [
+    ({"perm": (2, 0, 1)}, (2, 0, 1), "CHW"),
+    ({"perm": (1, 0, 2)}, (1, 0, 2), "WHC"),
+    ({}, (2, 1, 0), "CWH"),
+    ({"perm": (2, 0, 1), "output_layout": "XYZ"}, (2, 0, 1), "XYZ"),
+    ({"perm": (2, 0, 1), "transpose_layout": False}, (2, 0, 1), "HWC"),  # DALI keeps the input's layout
+])
+def test_transpose_permutes_axes_and_layout(kwargs, perm, layout):
+    images = ragged_images(3, smooth=False, seed=16, min_side=3, max_side=12)
+    [batch] = run_batches(fn.transpose, images, **kwargs)[0]
+    assert batch.layout() == layout
+    for image, output in zip(images, batch):
+        np.testing.assert_array_equal(output, np.transpose(image, perm))
+        assert output.flags.c_contiguous
+
+
+def test_transpose_rejects_a_perm_of_the_wrong_length():
+    with pytest.raises(penstock.PipelineError, match="not a permutation"):
+        run_operator(fn.transpose, [noise_image(4, 5)], perm=(1, 0))

@@ -1,0 +1,211 @@
+"""Pixel arithmetic: crop_mirror_normalize, normalize and cast against numpy references computed in
+float64."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import assert_close, check_operator, noise_image, ragged_images, run_batches, run_operator
+
+import penstock
+from penstock import fn, types
+
+MEAN, STD = (0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)
+# float32 results of (x - mean) / std: a few float32 ulps, relative; absolute near zero
+FLOAT32_TOLERANCE = {"rtol": 1e-5, "max_abs": 1e-5}
+# float16: one fp16 ulp (the result is rounded once more than the float64 reference)
+FLOAT16_TOLERANCE = {"rtol": 2 ** -10, "max_abs": 2 ** -14}
+
+
+# ---- crop_mirror_normalize ------------------------------------------------------------------------------
+def reference_cmn(image, crop=None, pos=(0.5, 0.5), mean=(0.0,), std=(1.0,), scale=1.0, shift=0.0, mirror=False,
+                  layout="CHW", pad=False, dtype=np.float32):
+    """numpy: crop slice, flip, (x - mean) / std * scale + shift in float64, pad, transpose, convert."""
+    if crop is not None:
+        height, width = crop
+        top = math.floor(pos[0] * (image.shape[0] - height) + 0.5)
+        left = math.floor(pos[1] * (image.shape[1] - width) + 0.5)
+        image = image[top:top + height, left:left + width]
+    if mirror:
+        image = image[:, ::-1]
+    result = (image.astype(np.float64) - np.asarray(mean)) / np.asarray(std) * scale + shift
+    if pad:
+        result = np.concatenate([result, np.zeros((*result.shape[:2], 1))], axis=2)
+    if layout == "CHW":
+        result = result.transpose(2, 0, 1)
+    if np.dtype(dtype).kind == "u":
+        return np.clip(np.rint(result), 0, 255).astype(dtype)
+    return result
+
+
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+@pytest.mark.parametrize("dtype,tolerance", [(types.FLOAT, FLOAT32_TOLERANCE), (types.FLOAT16, FLOAT16_TOLERANCE)],
+                         ids=["float32", "float16"])
+@pytest.mark.parametrize("mirror", [0, 1])
+def test_crop_mirror_normalize_matches_numpy(layout, dtype, tolerance, mirror):
+    images = ragged_images(4, smooth=False, seed=20, min_side=30, max_side=60)
+    check_operator(fn.crop_mirror_normalize, images,
+                   lambda image: reference_cmn(image, (24, 28), (0.3, 0.7), MEAN, STD, mirror=mirror, layout=layout),
+                   out_dtype=dtype.numpy, **tolerance, crop=(24, 28), crop_pos_y=0.3, crop_pos_x=0.7, mean=MEAN,
+                   std=STD, mirror=mirror, output_layout=layout, dtype=dtype)
+
+
+def test_crop_mirror_normalize_scale_shift_and_scalar_mean_std():
+    images = ragged_images(3, smooth=False, seed=21)
+    check_operator(fn.crop_mirror_normalize, images,
+                   lambda image: reference_cmn(image, mean=(100.0,), std=(50.0,), scale=64.0, shift=128.0),
+                   **FLOAT32_TOLERANCE, mean=100.0, std=50.0, scale=64.0, shift=128.0)
+
+
+def test_crop_mirror_normalize_to_uint8_rounds_and_saturates():
+    images = ragged_images(3, smooth=False, seed=22)
+    check_operator(fn.crop_mirror_normalize, images,
+                   lambda image: reference_cmn(image, mean=(64.0,), std=(0.7,), layout="HWC", dtype=np.uint8),
+                   out_dtype=np.uint8, mean=64.0, std=0.7, output_layout="HWC", dtype=types.UINT8)
+
+
+def test_crop_mirror_normalize_float_input():
+    images = [image.astype(np.float32) / 3 for image in ragged_images(3, smooth=False, seed=23)]
+    check_operator(fn.crop_mirror_normalize, images,
+                   lambda image: reference_cmn(image, (10, 12), mean=MEAN, std=STD, mirror=True),
+                   **FLOAT32_TOLERANCE, crop=(10, 12), mean=MEAN, std=STD, mirror=1)
+
+
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_crop_mirror_normalize_pad_output_adds_a_zero_channel(layout):
+    images = ragged_images(3, smooth=False, seed=24, min_side=30, max_side=60)
+    outputs = check_operator(fn.crop_mirror_normalize, images,
+                             lambda image: reference_cmn(image, (20, 22), mean=MEAN, std=STD, layout=layout, pad=True),
+                             **FLOAT32_TOLERANCE, crop=(20, 22), mean=MEAN, std=STD, output_layout=layout,
+                             pad_output=True)
+    assert all(output.shape == ((4, 20, 22) if layout == "CHW" else (20, 22, 4)) for output in outputs)
+
+
+def test_crop_mirror_normalize_mirror_per_sample_from_coin_flips():
+    images = ragged_images(10, smooth=False, seed=25, min_side=30, max_side=60)
+    arguments = {"crop": (16, 18), "mean": MEAN, "std": STD}
+
+    def mirror_random(node):
+        coin = fn.random.coin_flip()
+        return (fn.crop_mirror_normalize(node, mirror=coin, **arguments),
+                fn.crop_mirror_normalize(node, mirror=0, **arguments), coin)
+
+    mirrored, plain, coins = run_operator(mirror_random, images)
+    assert {int(coin) for coin in coins} == {0, 1}
+    for image, out, unflipped, coin in zip(images, mirrored, plain, coins):
+        expected = unflipped[:, :, ::-1] if coin else unflipped  # CHW: the width is the last axis
+        np.testing.assert_array_equal(out, expected)
+        assert_close(out, reference_cmn(image, (16, 18), mean=MEAN, std=STD, mirror=bool(coin)), **FLOAT32_TOLERANCE)
+
+
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_crop_mirror_normalize_output_is_a_dense_batch(layout):
+    images = ragged_images(5, smooth=False, seed=26, min_side=30, max_side=60)
+    [batch] = run_batches(fn.crop_mirror_normalize, images, crop=(20, 24), mean=MEAN, std=STD,
+                          output_layout=layout, dtype=types.FLOAT16)[0]
+    assert batch.layout() == layout and batch.is_dense_tensor()
+    array = batch.as_array()
+    assert array.shape == ((5, 3, 20, 24) if layout == "CHW" else (5, 20, 24, 3))
+    assert array.dtype == np.float16
+    assert batch.as_array() is array
+    assert all(np.shares_memory(batch.at(i), array) for i in range(len(batch))), "the samples are views of one buffer"
+
+
+def test_crop_mirror_normalize_ragged_output_without_crop_is_not_dense():
+    images = ragged_images(3, smooth=False, seed=27)
+    [batch] = run_batches(fn.crop_mirror_normalize, images, mean=MEAN, std=STD)[0]
+    assert not batch.is_dense_tensor()
+    with pytest.raises(ValueError, match="not dense"):
+        batch.as_array()
+
+
+def test_crop_mirror_normalize_rejects_wrong_channel_counts_and_zero_std():
+    with pytest.raises(penstock.PipelineError, match="'mean' has 2 values for 3-channel"):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0))
+    with pytest.raises(penstock.PipelineError, match="'std' must not contain 0"):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], std=(1.0, 0.0, 1.0))
+
+
+# ---- normalize -------------------------------------------------------------------------------------------
+def reference_normalize(data, axes=None, mean=None, stddev=None, epsilon=0.0, scale=1.0, shift=0.0, ddof=0):
+    data = data.astype(np.float64)
+    axes = tuple(range(data.ndim)) if axes is None else axes
+    mean = data.mean(axis=axes, keepdims=True) if mean is None else np.asarray(mean)
+    if stddev is None:
+        stddev = np.sqrt(((data - mean) ** 2).sum(axis=axes, keepdims=True) /
+                         (np.prod([data.shape[a] for a in axes]) - ddof))
+    return (data - mean) / np.sqrt(np.asarray(stddev) ** 2 + epsilon) * scale + shift
+
+
+NORMALIZE_TOLERANCE = {"rtol": 1e-5, "max_abs": 2e-5}
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"axes": (0, 1)},  # per channel
+    {"axes": (1,)},
+    {"mean": 100.0, "stddev": 30.0},
+    {"mean": (10.0, 20.0, 30.0), "stddev": (5.0, 6.0, 7.0)},
+    {"epsilon": 400.0, "scale": 2.0, "shift": 0.5},
+    {"ddof": 1, "axes": (0, 1)},
+], ids=["all_axes", "per_channel", "axis_1", "given_scalar", "given_per_channel", "epsilon_scale_shift", "ddof"])
+def test_normalize_matches_numpy(kwargs):
+    images = ragged_images(4, smooth=False, seed=30)
+    check_operator(fn.normalize, images, lambda image: reference_normalize(image, **kwargs), out_dtype=np.float32,
+                   **NORMALIZE_TOLERANCE, **kwargs)
+
+
+def test_normalize_float_input_and_constant_samples():
+    rng = np.random.default_rng(31)
+    samples = [rng.normal(5.0, 3.0, (17, 4)).astype(np.float32), np.full((6, 5), 2.5, np.float32)]
+    outputs = check_operator(fn.normalize, samples[:1], reference_normalize, **NORMALIZE_TOLERANCE, layout="")
+    assert abs(float(outputs[0].mean())) < 1e-5 and abs(float(outputs[0].std()) - 1.0) < 1e-5
+    # a constant sample has no spread: the result is 0, not NaN
+    [constant] = run_operator(fn.normalize, samples[1:], layout="")
+    np.testing.assert_array_equal(constant, np.zeros((6, 5), np.float32))
+
+
+def test_normalize_batch_statistics_are_reported_as_unsupported():
+    with pytest.raises(penstock.PipelineError, match="batch=True"):
+        run_operator(fn.normalize, [noise_image(4, 4)], batch=True)
+
+
+# ---- cast -------------------------------------------------------------------------------------------------
+def numpy_saturate(values: np.ndarray, dtype) -> np.ndarray:
+    """numpy in float64 / Python ints: round to nearest (halves to even), clip, convert."""
+    info = np.iinfo(dtype)
+    rounded = np.rint(values.astype(np.float64)) if values.dtype.kind == "f" else values.astype(object)
+    return np.array([min(max(value, info.min), info.max) for value in rounded.ravel()], dtype=dtype).reshape(values.shape)
+
+
+EDGE_VALUES = [-1e10, -300.0, -128.5, -1.5, -0.5, 0.0, 0.4999, 0.5, 1.5, 2.5, 126.5, 254.5, 255.4, 255.5, 256.0, 3e4,
+               40000.0, 2.0 ** 31, 1e10]
+
+
+@pytest.mark.parametrize("dtype", [types.UINT8, types.INT8, types.INT16, types.UINT16, types.INT32, types.UINT32])
+def test_cast_float_to_int_rounds_and_saturates(dtype):
+    samples = [np.array(EDGE_VALUES, np.float32), np.array(EDGE_VALUES[::-1], np.float64).reshape(1, -1),
+               np.random.default_rng(40).uniform(-400, 400, (7, 9)).astype(np.float32)]
+    check_operator(fn.cast, samples, lambda sample: numpy_saturate(sample, dtype.numpy), out_dtype=dtype.numpy,
+                   layout="", dtype=dtype)
+
+
+def test_cast_float_to_int64_saturates_at_both_ends():
+    samples = [np.array([-1e30, -2.0 ** 63, -3.5, 2.0 ** 62, 2.0 ** 63, 1e30], np.float64)]
+    [result] = run_operator(fn.cast, samples, layout="", dtype=types.INT64)
+    info = np.iinfo(np.int64)
+    np.testing.assert_array_equal(result, np.array([info.min, info.min, -4, 2 ** 62, info.max, info.max], np.int64))
+
+
+def test_cast_between_integer_types_saturates():
+    samples = [np.array([-70000, -300, -1, 0, 127, 128, 255, 256, 70000], np.int32)]
+    for dtype in (types.UINT8, types.INT8, types.UINT16, types.INT16):
+        [result] = run_operator(fn.cast, samples, layout="", dtype=dtype)
+        np.testing.assert_array_equal(result, numpy_saturate(samples[0], dtype.numpy))
+
+
+def test_cast_uint8_to_float_is_exact():
+    images = ragged_images(3, smooth=False, seed=41)
+    check_operator(fn.cast, images, lambda image: image.astype(np.float16), out_dtype=np.float16, dtype=types.FLOAT16)
+    check_operator(fn.cast, images, lambda image: image.astype(np.float32), out_dtype=np.float32, dtype=np.float32)

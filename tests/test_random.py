@@ -1,0 +1,130 @@
+"""Random generators: their distributions (checked statistically over a few thousand values with
+stated bounds), ranges, shapes, and reproducibility for a seed whatever the threads and prefetching."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import run_operator
+
+from penstock import fn, types
+
+BATCH, ITERATIONS = 100, 40  # 4000 values per statistic
+
+
+def draw(generator, batch_size: int = BATCH, iterations: int = ITERATIONS, **run_kwargs):
+    """Values of ``generator()`` (random operator calls) over ``iterations`` batches: an [N, ...]
+    array, or a tuple of them when it returns several outputs."""
+    placeholders = [np.zeros(1, np.uint8)] * batch_size  # the operators under test are the only sources used
+    outputs = run_operator(lambda _: generator(), placeholders, iterations=iterations, layout="", **run_kwargs)
+    if isinstance(outputs, tuple):
+        return tuple(np.stack(values) for values in outputs)
+    return np.stack(outputs)
+
+
+def standard_errors(values: np.ndarray, expected_mean: float, expected_std: float) -> float:
+    """How many standard errors the sample mean lies from the expected mean."""
+    return abs(values.mean() - expected_mean) / (expected_std / np.sqrt(values.size))
+
+
+# Statistical bounds: 4.5 standard errors (a false alarm about once in 150,000 runs; the seed is
+# fixed anyway, so a run either passes or fails every time).
+Z = 4.5
+
+
+@pytest.mark.parametrize("probability", [0.5, 0.2, 0.0, 1.0])
+def test_coin_flip_frequency(probability):
+    values = draw(lambda: fn.random.coin_flip(probability=probability))
+    assert values.shape == (BATCH * ITERATIONS,) and values.dtype == np.int32
+    assert set(np.unique(values)) <= {0, 1}
+    if probability in (0.0, 1.0):
+        assert np.all(values == probability)
+    else:
+        assert standard_errors(values, probability, np.sqrt(probability * (1 - probability))) < Z
+
+
+def test_uniform_range_and_moments():
+    low, high = 2.0, 5.0
+    values = draw(lambda: fn.random.uniform(range=(low, high)))
+    assert values.dtype == np.float32
+    assert values.min() >= low and values.max() < high
+    assert standard_errors(values, (low + high) / 2, (high - low) / np.sqrt(12)) < Z
+    # the deciles of a uniform distribution are evenly spaced: each holds 10% +- 4.5 standard errors
+    counts = np.histogram(values, bins=10, range=(low, high))[0] / values.size
+    assert np.all(np.abs(counts - 0.1) < Z * np.sqrt(0.1 * 0.9 / values.size))
+
+
+def test_uniform_discrete_values():
+    choices = (1.0, 2.5, 7.0)
+    values = draw(lambda: fn.random.uniform(values=choices))
+    assert set(np.unique(values)) == set(choices)
+    for choice in choices:
+        frequency = np.mean(values == choice)
+        assert abs(frequency - 1 / 3) < Z * np.sqrt(2 / 9 / values.size)
+
+
+def test_normal_moments():
+    mean, stddev = 3.0, 2.0
+    values = draw(lambda: fn.random.normal(mean=mean, stddev=stddev)).astype(np.float64)
+    assert standard_errors(values, mean, stddev) < Z
+    # the standard error of the sample variance is about sigma^2 * sqrt(2 / n)
+    assert abs(values.var() - stddev ** 2) < Z * stddev ** 2 * np.sqrt(2 / values.size)
+    within_one_sigma = np.mean(np.abs(values - mean) < stddev)
+    assert abs(within_one_sigma - 0.6827) < Z * np.sqrt(0.6827 * 0.3173 / values.size)
+
+
+@pytest.mark.parametrize("generator", [
+    lambda shape: fn.random.uniform(range=(0.0, 1.0), shape=shape),
+    lambda shape: fn.random.normal(shape=shape),
+    lambda shape: fn.random.coin_flip(shape=shape),
+], ids=["uniform", "normal", "coin_flip"])
+def test_shape_argument_gives_arrays_of_independent_values(generator):
+    values = draw(lambda: generator((2, 3)), batch_size=50, iterations=2)
+    assert values.shape == (100, 2, 3)
+    flat = values.reshape(100, 6).astype(np.float64)
+    # no two elements of the array repeat one stream: over 100 samples their correlations stay small
+    # (0.35 is 3.5 standard errors of a correlation of independent values)
+    correlation = np.corrcoef(flat.T)
+    assert np.all(np.abs(correlation[np.triu_indices(6, 1)]) < 0.35)
+
+
+def test_dtype_argument():
+    values = draw(lambda: fn.random.uniform(range=(0.0, 10.0), dtype=types.FLOAT64), iterations=1)
+    assert values.dtype == np.float64
+    flips = draw(lambda: fn.random.coin_flip(dtype=types.UINT8), iterations=1)
+    assert flips.dtype == np.uint8
+
+
+def three_generators():
+    return (fn.random.uniform(range=(-1.0, 1.0)), fn.random.normal(), fn.random.coin_flip())
+
+
+def test_values_are_reproducible_for_a_seed_and_differ_for_another():
+    first = draw(three_generators, batch_size=16, iterations=3, seed=11)
+    again = draw(three_generators, batch_size=16, iterations=3, seed=11)
+    other = draw(three_generators, batch_size=16, iterations=3, seed=12)
+    for a, b, c in zip(first, again, other):
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("num_threads,prefetch_queue_depth", [(1, 1), (2, 3), (4, 2)])
+def test_values_do_not_depend_on_threads_or_prefetching(num_threads, prefetch_queue_depth):
+    reference = draw(three_generators, batch_size=16, iterations=4, seed=5, num_threads=1, prefetch_queue_depth=1)
+    values = draw(three_generators, batch_size=16, iterations=4, seed=5, num_threads=num_threads,
+                  prefetch_queue_depth=prefetch_queue_depth)
+    for expected, actual in zip(reference, values):
+        np.testing.assert_array_equal(actual, expected)
+
+
+def test_each_batch_and_each_operator_draws_new_values():
+    uniform, normal, _ = draw(three_generators, batch_size=16, iterations=2, seed=5)
+    assert not np.array_equal(uniform[:16], uniform[16:]), "two batches should differ"
+    a, b = draw(lambda: (fn.random.uniform(range=(0.0, 1.0)), fn.random.uniform(range=(0.0, 1.0))),
+                batch_size=16, iterations=1)
+    assert not np.array_equal(a, b), "two operators should draw from different streams"
+
+
+def test_operator_seed_overrides_the_pipeline_seed():
+    first = draw(lambda: fn.random.uniform(range=(0.0, 1.0), seed=99), batch_size=8, iterations=2, seed=1)
+    second = draw(lambda: fn.random.uniform(range=(0.0, 1.0), seed=99), batch_size=8, iterations=2, seed=2)
+    np.testing.assert_array_equal(first, second)

@@ -17,7 +17,7 @@ from penstock.batch import Batch
 from penstock.executor import Executor, IterationResult
 from penstock.executor.executor import Step
 from penstock.graph import DataNode, Graph
-from penstock.operators.base import BuildContext, EpochInfo, SourceOperator
+from penstock.operators.base import BatchOperator, BuildContext, EpochInfo, SourceOperator
 
 
 class Pipeline:
@@ -107,6 +107,10 @@ class Pipeline:
         nodes = self._graph.needed_nodes(self._outputs)
         self._nodes = nodes
         sources, steps = [], []
+        # operators are numbered for their seeds without the data movements (.gpu()) between them, so
+        # that a pipeline makes the same random choices on the CPU and on the GPU
+        seed_numbers = {node.index: number for number, node in
+                        enumerate(n for n in self._graph.nodes if not n.schema.name.startswith("_"))}
         for node in nodes:
             if node.device != "cpu" and (self._device_id is None):
                 raise ValueError(f"{node.schema.name}: runs on device '{node.device}' but the pipeline was "
@@ -114,7 +118,8 @@ class Pipeline:
             cls = registry.implementation(node.schema.name, node.device)
             op_seed = node.static_args.get("seed", -1)
             if op_seed is None or op_seed == -1:
-                op_seed = int(np.random.SeedSequence([self._seed, node.index]).generate_state(1, np.uint64)[0])
+                number = seed_numbers.get(node.index, node.index)
+                op_seed = int(np.random.SeedSequence([self._seed, number]).generate_state(1, np.uint64)[0])
             # a weak reference: the executor's threads hold the implementations, and must not keep the
             # pipeline alive (its __del__ is what stops them when the user forgets close())
             context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
@@ -132,8 +137,12 @@ class Pipeline:
             raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
+        device = None
+        if any(isinstance(step.impl, BatchOperator) for step in steps):
+            from penstock.operators.gpu import torch_device
+            device = torch_device(steps[0].impl.context)
         return Executor(sources, steps, outputs, self._output_layouts(), self._batch_size,
-                        self._num_threads, self._prefetch_depth, self._seed)
+                        self._num_threads, self._prefetch_depth, self._seed, device)
 
     def _output_layouts(self) -> list[str]:
         """The layout of each output, propagated from the sources through every operator."""

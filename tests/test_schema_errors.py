@@ -96,9 +96,6 @@ def test_data_node_for_an_argument_that_is_not_per_sample(images):
         fn.resize(images, resize_x=10, max_size=fn.random.uniform(range=(10.0, 20.0)))
 
 
-@pytest.mark.xfail(raises=ValueError, strict=True,
-                   reason="executor bug: the per-sample argument is converted outside the operator's error "
-                          "wrapping, so a bare ValueError without the operator's name escapes")
 def test_per_sample_argument_with_a_bad_value_fails_naming_the_argument():
     def flip_by_uniform(node):
         return fn.flip(node, horizontal=fn.random.uniform(range=(2.0, 3.0)))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import queue
 import sys
 import threading
@@ -12,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from penstock.batch import Batch
-from penstock.operators.base import EpochInfo, SampleContext, SampleOperator, SourceOperator
+from penstock.batch import Batch, GpuBatch
+from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SampleOperator, SourceOperator
 
 _POLL_SECONDS = 0.1
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
@@ -50,9 +51,10 @@ class _Job:
     source_items: dict = field(default_factory=dict)
     source_infos: list = field(default_factory=list)
     params: dict = field(default_factory=dict)
-    values: list = field(default_factory=list)  # per output: per-sample arrays
-    buffers: list = field(default_factory=list)  # per output: dense buffer or None
+    values: list = field(default_factory=list)  # per kept value (see Executor._kept): per-sample arrays
+    buffers: list = field(default_factory=list)  # per kept value: dense buffer or None
     ragged: list = field(default_factory=list)
+    gpu_outputs: dict = field(default_factory=dict)  # output index -> GpuBatch
     epoch_info: EpochInfo | None = None
     remaining: int = 0
     error: BaseException | None = None
@@ -89,18 +91,24 @@ class BufferPool:
 class Executor:
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], batch_size: int,
-                 num_threads: int, prefetch_depth: int, seed: int):
+                 num_threads: int, prefetch_depth: int, seed: int, device=None):
         self._sources = sources  # (key, impl, number of outputs)
         self._steps = steps
+        self._cpu_steps = [step for step in steps if not isinstance(step.impl, BatchOperator)]
+        self._gpu_steps = [step for step in steps if isinstance(step.impl, BatchOperator)]
+        self._device = device
         self._outputs = outputs
         self._output_layouts = output_layouts
         self._batch_size = batch_size
         self._seed = seed
         self._depth = max(1, prefetch_depth)
-        self._pools = [BufferPool(keep=self._depth + 3) for _ in outputs]
+        self._kept = self._find_kept_values()
+        self._pools = [BufferPool(keep=self._depth + 3) for _ in self._kept]
         self._dense_outputs = self._find_dense_outputs()
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
         self._in_flight: queue.Queue = queue.Queue()
+        self._ready: queue.Queue = queue.Queue()  # after the GPU stage, when there is one
+        self._gpu_pending: collections.deque = collections.deque()  # (event, inputs kept alive until it)
         self._slots = threading.Semaphore(self._depth)
         self._resume = threading.Event()
         self._stopping = threading.Event()
@@ -110,6 +118,8 @@ class Executor:
         self._workers = [threading.Thread(target=self._work, name=f"penstock-worker-{i}", daemon=True)
                          for i in range(max(1, num_threads))]
         self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
+        self._gpu_thread = threading.Thread(target=self._gpu_loop, name="penstock-gpu", daemon=True) \
+            if self._gpu_steps else None
         self._started = False
         _live_executors.add(self)
 
@@ -122,6 +132,8 @@ class Executor:
             worker.start()
         self._resume.set()
         self._producer.start()
+        if self._gpu_thread is not None:
+            self._gpu_thread.start()
 
     def next(self) -> IterationResult:
         """The next batch, in order; raises StopIteration at a source's end, or the worker's error."""
@@ -133,7 +145,7 @@ class Executor:
             raise StopIteration
         self.start()
         try:
-            job = self._wait(self._in_flight)
+            job = self._wait(self._ready if self._gpu_thread is not None else self._in_flight)
             self._wait_event(job.done)
         except BaseException:
             self.shutdown()
@@ -176,8 +188,8 @@ class Executor:
         for _ in self._workers:
             self._tasks.put(None)
         current = threading.current_thread()
-        for thread in (*self._workers, self._producer):
-            if thread.is_alive() and thread is not current:
+        for thread in (*self._workers, self._producer, self._gpu_thread):
+            if thread is not None and thread.is_alive() and thread is not current:
                 thread.join(timeout=10)
 
     def _wait(self, source_queue: queue.Queue):
@@ -239,9 +251,9 @@ class Executor:
         for step in self._steps:
             rng = np.random.Generator(np.random.Philox(key=[step.impl.context.seed & (2**64 - 1), job.iteration]))
             job.params[step.key] = step.impl.draw(rng, job.size)
-        job.values = [[None] * job.size for _ in self._outputs]
-        job.buffers = [None] * len(self._outputs)
-        job.ragged = [False] * len(self._outputs)
+        job.values = [[None] * job.size for _ in self._kept]
+        job.buffers = [None] * len(self._kept)
+        job.ragged = [False] * len(self._kept)
         job.remaining = job.size
 
     # ---- workers ---------------------------------------------------------------------------
@@ -271,13 +283,11 @@ class Executor:
             result = _call(source.name, source_info, source.load, job.source_items[key][index], sample)
             for position, value in enumerate(result):
                 values[(key, position)] = value
-        for step in self._steps:
+        for step in self._cpu_steps:
             inputs = tuple(values[ref] for ref in step.inputs)
             args = step.impl.args
             if step.arg_inputs:
-                args = dict(args)
-                for name, ref in step.arg_inputs.items():
-                    args[name] = _per_sample_value(step.impl, name, values[ref])
+                args = _call(step.impl.name, source_info, _sample_args, step.impl, step.arg_inputs, values)
             params = job.params[step.key]
             sample = SampleContext(index, source_info, None if params is None else params[index])
             out = self._output_slot(job, step, inputs, args, index)
@@ -285,16 +295,25 @@ class Executor:
                                step.num_outputs)
             for position, value in enumerate(result):
                 values[(step.key, position)] = value
-        for output_index, ref in enumerate(self._outputs):
-            job.values[output_index][index] = values[ref]
+        for ref, slot in self._kept.items():
+            job.values[slot][index] = values[ref]
+
+    def _find_kept_values(self) -> dict[tuple[int, int], int]:
+        """The per-sample values kept after the CPU stage (pipeline outputs computed on the CPU, and CPU
+        values the GPU stage reads), each with its slot in a job's ``values``."""
+        gpu_keys = {step.key for step in self._gpu_steps}
+        wanted = [ref for ref in self._outputs if ref[0] not in gpu_keys]
+        for step in self._gpu_steps:
+            wanted.extend(ref for ref in (*step.inputs, *step.arg_inputs.values()) if ref[0] not in gpu_keys)
+        return {ref: slot for slot, ref in enumerate(dict.fromkeys(wanted))}
 
     def _find_dense_outputs(self) -> dict[int, int]:
-        """Step key -> the pipeline output index it may write into directly (single-output steps)."""
+        """Step key -> the kept slot of the pipeline output it may write into directly."""
         dense = {}
-        for output_index, (key, position) in enumerate(self._outputs):
-            step = next((s for s in self._steps if s.key == key), None)
-            if step is not None and step.num_outputs == 1 and key not in dense:
-                dense[key] = output_index
+        for ref in self._outputs:
+            step = next((s for s in self._cpu_steps if s.key == ref[0]), None)
+            if step is not None and step.num_outputs == 1 and ref[0] not in dense and ref in self._kept:
+                dense[ref[0]] = self._kept[ref]
         return dense
 
     def _output_slot(self, job: _Job, step: Step, inputs: tuple, args: dict, index: int):
@@ -315,17 +334,77 @@ class Executor:
                 return None
         return buffer[index]
 
-    def _assemble(self, job: _Job) -> tuple[Batch, ...]:
+    def _assemble(self, job: _Job) -> tuple:
         batches = []
-        for output_index, samples in enumerate(job.values):
+        for output_index, ref in enumerate(self._outputs):
+            if output_index in job.gpu_outputs:
+                batches.append(job.gpu_outputs[output_index])
+                continue
+            slot = self._kept[ref]
+            samples = job.values[slot]
             layout = self._output_layouts[output_index]
-            buffer = job.buffers[output_index]
-            if buffer is not None and not job.ragged[output_index] and all(
-                    sample.base is buffer for sample in samples):
+            buffer = job.buffers[slot]
+            if buffer is not None and not job.ragged[slot] and all(sample.base is buffer for sample in samples):
                 batches.append(Batch(samples, layout, dense=buffer))
             else:
                 batches.append(Batch(samples, layout))
         return tuple(batches)
+
+    # ---- GPU stage ---------------------------------------------------------------------------
+    def _gpu_loop(self) -> None:
+        import torch
+        stream = torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
+        while not self._stopping.is_set():
+            try:
+                job = self._in_flight.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                continue
+            while not job.done.wait(timeout=_POLL_SECONDS):
+                if self._stopping.is_set():
+                    return
+            if job.error is None and not job.stop and job.size > 0:
+                try:
+                    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                        self._run_gpu(job, stream)
+                except BaseException as error:  # surfaces in the consumer's thread
+                    job.error = error
+            self._ready.put(job)
+
+    def _run_gpu(self, job: _Job, stream) -> None:
+        """The batch operators of one batch, in graph order, queued on the stage's CUDA stream."""
+        values: dict[tuple[int, int], Any] = {}
+
+        def batch_value(ref):
+            return values[ref] if ref in values else job.values[self._kept[ref]]
+
+        for step in self._gpu_steps:
+            impl = step.impl
+            inputs = [batch_value(ref) for ref in step.inputs]
+            if step.arg_inputs:
+                per_sample = {name: batch_value(ref) for name, ref in step.arg_inputs.items()}
+                args = [_call(impl.name, "", _sample_args, impl, {n: n for n in per_sample},
+                              {n: v[index] for n, v in per_sample.items()}) for index in range(job.size)]
+            else:
+                args = [impl.args] * job.size
+            context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
+            result = _as_tuple(_call(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
+            for position, value in enumerate(result):
+                values[(step.key, position)] = value
+        ready = None
+        if stream is not None:
+            import torch
+            ready = torch.cuda.Event()
+        for output_index, ref in enumerate(self._outputs):
+            if ref not in values:
+                continue
+            samples, dense = _materialize(values[ref])
+            job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
+        if ready is not None:
+            ready.record(stream)
+            # the inputs (decoded images, staging copies) stay referenced until the GPU has used them
+            self._gpu_pending.append((ready, values))
+            while self._gpu_pending and self._gpu_pending[0][0].query():
+                self._gpu_pending.popleft()
 
 
 def _as_tuple(result, count: int) -> tuple:
@@ -342,6 +421,21 @@ def _call(op_name: str, source_info: str, function, *args):
     except Exception as error:
         where = f" on sample from '{source_info}'" if source_info else ""
         raise PipelineError(f"{op_name} failed{where}: {type(error).__name__}: {error}") from error
+
+
+def _materialize(value) -> tuple[list, Any]:
+    """A GPU value as (per-sample tensors, dense tensor or None)."""
+    if hasattr(value, "materialize"):
+        return value.materialize()
+    return list(value), None
+
+
+def _sample_args(impl, arg_inputs: dict, values: dict) -> dict:
+    """The operator's arguments for one sample, with its per-sample arguments filled in."""
+    args = dict(impl.args)
+    for name, ref in arg_inputs.items():
+        args[name] = _per_sample_value(impl, name, values[ref])
+    return args
 
 
 def _per_sample_value(impl, name: str, value):

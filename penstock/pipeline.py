@@ -253,6 +253,10 @@ class Pipeline:
         """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard."""
         return self._reader(name).reader_meta()
 
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds spent so far in each operator and stage (CPU operators summed over threads)."""
+        return self._executor.stage_seconds() if self._executor is not None else {}
+
     def close(self) -> None:
         """Stops the background threads. The pipeline cannot run afterwards."""
         if self._executor is not None:

@@ -7,6 +7,7 @@ import contextlib
 import queue
 import sys
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,9 @@ class Executor:
         self._in_flight: queue.Queue = queue.Queue()
         self._ready: queue.Queue = queue.Queue()  # after the GPU stage, when there is one
         self._gpu_pending: collections.deque = collections.deque()  # (event, inputs kept alive until it)
+        self._local = threading.local()
+        self._timings: list[dict] = []  # one per thread: stage -> seconds, summed by stage_seconds()
+        self._timings_lock = threading.Lock()
         self._slots = threading.Semaphore(self._depth)
         self._resume = threading.Event()
         self._stopping = threading.Event()
@@ -192,6 +196,24 @@ class Executor:
             if thread is not None and thread.is_alive() and thread is not current:
                 thread.join(timeout=10)
 
+    def _timer(self) -> dict:
+        timings = getattr(self._local, "timings", None)
+        if timings is None:
+            timings = self._local.timings = collections.defaultdict(float)
+            with self._timings_lock:
+                self._timings.append(timings)
+        return timings
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds spent so far in each operator and stage, summed over threads (CPU operators run on
+        several threads at once, so their sum can exceed the wall time)."""
+        totals: dict[str, float] = collections.defaultdict(float)
+        with self._timings_lock:
+            for timings in self._timings:
+                for stage, seconds in list(timings.items()):
+                    totals[stage] += seconds
+        return dict(totals)
+
     def _wait(self, source_queue: queue.Queue):
         while True:
             try:
@@ -216,6 +238,7 @@ class Executor:
             if self._stopping.is_set():
                 return
             job = _Job(iteration=self._next_iteration)
+            started = time.perf_counter()
             try:
                 self._prepare(job)
             except StopIteration:
@@ -223,6 +246,7 @@ class Executor:
                 self._resume.clear()
             except BaseException as error:  # surfaces in the consumer's thread
                 job.error = error
+            self._timer()["sources, random draws (producer thread)"] += time.perf_counter() - started
             if job.stop or job.error is not None or job.size == 0:
                 job.done.set()
                 self._in_flight.put(job)
@@ -278,9 +302,13 @@ class Executor:
     def _run_sample(self, job: _Job, index: int) -> None:
         source_info = job.source_infos[index] if job.source_infos else ""
         values: dict[tuple[int, int], Any] = {}
+        timings = self._timer()
+        clock = time.perf_counter
         for key, source, num_outputs in self._sources:
             sample = SampleContext(index, source_info)
+            started = clock()
             result = _call(source.name, source_info, source.load, job.source_items[key][index], sample)
+            timings[source.name] += clock() - started
             for position, value in enumerate(result):
                 values[(key, position)] = value
         for step in self._cpu_steps:
@@ -291,8 +319,10 @@ class Executor:
             params = job.params[step.key]
             sample = SampleContext(index, source_info, None if params is None else params[index])
             out = self._output_slot(job, step, inputs, args, index)
+            started = clock()
             result = _as_tuple(_call(step.impl.name, source_info, step.impl.run, inputs, args, sample, out),
                                step.num_outputs)
+            timings[step.impl.name] += clock() - started
             for position, value in enumerate(result):
                 values[(step.key, position)] = value
         for ref, slot in self._kept.items():
@@ -387,7 +417,9 @@ class Executor:
             else:
                 args = [impl.args] * job.size
             context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
+            started = time.perf_counter()
             result = _as_tuple(_call(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
+            self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - started
             for position, value in enumerate(result):
                 values[(step.key, position)] = value
         ready = None
@@ -397,7 +429,9 @@ class Executor:
         for output_index, ref in enumerate(self._outputs):
             if ref not in values:
                 continue
+            started = time.perf_counter()
             samples, dense = _materialize(values[ref])
+            self._timer()["fused image kernel (gpu, launch)"] += time.perf_counter() - started
             job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
         if ready is not None:
             ready.record(stream)

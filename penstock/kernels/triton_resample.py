@@ -52,8 +52,9 @@ def resample_kernel(
     output, output_offsets, output_heights, output_widths,
     flips,  # int32 [N, 2]: vertical, horizontal
     multipliers, addends, fills,  # float32 [N, C]: out = value * multiplier + addend; fill outside the source
+    taps,  # int32 [2]: filter taps per axis, for the widest sample (a runtime bound: no recompiling per batch)
     CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr, FILTER: tl.constexpr,
-    ANTIALIAS: tl.constexpr, TAPS_Y: tl.constexpr, TAPS_X: tl.constexpr, SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr,
+    ANTIALIAS: tl.constexpr, SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr,
     OUT_MAX: tl.constexpr, BLOCK: tl.constexpr,
 ):
     tile = tl.program_id(0)
@@ -86,8 +87,8 @@ def resample_kernel(
              (center_x >= -0.5) & (center_x <= width.to(tl.float32) - 0.5)
 
     if ANTIALIAS:
-        stretch_y = tl.maximum(scale_y, 1.0)
-        stretch_x = tl.maximum(scale_x, 1.0)
+        stretch_y = tl.maximum(scale_y.to(tl.float32), 1.0)
+        stretch_x = tl.maximum(scale_x.to(tl.float32), 1.0)
     else:
         stretch_y = 1.0
         stretch_x = 1.0
@@ -104,14 +105,18 @@ def resample_kernel(
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
     acc3 = tl.zeros([BLOCK], dtype=tl.float32)
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    for ky in range(0, TAPS_Y):
+    taps_y = tl.load(taps)
+    taps_x = tl.load(taps + 1)
+    ky = 0
+    while ky < taps_y:  # a runtime bound (a while loop, which Triton's interpreter also runs)
         y = first_y + ky
         if FILTER == 0:
             weight_y = tl.full([BLOCK], 1.0, tl.float32)
         else:
             weight_y = _filter_weight((y.to(tl.float32) - center_y) / stretch_y, FILTER)
         row = tl.minimum(tl.maximum(y, 0), height - 1).to(tl.int64) * row_stride
-        for kx in range(0, TAPS_X):
+        kx = 0
+        while kx < taps_x:
             x = first_x + kx
             if FILTER == 0:
                 weight = weight_y
@@ -128,6 +133,8 @@ def resample_kernel(
             if CHANNELS > 3:
                 acc3 += weight * tl.load(address + 3, mask=mask, other=0).to(tl.float32)
             total += weight
+            kx += 1
+        ky += 1
     total = tl.where(total == 0.0, 1.0, total)
 
     out_base = output + tl.load(output_offsets + sample)
@@ -175,7 +182,7 @@ class ResamplePlan:
     pad_channels: bool = False
 
 
-def taps(filter_id: int, antialias: bool, scales) -> int:
+def taps_for(filter_id: int, antialias: bool, scales) -> int:
     """Filter taps per axis covering the widest sample of the batch."""
     if filter_id == FILTER_NEAREST:
         return 1
@@ -222,8 +229,8 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     multipliers = table([list(m) for m in plan.multipliers], torch.float32)
     addends = table([list(a) for a in plan.addends], torch.float32)
     fills = table([list(f) for f in plan.fills], torch.float32)
-    taps_y = taps(plan.filter, plan.antialias, [w[2] for w in plan.windows])
-    taps_x = taps(plan.filter, plan.antialias, [w[3] for w in plan.windows])
+    tap_counts = table([taps_for(plan.filter, plan.antialias, [w[2] for w in plan.windows]),
+                        taps_for(plan.filter, plan.antialias, [w[3] for w in plan.windows])], torch.int32)
     rounding = not plan.out_dtype.is_floating_point
     info = torch.iinfo(plan.out_dtype) if rounding else None
     max_pixels = max(h * w for h, w in plan.output_sizes)
@@ -232,9 +239,9 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     grid = (triton.cdiv(max_pixels, block), count)
     resample_kernel[grid](
         pointers, heights, widths, row_strides, windows, output, output_offsets, output_heights,
-        output_widths, flips, multipliers, addends, fills,
+        output_widths, flips, multipliers, addends, fills, tap_counts,
         CHANNELS=channels, OUT_CHANNELS=out_channels, CHW=plan.chw, FILTER=plan.filter,
-        ANTIALIAS=plan.antialias, TAPS_Y=taps_y, TAPS_X=taps_x, SOURCE_DTYPE=_TORCH_TO_TRITON[plan.sources[0].dtype], ROUND=rounding,
+        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[plan.sources[0].dtype], ROUND=rounding,
         OUT_MIN=float(info.min) if rounding else 0.0, OUT_MAX=float(info.max) if rounding else 0.0,
         BLOCK=block)
     return output, offsets, shapes

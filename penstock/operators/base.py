@@ -67,6 +67,10 @@ class Operator:
     def name(self) -> str:
         return self.schema.name
 
+    @property
+    def device(self) -> str:
+        return self.args.get("device", "cpu")
+
 
 class SourceOperator(Operator):
     def next_batch(self, iteration: int) -> SourceBatch:

@@ -1,0 +1,249 @@
+"""GPU pipelines against their peers, in one run: penstock (mixed decode + fused GPU kernel),
+NVIDIA DALI (when importable), torchvision's nvJPEG decode with per-image GPU transforms, and
+torchvision's DataLoader with PIL transforms.
+
+usage: python benchmarks/bench_gpu.py --data DIR [--batch-size 256] [--threads 16] [--batches 32]
+Prints a table (images/s, ratio to DALI, peak GPU memory, CPU cores busy, JPEG engine utilization)
+and writes the figures as JSON with --json.
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+from penstock.bench import _process_cpu_seconds, torchvision_loader  # noqa: E402
+from penstock.recipes import IMAGENET_MEAN, IMAGENET_STD, imagenet_train, imagenet_val  # noqa: E402
+
+
+class DeviceMonitor:
+    """Samples this process's GPU memory and the JPEG engines' utilization through NVML."""
+
+    def __init__(self, device_index=0, period=0.05):
+        import pynvml
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        self._period = period
+        self._stop = threading.Event()
+        self.peak_memory = 0
+        self.jpeg_samples = []
+
+    def _memory(self):
+        used = 0
+        for process in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
+            if process.pid == os.getpid() and process.usedGpuMemory:
+                used += process.usedGpuMemory
+        return used
+
+    def _loop(self):
+        while not self._stop.wait(self._period):
+            try:
+                self.peak_memory = max(self.peak_memory, self._memory())
+                self.jpeg_samples.append(self._nvml.nvmlDeviceGetJpgUtilization(self._handle)[0])
+            except self._nvml.NVMLError:
+                pass
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def jpeg_utilization(self):
+        return sum(self.jpeg_samples) / len(self.jpeg_samples) if self.jpeg_samples else float("nan")
+
+
+def measure(name, kind, make_batches, count, warmup=3):
+    """images/s over ``count`` batches after ``warmup``; each batch is a CUDA tensor."""
+    batches = make_batches()
+    for _ in range(warmup):
+        next(batches)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    images = 0
+    with DeviceMonitor() as monitor:
+        cpu_before, started = _process_cpu_seconds(), time.perf_counter()
+        for _ in range(count):
+            tensor = next(batches)
+            images += tensor.shape[0]
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        cpu = _process_cpu_seconds() - cpu_before
+    batches.close()
+    result = {"name": name, "pipeline": kind, "images_per_second": images / seconds, "images": images,
+              "seconds": seconds, "cpu_cores": cpu / seconds, "peak_gpu_memory_gib": monitor.peak_memory / 2**30,
+              "jpeg_engine_utilization": monitor.jpeg_utilization}
+    print(f"  {name:34s} {kind:5s} {result['images_per_second']:9,.0f} images/s  "
+          f"{result['peak_gpu_memory_gib']:5.2f} GiB  {result['cpu_cores']:4.1f} cores  "
+          f"JPEG engines {result['jpeg_engine_utilization']:4.0f}%", flush=True)
+    return result
+
+
+STAGES = {}
+
+
+def penstock_batches(kind, data, batch_size, threads):
+    factory = imagenet_train if kind == "train" else imagenet_val
+    pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    pipe.build()
+    batches = 0
+    try:
+        while True:
+            images, _ = pipe.run()
+            batches += 1
+            yield images.as_tensor()
+    finally:
+        STAGES[kind] = {stage: seconds / batches * 1000 for stage, seconds in pipe.stage_seconds().items()}
+        pipe.close()
+
+
+def profile_gpu_stage(path):
+    """Profiles the executor's GPU stage (one thread) with cProfile, for --profile."""
+    import cProfile
+    import pstats
+
+    from penstock.executor import executor
+    profiler = cProfile.Profile()
+    original = executor.Executor._run_gpu
+
+    def profiled(self, job, stream):
+        return profiler.runcall(original, self, job, stream)
+
+    executor.Executor._run_gpu = profiled
+
+    def report():
+        executor.Executor._run_gpu = original
+        with open(path, "w") as handle:
+            pstats.Stats(profiler, stream=handle).sort_stats("cumulative").print_stats(40)
+    return report
+
+
+def dali_batches(kind, data, batch_size, threads):
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def train():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
+                                               random_aspect_ratio=(3 / 4, 4 / 3), random_area=(0.08, 1.0),
+                                               num_attempts=100)
+        images = fn.resize(images, device="gpu", resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                                          mirror=fn.random.coin_flip(probability=0.5))
+        return images, labels
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def val():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+        images = fn.resize(images, device="gpu", resize_shorter=256, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        return images, labels
+
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+    pipe = (train if kind == "train" else val)()
+    pipe.build()
+    iterator = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", auto_reset=True)
+    while True:
+        for step in iterator:
+            yield step[0]["data"]
+
+
+def torchvision_nvjpeg_batches(kind, data, batch_size, threads):
+    """File bytes from DataLoader workers, batched nvJPEG decode, then per-image GPU transforms."""
+    import numpy as np
+    import torchvision
+    from torchvision.io import decode_jpeg
+    from torchvision.transforms import v2
+
+    class Files(torch.utils.data.Dataset):
+        def __init__(self):
+            self.items = torchvision.datasets.ImageFolder(data).samples
+
+        def __len__(self):
+            return len(self.items)
+
+        def __getitem__(self, index):
+            path, label = self.items[index]
+            return np.fromfile(path, dtype=np.uint8), label  # numpy: no file descriptors between processes
+
+    loader = torch.utils.data.DataLoader(Files(), batch_size=batch_size, shuffle=kind == "train", num_workers=threads,
+                                         collate_fn=lambda batch: batch, persistent_workers=True, drop_last=True)
+    if kind == "train":
+        transform = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
+    else:
+        transform = v2.Compose([v2.Resize(256, antialias=True), v2.CenterCrop(224)])
+    mean = torch.tensor(IMAGENET_MEAN, device="cuda").view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device="cuda").view(1, 3, 1, 1)
+    while True:
+        for batch in loader:
+            decoded = decode_jpeg([torch.from_numpy(data) for data, _ in batch], device="cuda")
+            images = torch.stack([transform(image) for image in decoded]).float()
+            yield ((images - mean) / std).half()
+
+
+def dataloader_batches(kind, data, batch_size, threads):
+    loader = torchvision_loader(kind, data, batch_size, threads)
+    while True:
+        for images, _ in loader:
+            yield images.cuda(non_blocking=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--batches", type=int, default=32)
+    parser.add_argument("--runners", default="penstock,dali,torchvision-nvjpeg,dataloader")
+    parser.add_argument("--pipelines", default="train,val")
+    parser.add_argument("--json")
+    parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
+    args = parser.parse_args()
+    report_profile = profile_gpu_stage(args.profile) if args.profile else None
+    runners = {"penstock": ("penstock (mixed + GPU)", penstock_batches), "dali": ("NVIDIA DALI", dali_batches),
+               "torchvision-nvjpeg": ("torchvision nvJPEG + GPU transforms", torchvision_nvjpeg_batches),
+               "dataloader": ("torchvision DataLoader (PIL)", dataloader_batches)}
+    results = []
+    for kind in args.pipelines.split(","):
+        for key in args.runners.split(","):
+            name, make = runners[key]
+            try:
+                results.append(measure(name, kind, lambda: make(kind, args.data, args.batch_size, args.threads),
+                                       args.batches))
+            except ImportError as error:
+                print(f"  {name}: skipped ({error})")
+    print(f"\n{args.data}; batch {args.batch_size}; {args.threads} threads/workers; {args.batches} timed batches "
+          f"after 3 warm-up batches; FP16 CHW output; {torch.cuda.get_device_name()}\n")
+    print("| pipeline | runner | images/s | vs DALI | peak GPU memory | CPU cores | JPEG engines busy |")
+    print("|---|---|---|---|---|---|---|")
+    dali = {r["pipeline"]: r["images_per_second"] for r in results if r["name"] == "NVIDIA DALI"}
+    for r in results:
+        ratio = f"{r['images_per_second'] / dali[r['pipeline']]:.2f}x" if r["pipeline"] in dali else "-"
+        print(f"| {r['pipeline']} | {r['name']} | {r['images_per_second']:,.0f} | {ratio} | "
+              f"{r['peak_gpu_memory_gib']:.2f} GiB | {r['cpu_cores']:.1f} | {r['jpeg_engine_utilization']:.0f}% |")
+    for kind, stages in STAGES.items():
+        print(f"\npenstock {kind}: milliseconds per batch in each stage (CPU stages summed over threads)")
+        for stage, milliseconds in sorted(stages.items(), key=lambda item: -item[1]):
+            print(f"  {milliseconds:8.2f}  {stage}")
+    if report_profile:
+        report_profile()
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"results": results, "stages_ms_per_batch": STAGES}, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

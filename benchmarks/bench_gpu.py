@@ -211,7 +211,10 @@ def main():
     parser.add_argument("--pipelines", default="train,val")
     parser.add_argument("--json")
     parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
+    parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
     args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     report_profile = profile_gpu_stage(args.profile) if args.profile else None
     runners = {"penstock": ("penstock (mixed + GPU)", penstock_batches), "dali": ("NVIDIA DALI", dali_batches),
                "torchvision-nvjpeg": ("torchvision nvJPEG + GPU transforms", torchvision_nvjpeg_batches),

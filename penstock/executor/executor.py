@@ -18,6 +18,7 @@ from penstock.batch import Batch, GpuBatch
 from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SampleOperator, SourceOperator
 
 _POLL_SECONDS = 0.1
+PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
 
@@ -325,6 +326,17 @@ class Executor:
             timings[step.impl.name] += clock() - started
             for position, value in enumerate(result):
                 values[(step.key, position)] = value
+        for step in self._gpu_steps:
+            if (step.key, PREPARED) in self._kept:
+                inputs = tuple(values[ref] for ref in step.inputs)
+                args = step.impl.args
+                if step.arg_inputs:
+                    args = _call(step.impl.name, source_info, _sample_args, step.impl, step.arg_inputs, values)
+                params = job.params[step.key]
+                sample = SampleContext(index, source_info, None if params is None else params[index])
+                started = clock()
+                values[(step.key, PREPARED)] = _call(step.impl.name, source_info, step.impl.prepare, inputs, args, sample)
+                timings[f"{step.impl.name} (cpu part)"] += clock() - started
         for ref, slot in self._kept.items():
             job.values[slot][index] = values[ref]
 
@@ -334,8 +346,18 @@ class Executor:
         gpu_keys = {step.key for step in self._gpu_steps}
         wanted = [ref for ref in self._outputs if ref[0] not in gpu_keys]
         for step in self._gpu_steps:
-            wanted.extend(ref for ref in (*step.inputs, *step.arg_inputs.values()) if ref[0] not in gpu_keys)
+            if self._prepared_on_cpu(step):
+                wanted.append((step.key, PREPARED))
+            else:
+                wanted.extend(ref for ref in (*step.inputs, *step.arg_inputs.values()) if ref[0] not in gpu_keys)
         return {ref: slot for slot, ref in enumerate(dict.fromkeys(wanted))}
+
+    def _prepared_on_cpu(self, step: Step) -> bool:
+        """Whether a batch operator's per-sample preparation runs on the CPU workers: it has one, and
+        all its inputs are CPU data."""
+        gpu_keys = {s.key for s in self._gpu_steps}
+        return getattr(step.impl, "prepares_on_cpu", False) and \
+            not any(ref[0] in gpu_keys for ref in (*step.inputs, *step.arg_inputs.values()))
 
     def _find_dense_outputs(self) -> dict[int, int]:
         """Step key -> the kept slot of the pipeline output it may write into directly."""
@@ -409,7 +431,8 @@ class Executor:
 
         for step in self._gpu_steps:
             impl = step.impl
-            inputs = [batch_value(ref) for ref in step.inputs]
+            prepared = (step.key, PREPARED) in self._kept
+            inputs = [batch_value((step.key, PREPARED))] if prepared else [batch_value(ref) for ref in step.inputs]
             if step.arg_inputs:
                 per_sample = {name: batch_value(ref) for name, ref in step.arg_inputs.items()}
                 args = [_call(impl.name, "", _sample_args, impl, {n: n for n in per_sample},

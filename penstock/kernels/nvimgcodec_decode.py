@@ -49,50 +49,59 @@ class GpuImageDecoder:
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
 
-    def code_streams(self, encoded: list[np.ndarray]) -> list:
-        """Parsed headers (CodeStream objects; ``.height`` / ``.width``), None where the GPU codecs
-        do not take the format."""
-        streams = []
-        for data in encoded:
-            kind = image_codecs.image_format(data)
-            streams.append(self._nvimgcodec.CodeStream(data) if kind in ("jpeg", "jpeg2000", "png", "tiff",
-                                                                         "bmp", "pnm", "webp") else None)
-        return streams
-
-    def decode(self, encoded: list[np.ndarray], streams: list, windows: list | None, cuda_stream: torch.cuda.Stream,
-               describe=lambda index: f"sample {index}") -> list[torch.Tensor]:
-        """HWC uint8 CUDA tensors, one per image, each the image's window when ``windows`` is given
-        ((top, left, height, width), clipped to the image)."""
-        regions = []
-        for index, stream in enumerate(streams):
-            if stream is None:
-                continue
-            window = windows[index] if windows is not None else None
-            if window is None:
-                regions.append((index, stream))
-                continue
-            top, left, height, width = window
-            region = self._nvimgcodec.Region(int(top), int(left), int(top + height), int(left + width))
-            regions.append((index, stream.get_sub_code_stream(region=region)))
-        results: list = [None] * len(encoded)
-        if regions:
-            images = self._decoder.decode([s for _, s in regions], params=self._params,
+    def decode(self, prepared: list["PreparedImage"], cuda_stream, describe=lambda index: f"sample {index}") -> list:
+        """HWC uint8 CUDA tensors, one per prepared image (its window when it has one)."""
+        on_gpu = [(index, item.stream) for index, item in enumerate(prepared) if item.stream is not None]
+        results: list = [None] * len(prepared)
+        if on_gpu:
+            images = self._decoder.decode([stream for _, stream in on_gpu], params=self._params,
                                           cuda_stream=cuda_stream.cuda_stream)
-            for (index, _), image in zip(regions, images):
+            for (index, _), image in zip(on_gpu, images):
                 if image is not None:
                     results[index] = torch.as_tensor(image, device=self.device)
                     self.decoded_on_gpu += 1
         for index, tensor in enumerate(results):
             if tensor is None:  # the GPU codecs could not take it: decode on the CPU and upload
+                item = prepared[index]
                 try:
-                    image = image_codecs.decode(encoded[index], self._output_type)
+                    image = image_codecs.decode(item.data, self._output_type)
                 except image_codecs.DecodeError as error:
                     raise image_codecs.DecodeError(f"{describe(index)}: {error}") from None
-                if windows is not None and windows[index] is not None:
-                    top, left, height, width = windows[index]
+                if item.window is not None:
+                    top, left, height, width = item.window
                     image = image[top:top + height, left:left + width]
                 with torch.cuda.stream(cuda_stream):
                     results[index] = torch.from_numpy(np.ascontiguousarray(image)).pin_memory().to(
                         self.device, non_blocking=True)
                 self.decoded_on_cpu += 1
         return results
+
+
+class PreparedImage:
+    """One image ready for the GPU decoder: its parsed stream (its window's sub-stream), or None when
+    the GPU codecs do not take the format; the encoded data and the window, for the CPU fallback."""
+
+    __slots__ = ("stream", "data", "window")
+
+    def __init__(self, stream, data, window):
+        self.stream, self.data, self.window = stream, data, window
+
+
+GPU_FORMATS = ("jpeg", "jpeg2000", "png", "tiff", "bmp", "pnm", "webp")
+
+
+def parse(nvimgcodec, data: np.ndarray):
+    """(stream or None, height, width) of encoded data; the header is parsed once, here."""
+    if image_codecs.image_format(data) in GPU_FORMATS:
+        stream = nvimgcodec.CodeStream(data)
+        return stream, stream.height, stream.width
+    height, width = image_codecs.image_size(data)
+    return None, height, width
+
+
+def prepare(nvimgcodec, stream, data: np.ndarray, window) -> PreparedImage:
+    if stream is not None and window is not None:
+        top, left, height, width = window
+        stream = stream.get_sub_code_stream(region=nvimgcodec.Region(int(top), int(left), int(top + height),
+                                                                     int(left + width)))
+    return PreparedImage(stream, data, window)

@@ -15,6 +15,7 @@ import math
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -47,37 +48,39 @@ def _filter_weight(distance, FILTER: tl.constexpr):
 
 @triton.jit
 def resample_kernel(
-    source_pointers, source_heights, source_widths, source_row_strides,
-    windows,  # float64 [N, 4]: window_y, window_x, scale_y, scale_x
-    output, output_offsets, output_heights, output_widths,
-    flips,  # int32 [N, 2]: vertical, horizontal
-    multipliers, addends, fills,  # float32 [N, C]: out = value * multiplier + addend; fill outside the source
-    taps,  # int32 [2]: filter taps per axis, for the widest sample (a runtime bound: no recompiling per batch)
+    integers,  # int64 [N + 1, 9]: per sample source pointer, height, width, row stride, output offset,
+               # output height, output width, vertical flip, horizontal flip; then the filter taps per
+               # axis for the widest sample (a runtime bound: no recompiling per batch)
+    reals,  # float64 [N, 4 + 3C]: window_y, window_x, scale_y, scale_x, then per channel the
+            # multiplier and the addend (out = value * multiplier + addend) and the fill outside the source
+    output, count,
     CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr, FILTER: tl.constexpr,
     ANTIALIAS: tl.constexpr, SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr,
     OUT_MAX: tl.constexpr, BLOCK: tl.constexpr,
 ):
     tile = tl.program_id(0)
     sample = tl.program_id(1)
-    out_height = tl.load(output_heights + sample)
-    out_width = tl.load(output_widths + sample)
+    ints = integers + sample * 9
+    floats = reals + sample * (4 + 3 * CHANNELS)
+    out_height = tl.load(ints + 5).to(tl.int32)
+    out_width = tl.load(ints + 6).to(tl.int32)
     pixels = tile * BLOCK + tl.arange(0, BLOCK)
     active = pixels < out_height * out_width
     out_y = pixels // out_width
     out_x = pixels % out_width
-    flip_y = tl.load(flips + sample * 2)
-    flip_x = tl.load(flips + sample * 2 + 1)
+    flip_y = tl.load(ints + 7)
+    flip_x = tl.load(ints + 8)
     out_y_source = tl.where(flip_y != 0, out_height - 1 - out_y, out_y)
     out_x_source = tl.where(flip_x != 0, out_width - 1 - out_x, out_x)
 
-    source = tl.load(source_pointers + sample).to(tl.pointer_type(SOURCE_DTYPE))
-    height = tl.load(source_heights + sample)
-    width = tl.load(source_widths + sample)
-    row_stride = tl.load(source_row_strides + sample)
-    window_y = tl.load(windows + sample * 4)
-    window_x = tl.load(windows + sample * 4 + 1)
-    scale_y = tl.load(windows + sample * 4 + 2)
-    scale_x = tl.load(windows + sample * 4 + 3)
+    source = tl.load(ints).to(tl.pointer_type(SOURCE_DTYPE))
+    height = tl.load(ints + 1).to(tl.int32)
+    width = tl.load(ints + 2).to(tl.int32)
+    row_stride = tl.load(ints + 3)
+    window_y = tl.load(floats)
+    window_x = tl.load(floats + 1)
+    scale_y = tl.load(floats + 2)
+    scale_x = tl.load(floats + 3)
     # positions in float64: exact ties (4.5 * 40/30) then round as in OpenCV and PIL
     edge_y = window_y + (out_y_source.to(tl.float64) + 0.5) * scale_y
     edge_x = window_x + (out_x_source.to(tl.float64) + 0.5) * scale_x
@@ -105,8 +108,8 @@ def resample_kernel(
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
     acc3 = tl.zeros([BLOCK], dtype=tl.float32)
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    taps_y = tl.load(taps)
-    taps_x = tl.load(taps + 1)
+    taps_y = tl.load(integers + count * 9).to(tl.int32)
+    taps_x = tl.load(integers + count * 9 + 1).to(tl.int32)
     ky = 0
     while ky < taps_y:  # a runtime bound (a while loop, which Triton's interpreter also runs)
         y = first_y + ky
@@ -137,7 +140,7 @@ def resample_kernel(
         ky += 1
     total = tl.where(total == 0.0, 1.0, total)
 
-    out_base = output + tl.load(output_offsets + sample)
+    out_base = output + tl.load(ints + 4)
     plane = (out_height * out_width).to(tl.int64)
     for channel in tl.static_range(OUT_CHANNELS):
         if channel < CHANNELS:
@@ -149,9 +152,9 @@ def resample_kernel(
                 value = acc2 / total
             else:
                 value = acc3 / total
-            value = value * tl.load(multipliers + sample * CHANNELS + channel) + \
-                tl.load(addends + sample * CHANNELS + channel)
-            value = tl.where(inside, value, tl.load(fills + sample * CHANNELS + channel))
+            value = value * tl.load(floats + 4 + channel).to(tl.float32) + \
+                tl.load(floats + 4 + CHANNELS + channel).to(tl.float32)
+            value = tl.where(inside, value, tl.load(floats + 4 + 2 * CHANNELS + channel).to(tl.float32))
         else:
             value = tl.zeros([BLOCK], dtype=tl.float32)
         if ROUND:
@@ -214,23 +217,25 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     if count == 0:
         return output, offsets, shapes
 
-    def table(values, dtype):
-        return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
-
-    pointers = table([source.data_ptr() for source in plan.sources], torch.int64)
-    heights = table([source.shape[0] for source in plan.sources], torch.int32)
-    widths = table([source.shape[1] for source in plan.sources], torch.int32)
-    row_strides = table([source.stride(0) for source in plan.sources], torch.int64)
-    windows = table([list(map(float, window)) for window in plan.windows], torch.float64)
-    output_offsets = table(offsets, torch.int64)
-    output_heights = table([h for h, _ in plan.output_sizes], torch.int32)
-    output_widths = table([w for _, w in plan.output_sizes], torch.int32)
-    flips = table([[int(v), int(h)] for v, h in plan.flips], torch.int32)
-    multipliers = table([list(m) for m in plan.multipliers], torch.float32)
-    addends = table([list(a) for a in plan.addends], torch.float32)
-    fills = table([list(f) for f in plan.fills], torch.float32)
-    tap_counts = table([taps_for(plan.filter, plan.antialias, [w[2] for w in plan.windows]),
-                        taps_for(plan.filter, plan.antialias, [w[3] for w in plan.windows])], torch.int32)
+    # every per-sample number in two tables, sent in two copies from pinned memory: the launch
+    # does not wait for the work already queued on the stream (such as the decoding of the sources)
+    integers = np.zeros((count + 1, 9), np.int64)
+    integers[:count, 0] = [source.data_ptr() for source in plan.sources]
+    integers[:count, 1:3] = [source.shape[:2] for source in plan.sources]
+    integers[:count, 3] = [source.stride(0) for source in plan.sources]
+    integers[:count, 4] = offsets
+    integers[:count, 5:7] = plan.output_sizes
+    integers[:count, 7:9] = plan.flips
+    integers[count, :2] = (taps_for(plan.filter, plan.antialias, [w[2] for w in plan.windows]),
+                           taps_for(plan.filter, plan.antialias, [w[3] for w in plan.windows]))
+    reals = np.empty((count, 4 + 3 * channels), np.float64)
+    reals[:, :4] = plan.windows
+    reals[:, 4:4 + channels] = plan.multipliers
+    reals[:, 4 + channels:4 + 2 * channels] = plan.addends
+    reals[:, 4 + 2 * channels:] = plan.fills
+    pin = device.type == "cuda"
+    integers, reals = (torch.from_numpy(table).pin_memory().to(device, non_blocking=True) if pin
+                       else torch.from_numpy(table) for table in (integers, reals))
     rounding = not plan.out_dtype.is_floating_point
     info = torch.iinfo(plan.out_dtype) if rounding else None
     max_pixels = max(h * w for h, w in plan.output_sizes)
@@ -238,8 +243,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         block = min(4096, triton.next_power_of_2(max_pixels))
     grid = (triton.cdiv(max_pixels, block), count)
     resample_kernel[grid](
-        pointers, heights, widths, row_strides, windows, output, output_offsets, output_heights,
-        output_widths, flips, multipliers, addends, fills, tap_counts,
+        integers, reals, output, count,
         CHANNELS=channels, OUT_CHANNELS=out_channels, CHW=plan.chw, FILTER=plan.filter,
         ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[plan.sources[0].dtype], ROUND=rounding,
         OUT_MIN=float(info.min) if rounding else 0.0, OUT_MAX=float(info.max) if rounding else 0.0,

@@ -126,8 +126,14 @@ class BatchOperator(Operator):
     ``GpuBatch`` or a deferred ``ImagePlan`` for GPU data. ``args`` has one dict per sample.
     """
 
+    prepares_on_cpu = False  # True: prepare() runs per sample on the CPU workers, run_batch gets its results
+
     def draw(self, rng: np.random.Generator, count: int) -> list | None:
         return None
+
+    def prepare(self, inputs: tuple, args: dict, sample: SampleContext):
+        """Per-sample work on the CPU (parsing headers, choosing windows) ahead of run_batch."""
+        raise NotImplementedError
 
     def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
         raise NotImplementedError

@@ -95,59 +95,54 @@ class ToGpu(BatchOperator):
 
 
 class MixedDecoder(BatchOperator):
-    """Decodes on the GPU; the window of each image (random crop, fixed crop, slice) comes from the
-    CPU decoder of the same name, so both devices choose the same windows for the same seed."""
+    """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
+    fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
+    windows for the same seed); the GPU stage then decodes the whole batch in one call."""
 
     cpu_class = None
+    prepares_on_cpu = True
 
     def __init__(self, args, context):
         super().__init__(args, context)
         self._windows = self.cpu_class(args, context)
         self._engine = None
+        self._nvimgcodec = None
+        if not GPU_ON_CPU:
+            from penstock.kernels.nvimgcodec_decode import import_nvimgcodec
+            self._nvimgcodec = import_nvimgcodec()
 
     def draw(self, rng, count):
         return self._windows.draw(rng, count)
-
-    def _decoder(self, batch: BatchContext):
-        if self._engine is None and not GPU_ON_CPU:
-            from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
-            self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
-                                           self.args["hw_decoder_load"], self.args["output_type"])
-        return self._engine
 
     @property
     def engines(self) -> list[str]:
         return self._engine.backends if self._engine is not None else ["CPU threads"]
 
+    def prepare(self, inputs, args, sample):
+        if self._nvimgcodec is None:  # GPU_ON_CPU: the CPU decoder stands in for the GPU engines
+            return self._windows.run(inputs, args, sample)
+        from penstock.kernels import nvimgcodec_decode
+        data = inputs[0]
+        stream, height, width = nvimgcodec_decode.parse(self._nvimgcodec, data)
+        window = self._windows.window(height, width, inputs, args, sample)
+        if window is not None:
+            self._windows._check_window(window, height, width)
+            top, left, crop_height, crop_width = window
+            top, left = max(top, 0), max(left, 0)
+            window = (top, left, min(crop_height, height - top), min(crop_width, width - left))
+        return nvimgcodec_decode.prepare(self._nvimgcodec, stream, data, window)
+
     def run_batch(self, inputs, args, batch):
         import torch
-        from penstock.kernels import image_codecs
-        encoded = inputs[0]
-        extra = inputs[1:]
-        engine = self._decoder(batch)
-        if engine is None:  # GPU_ON_CPU: the CPU decoder stands in for the GPU engines
-            return [torch.from_numpy(np.ascontiguousarray(self._windows.run(
-                (data, *(e[i] for e in extra)), args[i], SampleContext(i, batch.source_infos[i] if batch.source_infos else "",
-                                                                        None if batch.params is None else batch.params[i]))))
-                for i, data in enumerate(encoded)]
-        streams = engine.code_streams(encoded)
-        windows = []
-        for index, stream in enumerate(streams):
-            if stream is not None:
-                height, width = stream.height, stream.width
-            else:
-                height, width = image_codecs.image_size(encoded[index])
-            sample = SampleContext(index, "", None if batch.params is None else batch.params[index])
-            window = self._windows.window(height, width, (encoded[index], *(e[index] for e in extra)),
-                                          args[index], sample)
-            if window is not None:
-                self._windows._check_window(window, height, width)
-                top, left, crop_height, crop_width = window
-                window = (max(top, 0), max(left, 0), min(crop_height, height - max(top, 0)),
-                          min(crop_width, width - max(left, 0)))
-            windows.append(window)
+        prepared = inputs[0]
+        if self._nvimgcodec is None:
+            return [torch.from_numpy(np.ascontiguousarray(image)) for image in prepared]
+        if self._engine is None:
+            from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+            self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
+                                           self.args["hw_decoder_load"], self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
-        return engine.decode(encoded, streams, windows, batch.stream, describe)
+        return self._engine.decode(prepared, batch.stream, describe)
 
     def output_layout(self, input_layouts):
         return "HWC"
@@ -204,22 +199,18 @@ class CropMirrorNormalize(BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = _geometry_plan(inputs[0])
         channels = plan.channels
-        for a in args:
-            for name in ("mean", "std"):
-                if len(a[name]) not in (1, channels):
-                    raise ValueError(f"crop_mirror_normalize: argument '{name}' has {len(a[name])} values for "
-                                     f"{channels}-channel images")
-            if any(value == 0 for value in a["std"]):
-                raise ValueError("crop_mirror_normalize: argument 'std' must not contain 0")
         if any(geometry.crop_size(a) is not None for a in args):
             plan = plan.with_crop(_crop_windows(plan, args, self.name)).with_fills([a["fill_values"] for a in args])
         plan = plan.with_flips([(0, a["mirror"]) for a in args])
+        affine_maps: dict = {}  # (mean, std, scale, shift) -> (multipliers, addends): usually one for the batch
         multipliers, addends = [], []
         for a in args:
-            std = np.broadcast_to(np.asarray(a["std"], np.float64), (channels,))
-            mean = np.broadcast_to(np.asarray(a["mean"], np.float64), (channels,))
-            multipliers.append(tuple(a["scale"] / std))
-            addends.append(tuple(a["shift"] - mean * a["scale"] / std))
+            key = (a["mean"], a["std"], a["scale"], a["shift"])
+            affine = affine_maps.get(key)
+            if affine is None:
+                affine = affine_maps[key] = _normalization(a, channels)
+            multipliers.append(affine[0])
+            addends.append(affine[1])
         first = args[0]
         return plan.with_affine(multipliers, addends).with_output(
             dtype=_torch_dtype(first["dtype"]), chw=first["output_layout"] == "CHW",
@@ -227,6 +218,19 @@ class CropMirrorNormalize(BatchOperator):
 
     def output_layout(self, input_layouts):
         return self.args["output_layout"]
+
+
+def _normalization(args: dict, channels: int) -> tuple[tuple, tuple]:
+    """crop_mirror_normalize's (x - mean) / std * scale + shift as per-channel multipliers and addends."""
+    for name in ("mean", "std"):
+        if len(args[name]) not in (1, channels):
+            raise ValueError(f"crop_mirror_normalize: argument '{name}' has {len(args[name])} values for "
+                             f"{channels}-channel images")
+    if any(value == 0 for value in args["std"]):
+        raise ValueError("crop_mirror_normalize: argument 'std' must not contain 0")
+    std = np.broadcast_to(np.asarray(args["std"], np.float64), (channels,))
+    mean = np.broadcast_to(np.asarray(args["mean"], np.float64), (channels,))
+    return tuple(args["scale"] / std), tuple(args["shift"] - mean * args["scale"] / std)
 
 
 class Cast(BatchOperator):

@@ -150,11 +150,25 @@ class ShardedEpochs:
 
 
 def read_bytes(path: str) -> np.ndarray:
+    """The file's bytes as a uint8 array (os-level calls: the fewest GIL hand-offs per file)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        descriptor = os.open(path, os.O_RDONLY)
     except OSError as error:
         raise OSError(f"cannot read '{path}': {error.strerror}") from None
+    try:
+        chunks = []
+        size = os.fstat(descriptor).st_size
+        while True:
+            chunk = os.read(descriptor, max(size, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size = 1 << 16
+    except OSError as error:
+        raise OSError(f"cannot read '{path}': {error.strerror}") from None
+    finally:
+        os.close(descriptor)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return np.frombuffer(data, dtype=np.uint8)
 
 

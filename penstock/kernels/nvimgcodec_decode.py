@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from penstock.kernels import image_codecs
+from penstock.kernels.device_image import DeviceImage
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
@@ -50,7 +51,8 @@ class GpuImageDecoder:
         self.decoded_on_gpu = 0
 
     def decode(self, prepared: list["PreparedImage"], cuda_stream, describe=lambda index: f"sample {index}") -> list:
-        """HWC uint8 CUDA tensors, one per prepared image (its window when it has one)."""
+        """HWC uint8 images on the GPU (DeviceImage, or tensors for CPU-decoded ones), one per
+        prepared image (its window when it has one)."""
         on_gpu = [(index, item.stream) for index, item in enumerate(prepared) if item.stream is not None]
         results: list = [None] * len(prepared)
         if on_gpu:
@@ -58,7 +60,7 @@ class GpuImageDecoder:
                                           cuda_stream=cuda_stream.cuda_stream)
             for (index, _), image in zip(on_gpu, images):
                 if image is not None:
-                    results[index] = torch.as_tensor(image, device=self.device)
+                    results[index] = DeviceImage(image, self.device)
                     self.decoded_on_gpu += 1
         for index, tensor in enumerate(results):
             if tensor is None:  # the GPU codecs could not take it: decode on the CPU and upload

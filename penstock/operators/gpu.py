@@ -136,13 +136,15 @@ class MixedDecoder(BatchOperator):
         import torch
         prepared = inputs[0]
         if self._nvimgcodec is None:
-            return [torch.from_numpy(np.ascontiguousarray(image)) for image in prepared]
+            from penstock.kernels.image_plan import ImagePlan
+            return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
         if self._engine is None:
             from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
             self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
                                            self.args["hw_decoder_load"], self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
-        return self._engine.decode(prepared, batch.stream, describe)
+        from penstock.kernels.image_plan import ImagePlan
+        return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
 
     def output_layout(self, input_layouts):
         return "HWC"

@@ -10,6 +10,7 @@ Two kinds of implementation:
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,7 @@ class BatchContext:
     source_infos: list
     stream: Any
     device: Any
+    exclusive: Any = contextlib.nullcontext  # a context in which no other pipeline thread runs Python
 
 
 class BatchOperator(Operator):

@@ -144,7 +144,9 @@ class MixedDecoder(BatchOperator):
                                            self.args["hw_decoder_load"], self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
         from penstock.kernels.image_plan import ImagePlan
-        return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
+        with batch.exclusive():
+            decoded = self._engine.decode(prepared, batch.stream, describe)
+        return ImagePlan.of(decoded)
 
     def output_layout(self, input_layouts):
         return "HWC"

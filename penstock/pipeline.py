@@ -26,7 +26,9 @@ class Pipeline:
 
     Args:
         batch_size: samples per batch.
-        num_threads: CPU worker threads for per-sample work.
+        num_threads: CPU threads: up to 8 Python worker threads for per-sample work (more contend for
+            the interpreter lock; see executor.MAX_PYTHON_WORKERS), and the size of native pools
+            (nvImageCodec's CPU threads for GPU decoding).
         device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
         seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
             Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import itertools
 import queue
 import sys
 import threading
@@ -18,6 +19,11 @@ from penstock.batch import Batch, GpuBatch
 from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SampleOperator, SourceOperator
 
 _POLL_SECONDS = 0.1
+# Python worker threads beyond this many cost more in contention for the interpreter lock than
+# they add: the ResNet-50 training pipeline on 16 cores ran at 3,300 images/s with 8 workers and
+# 2,100 with 16 (BENCHMARKS.md). A pipeline's num_threads above it still sizes native thread pools
+# (nvImageCodec's CPU threads).
+MAX_PYTHON_WORKERS = 8
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
@@ -58,7 +64,7 @@ class _Job:
     ragged: list = field(default_factory=list)
     gpu_outputs: dict = field(default_factory=dict)  # output index -> GpuBatch
     epoch_info: EpochInfo | None = None
-    remaining: int = 0
+    finished: Any = None  # itertools.count: how many samples the workers have finished
     error: BaseException | None = None
     stop: bool = False  # a source ended (StopIteration)
     done: threading.Event = field(default_factory=threading.Event)
@@ -123,7 +129,7 @@ class Executor:
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         self._workers = [threading.Thread(target=self._work, name=f"penstock-worker-{i}", daemon=True)
-                         for i in range(max(1, num_threads))]
+                         for i in range(worker_count(num_threads))]
         self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
         self._gpu_thread = threading.Thread(target=self._gpu_loop, name="penstock-gpu", daemon=True) \
             if self._gpu_steps else None
@@ -282,7 +288,7 @@ class Executor:
         job.values = [[None] * job.size for _ in self._kept]
         job.buffers = [None] * len(self._kept)
         job.ragged = [False] * len(self._kept)
-        job.remaining = job.size
+        job.finished = itertools.count()
 
     # ---- workers ---------------------------------------------------------------------------
     def _work(self) -> None:
@@ -291,7 +297,8 @@ class Executor:
             if task is None:
                 return
             job, index = task
-            self._quiet.wait()
+            if not self._quiet.is_set():  # checked first: Event.wait takes a lock every worker shares
+                self._quiet.wait()
             if job.error is None and not self._stopping.is_set():
                 try:
                     self._run_sample(job, index)
@@ -299,10 +306,9 @@ class Executor:
                     with job.lock:
                         if job.error is None:
                             job.error = error
-            with job.lock:
-                job.remaining -= 1
-                if job.remaining == 0:
-                    job.done.set()
+            # next() on a count is atomic in CPython: no lock (and no GIL hand-off) per sample
+            if next(job.finished) == job.size - 1:
+                job.done.set()
 
     def _run_sample(self, job: _Job, index: int) -> None:
         source_info = job.source_infos[index] if job.source_infos else ""
@@ -380,14 +386,16 @@ class Executor:
         if spec is None:
             return None
         shape, dtype = tuple(spec[0]), np.dtype(spec[1])
-        with job.lock:
-            buffer = job.buffers[output_index]
-            if buffer is None:
-                buffer = self._pools[output_index].acquire((job.size, *shape), dtype)
-                job.buffers[output_index] = buffer
-            if buffer.shape[1:] != shape or buffer.dtype != dtype:
-                job.ragged[output_index] = True
-                return None
+        buffer = job.buffers[output_index]
+        if buffer is None:  # the first sample allocates; checked again under the lock
+            with job.lock:
+                buffer = job.buffers[output_index]
+                if buffer is None:
+                    buffer = self._pools[output_index].acquire((job.size, *shape), dtype)
+                    job.buffers[output_index] = buffer
+        if buffer.shape[1:] != shape or buffer.dtype != dtype:
+            job.ragged[output_index] = True
+            return None
         return buffer[index]
 
     def _assemble(self, job: _Job) -> tuple:
@@ -477,6 +485,10 @@ class Executor:
             self._gpu_pending.append((ready, values))
             while self._gpu_pending and self._gpu_pending[0][0].query():
                 self._gpu_pending.popleft()
+
+
+def worker_count(num_threads: int) -> int:
+    return max(1, min(num_threads, MAX_PYTHON_WORKERS))
 
 
 def _as_tuple(result, count: int) -> tuple:

@@ -1,5 +1,5 @@
 """Region-of-interest JPEG decode through TurboJPEG 3 (tj3SetCroppingRegion + tj3SetScalingFactor),
-called with ctypes, which releases the GIL during each call.
+called with ctypes; only the decompression releases the GIL.
 
 libjpeg-turbo skips the IDCT and colour conversion of everything outside the window, and with a
 scaling factor decodes the window at 1/2, 1/4 or 1/8 size in the DCT domain. The library is found
@@ -49,21 +49,26 @@ def _candidate_paths() -> list[str]:
 
 
 def _load():
+    """The library twice over: as PyDLL for the quick calls, which keep the GIL (each release and
+    re-acquisition is a hand-off between the worker threads, which costs more than these calls),
+    and as CDLL for the decompression itself, which releases it."""
     for path in _candidate_paths():
         try:
-            library = ctypes.CDLL(path)
+            library = ctypes.PyDLL(path)
+            releasing = ctypes.CDLL(path)
         except OSError:
             continue
         if not hasattr(library, "tj3SetCroppingRegion"):
             continue  # TurboJPEG 2.x has no cropped decode
+        library.decompress = releasing.tj3Decompress8
         library.tj3Init.restype = ctypes.c_void_p
         library.tj3Init.argtypes = [ctypes.c_int]
         library.tj3DecompressHeader.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         library.tj3Get.argtypes = [ctypes.c_void_p, ctypes.c_int]
         library.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _ScalingFactor]
         library.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
-        library.tj3Decompress8.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
-                                           ctypes.c_int, ctypes.c_int]
+        library.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                       ctypes.c_int, ctypes.c_int]
         library.tj3GetErrorStr.restype = ctypes.c_char_p
         library.tj3GetErrorStr.argtypes = [ctypes.c_void_p]
         return library
@@ -113,6 +118,6 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], scale: in
     _check(handle, _library.tj3SetCroppingRegion(handle, _Region(aligned_left, top, right - aligned_left, height)))
     pixel_format, channels = _PIXEL_FORMATS[colorspace]
     decoded = np.empty((height, right - aligned_left, channels), np.uint8)
-    _check(handle, _library.tj3Decompress8(handle, data.ctypes.data, data.size, decoded.ctypes.data,
-                                           decoded.strides[0], pixel_format))
+    _check(handle, _library.decompress(handle, data.ctypes.data, data.size, decoded.ctypes.data,
+                                       decoded.strides[0], pixel_format))
     return decoded[:, left - aligned_left:left - aligned_left + width]

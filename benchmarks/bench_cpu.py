@@ -24,13 +24,15 @@ def main():
     parser.add_argument("--pipelines", default="train,val")
     parser.add_argument("--scaling", default="", help="thread counts for a scaling run of the training pipeline")
     parser.add_argument("--scaling-batches", type=int, default=8)
+    parser.add_argument("--scaling-processes", action="store_true", help="scale worker processes, not threads")
     parser.add_argument("--json")
     args = parser.parse_args()
     args.images, args.work_dir = 0, None
     results = run_bench(args)
     scaling = []
     for threads in [int(t) for t in args.scaling.split(",") if t]:
-        m = measure_penstock("train", args.data, args.batch_size, threads, args.scaling_batches)
+        m = measure_penstock("train", args.data, args.batch_size, threads, args.scaling_batches,
+                             worker_processes=args.scaling_processes)
         m.name = f"penstock (cpu), {threads} threads"
         scaling.append(m)
         print(f"  scaling: {threads:3d} threads {m.images_per_second:9,.0f} images/s  "

@@ -3,6 +3,7 @@ in the same process (torchvision's DataLoader with PIL transforms), printed as a
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import resource
 import time
@@ -50,10 +51,12 @@ def time_batches(batches, count: int, warmup: int = 2, pids=lambda: ()) -> tuple
     return images, seconds, _process_cpu_seconds(pids()) - cpu_before
 
 
-def penstock_batches(kind: str, data: str, batch_size: int, threads: int, device: str = "cpu"):
+def penstock_batches(kind: str, data: str, batch_size: int, threads: int, device: str = "cpu",
+                     worker_processes: bool = False):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device=device, batch_size=batch_size, num_threads=threads,
-                   device_id=None if device == "cpu" else 0, seed=7, prefetch_queue_depth=2)
+                   device_id=None if device == "cpu" else 0, seed=7, prefetch_queue_depth=2,
+                   worker_processes=worker_processes)
     pipe.build()
     try:
         while True:
@@ -96,11 +99,13 @@ def measure_torchvision(kind, data, batch_size, workers, count) -> Measurement:
     return Measurement("torchvision DataLoader (PIL)", kind, images / seconds, images, seconds, cpu / seconds)
 
 
-def measure_penstock(kind, data, batch_size, threads, count, device="cpu") -> Measurement:
-    batches = penstock_batches(kind, data, batch_size, threads, device)
-    images, seconds, cpu = time_batches(batches, count)
+def measure_penstock(kind, data, batch_size, threads, count, device="cpu", worker_processes=False) -> Measurement:
+    batches = penstock_batches(kind, data, batch_size, threads, device, worker_processes)
+    child_pids = lambda: [p.pid for p in multiprocessing.active_children() if p.name == "penstock-worker-process"]
+    images, seconds, cpu = time_batches(batches, count, pids=child_pids)
     batches.close()
-    return Measurement(f"penstock ({device})", kind, images / seconds, images, seconds, cpu / seconds)
+    runner = f"penstock ({device}{', worker processes' if worker_processes else ''})"
+    return Measurement(runner, kind, images / seconds, images, seconds, cpu / seconds)
 
 
 def format_table(results: list[Measurement], baseline_name: str = "torchvision DataLoader (PIL)") -> str:
@@ -122,8 +127,10 @@ def run_bench(args) -> list[Measurement]:
     peers = [p for p in args.peers.split(",") if p and p != "none"]
     results = []
     for kind in args.pipelines.split(","):
-        results.append(measure_penstock(kind, data, args.batch_size, args.threads, batches))
-        print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
+        for processes in (False, True):
+            results.append(measure_penstock(kind, data, args.batch_size, args.threads, batches,
+                                            worker_processes=processes))
+            print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
         if "torchvision" in peers:
             try:
                 results.append(measure_torchvision(kind, data, args.batch_size, args.threads, batches))

@@ -38,12 +38,14 @@ class Pipeline:
         set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.
         py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
             pipeline's producer thread.
+        worker_processes: run the per-sample CPU operators in num_threads forked worker processes
+            instead of threads, so that their Python runs in parallel (CPU-only pipelines; Linux).
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
-                 py_start_method: str = "fork", enable_memory_stats: bool = False):
+                 py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool = False):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
         if isinstance(prefetch_queue_depth, dict):
@@ -56,6 +58,7 @@ class Pipeline:
         self._device_id = device_id
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
+        self._worker_processes = bool(worker_processes)
         self._graph = Graph()
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None
@@ -144,7 +147,7 @@ class Pipeline:
             from penstock.operators.gpu import torch_device
             device = torch_device(steps[0].impl.context)
         return Executor(sources, steps, outputs, self._output_layouts(), self._batch_size,
-                        self._num_threads, self._prefetch_depth, self._seed, device)
+                        self._num_threads, self._prefetch_depth, self._seed, device, self._worker_processes)
 
     def _output_layouts(self) -> list[str]:
         """The layout of each output, propagated from the sources through every operator."""

@@ -5,10 +5,13 @@ import atexit
 import collections
 import contextlib
 import itertools
+import multiprocessing
 import queue
+import signal
 import sys
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,7 +102,7 @@ class BufferPool:
 class Executor:
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], batch_size: int,
-                 num_threads: int, prefetch_depth: int, seed: int, device=None):
+                 num_threads: int, prefetch_depth: int, seed: int, device=None, worker_processes: bool = False):
         self._sources = sources  # (key, impl, number of outputs)
         self._steps = steps
         self._cpu_steps = [step for step in steps if not isinstance(step.impl, BatchOperator)]
@@ -111,6 +114,7 @@ class Executor:
         self._seed = seed
         self._depth = max(1, prefetch_depth)
         self._kept = self._find_kept_values()
+        self._dense_slots = {self._kept[ref] for ref in outputs if ref in self._kept}
         self._pools = [BufferPool(keep=self._depth + 3) for _ in self._kept]
         self._dense_outputs = self._find_dense_outputs()
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
@@ -128,8 +132,12 @@ class Executor:
         self._next_iteration = 0
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
-        self._workers = [threading.Thread(target=self._work, name=f"penstock-worker-{i}", daemon=True)
-                         for i in range(worker_count(num_threads))]
+        # worker processes: only for CPU pipelines (GPU preparation holds objects that cannot cross)
+        self._use_processes = worker_processes and not self._gpu_steps
+        count = max(1, num_threads) if self._use_processes else worker_count(num_threads)
+        self._links: list | None = None
+        self._workers = [threading.Thread(target=self._work, args=(i,), name=f"penstock-worker-{i}", daemon=True)
+                         for i in range(count)]
         self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
         self._gpu_thread = threading.Thread(target=self._gpu_loop, name="penstock-gpu", daemon=True) \
             if self._gpu_steps else None
@@ -141,6 +149,8 @@ class Executor:
         if self._started:
             return
         self._started = True
+        if self._use_processes:  # forked before this executor's threads exist
+            self._links = [ProcessLink(self) for _ in self._workers]
         for worker in self._workers:
             worker.start()
         self._resume.set()
@@ -205,6 +215,8 @@ class Executor:
         for thread in (*self._workers, self._producer, self._gpu_thread):
             if thread is not None and thread.is_alive() and thread is not current:
                 thread.join(timeout=10)
+        for link in self._links or ():
+            link.close()
 
     def _timer(self) -> dict:
         timings = getattr(self._local, "timings", None)
@@ -291,7 +303,7 @@ class Executor:
         job.finished = itertools.count()
 
     # ---- workers ---------------------------------------------------------------------------
-    def _work(self) -> None:
+    def _work(self, worker: int) -> None:
         while True:
             task = self._tasks.get()
             if task is None:
@@ -301,7 +313,7 @@ class Executor:
                 self._quiet.wait()
             if job.error is None and not self._stopping.is_set():
                 try:
-                    self._run_sample(job, index)
+                    self._run_sample(job, index, worker)
                 except BaseException as error:
                     with job.lock:
                         if job.error is None:
@@ -310,15 +322,45 @@ class Executor:
             if next(job.finished) == job.size - 1:
                 job.done.set()
 
-    def _run_sample(self, job: _Job, index: int) -> None:
+    def _run_sample(self, job: _Job, index: int, worker: int) -> None:
         source_info = job.source_infos[index] if job.source_infos else ""
+        items = {key: job.source_items[key][index] for key, _, _ in self._sources}
+        params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
+        if self._links is None:
+            kept = self._compute_sample(items, params, index, source_info, job)
+            for slot, value in enumerate(kept):
+                job.values[slot][index] = value
+            return
+        kept = self._links[worker].run(items, params, index, source_info)
+        for slot, value in enumerate(kept):
+            job.values[slot][index] = self._store(job, slot, index, value)
+
+    def _store(self, job: _Job, slot: int, index: int, value):
+        """A value computed in a worker process: copied into its output's batch buffer when dense."""
+        if slot not in self._dense_slots or job.ragged[slot] or not isinstance(value, np.ndarray):
+            return value
+        buffer = job.buffers[slot]
+        if buffer is None:
+            with job.lock:
+                buffer = job.buffers[slot]
+                if buffer is None:
+                    buffer = job.buffers[slot] = self._pools[slot].acquire((job.size, *value.shape), value.dtype)
+        if buffer.shape[1:] != value.shape or buffer.dtype != value.dtype:
+            job.ragged[slot] = True
+            return value
+        buffer[index] = value
+        return buffer[index]
+
+    def _compute_sample(self, items: dict, params: dict, index: int, source_info: str, job: _Job | None = None) -> list:
+        """Every per-sample CPU step for one sample; returns the kept values in slot order. With
+        ``job``, outputs are written straight into the job's batch buffers."""
         values: dict[tuple[int, int], Any] = {}
         timings = self._timer()
         clock = time.perf_counter
         for key, source, num_outputs in self._sources:
             sample = SampleContext(index, source_info)
             started = clock()
-            result = _call(source.name, source_info, source.load, job.source_items[key][index], sample)
+            result = _call(source.name, source_info, source.load, items[key], sample)
             timings[source.name] += clock() - started
             for position, value in enumerate(result):
                 values[(key, position)] = value
@@ -327,9 +369,8 @@ class Executor:
             args = step.impl.args
             if step.arg_inputs:
                 args = _call(step.impl.name, source_info, _sample_args, step.impl, step.arg_inputs, values)
-            params = job.params[step.key]
-            sample = SampleContext(index, source_info, None if params is None else params[index])
-            out = self._output_slot(job, step, inputs, args, index)
+            sample = SampleContext(index, source_info, params[step.key])
+            out = self._output_slot(job, step, inputs, args, index) if job is not None else None
             started = clock()
             result = _as_tuple(_call(step.impl.name, source_info, step.impl.run, inputs, args, sample, out),
                                step.num_outputs)
@@ -342,13 +383,11 @@ class Executor:
                 args = step.impl.args
                 if step.arg_inputs:
                     args = _call(step.impl.name, source_info, _sample_args, step.impl, step.arg_inputs, values)
-                params = job.params[step.key]
-                sample = SampleContext(index, source_info, None if params is None else params[index])
+                sample = SampleContext(index, source_info, params[step.key])
                 started = clock()
                 values[(step.key, PREPARED)] = _call(step.impl.name, source_info, step.impl.prepare, inputs, args, sample)
                 timings[f"{step.impl.name} (cpu part)"] += clock() - started
-        for ref, slot in self._kept.items():
-            job.values[slot][index] = values[ref]
+        return [values[ref] for ref in self._kept]
 
     def _find_kept_values(self) -> dict[tuple[int, int], int]:
         """The per-sample values kept after the CPU stage (pipeline outputs computed on the CPU, and CPU
@@ -485,6 +524,63 @@ class Executor:
             self._gpu_pending.append((ready, values))
             while self._gpu_pending and self._gpu_pending[0][0].query():
                 self._gpu_pending.popleft()
+
+
+class ProcessLink:
+    """A forked worker process that computes samples for one worker thread: the thread sends the
+    sample's source items and random draws, the process runs every per-sample operator and sends
+    back the results. Python runs in parallel across processes, without one interpreter lock."""
+
+    def __init__(self, executor: "Executor"):
+        context = multiprocessing.get_context("fork")
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_serve_samples, args=(executor, child), daemon=True,
+                                        name="penstock-worker-process")
+        with warnings.catch_warnings():
+            # Python 3.12 warns about forking a process that has threads; the child only runs
+            # operators, which take no locks those threads could hold
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._process.start()
+        child.close()
+
+    def run(self, items: dict, params: dict, index: int, source_info: str) -> list:
+        try:
+            self._connection.send((items, params, index, source_info))
+            status, payload = self._connection.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            raise RuntimeError("a penstock worker process stopped unexpectedly "
+                               f"(exit code {self._process.exitcode})") from None
+        if status == "error":
+            raise payload
+        return payload
+
+    def close(self) -> None:
+        try:
+            self._connection.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout=5)
+        self._connection.close()
+
+
+def _serve_samples(executor: "Executor", connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        items, params, index, source_info = message
+        try:
+            connection.send(("ok", executor._compute_sample(items, params, index, source_info)))
+        except Exception as error:
+            failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
+            connection.send(("error", PipelineError(str(failure))))
 
 
 def worker_count(num_threads: int) -> int:

@@ -1,0 +1,44 @@
+"""Per-sample work in forked worker processes (Pipeline(worker_processes=True)) gives the same
+batches as worker threads, reports errors the same way, and leaves no process behind."""
+import multiprocessing
+
+import numpy as np
+import pytest
+from helpers_data import make_class_tree
+
+import penstock
+from penstock.recipes import imagenet_train
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("processes")
+    make_class_tree(str(root), {"a": 6, "b": 6}, height=40, width=48)
+    return str(root)
+
+
+def _batches(data, worker_processes, count=3):
+    pipe = imagenet_train(data, batch_size=4, num_threads=2, device_id=None, seed=11, crop=32,
+                          worker_processes=worker_processes)
+    try:
+        return [[batch.as_array().copy() for batch in pipe.run()] for _ in range(count)]
+    finally:
+        pipe.close()
+
+
+def test_processes_give_the_same_batches_as_threads(data):
+    for threaded, forked in zip(_batches(data, False), _batches(data, True)):
+        for a, b in zip(threaded, forked):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
+    folder = tmp_path / "class_0"
+    folder.mkdir()
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    pipe = imagenet_train(str(tmp_path), batch_size=1, num_threads=2, device_id=None, seed=1,
+                          worker_processes=True)
+    with pytest.raises(penstock.PipelineError, match="broken.jpg"):
+        pipe.run()
+    pipe.close()
+    assert not [p for p in multiprocessing.active_children() if p.name == "penstock-worker-process"]

@@ -37,3 +37,36 @@ def make_namespaces(root: pytypes.ModuleType, members: dict) -> None:
                 sys.modules[child.__name__] = child
             namespace = child
         setattr(namespace, leaf, member)
+
+
+def reference_markdown() -> str:
+    """The operator reference, from the schemas: what ``penstock docs`` prints (docs/operators.md)."""
+    from penstock import ops  # noqa: F401  (registers every operator)
+    from penstock import registry
+    from penstock.operators.gpu import GPU_OPERATORS, MIXED_DECODERS
+    from penstock.schema import COMMON_ARGS
+
+    lines = ["# Operators", "", "Generated from the operator schemas by `penstock docs`; every operator also "
+             "takes the common arguments listed at the end.", ""]
+    common = {arg.name for arg in COMMON_ARGS}
+    for name, schema in sorted(registry.schemas().items()):
+        if name.startswith("_"):
+            continue
+        lines += [f"## fn.{name} / ops.{schema.class_name}", "", schema.doc.strip(), ""]
+        low, high = schema.num_inputs
+        inputs = ", ".join(schema.input_names[:high]) or "none"
+        devices = ["cpu"] + ["gpu"] * (name in GPU_OPERATORS) + ["mixed"] * (name in MIXED_DECODERS)
+        lines += [f"Inputs: {inputs} ({low} to {high}). Devices: {', '.join(devices)} (gpu and mixed need a CUDA "
+                  "GPU; mixed also nvImageCodec).", ""]
+        lines += ["| argument | type | default | per-sample | description |", "|---|---|---|---|---|"]
+        for arg in schema.unique_args():
+            if arg.name in common:
+                continue
+            default = "required" if arg.required else f"`{arg.default!r}`"
+            alias = f" (also `{'`, `'.join(arg.aliases)}`)" if arg.aliases else ""
+            lines.append(f"| `{arg.name}`{alias} | {arg.kind} | {default} | {'yes' if arg.per_sample else ''} | "
+                         f"{arg.doc} |")
+        lines.append("")
+    lines += ["## Common arguments", "", "| argument | type | default | description |", "|---|---|---|---|"]
+    lines += [f"| `{arg.name}` | {arg.kind} | `{arg.default!r}` | {arg.doc} |" for arg in COMMON_ARGS]
+    return "\n".join(lines) + "\n"

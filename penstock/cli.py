@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", help="also write the results as JSON here")
 
     commands.add_parser("info", help="versions, and which devices and codecs are available")
+    commands.add_parser("docs", help="print the operator reference (Markdown), generated from the schemas")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -51,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "info":
         return _info()
+    if args.command == "docs":
+        from penstock.api import reference_markdown
+        sys.stdout.write(reference_markdown())
+        return 0
     return 2
 
 

@@ -241,3 +241,11 @@ def test_pipeline_def_signature_includes_the_pipeline_arguments():
 def test_pipeline_def_rejects_an_unknown_pipeline_argument():
     with raises(TypeError, "pipeline_def", "'batch_sise'", "did you mean 'batch_size'"):
         pipeline_def(batch_sise=4)
+
+
+def test_operator_reference_is_generated_from_the_schemas():
+    import pathlib
+
+    from penstock.api import reference_markdown
+    committed = pathlib.Path(__file__).parent.parent / "docs" / "operators.md"
+    assert committed.read_text() == reference_markdown(), "run: penstock docs > docs/operators.md"

@@ -8,6 +8,7 @@ import numpy as np
 
 from penstock import registry, types
 from penstock.kernels import cpu_image, image_codecs
+from penstock.operators import geometry
 from penstock.operators.base import SampleContext, SampleOperator
 from penstock.schema import Arg, OpSchema
 
@@ -44,16 +45,6 @@ RANDOM_CROP_ARGS = (
         "centred crop of the image's shape clamped to the aspect range.", min=1),
 )
 
-WINDOW_ARGS = (
-    Arg("crop", "floats", None, "Window size (height, width) in pixels.", per_sample=True, length=(1, 2)),
-    Arg("crop_w", "float", 0.0, "Window width in pixels.", per_sample=True, min=0.0),
-    Arg("crop_h", "float", 0.0, "Window height in pixels.", per_sample=True, min=0.0),
-    Arg("crop_pos_x", "float", 0.5, "Horizontal position of the window, 0 (left) to 1 (right).",
-        per_sample=True, min=0.0, max=1.0),
-    Arg("crop_pos_y", "float", 0.5, "Vertical position of the window, 0 (top) to 1 (bottom).",
-        per_sample=True, min=0.0, max=1.0),
-)
-
 SLICE_ARGS = (
     Arg("rel_start", "floats", None, "Start of the window (y, x) as fractions of the image size.",
         per_sample=True, length=(2,)),
@@ -78,7 +69,7 @@ _decoder_schema("decoders.image_random_crop", "decoders.ImageRandomCrop",
                 "aspect ratio), chosen from the image's header before decoding so that only the window "
                 "is produced.", RANDOM_CROP_ARGS)
 _decoder_schema("decoders.image_crop", "decoders.ImageCrop",
-                "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", WINDOW_ARGS)
+                "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS)
 _decoder_schema("decoders.image_slice", "decoders.ImageSlice",
                 "Decodes the window given by relative or absolute start and shape (arguments, or the "
                 "second and third inputs as (y, x) and (height, width)).", SLICE_ARGS, num_inputs=(1, 3))
@@ -193,14 +184,10 @@ class FixedWindowDecoder(ImageDecoder):
 @registry.register("decoders.image_crop", "cpu")
 class ImageCrop(FixedWindowDecoder):
     def window(self, height, width, inputs, args, sample):
-        crop = args["crop"]
-        crop_height, crop_width = (crop[0], crop[-1]) if crop else (args["crop_h"], args["crop_w"])
-        if not crop_height or not crop_width:
+        placement = geometry.crop_placement(height, width, args)
+        if placement is None:
             raise ValueError("decoders.image_crop: give crop=(height, width) or crop_h and crop_w")
-        crop_height, crop_width = int(round(crop_height)), int(round(crop_width))
-        top = cpu_image.crop_anchor(height, crop_height, args["crop_pos_y"])
-        left = cpu_image.crop_anchor(width, crop_width, args["crop_pos_x"])
-        return top, left, crop_height, crop_width
+        return placement
 
 
 @registry.register("decoders.image_slice", "cpu")

@@ -9,8 +9,8 @@ from penstock.kernels import cpu_image
 from penstock.operators.base import SampleOperator
 from penstock.schema import Arg, OpSchema
 
-# Window arguments shared by crop and crop_mirror_normalize, documented once.
-CROP_ARGS = (
+# Window arguments shared by crop, crop_mirror_normalize and decoders.image_crop, documented once.
+WINDOW_ARGS = (
     Arg("crop", "floats", None, "Window size (height, width) in pixels; one value means a square.",
         per_sample=True, length=(1, 2)),
     Arg("crop_w", "float", 0.0, "Window width in pixels (with crop_h, instead of crop).", per_sample=True, min=0.0),
@@ -19,6 +19,9 @@ CROP_ARGS = (
         per_sample=True, min=0.0, max=1.0),
     Arg("crop_pos_y", "float", 0.5, "Vertical window position, 0 (top edge) to 1 (bottom edge).",
         per_sample=True, min=0.0, max=1.0),
+)
+CROP_ARGS = (
+    *WINDOW_ARGS,
     Arg("out_of_bounds_policy", "str", "error", "A window reaching outside the image: 'error', 'pad' "
         "(with fill_values) or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
     Arg("fill_values", "floats", (0.0,), "Padding value, one or one per channel."),

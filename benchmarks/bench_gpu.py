@@ -104,6 +104,10 @@ def penstock_batches(kind, data, batch_size, threads):
             yield images.as_tensor()
     finally:
         STAGES[kind] = {stage: seconds / batches * 1000 for stage, seconds in pipe.stage_seconds().items()}
+        for impl in pipe._impls.values():  # the decoder's own split of its time
+            engine = getattr(impl, "_engine", None)
+            for part, seconds in (getattr(engine, "seconds", None) or {}).items():
+                STAGES[kind][f"  of which {part}"] = seconds / batches * 1000
         pipe.close()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,6 +167,49 @@ def resample_kernel(
         tl.store(address, value.to(out_base.dtype.element_ty), mask=active)
 
 
+class _PinnedStaging:
+    """A small ring of pinned host buffers for the kernel's tables, reused from launch to launch:
+    allocating pinned memory (cudaHostAlloc) each time would stall the device."""
+
+    SLOTS = 4
+
+    def __init__(self):
+        self._slots = [None] * self.SLOTS  # (pinned uint8 buffer, event after its copy)
+        self._next = 0
+
+    def upload(self, device, *tables):
+        slot = self._next
+        self._next = (slot + 1) % self.SLOTS
+        total = sum(-(-table.nbytes // 8) * 8 for table in tables)
+        buffer, event = self._slots[slot] or (None, None)
+        if event is not None:
+            event.synchronize()  # the copy that last read this buffer (long done, in practice)
+        if buffer is None or buffer.numel() < total:
+            buffer = torch.empty(max(total, 1 << 16), dtype=torch.uint8, pin_memory=True)
+        host, offset = buffer.numpy(), 0
+        moved = []
+        for table in tables:
+            host[offset:offset + table.nbytes] = table.reshape(-1).view(np.uint8)
+            staged = buffer[offset:offset + table.nbytes].view(_TORCH_DTYPES[table.dtype]).view(table.shape)
+            moved.append(staged.to(device, non_blocking=True))
+            offset += -(-table.nbytes // 8) * 8
+        event = torch.cuda.Event()
+        event.record()
+        self._slots[slot] = (buffer, event)
+        return moved
+
+
+_TORCH_DTYPES = {np.dtype(np.int64): torch.int64, np.dtype(np.float64): torch.float64}
+_local = threading.local()
+
+
+def _staging() -> _PinnedStaging:
+    staging = getattr(_local, "staging", None)
+    if staging is None:
+        staging = _local.staging = _PinnedStaging()
+    return staging
+
+
 @dataclass
 class ResamplePlan:
     """What the kernel does to each sample; tensors on the device of the sources (tables on the
@@ -233,9 +277,10 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     reals[:, 4:4 + channels] = plan.multipliers
     reals[:, 4 + channels:4 + 2 * channels] = plan.addends
     reals[:, 4 + 2 * channels:] = plan.fills
-    pin = device.type == "cuda"
-    integers, reals = (torch.from_numpy(table).pin_memory().to(device, non_blocking=True) if pin
-                       else torch.from_numpy(table) for table in (integers, reals))
+    if device.type == "cuda":
+        integers, reals = _staging().upload(device, integers, reals)
+    else:
+        integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
     rounding = not plan.out_dtype.is_floating_point
     info = torch.iinfo(plan.out_dtype) if rounding else None
     max_pixels = max(h * w for h, w in plan.output_sizes)

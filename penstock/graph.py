@@ -31,7 +31,9 @@ class DataNode:
         return f"{self.op_node.name}[{self.index}]"
 
     def gpu(self) -> "DataNode":
-        """This batch copied to the GPU."""
+        """This batch copied to the GPU (itself when it is there already)."""
+        if self.device == "gpu":
+            return self
         return invoke(registry.get_schema("_to_gpu"), (self,), {"device": "mixed"})
 
     def cpu(self) -> "DataNode":

@@ -1,0 +1,1 @@
+"""``nvidia.dali.plugin``: framework iterators."""

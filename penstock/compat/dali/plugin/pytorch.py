@@ -1,0 +1,16 @@
+"""``nvidia.dali.plugin.pytorch``: DALIGenericIterator and DALIClassificationIterator are
+penstock's PyTorch iterators, with DALI's arguments (including fill_last_batch and size as the third
+positional argument)."""
+from penstock.plugin.pytorch import ClassificationIterator, GenericIterator, LastBatchPolicy, to_torch
+
+
+class DALIGenericIterator(GenericIterator):
+    """penstock.plugin.pytorch.GenericIterator under DALI's name."""
+
+
+class DALIClassificationIterator(ClassificationIterator):
+    """penstock.plugin.pytorch.ClassificationIterator under DALI's name."""
+
+
+
+__all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "to_torch"]

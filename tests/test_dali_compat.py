@@ -1,0 +1,216 @@
+"""Programs written for NVIDIA DALI, as in the user's documents, run on penstock.compat.dali with only
+their imports changed: the same classes, calls and arguments (the old operator names included), on
+locally generated data. Operators the documents place on 'mixed' / 'gpu' run there when a GPU is
+present, and on the CPU otherwise (their device argument is the one thing these tests choose)."""
+import os
+
+import numpy as np
+import pytest
+import torch
+from helpers_data import make_class_tree
+
+import penstock.compat.dali.ops as ops
+import penstock.compat.dali.types as types
+from conftest import CUDA
+from penstock.compat.dali import fn, pipeline_def
+from penstock.compat.dali.pipeline import Pipeline
+from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator, DALIGenericIterator
+
+DECODER_DEVICE = "mixed" if CUDA else "cpu"
+GPU_DEVICE = "gpu" if CUDA else "cpu"
+
+
+@pytest.fixture(scope="module")
+def image_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("flowers")
+    make_class_tree(str(root), {"daisy": 5, "rose": 4}, height=48, width=64)
+    return str(root)
+
+
+class HybridTrainPipe(Pipeline):
+    def __init__(self, batch_size, data_dir, num_threads=4, device_id=0, crop=224, dali_cpu=False):
+        super(HybridTrainPipe, self).__init__(batch_size, num_threads, device_id, seed=12 + device_id)
+        self.input = ops.FileReader(file_root=data_dir, random_shuffle=True)
+        dali_device = 'cpu' if dali_cpu else 'gpu'
+        decoder_device = 'cpu' if dali_cpu else 'mixed'
+        device_memory_padding = 211025920 if decoder_device == 'mixed' else 0
+        host_memory_padding = 140544512 if decoder_device == 'mixed' else 0
+        self.decode = ops.ImageDecoderRandomCrop(device=decoder_device, output_type=types.RGB,
+                                                 device_memory_padding=device_memory_padding,
+                                                 host_memory_padding=host_memory_padding,
+                                                 random_aspect_ratio=[0.8, 1.25],
+                                                 random_area=[0.6, 1.0],
+                                                 num_attempts=100)
+        self.res = ops.Resize(device=dali_device, resize_x=crop, resize_y=crop, interp_type=types.INTERP_TRIANGULAR)
+        self.cmnp = ops.CropMirrorNormalize(device=dali_device,
+                                            output_dtype=types.FLOAT,
+                                            output_layout=types.NCHW,
+                                            crop=(crop, crop),
+                                            image_type=types.RGB,
+                                            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                            std=[0.229 * 255, 0.224 * 255, 0.225 * 255])
+        self.coin = ops.CoinFlip(probability=0.5)
+        self.dali_cpu = dali_cpu
+
+    def define_graph(self):
+        rng = self.coin()
+        self.jpegs, self.labels = self.input(name="Reader")
+        images = self.decode(self.jpegs)
+        images = self.res(images)
+        # the note calls images.gpu() in both cases; without a GPU, the data stays on the CPU
+        output = self.cmnp(images if self.dali_cpu else images.gpu(), mirror=rng)
+        return [output, self.labels]
+
+
+class HybridValPipe(Pipeline):
+    def __init__(self, batch_size, data_dir, num_threads=4, device_id=0, crop=224, size=224):
+        super(HybridValPipe, self).__init__(batch_size, num_threads, device_id, seed=12 + device_id)
+        self.input = ops.FileReader(file_root=data_dir, random_shuffle=False)
+        self.decode = ops.ImageDecoder(device=DECODER_DEVICE, output_type=types.RGB)
+        self.res = ops.Resize(device=GPU_DEVICE, resize_shorter=size, interp_type=types.INTERP_TRIANGULAR)
+        self.cmnp = ops.CropMirrorNormalize(device=GPU_DEVICE, output_dtype=types.FLOAT, output_layout=types.NCHW,
+                                            crop=(crop, crop), image_type=types.RGB,
+                                            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                            std=[0.229 * 255, 0.224 * 255, 0.225 * 255])
+
+    def define_graph(self):
+        self.jpegs, self.labels = self.input(name="Reader")
+        images = self.decode(self.jpegs)
+        images = self.res(images)
+        output = self.cmnp(images)
+        return [output, self.labels]
+
+
+def test_training_and_validation_pipelines_of_the_note(image_dir):
+    pipe = HybridTrainPipe(batch_size=4, data_dir=image_dir, dali_cpu=not CUDA)
+    pipe.build()
+    num_train = pipe.epoch_size("Reader")
+    train_loader = DALIClassificationIterator(pipe, size=num_train)
+    seen = 0
+    for batch_idx, data in enumerate(train_loader):
+        inputs = data[0]["data"]
+        labels = data[0]["label"].squeeze().long()
+        assert inputs.shape[1:] == (3, 224, 224) and inputs.dtype == torch.float32
+        seen += len(labels)
+    assert num_train == 9 and seen == 12  # the last batch is filled (DALI's default policy)
+
+    pipe = HybridValPipe(batch_size=4, data_dir=image_dir)
+    pipe.build()
+    val_loader = DALIClassificationIterator(pipe, size=pipe.epoch_size("Reader"))
+    steps = [data[0]["data"] for data in val_loader]
+    assert len(steps) == 3 and steps[0].shape == (4, 3, 224, 224)
+
+
+def test_external_source_pipeline_of_the_blog(image_dir, tmp_path):
+    files = sorted(os.path.relpath(os.path.join(folder, name), image_dir)
+                   for folder, _, names in os.walk(image_dir) for name in names)
+    data_file = tmp_path / "flower_dummy_data.ssv"
+    data_file.write_text("".join(f"{name} {i} {i}\n" for i, name in enumerate(files)))
+
+    class ExternalInputIterator(object):
+        def __init__(self, batch_size, data_file, image_dir):
+            self.images_dir = image_dir
+            self.batch_size = batch_size
+            self.data_file = data_file
+            with open(self.data_file, 'r') as f:
+                self.files = [line.rstrip() for line in f if line != '']
+
+        def __iter__(self):
+            self.i = 0
+            self.n = len(self.files)
+            return self
+
+        def __next__(self):
+            batch, labels = [], []
+            for _ in range(self.batch_size):
+                jpeg_filename, *label = self.files[self.i].split(' ')
+                with open(os.path.join(self.images_dir, jpeg_filename), 'rb') as f:
+                    batch.append(np.frombuffer(f.read(), dtype=np.uint8))
+                labels.append(np.array(label, dtype=np.uint8))
+                self.i = (self.i + 1) % self.n
+            return (batch, labels)
+
+        next = __next__
+
+    iterator = iter(ExternalInputIterator(batch_size=4, data_file=str(data_file), image_dir=image_dir))
+
+    class ExternalSourcePipeline(Pipeline):
+        def __init__(self, data_iterator, batch_size, num_threads, device_id):
+            super(ExternalSourcePipeline, self).__init__(batch_size, num_threads, device_id, seed=12)
+            self.data_iterator = data_iterator
+            self.input = ops.ExternalSource()
+            self.input_label = ops.ExternalSource()
+            self.decode = ops.nvJPEGDecoder(device=DECODER_DEVICE, output_type=types.RGB)
+            self.res = ops.Resize(device=GPU_DEVICE, resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
+
+        def define_graph(self):
+            self.jpegs = self.input()
+            self.labels = self.input_label()
+            images = self.decode(self.jpegs)
+            output = self.res(images)
+            return (output, self.labels)
+
+        def iter_setup(self):
+            images, labels = self.data_iterator.next()
+            self.feed_input(self.jpegs, images)
+            self.feed_input(self.labels, labels)
+
+    pipe = ExternalSourcePipeline(iterator, batch_size=4, num_threads=2, device_id=0)
+    pipe.build()
+    dali_iter = DALIGenericIterator([pipe], ['images', 'labels'], 16)
+    steps = 0
+    for i, it in enumerate(dali_iter):
+        batch_data = it[0]
+        images, labels = batch_data["images"], batch_data["labels"]
+        assert images.shape == (4, 224, 224, 3) and labels.shape == (4, 2) and labels.dtype == torch.uint8
+        steps += 1
+    assert steps == 4
+
+
+def test_inference_pipeline_of_the_note(image_dir):
+    fn_path = os.path.join(image_dir, "rose", sorted(os.listdir(os.path.join(image_dir, "rose")))[0])
+
+    class MyPipe(Pipeline):
+        def __init__(self, fn, batch_size=1, num_threads=1, device_id=0, crop=224, size=224):
+            super(MyPipe, self).__init__(batch_size, num_threads, device_id)
+            self.fn = fn
+            self.input = ops.ExternalSource()
+            self.decode = ops.ImageDecoder(device=DECODER_DEVICE, output_type=types.RGB)
+            self.res = ops.Resize(device=GPU_DEVICE, resize_shorter=size, interp_type=types.INTERP_NN)
+            self.cmnp = ops.CropMirrorNormalize(device=GPU_DEVICE, output_dtype=types.FLOAT, output_layout=types.NCHW,
+                                                crop=(crop, crop), image_type=types.RGB,
+                                                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                                std=[0.229 * 255, 0.224 * 255, 0.225 * 255])
+
+        def define_graph(self):
+            self.jpegs = self.input()
+            images = self.decode(self.jpegs)
+            images = self.res(images)
+            output = self.cmnp(images)
+            return output
+
+        def iter_setup(self):
+            images = []
+            fp = open(self.fn, 'rb')
+            images.append(np.frombuffer(fp.read(), dtype=np.uint8))
+            fp.close()
+            self.feed_input(self.jpegs, images, layout="HWC")
+
+    pipe = MyPipe(fn_path)
+    pipe.build()
+    dali_iterator = DALIGenericIterator(pipe, ['images'], 1)
+    img = dali_iterator.next()[0]['images']
+    assert img.shape == (1, 3, 224, 224)
+
+
+def test_functional_api_names(image_dir):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=3)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=image_dir, name="Reader")
+        images = fn.decoders.image(jpegs, output_type=types.RGB)
+        return fn.crop(images, crop=(20, 20)), labels
+
+    p = pipe()
+    p.build()
+    images, labels = p.run()
+    assert images.as_array().shape == (2, 20, 20, 3)

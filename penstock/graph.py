@@ -7,6 +7,7 @@ OpNode to the graph of the pipeline being defined.
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ class DataNode:
 
     def gpu(self) -> "DataNode":
         """This batch copied to the GPU (itself when it is there already)."""
-        if self.device == "gpu":
+        if self.device == "gpu" or current_graph("gpu()").falls_back("_to_gpu", "mixed"):
             return self
         return invoke(registry.get_schema("_to_gpu"), (self,), {"device": "mixed"})
 
@@ -75,11 +76,41 @@ class OpNode:
         return [*self.inputs, *self.arg_inputs.values()]
 
 
-class Graph:
-    """The operators of one pipeline, in the order they were called (a valid execution order)."""
+class GpuFallbackWarning(UserWarning):
+    """A pipeline asked for the GPU on a machine without a usable one and runs on the CPU instead."""
 
-    def __init__(self):
+
+class Graph:
+    """The operators of one pipeline, in the order they were called (a valid execution order).
+
+    ``gpu_fallback``: on a machine without a usable GPU, 'mixed' and 'gpu' operators become CPU
+    operators (one warning per pipeline); ``cpu_only`` pipelines (device_id=None) never fall back.
+    """
+
+    def __init__(self, gpu_fallback: bool = False, cpu_only: bool = True):
         self.nodes: list[OpNode] = []
+        self.gpu_fallback = gpu_fallback
+        self.cpu_only = cpu_only
+        self._warned = False
+
+    def falls_back(self, op_name: str, device: str) -> bool:
+        """Whether ``op_name`` on ``device`` runs on the CPU instead (warning once if so)."""
+        if device == "cpu" or not self.gpu_fallback or self.cpu_only:
+            return False
+        try:
+            registry.implementation(op_name, device)
+            return False
+        except ValueError as error:
+            reason = str(error)
+        if op_name != "_to_gpu" and "cpu" not in registry.devices(op_name):
+            return False
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"{reason}. The 'mixed' and 'gpu' operators of this pipeline run on the CPU "
+                          "instead, with the same results within the documented tolerances; pass "
+                          "gpu_fallback=False to the pipeline to make this an error",
+                          GpuFallbackWarning, stacklevel=4)
+        return True
 
     def add(self, schema: OpSchema, device: str, static_args: dict, inputs: tuple, arg_inputs: dict) -> OpNode:
         node = OpNode(schema, device, static_args, inputs, arg_inputs, index=len(self.nodes))
@@ -146,6 +177,9 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
             raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), "
                             f"got {type(node).__name__}")
     device = static["device"]
+    if graph.falls_back(schema.name, device):
+        device = "cpu"
+        static = {**static, "device": device}
     registry.implementation(schema.name, device)  # raises here, where the user called, if unavailable
     for where, node in [*((f"input {i}", n) for i, n in enumerate(inputs)),
                         *((f"argument '{k}'", n) for k, n in per_sample.items())]:

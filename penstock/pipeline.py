@@ -38,6 +38,9 @@ class Pipeline:
         set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.
         py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
             pipeline's producer thread.
+        gpu_fallback: on a machine without a usable GPU, run the 'mixed' and 'gpu' operators on the
+            CPU after one GpuFallbackWarning (the default), or raise where they are called (False).
+            Pipelines made with device_id=None are CPU-only and never fall back.
         worker_processes: run the per-sample CPU operators in num_threads forked worker processes
             instead of threads, so that their Python runs in parallel (CPU-only pipelines; Linux).
     """
@@ -45,7 +48,8 @@ class Pipeline:
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
-                 py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool = False):
+                 py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool = False,
+                 gpu_fallback: bool = True):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
         if isinstance(prefetch_queue_depth, dict):
@@ -59,7 +63,7 @@ class Pipeline:
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
         self._worker_processes = bool(worker_processes)
-        self._graph = Graph()
+        self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None
         self._impls: dict[int, Any] = {}

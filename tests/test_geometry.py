@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import assert_close, check_operator, noise_image, ragged_images, run_batches, run_operator
+from conftest import assert_close, check_operator, noise_image, ragged_images, run_batches, run_operator, smooth_image
 from PIL import Image
 
 import penstock
@@ -271,3 +271,37 @@ def test_transpose_permutes_axes_and_layout(kwargs, perm, layout):
 def test_transpose_rejects_a_perm_of_the_wrong_length():
     with pytest.raises(penstock.PipelineError, match="not a permutation"):
         run_operator(fn.transpose, [noise_image(4, 5)], perm=(1, 0))
+
+
+# ---- rotate ------------------------------------------------------------------------------------------
+def _pil_rotate(image, angle, expand, fill=0):
+    from PIL import Image as PILImage
+    return np.asarray(PILImage.fromarray(image).rotate(angle, resample=PILImage.BILINEAR, expand=expand,
+                                                       fillcolor=(fill,) * image.shape[2]))
+
+
+@pytest.mark.parametrize("angle", [0.0, 30.0, -45.0, 90.0, 200.0])
+def test_rotate_keep_size_matches_pillow(angle):
+    # reference: Pillow's bilinear rotation about the centre; tolerance: mean 1.5 grey levels away
+    # from the borders, where the two libraries blend the fill differently
+    samples = [smooth_image(40, 60, seed=1), smooth_image(33, 33, seed=2)]
+    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True), samples)
+    for image, result in zip(samples, got):
+        want = _pil_rotate(image, angle, expand=False)
+        assert result.shape == image.shape
+        inner = (slice(4, -4), slice(4, -4))
+        assert np.abs(result[inner].astype(float) - want[inner]).mean() <= 1.5
+
+
+def test_rotate_output_is_the_bounding_box_with_the_input_parity():
+    image = smooth_image(40, 60)
+    result = run_operator(lambda x: fn.rotate(x, angle=30.0, fill_value=255), [image])[0]
+    assert result.shape == (66, 72, 3)  # ceil(60 sin 30 + 40 cos 30) = 65 -> 66 (even like 40), 72
+    assert (result[0, 0] == 255).all()  # a corner outside the rotated picture takes the fill value
+    assert run_operator(lambda x: fn.rotate(x, angle=90.0), [image])[0].shape == (60, 40, 3)
+
+
+def test_rotate_per_sample_angles_and_size():
+    samples = [smooth_image(20, 30, seed=i) for i in range(3)]
+    got = run_operator(lambda x: fn.rotate(x, angle=fn.random.uniform(range=(-30.0, 30.0)), size=(25, 25)), samples)
+    assert [g.shape for g in got] == [(25, 25, 3)] * 3

@@ -159,3 +159,16 @@ def normalize_uint8(image: np.ndarray, table: np.ndarray) -> np.ndarray:
     lut = table if channels > 1 else table[:, :, :1]
     result = cv2.LUT(source, lut if channels > 1 else lut.reshape(1, 256))
     return result.reshape(image.shape)
+
+
+def warp_affine(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool,
+                fill: float) -> np.ndarray:
+    """The HWC image mapped by the 2x3 ``matrix`` (input pixel centres to output pixel centres) into
+    a (height, width) output; pixels from outside the input take ``fill``."""
+    flag = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
+    channels = image.shape[2]
+    source = np.ascontiguousarray(image)
+    planes = [source] if channels <= 4 else [np.ascontiguousarray(source[:, :, c]) for c in range(channels)]
+    results = [cv2.warpAffine(plane, matrix, (width, height), flags=flag, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=(fill,) * 4) for plane in planes]
+    return results[0].reshape(height, width, channels) if channels <= 4 else np.stack(results, axis=2)

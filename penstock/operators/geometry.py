@@ -2,12 +2,14 @@
 the operator's doc says so)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from penstock import registry, types
 from penstock.kernels import cpu_image
 from penstock.operators.base import SampleOperator
-from penstock.schema import Arg, OpSchema
+from penstock.schema import REQUIRED, Arg, OpSchema
 
 # Window arguments shared by crop, crop_mirror_normalize and decoders.image_crop, documented once.
 WINDOW_ARGS = (
@@ -209,3 +211,62 @@ class Transpose(SampleOperator):
         if sorted(perm) != list(range(len(layout))):
             return ""
         return "".join(layout[axis] for axis in perm)
+
+
+registry.register_schema(OpSchema(
+    name="rotate", class_name="Rotate",
+    doc="Rotates HWC images by ``angle`` degrees counter-clockwise about their centre. The output is "
+        "the input's size with keep_size, ``size`` when given, else the bounding box of the rotated "
+        "image (its width and height keep the input's parity, so the centre stays on the same pixel "
+        "grid). Pixels from outside the input take fill_value.",
+    args=(
+        Arg("angle", "float", REQUIRED, "Degrees, counter-clockwise.", per_sample=True),
+        Arg("fill_value", "float", 0.0, "Value of pixels that come from outside the input."),
+        Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR (others are "
+            "treated as INTERP_LINEAR).", aliases=()),
+        Arg("keep_size", "bool", False, "Keep the input's size."),
+        Arg("size", "floats", None, "Output (height, width).", per_sample=True, length=(2,), min=1.0),
+        Arg("axis", "floats", None, "Accepted for DALI compatibility (volumes only)."),
+        Arg("dtype", "dtype", None, "Output type; default the input's."),
+    ),
+    input_names=("images",)))
+
+
+def rotated_size(height: int, width: int, angle: float, args: dict) -> tuple[int, int]:
+    """The output (height, width) of rotate for one sample."""
+    if args["size"]:
+        return int(round(args["size"][0])), int(round(args["size"][1]))
+    if args["keep_size"]:
+        return height, width
+    radians = math.radians(angle)
+    cos, sin = abs(math.cos(radians)), abs(math.sin(radians))
+    out_width = math.ceil(width * cos + height * sin - 1e-6)
+    out_height = math.ceil(width * sin + height * cos - 1e-6)
+    out_width += (out_width - width) % 2  # keep the parity: the centre stays on the pixel grid
+    out_height += (out_height - height) % 2
+    return out_height, out_width
+
+
+def rotation_matrix(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:
+    """The 2x3 map from input pixel centres (x, y) to output pixel centres, y pointing down, so that a
+    positive angle turns the picture counter-clockwise (OpenCV's getRotationMatrix2D convention)."""
+    radians = math.radians(angle)
+    cos, sin = math.cos(radians), math.sin(radians)
+    in_x, in_y = (width - 1) / 2, (height - 1) / 2
+    out_x, out_y = (out_width - 1) / 2, (out_height - 1) / 2
+    return np.array([[cos, sin, out_x - cos * in_x - sin * in_y],
+                     [-sin, cos, out_y + sin * in_x - cos * in_y]])
+
+
+@registry.register("rotate", "cpu")
+class Rotate(SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        image = inputs[0]
+        check_hwc(image, self.name)
+        height, width = image.shape[:2]
+        out_height, out_width = rotated_size(height, width, args["angle"], args)
+        matrix = rotation_matrix(height, width, out_height, out_width, args["angle"])
+        result = cpu_image.warp_affine(image, matrix, out_height, out_width,
+                                       args["interp_type"] is types.INTERP_NN, args["fill_value"])
+        dtype = args["dtype"].numpy if args["dtype"] else image.dtype
+        return result.astype(dtype, copy=False)

@@ -302,6 +302,47 @@ class Normalize(BatchOperator):
         return results
 
 
+class Rotate(BatchOperator):
+    """Rotation by bilinear (or nearest) sampling with torch's grid_sample: one call for the batch
+    when every sample has the same input and output size, else one per sample."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        import torch.nn.functional as functional
+        from penstock.kernels.image_plan import ImagePlan
+        samples = inputs[0].materialize()[0] if isinstance(inputs[0], ImagePlan) else \
+            [s.tensor() if hasattr(s, "tensor") else s for s in inputs[0]]
+        grids, sizes = [], []
+        for sample, a in zip(samples, args):
+            height, width = sample.shape[:2]
+            out_height, out_width = geometry.rotated_size(height, width, a["angle"], a)
+            forward = np.vstack([geometry.rotation_matrix(height, width, out_height, out_width, a["angle"]), [0, 0, 1]])
+            inverse = np.linalg.inv(forward)[:2]
+            ys, xs = np.mgrid[0:out_height, 0:out_width].astype(np.float64)
+            source_x = inverse[0, 0] * xs + inverse[0, 1] * ys + inverse[0, 2]
+            source_y = inverse[1, 0] * xs + inverse[1, 1] * ys + inverse[1, 2]
+            # grid_sample's coordinates (align_corners=False): pixel centre x -> (2x + 1) / W - 1
+            grid = np.stack([(2 * source_x + 1) / width - 1, (2 * source_y + 1) / height - 1], axis=-1)
+            grids.append(torch.from_numpy(grid.astype(np.float32)).to(sample.device, non_blocking=True))
+            sizes.append((height, width, out_height, out_width))
+        mode = "nearest" if args[0]["interp_type"] is types.INTERP_NN else "bilinear"
+        fill = args[0]["fill_value"]
+        dtype = _torch_dtype(args[0]["dtype"]) if args[0]["dtype"] else samples[0].dtype
+
+        def rotate(images, grid):  # images [N, H, W, C] -> [N, H', W', C]
+            planes = images.permute(0, 3, 1, 2).float()
+            ones = torch.ones_like(planes[:, :1])
+            sampled = functional.grid_sample(torch.cat([planes, ones], 1), grid, mode=mode, padding_mode="zeros",
+                                             align_corners=False)
+            coverage = sampled[:, -1:]
+            values = sampled[:, :-1] + (1 - coverage) * fill  # outside the input: the fill value
+            return _saturate(values.permute(0, 2, 3, 1), dtype)
+
+        if len(set(sizes)) == 1:
+            return list(rotate(torch.stack(samples), torch.stack(grids)))
+        return [rotate(sample[None], grid[None])[0] for sample, grid in zip(samples, grids)]
+
+
 class ImageDecoderMixed(MixedDecoder):
     cpu_class = decoders.Image
 
@@ -318,7 +359,7 @@ class ImageSliceMixed(MixedDecoder):
     cpu_class = decoders.ImageSlice
 
 
-GPU_OPERATORS = {"resize": Resize, "crop": Crop, "flip": Flip, "crop_mirror_normalize": CropMirrorNormalize,
+GPU_OPERATORS = {"rotate": Rotate, "resize": Resize, "crop": Crop, "flip": Flip, "crop_mirror_normalize": CropMirrorNormalize,
                  "cast": Cast, "transpose": Transpose, "normalize": Normalize}
 MIXED_DECODERS = {"decoders.image": ImageDecoderMixed, "decoders.image_random_crop": ImageRandomCropMixed,
                   "decoders.image_crop": ImageCropMixed, "decoders.image_slice": ImageSliceMixed}

@@ -121,7 +121,7 @@ def format_table(results: list[Measurement], baseline_name: str = "torchvision D
 def run_bench(args) -> list[Measurement]:
     from penstock.demo import make_sample_dataset
 
-    data = args.data or make_sample_dataset(os.path.join(args.work_dir, "bench-data"), count=args.images)
+    data = args.data or make_sample_dataset(os.path.join(args.work_dir, f"bench-data-{args.images}"), count=args.images)
     count_images = sum(len(files) for _, _, files in os.walk(data))
     batches = args.batches or max(1, count_images // args.batch_size)
     peers = [p for p in args.peers.split(",") if p and p != "none"]

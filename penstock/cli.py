@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--out", default="penstock_demo.png", help="where to write the PNG grid")
     demo.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"),
                       help="where the sample folder is made")
+    demo.add_argument("--device", choices=("cpu", "gpu"), help="default: gpu where there is a usable one")
 
     bench = commands.add_parser("bench", help="images/s of penstock's pipelines against torchvision's "
                                               "DataLoader, in one run")
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         from penstock.demo import run_demo
-        run_demo(args.data, args.batch_size, args.threads, args.out, args.work_dir, args.images)
+        run_demo(args.data, args.batch_size, args.threads, args.out, args.work_dir, args.images, args.device)
         return 0
     if args.command == "bench":
         from penstock.bench import run_bench

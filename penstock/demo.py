@@ -67,10 +67,17 @@ def progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
     stream.flush()
 
 
+def default_device() -> str:
+    """'gpu' where the GPU decoders and operators can run here, else 'cpu'."""
+    from penstock import registry
+    return "gpu" if "mixed" in registry.devices("decoders.image_random_crop") else "cpu"
+
+
 def run_demo(data: str | None, batch_size: int, num_threads: int, out_path: str, work_dir: str,
-             images: int, device: str = "cpu") -> dict:
+             images: int, device: str | None = None) -> dict:
+    device = device or default_device()
     if data is None:
-        data = make_sample_dataset(os.path.join(work_dir, "demo-data"), count=images)
+        data = make_sample_dataset(os.path.join(work_dir, f"demo-data-{images}"), count=images)
         print(f"made an ImageNet-like folder of {images} JPEGs from the bundled photographs in {data}")
     pipe = imagenet_train(data, device=device, batch_size=batch_size, num_threads=num_threads,
                           device_id=None if device == "cpu" else 0, seed=42)
@@ -95,5 +102,7 @@ def run_demo(data: str | None, batch_size: int, num_threads: int, out_path: str,
     grid = sample_grid(grid_batch)
     cv2.imwrite(out_path, cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
     print(f"{rate:,.0f} images/s over {seen} images after the first batch ({elapsed:.2f} s)")
+    engines = [", ".join(impl.engines) for impl in pipe._impls.values() if hasattr(impl, "engines")]
+    print(f"decoded by: {engines[0] if engines else 'libjpeg-turbo on CPU threads'}")
     print(f"wrote {min(len(grid_batch), 32)} augmented samples to {out_path}")
     return {"images_per_second": rate, "images": seen, "grid": out_path}

@@ -1,0 +1,32 @@
+"""The penstock command: demo (the main job), bench, info and docs, on small sizes."""
+import os
+
+import cv2
+
+from penstock.cli import main
+
+
+def test_demo_runs_an_epoch_and_writes_the_grid(tmp_path, capsys):
+    out = tmp_path / "grid.png"
+    assert main(["demo", "--images", "24", "--batch-size", "8", "--threads", "2", "--device", "cpu",
+                 "--out", str(out), "--work-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "images/s" in printed and "decoded by" in printed
+    grid = cv2.imread(str(out))
+    assert grid is not None and grid.shape[0] > 224 and grid.shape[1] > 224
+    classes = os.listdir(tmp_path / "demo-data-24")
+    assert len([c for c in classes if c.startswith("class_")]) == 8
+
+
+def test_bench_prints_a_table(tmp_path, capsys):
+    assert main(["bench", "--images", "16", "--batch-size", "4", "--threads", "2", "--batches", "1",
+                 "--peers", "none", "--pipelines", "val", "--work-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "| val | penstock (cpu) |" in printed and "worker processes" in printed
+
+
+def test_info_and_docs(capsys):
+    assert main(["info"]) == 0
+    assert "readers.file" in capsys.readouterr().out
+    assert main(["docs"]) == 0
+    assert "## fn.resize / ops.Resize" in capsys.readouterr().out

@@ -95,7 +95,7 @@ class Graph:
 
     def falls_back(self, op_name: str, device: str) -> bool:
         """Whether ``op_name`` on ``device`` runs on the CPU instead (warning once if so)."""
-        if device == "cpu" or not self.gpu_fallback or self.cpu_only:
+        if device == "cpu" or not self.gpu_fallback or self.cpu_only or gpu_available():
             return False
         try:
             registry.implementation(op_name, device)
@@ -136,6 +136,11 @@ class Graph:
             needed.add(node.index)
             stack.extend(dep.op_node for dep in node.dependencies())
         return [node for node in self.nodes if node.index in needed]
+
+
+def gpu_available() -> bool:
+    """Whether this machine runs GPU work (moving data to the GPU is the least of it)."""
+    return "mixed" in registry.devices("_to_gpu")
 
 
 _defining = threading.local()
@@ -180,6 +185,11 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
     if graph.falls_back(schema.name, device):
         device = "cpu"
         static = {**static, "device": device}
+    if schema.is_source and device == "gpu" and "gpu" not in registry.devices(schema.name) and gpu_available():
+        # a source that only runs on the CPU, asked for on the GPU: read on the CPU, then moved
+        outputs = add_validated(schema, inputs, {**static, "device": "cpu"}, per_sample)
+        moved = tuple(output.gpu() for output in (outputs if isinstance(outputs, tuple) else (outputs,)))
+        return moved[0] if len(moved) == 1 else moved
     registry.implementation(schema.name, device)  # raises here, where the user called, if unavailable
     for where, node in [*((f"input {i}", n) for i, n in enumerate(inputs)),
                         *((f"argument '{k}'", n) for k, n in per_sample.items())]:

@@ -62,3 +62,25 @@ def test_gpu_pipelines_match_cpu(jpeg_folder):
     assert report["train"]["gpu_device"] == "cuda"
 
 
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_external_source_on_the_gpu_gives_cuda_batches():
+    import torch
+
+    from penstock import fn, pipeline_def
+
+    samples = [(np.full((6, 5, 3), i, np.float32), np.array([i], np.int64)) for i in range(8)]
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0)
+    def streaming():
+        images, labels = fn.external_source(source=iter(samples), num_outputs=2, batch=False, device="gpu")
+        return fn.crop(images, device="gpu", crop=(4, 4)), labels
+
+    pipe = streaming()
+    images, labels = pipe.run()
+    tensor = images.as_tensor()
+    assert tensor.device.type == "cuda" and tuple(tensor.shape) == (4, 4, 4, 3)
+    assert torch.equal(tensor[:, 0, 0, 0].cpu(), torch.arange(4, dtype=torch.float32))
+    pipe.close()

@@ -312,25 +312,26 @@ class Rotate(BatchOperator):
         from penstock.kernels.image_plan import ImagePlan
         samples = inputs[0].materialize()[0] if isinstance(inputs[0], ImagePlan) else \
             [s.tensor() if hasattr(s, "tensor") else s for s in inputs[0]]
-        grids, sizes = [], []
+        thetas, sizes = [], []
         for sample, a in zip(samples, args):
             height, width = sample.shape[:2]
             out_height, out_width = geometry.rotated_size(height, width, a["angle"], a)
             forward = np.vstack([geometry.rotation_matrix(height, width, out_height, out_width, a["angle"]), [0, 0, 1]])
-            inverse = np.linalg.inv(forward)[:2]
-            ys, xs = np.mgrid[0:out_height, 0:out_width].astype(np.float64)
-            source_x = inverse[0, 0] * xs + inverse[0, 1] * ys + inverse[0, 2]
-            source_y = inverse[1, 0] * xs + inverse[1, 1] * ys + inverse[1, 2]
-            # grid_sample's coordinates (align_corners=False): pixel centre x -> (2x + 1) / W - 1
-            grid = np.stack([(2 * source_x + 1) / width - 1, (2 * source_y + 1) / height - 1], axis=-1)
-            grids.append(torch.from_numpy(grid.astype(np.float32)).to(sample.device, non_blocking=True))
+            # affine_grid works in normalized coordinates (align_corners=False): pixel centre x of an
+            # image W wide is at (2x + 1) / W - 1; theta maps output coordinates to input ones
+            from_output = np.array([[out_width / 2, 0, (out_width - 1) / 2], [0, out_height / 2, (out_height - 1) / 2],
+                                    [0, 0, 1]])
+            to_input = np.array([[2 / width, 0, 1 / width - 1], [0, 2 / height, 1 / height - 1], [0, 0, 1]])
+            thetas.append((to_input @ np.linalg.inv(forward) @ from_output)[:2])
             sizes.append((height, width, out_height, out_width))
         mode = "nearest" if args[0]["interp_type"] is types.INTERP_NN else "bilinear"
         fill = args[0]["fill_value"]
         dtype = _torch_dtype(args[0]["dtype"]) if args[0]["dtype"] else samples[0].dtype
 
-        def rotate(images, grid):  # images [N, H, W, C] -> [N, H', W', C]
+        def rotate(images, theta, size):  # images [N, H, W, C] -> [N, H', W', C]
             planes = images.permute(0, 3, 1, 2).float()
+            theta = torch.as_tensor(np.asarray(theta), dtype=torch.float32).to(images.device, non_blocking=True)
+            grid = functional.affine_grid(theta, [len(images), 1, size[2], size[3]], align_corners=False)
             ones = torch.ones_like(planes[:, :1])
             sampled = functional.grid_sample(torch.cat([planes, ones], 1), grid, mode=mode, padding_mode="zeros",
                                              align_corners=False)
@@ -339,8 +340,8 @@ class Rotate(BatchOperator):
             return _saturate(values.permute(0, 2, 3, 1), dtype)
 
         if len(set(sizes)) == 1:
-            return list(rotate(torch.stack(samples), torch.stack(grids)))
-        return [rotate(sample[None], grid[None])[0] for sample, grid in zip(samples, grids)]
+            return list(rotate(torch.stack(samples), thetas, sizes[0]))
+        return [rotate(sample[None], [theta], size)[0] for sample, theta, size in zip(samples, thetas, sizes)]
 
 
 class ImageDecoderMixed(MixedDecoder):

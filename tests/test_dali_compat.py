@@ -1,8 +1,10 @@
 """Programs written for NVIDIA DALI, as in the user's documents, run on penstock.compat.dali with only
-their imports changed: the same classes, calls and arguments (the old operator names included), on
-locally generated data. Operators the documents place on 'mixed' / 'gpu' run there when a GPU is
-present, and on the CPU otherwise (their device argument is the one thing these tests choose)."""
+their imports changed: the same classes, calls and arguments (the old operator names and the
+documents' 'mixed' / 'gpu' devices included), on locally generated data. Without a GPU the 'mixed'
+and 'gpu' operators run on the CPU after one GpuFallbackWarning, which these tests expect."""
+import contextlib
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -16,8 +18,19 @@ from penstock.compat.dali import fn, pipeline_def
 from penstock.compat.dali.pipeline import Pipeline
 from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator, DALIGenericIterator
 
-DECODER_DEVICE = "mixed" if CUDA else "cpu"
-GPU_DEVICE = "gpu" if CUDA else "cpu"
+DECODER_DEVICE = "mixed"
+GPU_DEVICE = "gpu"
+
+
+@contextlib.contextmanager
+def on_this_machine():
+    """Builds pipelines that ask for the GPU: on a machine without one, expects the one warning."""
+    from penstock import GpuFallbackWarning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GpuFallbackWarning)
+        yield
+    fallbacks = [w for w in caught if issubclass(w.category, GpuFallbackWarning)]
+    assert len(fallbacks) == (0 if CUDA else 1), [str(w.message) for w in caught]
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +63,13 @@ class HybridTrainPipe(Pipeline):
                                             mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
                                             std=[0.229 * 255, 0.224 * 255, 0.225 * 255])
         self.coin = ops.CoinFlip(probability=0.5)
-        self.dali_cpu = dali_cpu
 
     def define_graph(self):
         rng = self.coin()
         self.jpegs, self.labels = self.input(name="Reader")
         images = self.decode(self.jpegs)
         images = self.res(images)
-        # the note calls images.gpu() in both cases; without a GPU, the data stays on the CPU
-        output = self.cmnp(images if self.dali_cpu else images.gpu(), mirror=rng)
+        output = self.cmnp(images.gpu(), mirror=rng)
         return [output, self.labels]
 
 
@@ -82,8 +93,9 @@ class HybridValPipe(Pipeline):
 
 
 def test_training_and_validation_pipelines_of_the_note(image_dir):
-    pipe = HybridTrainPipe(batch_size=4, data_dir=image_dir, dali_cpu=not CUDA)
-    pipe.build()
+    with on_this_machine():
+        pipe = HybridTrainPipe(batch_size=4, data_dir=image_dir)
+        pipe.build()
     num_train = pipe.epoch_size("Reader")
     train_loader = DALIClassificationIterator(pipe, size=num_train)
     seen = 0
@@ -94,8 +106,9 @@ def test_training_and_validation_pipelines_of_the_note(image_dir):
         seen += len(labels)
     assert num_train == 9 and seen == 12  # the last batch is filled (DALI's default policy)
 
-    pipe = HybridValPipe(batch_size=4, data_dir=image_dir)
-    pipe.build()
+    with on_this_machine():
+        pipe = HybridValPipe(batch_size=4, data_dir=image_dir)
+        pipe.build()
     val_loader = DALIClassificationIterator(pipe, size=pipe.epoch_size("Reader"))
     steps = [data[0]["data"] for data in val_loader]
     assert len(steps) == 3 and steps[0].shape == (4, 3, 224, 224)
@@ -155,8 +168,9 @@ def test_external_source_pipeline_of_the_blog(image_dir, tmp_path):
             self.feed_input(self.jpegs, images)
             self.feed_input(self.labels, labels)
 
-    pipe = ExternalSourcePipeline(iterator, batch_size=4, num_threads=2, device_id=0)
-    pipe.build()
+    with on_this_machine():
+        pipe = ExternalSourcePipeline(iterator, batch_size=4, num_threads=2, device_id=0)
+        pipe.build()
     dali_iter = DALIGenericIterator([pipe], ['images', 'labels'], 16)
     steps = 0
     for i, it in enumerate(dali_iter):
@@ -196,8 +210,9 @@ def test_inference_pipeline_of_the_note(image_dir):
             fp.close()
             self.feed_input(self.jpegs, images, layout="HWC")
 
-    pipe = MyPipe(fn_path)
-    pipe.build()
+    with on_this_machine():
+        pipe = MyPipe(fn_path)
+        pipe.build()
     dali_iterator = DALIGenericIterator(pipe, ['images'], 1)
     img = dali_iterator.next()[0]['images']
     assert img.shape == (1, 3, 224, 224)

@@ -109,7 +109,7 @@ def measure_penstock(kind, data, batch_size, threads, count, device="cpu", worke
 
 
 def format_table(results: list[Measurement], baseline_name: str = "torchvision DataLoader (PIL)") -> str:
-    lines = [f"| pipeline | runner | images/s | vs torchvision | CPU cores |", "|---|---|---|---|---|"]
+    lines = ["| pipeline | runner | images/s | vs torchvision | CPU cores |", "|---|---|---|---|---|"]
     baselines = {m.pipeline: m.images_per_second for m in results if m.name == baseline_name}
     for m in results:
         base = baselines.get(m.pipeline)

@@ -214,7 +214,7 @@ class Pipeline:
 
     def feed_input(self, data_node: DataNode | str, data, layout: str | None = None, **kwargs) -> None:
         """Gives an external_source without ``source`` its data for one iteration."""
-        self.build_graph_only()
+        self.build()
         node = self._graph.find(data_node) if isinstance(data_node, str) else data_node.op_node
         if node.schema.name != "external_source":
             raise TypeError(f"feed_input: {node.name} is not an external_source")
@@ -223,9 +223,6 @@ class Pipeline:
             raise ValueError(f"feed_input: {node.name} is not used by the pipeline's outputs")
         if impl.feed(data, layout):
             self._executor.set_output_layouts(self._output_layouts())
-
-    def build_graph_only(self) -> None:
-        self.build()
 
     def reset(self) -> None:
         """After a source signalled its end (StopIteration), lets the pipeline start over."""

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from penstock import fn, pipeline_def, types
+from penstock import fn, pipeline_def
 from penstock.plugin.pytorch import ClassificationIterator, LastBatchPolicy
 from penstock.recipes import imagenet_train, imagenet_val
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from penstock.batch import Batch, GpuBatch
-from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SampleOperator, SourceOperator
+from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SourceOperator
 
 _POLL_SECONDS = 0.1
 # Python worker threads beyond this many cost more in contention for the interpreter lock than

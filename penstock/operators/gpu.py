@@ -19,7 +19,7 @@ import numpy as np
 from penstock import registry, types
 from penstock.kernels import cpu_image
 from penstock.operators import decoders, geometry
-from penstock.operators.base import BatchContext, BatchOperator, SampleContext
+from penstock.operators.base import BatchOperator
 
 GPU_ON_CPU = os.environ.get("PENSTOCK_GPU_ON_CPU") == "1"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from penstock.batch import Batch

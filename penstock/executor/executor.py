@@ -27,6 +27,7 @@ _POLL_SECONDS = 0.1
 # 2,100 with 16 (BENCHMARKS.md). A pipeline's num_threads above it still sizes native thread pools
 # (nvImageCodec's CPU threads).
 MAX_PYTHON_WORKERS = 8
+PROCESS_CHUNK = 8  # samples per message to a worker process, at most
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
@@ -305,35 +306,54 @@ class Executor:
     # ---- workers ---------------------------------------------------------------------------
     def _work(self, worker: int) -> None:
         while True:
-            task = self._tasks.get()
-            if task is None:
-                return
-            job, index = task
+            tasks = self._take_tasks()
             if not self._quiet.is_set():  # checked first: Event.wait takes a lock every worker shares
                 self._quiet.wait()
-            if job.error is None and not self._stopping.is_set():
-                try:
-                    self._run_sample(job, index, worker)
-                except BaseException as error:
-                    with job.lock:
-                        if job.error is None:
-                            job.error = error
-            # next() on a count is atomic in CPython: no lock (and no GIL hand-off) per sample
-            if next(job.finished) == job.size - 1:
-                job.done.set()
+            live = [task for task in tasks if task is not None]
+            runnable = [(job, index) for job, index in live if job.error is None and not self._stopping.is_set()]
+            if runnable:
+                self._run_samples(runnable, worker)
+            for job, _ in live:
+                # next() on a count is atomic in CPython: no lock (and no GIL hand-off) per sample
+                if next(job.finished) == job.size - 1:
+                    job.done.set()
+            if len(live) < len(tasks):  # a None: shut down
+                return
 
-    def _run_sample(self, job: _Job, index: int, worker: int) -> None:
-        source_info = job.source_infos[index] if job.source_infos else ""
-        items = {key: job.source_items[key][index] for key, _, _ in self._sources}
-        params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
+    def _take_tasks(self) -> list:
+        """The next task, and in process mode up to PROCESS_CHUNK - 1 more that are already waiting:
+        one message to a worker process carries them all, which saves hand-offs in this process."""
+        tasks = [self._tasks.get()]
+        while self._links is not None and tasks[-1] is not None and len(tasks) < PROCESS_CHUNK:
+            try:
+                tasks.append(self._tasks.get_nowait())
+            except queue.Empty:
+                break
+        return tasks
+
+    def _run_samples(self, tasks: list, worker: int) -> None:
+        requests = []
+        for job, index in tasks:
+            source_info = job.source_infos[index] if job.source_infos else ""
+            items = {key: job.source_items[key][index] for key, _, _ in self._sources}
+            params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
+            requests.append((items, params, index, source_info))
         if self._links is None:
-            kept = self._compute_sample(items, params, index, source_info, job)
-            for slot, value in enumerate(kept):
-                job.values[slot][index] = value
+            for (job, index), request in zip(tasks, requests):
+                try:
+                    kept = self._compute_sample(*request, job)
+                except BaseException as error:
+                    _record_error(job, error)
+                    continue
+                for slot, value in enumerate(kept):
+                    job.values[slot][index] = value
             return
-        kept = self._links[worker].run(items, params, index, source_info)
-        for slot, value in enumerate(kept):
-            job.values[slot][index] = self._store(job, slot, index, value)
+        for (job, index), (status, payload) in zip(tasks, self._links[worker].run(requests)):
+            if status == "error":
+                _record_error(job, payload)
+                continue
+            for slot, value in enumerate(payload):
+                job.values[slot][index] = self._store(job, slot, index, value)
 
     def _store(self, job: _Job, slot: int, index: int, value):
         """A value computed in a worker process: copied into its output's batch buffer when dense."""
@@ -543,16 +563,14 @@ class ProcessLink:
             self._process.start()
         child.close()
 
-    def run(self, items: dict, params: dict, index: int, source_info: str) -> list:
+    def run(self, requests: list) -> list:
+        """(status, kept values or error) for each (items, params, index, source_info)."""
         try:
-            self._connection.send((items, params, index, source_info))
-            status, payload = self._connection.recv()
+            self._connection.send(requests)
+            return self._connection.recv()
         except (EOFError, OSError, BrokenPipeError):
             raise RuntimeError("a penstock worker process stopped unexpectedly "
                                f"(exit code {self._process.exitcode})") from None
-        if status == "error":
-            raise payload
-        return payload
 
     def close(self) -> None:
         try:
@@ -575,12 +593,20 @@ def _serve_samples(executor: "Executor", connection) -> None:
             return
         if message is None:
             return
-        items, params, index, source_info = message
-        try:
-            connection.send(("ok", executor._compute_sample(items, params, index, source_info)))
-        except Exception as error:
-            failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
-            connection.send(("error", PipelineError(str(failure))))
+        replies = []
+        for items, params, index, source_info in message:
+            try:
+                replies.append(("ok", executor._compute_sample(items, params, index, source_info)))
+            except Exception as error:
+                failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
+                replies.append(("error", PipelineError(str(failure))))
+        connection.send(replies)
+
+
+def _record_error(job: _Job, error: BaseException) -> None:
+    with job.lock:
+        if job.error is None:
+            job.error = error
 
 
 def worker_count(num_threads: int) -> int:

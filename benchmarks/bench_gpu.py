@@ -7,6 +7,7 @@ Prints a table (images/s, ratio to DALI, peak GPU memory, CPU cores busy, JPEG e
 and writes the figures as JSON with --json.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -19,6 +20,14 @@ import torch  # noqa: E402
 
 from penstock.bench import _process_cpu_seconds, torchvision_loader  # noqa: E402
 from penstock.recipes import IMAGENET_MEAN, IMAGENET_STD, imagenet_train, imagenet_val  # noqa: E402
+
+
+MONITOR = True
+
+
+class NoMonitor:
+    peak_memory = 0
+    jpeg_utilization = float("nan")
 
 
 class DeviceMonitor:
@@ -71,7 +80,7 @@ def measure(name, kind, make_batches, count, warmup=3):
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     images = 0
-    with DeviceMonitor() as monitor:
+    with (DeviceMonitor() if MONITOR else contextlib.nullcontext(NoMonitor())) as monitor:
         cpu_before, started = _process_cpu_seconds(), time.perf_counter()
         for _ in range(count):
             tensor = next(batches)
@@ -92,9 +101,10 @@ def measure(name, kind, make_batches, count, warmup=3):
 STAGES = {}
 
 
-def penstock_batches(kind, data, batch_size, threads):
+def penstock_batches(kind, data, batch_size, threads, worker_processes=False):
     factory = imagenet_train if kind == "train" else imagenet_val
-    pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7,
+                   worker_processes=worker_processes)
     pipe.build()
     batches = 0
     try:
@@ -216,11 +226,17 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
+    parser.add_argument("--no-monitor", action="store_true", help="no NVML sampling (it slows nvImageCodec's decode)")
     args = parser.parse_args()
+    global MONITOR
+    MONITOR = not args.no_monitor
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
     report_profile = profile_gpu_stage(args.profile) if args.profile else None
-    runners = {"penstock": ("penstock (mixed + GPU)", penstock_batches), "dali": ("NVIDIA DALI", dali_batches),
+    runners = {"penstock": ("penstock (mixed + GPU)", penstock_batches),
+               "penstock-processes": ("penstock (mixed + GPU), worker processes",
+                                      lambda *a: penstock_batches(*a, worker_processes=True)),
+               "dali": ("NVIDIA DALI", dali_batches),
                "torchvision-nvjpeg": ("torchvision nvJPEG + GPU transforms", torchvision_nvjpeg_batches),
                "dataloader": ("torchvision DataLoader (PIL)", dataloader_batches)}
     results = []

@@ -134,7 +134,15 @@ class Executor:
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         # worker processes: only for CPU pipelines (GPU preparation holds objects that cannot cross)
-        self._use_processes = worker_processes and not self._gpu_steps
+        # worker processes: for CPU pipelines, and GPU pipelines whose GPU stage prepares nothing on the
+        # CPU or prepares portable data (plain arrays that can cross to this process)
+        self._use_processes = worker_processes and all(
+            getattr(step.impl, "portable", None) is not None or not self._prepared_on_cpu(step)
+            for step in self._gpu_steps)
+        if self._use_processes:
+            for step in self._gpu_steps:
+                if hasattr(step.impl, "portable"):
+                    step.impl.portable = True
         count = max(1, num_threads) if self._use_processes else worker_count(num_threads)
         self._links: list | None = None
         self._workers = [threading.Thread(target=self._work, args=(i,), name=f"penstock-worker-{i}", daemon=True)

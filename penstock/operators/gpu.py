@@ -118,19 +118,28 @@ class MixedDecoder(BatchOperator):
     def engines(self) -> list[str]:
         return self._engine.backends if self._engine is not None else ["CPU threads"]
 
+    portable = False  # set by the executor when prepare() runs in worker processes
+
     def prepare(self, inputs, args, sample):
         if self._nvimgcodec is None:  # GPU_ON_CPU: the CPU decoder stands in for the GPU engines
             return self._windows.run(inputs, args, sample)
-        from penstock.kernels import nvimgcodec_decode
+        from penstock.kernels import image_codecs, nvimgcodec_decode
         data = inputs[0]
+        if self.portable:  # in a worker process: plain data only; the GPU stage parses the stream
+            height, width = image_codecs.image_size(data)
+            return data, self._clipped_window(height, width, inputs, args, sample)
         stream, height, width = nvimgcodec_decode.parse(self._nvimgcodec, data)
+        return nvimgcodec_decode.prepare(self._nvimgcodec, stream, data,
+                                         self._clipped_window(height, width, inputs, args, sample))
+
+    def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)
         if window is not None:
             self._windows._check_window(window, height, width)
             top, left, crop_height, crop_width = window
             top, left = max(top, 0), max(left, 0)
             window = (top, left, min(crop_height, height - top), min(crop_width, width - left))
-        return nvimgcodec_decode.prepare(self._nvimgcodec, stream, data, window)
+        return window
 
     def run_batch(self, inputs, args, batch):
         import torch
@@ -144,6 +153,10 @@ class MixedDecoder(BatchOperator):
                                            self.args["hw_decoder_load"], self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
         from penstock.kernels.image_plan import ImagePlan
+        if self.portable:
+            from penstock.kernels import nvimgcodec_decode
+            prepared = [nvimgcodec_decode.prepare(self._nvimgcodec, nvimgcodec_decode.parse(self._nvimgcodec, data)[0],
+                                                  data, window) for data, window in prepared]
         with batch.exclusive():
             decoded = self._engine.decode(prepared, batch.stream, describe)
         return ImagePlan.of(decoded)

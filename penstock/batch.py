@@ -11,6 +11,13 @@ from typing import Sequence
 import numpy as np
 
 
+def not_dense_error(shapes: set) -> ValueError:
+    listed = ", ".join(str(shape) for shape in sorted(shapes)[:4])
+    return ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes "
+                      f"({listed}{', ...' if len(shapes) > 4 else ''}); resize or crop to one size, or "
+                      "read the samples one by one with .at(i)")
+
+
 class Batch:
     """A batch of samples on the CPU, as ``pipe.run()`` returns it."""
 
@@ -56,10 +63,7 @@ class Batch:
             return self._dense
         shapes = {sample.shape for sample in self._samples}
         if len(shapes) > 1:
-            listed = ", ".join(str(shape) for shape in sorted(shapes)[:4])
-            raise ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes "
-                             f"({listed}{', ...' if len(shapes) > 4 else ''}); resize or crop to one "
-                             "size, or read the samples one by one with .at(i)")
+            raise not_dense_error(shapes)
         if not self._samples:
             raise ValueError("the batch is empty, so it has no array shape")
         self._dense = np.stack(self._samples)
@@ -137,9 +141,10 @@ class GpuBatch:
         """The batch as one [N, ...] tensor on the GPU: without a copy when it was produced dense."""
         if self._dense is None:
             shapes = {tuple(sample.shape) for sample in self._samples}
-            if len(shapes) != 1:
-                raise ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes; "
-                                 "resize or crop to one size, or read the samples one by one with .at(i)")
+            if len(shapes) > 1:
+                raise not_dense_error(shapes)
+            if not shapes:
+                raise ValueError("the batch is empty, so it has no tensor shape")
             import torch
             self._dense = torch.stack([self._sync(s) for s in self._samples])
         return self._sync(self._dense)

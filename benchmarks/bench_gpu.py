@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from penstock.bench import _process_cpu_seconds, torchvision_loader  # noqa: E402
+from penstock.bench import _process_cpu_seconds, descendant_pids, torchvision_loader  # noqa: E402
 from penstock.recipes import IMAGENET_MEAN, IMAGENET_STD, imagenet_train, imagenet_val  # noqa: E402
 
 
@@ -81,13 +81,14 @@ def measure(name, kind, make_batches, count, warmup=3):
     torch.cuda.reset_peak_memory_stats()
     images = 0
     with (DeviceMonitor() if MONITOR else contextlib.nullcontext(NoMonitor())) as monitor:
-        cpu_before, started = _process_cpu_seconds(), time.perf_counter()
+        workers = descendant_pids()  # worker processes count as CPU used (DataLoader's, penstock's)
+        cpu_before, started = _process_cpu_seconds(workers), time.perf_counter()
         for _ in range(count):
             tensor = next(batches)
             images += tensor.shape[0]
         torch.cuda.synchronize()
         seconds = time.perf_counter() - started
-        cpu = _process_cpu_seconds() - cpu_before
+        cpu = _process_cpu_seconds(workers) - cpu_before
     batches.close()
     result = {"name": name, "pipeline": kind, "images_per_second": images / seconds, "images": images,
               "seconds": seconds, "cpu_cores": cpu / seconds, "peak_gpu_memory_gib": monitor.peak_memory / 2**30,
@@ -101,10 +102,13 @@ def measure(name, kind, make_batches, count, warmup=3):
 STAGES = {}
 
 
+HW_DECODER_LOAD = 0.65
+
+
 def penstock_batches(kind, data, batch_size, threads, worker_processes=False):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7,
-                   worker_processes=worker_processes)
+                   worker_processes=worker_processes, hw_decoder_load=HW_DECODER_LOAD)
     pipe.build()
     batches = 0
     try:
@@ -226,10 +230,13 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
+    parser.add_argument("--hw-decoder-load", type=float, default=0.65,
+                        help="penstock's share of each batch for the GPU decoder (the CPU workers decode the rest)")
     parser.add_argument("--no-monitor", action="store_true", help="no NVML sampling (it slows nvImageCodec's decode)")
     args = parser.parse_args()
-    global MONITOR
+    global MONITOR, HW_DECODER_LOAD
     MONITOR = not args.no_monitor
+    HW_DECODER_LOAD = args.hw_decoder_load
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
     report_profile = profile_gpu_stage(args.profile) if args.profile else None

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from penstock import fn, pipeline_def
+from penstock.executor import shared_ring
 from penstock.plugin.pytorch import ClassificationIterator, LastBatchPolicy
 from penstock.recipes import imagenet_train, imagenet_val
 
@@ -37,9 +38,13 @@ def outputs(factory, data_dir, device, **kwargs):
 def main():
     data_dir = sys.argv[1]
     report = {}
+    shared_ring.SMALLEST = 0  # the test images are small: let every one travel through the rings
     for name, factory, kwargs in (("train", imagenet_train, {"crop": 24}), ("val", imagenet_val, {"crop": 24, "size": 28}),
-                                  ("moved", moved_to_gpu, {})):
-        cpu, gpu = outputs(factory, data_dir, "cpu", **kwargs), outputs(factory, data_dir, "gpu", **kwargs)
+                                  ("moved", moved_to_gpu, {}),
+                                  ("train_processes", imagenet_train, {"crop": 24, "worker_processes": True}),
+                                  ("val_processes", imagenet_val, {"crop": 24, "size": 28, "worker_processes": True})):
+        cpu_kwargs = {key: value for key, value in kwargs.items() if key != "worker_processes"}
+        cpu, gpu = outputs(factory, data_dir, "cpu", **cpu_kwargs), outputs(factory, data_dir, "gpu", **kwargs)
         differences = np.concatenate([np.abs(a[0] - b[0]).ravel() for a, b in zip(cpu, gpu)])
         report[name] = {"batches": [len(cpu), len(gpu)], "shapes_equal": all(a[0].shape == b[0].shape for a, b in zip(cpu, gpu)),
                         "labels_equal": all(np.array_equal(a[1], b[1]) for a, b in zip(cpu, gpu)),

@@ -42,3 +42,20 @@ def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
         pipe.run()
     pipe.close()
     assert not [p for p in multiprocessing.active_children() if p.name == "penstock-worker-process"]
+
+
+def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
+    from penstock.executor.shared_ring import RingRef, SharedRing
+
+    ring = SharedRing(size=1 << 16)
+    image = np.arange(20_000, dtype=np.uint8)
+    sent = [ring.put((image + i, (1, 2, 3, 4))) for i in range(3)]
+    assert all(isinstance(value[0], RingRef) and value[1] == (1, 2, 3, 4) for value in sent)
+    for i, value in enumerate(sent):
+        assert np.array_equal(ring.get(value)[0], image + i)
+    assert isinstance(ring.put(image), np.ndarray)  # no room left: the array travels as itself
+    ring.release(max(SharedRing.end_of(value) for value in sent))
+    wrapped = ring.put(image.reshape(100, 200))
+    assert isinstance(wrapped, RingRef) and wrapped.start == 1 << 16  # skipped the tail, at the start again
+    assert np.array_equal(ring.get(wrapped), image.reshape(100, 200))
+    assert ring.put(np.zeros(10, np.uint8)).shape == (10,)  # small arrays are not worth a reference

@@ -6,6 +6,7 @@ import collections
 import contextlib
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import queue
 import signal
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from penstock.batch import Batch, GpuBatch
+from penstock.executor.shared_ring import SharedRing
 from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SourceOperator
 
 _POLL_SECONDS = 0.1
@@ -67,6 +69,7 @@ class _Job:
     buffers: list = field(default_factory=list)  # per kept value: dense buffer or None
     ragged: list = field(default_factory=list)
     gpu_outputs: dict = field(default_factory=dict)  # output index -> GpuBatch
+    ring_ends: dict = field(default_factory=dict)  # worker process link -> end of this batch's data in its ring
     epoch_info: EpochInfo | None = None
     finished: Any = None  # itertools.count: how many samples the workers have finished
     error: BaseException | None = None
@@ -143,10 +146,20 @@ class Executor:
             for step in self._gpu_steps:
                 if hasattr(step.impl, "portable"):
                     step.impl.portable = True
-        count = max(1, num_threads) if self._use_processes else worker_count(num_threads)
         self._links: list | None = None
-        self._workers = [threading.Thread(target=self._work, args=(i,), name=f"penstock-worker-{i}", daemon=True)
-                         for i in range(count)]
+        self._ring_slots: set[int] = set()
+        if self._use_processes:
+            # one thread hands samples to the processes and collects their results: every further
+            # Python thread here would compete with the GPU stage for the interpreter lock
+            self._process_count = max(1, num_threads)
+            # the GPU stage's per-sample inputs (encoded images, CPU-decoded pixels) come back through
+            # shared memory, read in place, and are released once the batch's GPU stage has run
+            self._ring_slots = {slot for (key, position), slot in self._kept.items() if position == PREPARED}
+            self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples are queued
+            self._workers = [threading.Thread(target=self._dispatch, name="penstock-dispatcher", daemon=True)]
+        else:
+            self._workers = [threading.Thread(target=self._work, args=(i,), name=f"penstock-worker-{i}", daemon=True)
+                             for i in range(worker_count(num_threads))]
         self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
         self._gpu_thread = threading.Thread(target=self._gpu_loop, name="penstock-gpu", daemon=True) \
             if self._gpu_steps else None
@@ -159,7 +172,7 @@ class Executor:
             return
         self._started = True
         if self._use_processes:  # forked before this executor's threads exist
-            self._links = [ProcessLink(self) for _ in self._workers]
+            self._links = [ProcessLink(self) for _ in range(self._process_count)]
         for worker in self._workers:
             worker.start()
         self._resume.set()
@@ -220,6 +233,8 @@ class Executor:
             source.shutdown()
         for _ in self._workers:
             self._tasks.put(None)
+        if self._links is not None:
+            self._doorbell[1].send_bytes(b"")
         current = threading.current_thread()
         for thread in (*self._workers, self._producer, self._gpu_thread):
             if thread is not None and thread.is_alive() and thread is not current:
@@ -288,6 +303,8 @@ class Executor:
             self._in_flight.put(job)
             for index in range(job.size):
                 self._tasks.put((job, index))
+            if self._links is not None:
+                self._doorbell[1].send_bytes(b"")
 
     def _prepare(self, job: _Job) -> None:
         size = None
@@ -314,54 +331,103 @@ class Executor:
     # ---- workers ---------------------------------------------------------------------------
     def _work(self, worker: int) -> None:
         while True:
-            tasks = self._take_tasks()
+            task = self._tasks.get()
+            if task is None:  # shut down
+                return
             if not self._quiet.is_set():  # checked first: Event.wait takes a lock every worker shares
                 self._quiet.wait()
-            live = [task for task in tasks if task is not None]
-            runnable = [(job, index) for job, index in live if job.error is None and not self._stopping.is_set()]
-            if runnable:
-                self._run_samples(runnable, worker)
-            for job, _ in live:
-                # next() on a count is atomic in CPython: no lock (and no GIL hand-off) per sample
-                if next(job.finished) == job.size - 1:
-                    job.done.set()
-            if len(live) < len(tasks):  # a None: shut down
-                return
+            job, index = task
+            if job.error is None and not self._stopping.is_set():
+                try:
+                    kept = self._compute_sample(*self._request(job, index), job)
+                except BaseException as error:
+                    _record_error(job, error)
+                else:
+                    for slot, value in enumerate(kept):
+                        job.values[slot][index] = value
+            self._finish([task])
 
-    def _take_tasks(self) -> list:
-        """The next task, and in process mode up to PROCESS_CHUNK - 1 more that are already waiting:
-        one message to a worker process carries them all, which saves hand-offs in this process."""
-        tasks = [self._tasks.get()]
-        while self._links is not None and tasks[-1] is not None and len(tasks) < PROCESS_CHUNK:
+    def _request(self, job: _Job, index: int) -> tuple:
+        """What computing one sample needs: (source items, random draws, index, source info)."""
+        source_info = job.source_infos[index] if job.source_infos else ""
+        items = {key: job.source_items[key][index] for key, _, _ in self._sources}
+        params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
+        return items, params, index, source_info
+
+    # ---- worker processes --------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        """Hands queued samples to idle worker processes, up to PROCESS_CHUNK per message (one
+        message carries several samples, which saves hand-offs here), and stores their results."""
+        idle = list(self._links)
+        busy: dict = {}  # connection -> (link, tasks)
+        doorbell = self._doorbell[0]
+        closing = False
+        while not self._stopping.is_set():
+            while idle and not closing:
+                tasks = self._waiting_tasks(max(1, min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))))
+                if tasks and tasks[-1] is None:
+                    closing = True
+                    tasks.pop()
+                tasks = [(job, index) for job, index in tasks if not self._skip(job)]
+                if not tasks:
+                    break
+                link = idle.pop()
+                try:
+                    link.send([self._request(job, index) for job, index in tasks])
+                except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
+                    self._finish(tasks, error)
+                    continue
+                busy[link.connection] = (link, tasks)
+            if closing and not busy:
+                return
+            for connection in multiprocessing.connection.wait([doorbell, *busy], timeout=_POLL_SECONDS):
+                if connection is doorbell:
+                    doorbell.recv_bytes()
+                    continue
+                link, tasks = busy.pop(connection)
+                try:
+                    replies = link.receive()
+                except RuntimeError as error:
+                    self._finish(tasks, error)
+                    continue
+                ring = link.ring
+                for (job, index), (status, payload) in zip(tasks, replies):
+                    if status == "error":
+                        _record_error(job, payload)
+                        continue
+                    for slot, value in enumerate(payload):
+                        if slot in self._ring_slots:
+                            job.ring_ends[link] = max(job.ring_ends.get(link, 0), ring.end_of(value))
+                            value = ring.get(value)
+                        if job.error is None:
+                            job.values[slot][index] = self._store(job, slot, index, value)
+                self._finish(tasks)
+                idle.append(link)
+
+    def _waiting_tasks(self, count: int) -> list:
+        """Up to ``count`` queued tasks, without waiting; a None (shut down) ends the list."""
+        tasks = []
+        while len(tasks) < count and (not tasks or tasks[-1] is not None):
             try:
                 tasks.append(self._tasks.get_nowait())
             except queue.Empty:
                 break
         return tasks
 
-    def _run_samples(self, tasks: list, worker: int) -> None:
-        requests = []
-        for job, index in tasks:
-            source_info = job.source_infos[index] if job.source_infos else ""
-            items = {key: job.source_items[key][index] for key, _, _ in self._sources}
-            params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
-            requests.append((items, params, index, source_info))
-        if self._links is None:
-            for (job, index), request in zip(tasks, requests):
-                try:
-                    kept = self._compute_sample(*request, job)
-                except BaseException as error:
-                    _record_error(job, error)
-                    continue
-                for slot, value in enumerate(kept):
-                    job.values[slot][index] = value
-            return
-        for (job, index), (status, payload) in zip(tasks, self._links[worker].run(requests)):
-            if status == "error":
-                _record_error(job, payload)
-                continue
-            for slot, value in enumerate(payload):
-                job.values[slot][index] = self._store(job, slot, index, value)
+    def _skip(self, job: _Job) -> bool:
+        """Whether a task's batch already failed (its other samples are not computed)."""
+        if job.error is None and not self._stopping.is_set():
+            return False
+        self._finish([(job, None)])
+        return True
+
+    @staticmethod
+    def _finish(tasks: list, error: BaseException | None = None) -> None:
+        for job, _ in tasks:
+            if error is not None:
+                _record_error(job, error)
+            if next(job.finished) == job.size - 1:
+                job.done.set()
 
     def _store(self, job: _Job, slot: int, index: int, value):
         """A value computed in a worker process: copied into its output's batch buffer when dense."""
@@ -499,6 +565,8 @@ class Executor:
                         self._run_gpu(job, stream)
                 except BaseException as error:  # surfaces in the consumer's thread
                     job.error = error
+            for link, end in job.ring_ends.items():  # the GPU stage has read this batch's inputs
+                link.ring.release(end)
             self._ready.put(job)
 
     @contextlib.contextmanager
@@ -562,7 +630,8 @@ class ProcessLink:
     def __init__(self, executor: "Executor"):
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve_samples, args=(executor, child), daemon=True,
+        self.ring = SharedRing() if executor._ring_slots else None
+        self._process = context.Process(target=_serve_samples, args=(executor, child, self.ring), daemon=True,
                                         name="penstock-worker-process")
         with warnings.catch_warnings():
             # Python 3.12 warns about forking a process that has threads; the child only runs
@@ -571,14 +640,27 @@ class ProcessLink:
             self._process.start()
         child.close()
 
-    def run(self, requests: list) -> list:
-        """(status, kept values or error) for each (items, params, index, source_info)."""
+    @property
+    def connection(self):
+        return self._connection
+
+    def send(self, requests: list) -> None:
+        """Asks for (items, params, index, source_info) samples; receive() gets the results."""
         try:
             self._connection.send(requests)
+        except (OSError, BrokenPipeError):
+            raise self._stopped() from None
+
+    def receive(self) -> list:
+        """(status, kept values or error) for each sample of the last send()."""
+        try:
             return self._connection.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            raise RuntimeError("a penstock worker process stopped unexpectedly "
-                               f"(exit code {self._process.exitcode})") from None
+        except (EOFError, OSError):
+            raise self._stopped() from None
+
+    def _stopped(self) -> RuntimeError:
+        self._process.join(timeout=1)
+        return RuntimeError(f"a penstock worker process stopped unexpectedly (exit code {self._process.exitcode})")
 
     def close(self) -> None:
         try:
@@ -592,7 +674,7 @@ class ProcessLink:
         self._connection.close()
 
 
-def _serve_samples(executor: "Executor", connection) -> None:
+def _serve_samples(executor: "Executor", connection, ring: SharedRing) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     while True:
         try:
@@ -604,7 +686,10 @@ def _serve_samples(executor: "Executor", connection) -> None:
         replies = []
         for items, params, index, source_info in message:
             try:
-                replies.append(("ok", executor._compute_sample(items, params, index, source_info)))
+                kept = executor._compute_sample(items, params, index, source_info)
+                for slot in executor._ring_slots:
+                    kept[slot] = ring.put(kept[slot])
+                replies.append(("ok", kept))
             except Exception as error:
                 failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
                 replies.append(("error", PipelineError(str(failure))))

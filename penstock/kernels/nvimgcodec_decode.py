@@ -1,6 +1,6 @@
 """GPU image decoding through nvImageCodec: JPEG on the GPU's hardware decoding engines (A100,
-H100, H200 class) for ``hw_decoder_load`` of each batch and on CUDA cores (Huffman on CPU threads)
-for the rest; a window per image decodes only that region. Images nvImageCodec cannot decode on the
+H100, H200 class), or on CUDA cores (Huffman on CPU threads) where there are none or they refuse an
+image; a window per image decodes only that region. Images nvImageCodec cannot decode on the
 GPU (GIF, and whatever its GPU codecs reject) are decoded on the CPU and uploaded.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import torch
 
 from penstock.kernels import image_codecs
 from penstock.kernels.device_image import DeviceImage
+from penstock.kernels.pinned import PinnedStaging, upload_arrays
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
@@ -29,16 +30,14 @@ def import_nvimgcodec():
 class GpuImageDecoder:
     """One nvImageCodec decoder for one pipeline; call from one thread."""
 
-    def __init__(self, device_id: int, cpu_threads: int, hw_decoder_load: float, output_type: DALIImageType):
+    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType):
         nvimgcodec = import_nvimgcodec()
         self._nvimgcodec = nvimgcodec
         kinds = nvimgcodec.BackendKind
-        backends = []
-        if hw_decoder_load > 0:
-            backends.append(nvimgcodec.Backend(kinds.HW_GPU_ONLY, load_hint=float(hw_decoder_load)))
-        # CUDA-core decoding: nvJPEG's hybrid path (Huffman on CPU threads, the rest on the GPU)
-        backends.append(nvimgcodec.Backend(kinds.HYBRID_CPU_GPU, load_hint=1.0))
-        self.backends = ["hardware JPEG engines"] * (hw_decoder_load > 0) + ["CUDA cores (hybrid)"]
+        # the hardware engines take every image they can; nvJPEG's hybrid path (Huffman on CPU
+        # threads, the rest on CUDA cores) takes what they cannot, and every image on GPUs without them
+        backends = [nvimgcodec.Backend(kinds.HW_GPU_ONLY, load_hint=1.0),
+                    nvimgcodec.Backend(kinds.HYBRID_CPU_GPU, load_hint=1.0)]
         self._decoder = nvimgcodec.Decoder(device_id=device_id, max_num_cpu_threads=max(1, cpu_threads),
                                            backends=backends)
         sample_format = {DALIImageType.BGR: nvimgcodec.SampleFormat.I_BGR,
@@ -49,14 +48,18 @@ class GpuImageDecoder:
                                                allow_any_depth=False, sample_format=sample_format)
         self._output_type = output_type
         self.device = torch.device("cuda", device_id)
+        self._staging = PinnedStaging()
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.seconds = {"batch decode call": 0.0, "describing the results": 0.0}
 
-    def decode(self, prepared: list["PreparedImage"], cuda_stream, describe=lambda index: f"sample {index}") -> list:
-        """HWC uint8 images on the GPU (DeviceImage, or tensors for CPU-decoded ones), one per
-        prepared image (its window when it has one)."""
-        on_gpu = [(index, item.stream) for index, item in enumerate(prepared) if item.stream is not None]
+    def decode(self, prepared: list, cuda_stream, describe=lambda index: f"sample {index}") -> list:
+        """HWC uint8 images on the GPU (DeviceImage or tensor), one per item of ``prepared``: a
+        PreparedImage is decoded here (its window when it has one), on the GPU when its format
+        allows, else on the CPU and uploaded; an array is an image already decoded on the CPU, and
+        is uploaded. Uploads share one copy through pinned memory."""
+        on_gpu = [(index, item.stream) for index, item in enumerate(prepared)
+                  if isinstance(item, PreparedImage) and item.stream is not None]
         results: list = [None] * len(prepared)
         if on_gpu:
             started = time.perf_counter()
@@ -66,23 +69,31 @@ class GpuImageDecoder:
             for (index, _), image in zip(on_gpu, images):
                 if image is not None:
                     results[index] = DeviceImage(image, self.device)
-                    self.decoded_on_gpu += 1
+            self.decoded_on_gpu += sum(result is not None for result in results)
             self.seconds["batch decode call"] += decoded - started
             self.seconds["describing the results"] += time.perf_counter() - decoded
-        for index, tensor in enumerate(results):
-            if tensor is None:  # the GPU codecs could not take it: decode on the CPU and upload
-                item = prepared[index]
-                try:
-                    image = image_codecs.decode(item.data, self._output_type)
-                except image_codecs.DecodeError as error:
-                    raise image_codecs.DecodeError(f"{describe(index)}: {error}") from None
-                if item.window is not None:
-                    top, left, height, width = item.window
-                    image = image[top:top + height, left:left + width]
-                with torch.cuda.stream(cuda_stream):
-                    results[index] = torch.from_numpy(np.ascontiguousarray(image)).pin_memory().to(
-                        self.device, non_blocking=True)
-                self.decoded_on_cpu += 1
+        uploads = {}
+        for index, (item, result) in enumerate(zip(prepared, results)):
+            if result is not None:
+                continue
+            if isinstance(item, np.ndarray):
+                uploads[index] = item
+                continue
+            # the GPU codecs could not take it: decode on the CPU
+            try:
+                image = image_codecs.decode(item.data, self._output_type)
+            except image_codecs.DecodeError as error:
+                raise image_codecs.DecodeError(f"{describe(index)}: {error}") from None
+            if item.window is not None:
+                top, left, height, width = item.window
+                image = image[top:top + height, left:left + width]
+            uploads[index] = image
+        if uploads:
+            with torch.cuda.stream(cuda_stream):
+                tensors = upload_arrays(self._staging, self.device, list(uploads.values()))
+            for index, tensor in zip(uploads, tensors):
+                results[index] = tensor
+            self.decoded_on_cpu += len(uploads)
         return results
 
 

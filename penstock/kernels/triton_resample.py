@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from penstock.kernels.pinned import PinnedStaging, upload_arrays
+
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
 FILTER_RADIUS = {FILTER_NEAREST: 0.5, FILTER_LINEAR: 1.0, FILTER_CUBIC: 2.0, FILTER_LANCZOS3: 3.0}
 
@@ -167,46 +169,13 @@ def resample_kernel(
         tl.store(address, value.to(out_base.dtype.element_ty), mask=active)
 
 
-class _PinnedStaging:
-    """A small ring of pinned host buffers for the kernel's tables, reused from launch to launch:
-    allocating pinned memory (cudaHostAlloc) each time would stall the device."""
-
-    SLOTS = 4
-
-    def __init__(self):
-        self._slots = [None] * self.SLOTS  # (pinned uint8 buffer, event after its copy)
-        self._next = 0
-
-    def upload(self, device, *tables):
-        slot = self._next
-        self._next = (slot + 1) % self.SLOTS
-        total = sum(-(-table.nbytes // 8) * 8 for table in tables)
-        buffer, event = self._slots[slot] or (None, None)
-        if event is not None:
-            event.synchronize()  # the copy that last read this buffer (long done, in practice)
-        if buffer is None or buffer.numel() < total:
-            buffer = torch.empty(max(total, 1 << 16), dtype=torch.uint8, pin_memory=True)
-        host, offset = buffer.numpy(), 0
-        moved = []
-        for table in tables:
-            host[offset:offset + table.nbytes] = table.reshape(-1).view(np.uint8)
-            staged = buffer[offset:offset + table.nbytes].view(_TORCH_DTYPES[table.dtype]).view(table.shape)
-            moved.append(staged.to(device, non_blocking=True))
-            offset += -(-table.nbytes // 8) * 8
-        event = torch.cuda.Event()
-        event.record()
-        self._slots[slot] = (buffer, event)
-        return moved
-
-
-_TORCH_DTYPES = {np.dtype(np.int64): torch.int64, np.dtype(np.float64): torch.float64}
 _local = threading.local()
 
 
-def _staging() -> _PinnedStaging:
+def _staging() -> PinnedStaging:
     staging = getattr(_local, "staging", None)
     if staging is None:
-        staging = _local.staging = _PinnedStaging()
+        staging = _local.staging = PinnedStaging()
     return staging
 
 
@@ -278,7 +247,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     reals[:, 4 + channels:4 + 2 * channels] = plan.addends
     reals[:, 4 + 2 * channels:] = plan.fills
     if device.type == "cuda":
-        integers, reals = _staging().upload(device, integers, reals)
+        integers, reals = upload_arrays(_staging(), device, [integers, reals])
     else:
         integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
     rounding = not plan.out_dtype.is_floating_point

@@ -75,29 +75,29 @@ def _filter_id(interp: types.DALIInterpType) -> int:
 
 
 class ToGpu(BatchOperator):
-    """CPU samples to the GPU through pinned staging memory: one copy for a dense batch."""
+    """CPU samples to the GPU: one copy through pinned staging memory for the whole batch."""
+
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._staging = None
 
     def run_batch(self, inputs, args, batch):
-        import torch
+        from penstock.kernels.pinned import PinnedStaging, upload_arrays
         samples = [np.ascontiguousarray(sample) for sample in inputs[0]]
         if not samples:
             return []
-        pin = batch.device.type == "cuda"
+        if self._staging is None:
+            self._staging = PinnedStaging()
         if len({(s.shape, s.dtype) for s in samples}) == 1:
-            staged = torch.from_numpy(np.stack(samples))
-            staged = staged.pin_memory() if pin else staged
-            return list(staged.to(batch.device, non_blocking=True))
-        moved = []
-        for sample in samples:
-            staged = torch.from_numpy(sample)
-            moved.append((staged.pin_memory() if pin else staged).to(batch.device, non_blocking=True))
-        return moved
+            return list(upload_arrays(self._staging, batch.device, [np.stack(samples)])[0])
+        return upload_arrays(self._staging, batch.device, samples)
 
 
 class MixedDecoder(BatchOperator):
-    """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
-    fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
-    windows for the same seed); the GPU stage then decodes the whole batch in one call."""
+    """Decodes on the GPU and the CPU at once. The CPU workers parse each header and choose its
+    window (random crop, fixed crop, slice: the CPU decoder of the same name decides, so both devices
+    choose the same windows for the same seed); ``hw_decoder_load`` of the samples are then decoded
+    by the GPU in one call, and the CPU workers decode the rest (their windows only) beside it."""
 
     cpu_class = None
     prepares_on_cpu = True
@@ -116,13 +116,27 @@ class MixedDecoder(BatchOperator):
 
     @property
     def engines(self) -> list[str]:
-        return self._engine.backends if self._engine is not None else ["CPU threads"]
+        if self._engine is None:
+            return ["CPU threads"]
+        engines = []
+        if self._engine.decoded_on_gpu:
+            engines.append("GPU (hardware JPEG engines, CUDA cores where there are none)")
+        if self._engine.decoded_on_cpu:
+            engines.append(f"CPU workers ({100 - round(100 * self.args['hw_decoder_load'])}% of the images)")
+        return engines
 
     portable = False  # set by the executor when prepare() runs in worker processes
 
+    def decodes_on_cpu(self, index: int) -> bool:
+        """Whether the CPU workers decode the sample at this batch position: the samples left to them
+        are spread evenly over the batch, so that every worker gets its share."""
+        cpu_share = 1.0 - self.args["hw_decoder_load"]
+        return int((index + 1) * cpu_share + 1e-9) > int(index * cpu_share + 1e-9)
+
     def prepare(self, inputs, args, sample):
-        if self._nvimgcodec is None:  # GPU_ON_CPU: the CPU decoder stands in for the GPU engines
-            return self._windows.run(inputs, args, sample)
+        if self._nvimgcodec is None or self.decodes_on_cpu(sample.index):
+            # decoded here, on the CPU (and so is every sample when the GPU is emulated on the CPU)
+            return np.asarray(self._windows.run(inputs, args, sample))
         from penstock.kernels import image_codecs, nvimgcodec_decode
         data = inputs[0]
         if self.portable:  # in a worker process: plain data only; the GPU stage parses the stream
@@ -143,20 +157,23 @@ class MixedDecoder(BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         import torch
+        from penstock.kernels.image_plan import ImagePlan
         prepared = inputs[0]
         if self._nvimgcodec is None:
-            from penstock.kernels.image_plan import ImagePlan
             return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
         if self._engine is None:
             from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
             self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
-                                           self.args["hw_decoder_load"], self.args["output_type"])
+                                           self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
-        from penstock.kernels.image_plan import ImagePlan
         if self.portable:
             from penstock.kernels import nvimgcodec_decode
-            prepared = [nvimgcodec_decode.prepare(self._nvimgcodec, nvimgcodec_decode.parse(self._nvimgcodec, data)[0],
-                                                  data, window) for data, window in prepared]
+            nvimgcodec = self._nvimgcodec
+            prepared = [item if isinstance(item, np.ndarray) else
+                        nvimgcodec_decode.prepare(nvimgcodec, nvimgcodec_decode.parse(nvimgcodec, item[0])[0], *item)
+                        for item in prepared]
+            # the CPU stage runs in other processes: nothing here competes with the decode call
+            return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
         with batch.exclusive():
             decoded = self._engine.decode(prepared, batch.stream, describe)
         return ImagePlan.of(decoded)

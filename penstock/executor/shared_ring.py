@@ -1,0 +1,84 @@
+"""Large arrays from a worker process to its parent without pickling them through a pipe.
+
+Each worker process has a ring of shared memory (mapped before the fork, so both sides see it).
+The process writes an array at its next free position and sends only a ``RingRef``; the parent
+reads the array in place and, once it has used every array of a batch, releases the ring up to
+the end of that batch's arrays (batches finish in order, so releases only move forward). When the
+ring has no room (the parent is slow to release), the process sends the array through the pipe
+instead: the ring never blocks either side.
+"""
+from __future__ import annotations
+
+import mmap
+from dataclasses import dataclass
+
+import numpy as np
+
+RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
+SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
+
+
+@dataclass(frozen=True)
+class RingRef:
+    start: int  # position (bytes since the ring was made, not wrapped)
+    shape: tuple
+    dtype: str
+
+
+class SharedRing:
+    def __init__(self, size: int = RING_BYTES):
+        self._size = size
+        self._memory = mmap.mmap(-1, size)
+        self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
+        self._written = 0  # child side: the next position to write
+
+    # ---- worker process side ------------------------------------------------------------------
+    def put(self, value):
+        """A RingRef for an array written into the ring, or the value itself when it is small, not
+        an array, or there is no room; tuples and lists are converted element by element."""
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.put(item) for item in value)
+        if not isinstance(value, np.ndarray) or value.nbytes < SMALLEST or value.dtype.hasobject:
+            return value
+        size = value.nbytes
+        start = self._written
+        offset = start % self._size
+        if offset + size > self._size:  # no wrapping inside an array: skip to the ring's start
+            start += self._size - offset
+            offset = 0
+        if start + size - int(self._released[0]) > self._size:
+            return value
+        np.frombuffer(self._memory, np.uint8, size, offset)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+        self._written = start + size
+        return RingRef(start, value.shape, value.dtype.str)
+
+    # ---- parent side ----------------------------------------------------------------------------
+    def get(self, value):
+        """The value with its RingRefs replaced by arrays read in place (valid until released)."""
+        if isinstance(value, RingRef):
+            dtype = np.dtype(value.dtype)
+            count = int(np.prod(value.shape, dtype=np.int64))
+            array = np.frombuffer(self._memory, dtype, count, value.start % self._size).reshape(value.shape)
+            array.flags.writeable = False
+            return array
+        if isinstance(value, (tuple, list)):
+            return type(value)(self.get(item) for item in value)
+        return value
+
+    @staticmethod
+    def end_of(value) -> int:
+        """The ring position after the value's last array (0 when it has none)."""
+        if isinstance(value, RingRef):
+            return value.start + int(np.prod(value.shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
+        if isinstance(value, (tuple, list)):
+            return max((SharedRing.end_of(item) for item in value), default=0)
+        return 0
+
+    def release(self, end: int) -> None:
+        """Lets the process write over everything before ``end``."""
+        if end > self._released[0]:
+            self._released[0] = end
+
+    def close(self) -> None:
+        self._released = None
+        self._memory.close()

@@ -125,8 +125,6 @@ class Executor:
         self._in_flight: queue.Queue = queue.Queue()
         self._ready: queue.Queue = queue.Queue()  # after the GPU stage, when there is one
         self._gpu_pending: collections.deque = collections.deque()  # (event, inputs kept alive until it)
-        self._quiet = threading.Event()  # cleared while the GPU stage needs the interpreter to itself
-        self._quiet.set()
         self._local = threading.local()
         self._timings: list[dict] = []  # one per thread: stage -> seconds, summed by stage_seconds()
         self._timings_lock = threading.Lock()
@@ -136,16 +134,10 @@ class Executor:
         self._next_iteration = 0
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
-        # worker processes: only for CPU pipelines (GPU preparation holds objects that cannot cross)
-        # worker processes: for CPU pipelines, and GPU pipelines whose GPU stage prepares nothing on the
-        # CPU or prepares portable data (plain arrays that can cross to this process)
+        # worker processes: for CPU pipelines, and GPU pipelines whose batch operators prepare
+        # nothing on the CPU or prepare plain data that can cross to this process
         self._use_processes = worker_processes and all(
-            getattr(step.impl, "portable", None) is not None or not self._prepared_on_cpu(step)
-            for step in self._gpu_steps)
-        if self._use_processes:
-            for step in self._gpu_steps:
-                if hasattr(step.impl, "portable"):
-                    step.impl.portable = True
+            getattr(step.impl, "portable", False) or not self._prepared_on_cpu(step) for step in self._gpu_steps)
         self._links: list | None = None
         self._ring_slots: set[int] = set()
         if self._use_processes:
@@ -227,7 +219,6 @@ class Executor:
             return
         self._stopping.set()
         self._resume.set()
-        self._quiet.set()
         self._slots.release()  # wakes a producer waiting for a free slot, so that it sees the stop now
         for _, source, _ in self._sources:
             source.shutdown()
@@ -334,8 +325,6 @@ class Executor:
             task = self._tasks.get()
             if task is None:  # shut down
                 return
-            if not self._quiet.is_set():  # checked first: Event.wait takes a lock every worker shares
-                self._quiet.wait()
             job, index = task
             if job.error is None and not self._stopping.is_set():
                 try:
@@ -569,17 +558,6 @@ class Executor:
                 link.ring.release(end)
             self._ready.put(job)
 
-    @contextlib.contextmanager
-    def _exclusive(self):
-        """Holds the CPU workers between samples while the GPU stage runs a call that slows down
-        sharply when other Python threads compete for the interpreter (nvImageCodec's batch decode
-        runs about 6 times slower beside 16 busy Python threads than alone)."""
-        self._quiet.clear()
-        try:
-            yield
-        finally:
-            self._quiet.set()
-
     def _run_gpu(self, job: _Job, stream) -> None:
         """The batch operators of one batch, in graph order, queued on the stage's CUDA stream."""
         values: dict[tuple[int, int], Any] = {}
@@ -597,7 +575,7 @@ class Executor:
                               {n: v[index] for n, v in per_sample.items()}) for index in range(job.size)]
             else:
                 args = [impl.args] * job.size
-            context = BatchContext(job.params[step.key], job.source_infos, stream, self._device, self._exclusive)
+            context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
             started = time.perf_counter()
             result = _as_tuple(_call(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
             self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - started

@@ -37,7 +37,7 @@ class SharedRing:
         """A RingRef for an array written into the ring, or the value itself when it is small, not
         an array, or there is no room; tuples and lists are converted element by element."""
         if isinstance(value, (tuple, list)):
-            return type(value)(self.put(item) for item in value)
+            return _rebuilt(value, [self.put(item) for item in value])
         if not isinstance(value, np.ndarray) or value.nbytes < SMALLEST or value.dtype.hasobject:
             return value
         size = value.nbytes
@@ -62,7 +62,7 @@ class SharedRing:
             array.flags.writeable = False
             return array
         if isinstance(value, (tuple, list)):
-            return type(value)(self.get(item) for item in value)
+            return _rebuilt(value, [self.get(item) for item in value])
         return value
 
     @staticmethod
@@ -82,3 +82,9 @@ class SharedRing:
     def close(self) -> None:
         self._released = None
         self._memory.close()
+
+
+def _rebuilt(original, items: list):
+    """A tuple or list like ``original`` (the same class: named tuples and tuple subclasses too)."""
+    kind = type(original)
+    return kind(items) if kind in (tuple, list) else kind(*items)

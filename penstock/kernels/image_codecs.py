@@ -33,6 +33,10 @@ class DecodeError(ValueError):
     """The data is not a decodable image."""
 
 
+def is_jpeg(data: np.ndarray) -> bool:
+    return len(data) >= 3 and bytes(data[:3]) == b"\xff\xd8\xff"
+
+
 def image_format(data: np.ndarray) -> str:
     head = bytes(data[:16])
     if not head:

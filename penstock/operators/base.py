@@ -10,7 +10,6 @@ Two kinds of implementation:
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +117,6 @@ class BatchContext:
     source_infos: list
     stream: Any
     device: Any
-    exclusive: Any = contextlib.nullcontext  # a context in which no other pipeline thread runs Python
 
 
 class BatchOperator(Operator):

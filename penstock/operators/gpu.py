@@ -101,15 +101,12 @@ class MixedDecoder(BatchOperator):
 
     cpu_class = None
     prepares_on_cpu = True
+    portable = True  # what prepare() returns is plain data: it can come from a worker process
 
     def __init__(self, args, context):
         super().__init__(args, context)
         self._windows = self.cpu_class(args, context)
         self._engine = None
-        self._nvimgcodec = None
-        if not GPU_ON_CPU:
-            from penstock.kernels.nvimgcodec_decode import import_nvimgcodec
-            self._nvimgcodec = import_nvimgcodec()
 
     def draw(self, rng, count):
         return self._windows.draw(rng, count)
@@ -125,8 +122,6 @@ class MixedDecoder(BatchOperator):
             engines.append(f"CPU workers ({100 - round(100 * self.args['hw_decoder_load'])}% of the images)")
         return engines
 
-    portable = False  # set by the executor when prepare() runs in worker processes
-
     def decodes_on_cpu(self, index: int) -> bool:
         """Whether the CPU workers decode the sample at this batch position: the samples left to them
         are spread evenly over the batch, so that every worker gets its share."""
@@ -134,17 +129,15 @@ class MixedDecoder(BatchOperator):
         return int((index + 1) * cpu_share + 1e-9) > int(index * cpu_share + 1e-9)
 
     def prepare(self, inputs, args, sample):
-        if self._nvimgcodec is None or self.decodes_on_cpu(sample.index):
-            # decoded here, on the CPU (and so is every sample when the GPU is emulated on the CPU)
+        """On a CPU worker (thread or process): the decoded window as an array when the CPU decodes
+        this sample (and every sample when the GPU is emulated on the CPU), else an EncodedImage."""
+        if GPU_ON_CPU or self.decodes_on_cpu(sample.index):
             return np.asarray(self._windows.run(inputs, args, sample))
-        from penstock.kernels import image_codecs, nvimgcodec_decode
-        data = inputs[0]
-        if self.portable:  # in a worker process: plain data only; the GPU stage parses the stream
-            height, width = image_codecs.image_size(data)
-            return data, self._clipped_window(height, width, inputs, args, sample)
-        stream, height, width = nvimgcodec_decode.parse(self._nvimgcodec, data)
-        return nvimgcodec_decode.prepare(self._nvimgcodec, stream, data,
-                                         self._clipped_window(height, width, inputs, args, sample))
+        from penstock.kernels import image_codecs
+        from penstock.kernels.nvimgcodec_decode import EncodedImage
+        data = np.asarray(inputs[0])
+        height, width = image_codecs.image_size(data)
+        return EncodedImage(data, self._clipped_window(height, width, inputs, args, sample), height, width)
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)
@@ -159,24 +152,14 @@ class MixedDecoder(BatchOperator):
         import torch
         from penstock.kernels.image_plan import ImagePlan
         prepared = inputs[0]
-        if self._nvimgcodec is None:
+        if GPU_ON_CPU:
             return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
         if self._engine is None:
             from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
             self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
                                            self.args["output_type"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
-        if self.portable:
-            from penstock.kernels import nvimgcodec_decode
-            nvimgcodec = self._nvimgcodec
-            prepared = [item if isinstance(item, np.ndarray) else
-                        nvimgcodec_decode.prepare(nvimgcodec, nvimgcodec_decode.parse(nvimgcodec, item[0])[0], *item)
-                        for item in prepared]
-            # the CPU stage runs in other processes: nothing here competes with the decode call
-            return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
-        with batch.exclusive():
-            decoded = self._engine.decode(prepared, batch.stream, describe)
-        return ImagePlan.of(decoded)
+        return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
 
     def output_layout(self, input_layouts):
         return "HWC"
@@ -403,8 +386,8 @@ def _register_all() -> None:
     decoder_problem = problem
     if problem is None and not GPU_ON_CPU:
         try:
-            from penstock.kernels.nvimgcodec_decode import import_nvimgcodec
-            import_nvimgcodec()
+            from penstock.kernels.nvimgcodec_decode import library
+            library()
         except ImportError as error:
             decoder_problem = str(error)
     for name, cls in GPU_OPERATORS.items():

@@ -130,6 +130,7 @@ _SIGNATURES = {  # every argument a pointer (handles, structures, arrays) unless
     "nvimgcodecDecoderDestroy": [c_void_p],
     "nvimgcodecCodeStreamCreateFromHostMem": [c_void_p, c_void_p, c_void_p, c_size_t, c_void_p],
     "nvimgcodecCodeStreamDestroy": [c_void_p],
+    "nvimgcodecCodeStreamGetSubCodeStream": [c_void_p, c_void_p, c_void_p],
     "nvimgcodecImageCreate": [c_void_p, c_void_p, c_void_p],
     "nvimgcodecImageDestroy": [c_void_p],
     "nvimgcodecDecoderDecode": [c_void_p, c_void_p, c_void_p, c_int, c_void_p, c_void_p],

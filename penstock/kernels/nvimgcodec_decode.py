@@ -46,6 +46,9 @@ class EncodedImage(tuple):
     def __new__(cls, data: np.ndarray, window, height: int, width: int):
         return super().__new__(cls, (data, window, height, width))
 
+    def __getnewargs__(self):  # unpickled (from a worker process) through __new__ above
+        return tuple(self)
+
 
 class GpuImageDecoder:
     """One nvImageCodec decoder for one pipeline; call from one thread."""
@@ -136,26 +139,30 @@ class GpuImageDecoder:
         info, view, plane = self._image_info, self._view, self._image_info.plane_info[0]
         info.cuda_stream = cuda_stream.cuda_stream
         count = len(indices)
-        streams = (ctypes.c_void_p * count)()
+        wholes = (ctypes.c_void_p * count)()  # each image's stream
+        streams = (ctypes.c_void_p * count)()  # what is decoded: the whole stream, or its window's sub-stream
         images = (ctypes.c_void_p * count)()
         decodable = []  # positions whose code stream and image were made
         for position, (index, (height, width, _), offset) in enumerate(zip(indices, shapes, offsets)):
             data, window = items[index][0], items[index][1]
-            if window is not None:
+            # (a handle slot that is not NULL would be reused by these calls: every slot starts NULL)
+            status = quick.nvimgcodecCodeStreamCreateFromHostMem(
+                self._instance, ctypes.byref(wholes, position * 8), data.ctypes.data, data.nbytes, None)
+            if status != capi.STATUS_SUCCESS:
+                continue  # not a stream nvImageCodec can parse: the CPU decoder says why
+            if window is None:
+                streams[position] = wholes[position]
+            else:  # the window's sub-stream is decoded
                 top, left = window[0], window[1]
                 view.region.start[0], view.region.start[1] = top, left
                 view.region.end[0], view.region.end[1] = top + height, left + width
-            status = quick.nvimgcodecCodeStreamCreateFromHostMem(
-                self._instance, ctypes.byref(streams, position * 8), data.ctypes.data, data.nbytes,
-                ctypes.byref(view) if window is not None else None)
-            if status != capi.STATUS_SUCCESS:
-                continue  # not a stream nvImageCodec can parse: the CPU decoder says why
+                if quick.nvimgcodecCodeStreamGetSubCodeStream(wholes[position], ctypes.byref(streams, position * 8),
+                                                              ctypes.byref(view)) != capi.STATUS_SUCCESS:
+                    continue
             plane.width, plane.height, plane.row_stride = width, height, width * channels
             info.buffer = base + offset
             if quick.nvimgcodecImageCreate(self._instance, ctypes.byref(images, position * 8),
                                            ctypes.byref(info)) != capi.STATUS_SUCCESS:
-                quick.nvimgcodecCodeStreamDestroy(streams[position])
-                streams[position] = None
                 continue
             decodable.append(position)
         prepared = time.perf_counter()
@@ -182,8 +189,10 @@ class GpuImageDecoder:
         for position in range(count):
             if images[position]:
                 quick.nvimgcodecImageDestroy(images[position])
-            if streams[position]:
+            if streams[position] and streams[position] != wholes[position]:
                 quick.nvimgcodecCodeStreamDestroy(streams[position])
+            if wholes[position]:
+                quick.nvimgcodecCodeStreamDestroy(wholes[position])
         for position, (index, shape, offset) in enumerate(zip(indices, shapes, offsets)):
             if statuses[position] == capi.PROCESSING_SUCCESS:
                 results[index] = packed[offset:offset + shape[0] * shape[1] * shape[2]].view(shape)

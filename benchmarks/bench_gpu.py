@@ -105,7 +105,7 @@ STAGES = {}
 HW_DECODER_LOAD = 0.65
 
 
-def penstock_batches(kind, data, batch_size, threads, worker_processes=False):
+def penstock_batches(kind, data, batch_size, threads, worker_processes=None):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7,
                    worker_processes=worker_processes, hw_decoder_load=HW_DECODER_LOAD)
@@ -241,8 +241,8 @@ def main():
         sys.setswitchinterval(args.switch_interval)
     report_profile = profile_gpu_stage(args.profile) if args.profile else None
     runners = {"penstock": ("penstock (mixed + GPU)", penstock_batches),
-               "penstock-processes": ("penstock (mixed + GPU), worker processes",
-                                      lambda *a: penstock_batches(*a, worker_processes=True)),
+               "penstock-threads": ("penstock (mixed + GPU), worker threads",
+                                    lambda *a: penstock_batches(*a, worker_processes=False)),
                "dali": ("NVIDIA DALI", dali_batches),
                "torchvision-nvjpeg": ("torchvision nvJPEG + GPU transforms", torchvision_nvjpeg_batches),
                "dataloader": ("torchvision DataLoader (PIL)", dataloader_batches)}

@@ -42,13 +42,15 @@ class Pipeline:
             CPU after one GpuFallbackWarning (the default), or raise where they are called (False).
             Pipelines made with device_id=None are CPU-only and never fall back.
         worker_processes: run the per-sample CPU operators in num_threads forked worker processes
-            instead of threads, so that their Python runs in parallel (CPU-only pipelines; Linux).
+            instead of threads, so that their Python runs in parallel (where fork exists). None (the
+            default) chooses processes for pipelines that decode on the GPU ('mixed' decoders), whose
+            GPU stage then has this process's interpreter to itself, and threads otherwise.
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
-                 py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool = False,
+                 py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
                  gpu_fallback: bool = True):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
@@ -62,7 +64,7 @@ class Pipeline:
         self._device_id = device_id
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
-        self._worker_processes = bool(worker_processes)
+        self._worker_processes = None if worker_processes is None else bool(worker_processes)
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None

@@ -106,7 +106,7 @@ class BufferPool:
 class Executor:
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], batch_size: int,
-                 num_threads: int, prefetch_depth: int, seed: int, device=None, worker_processes: bool = False):
+                 num_threads: int, prefetch_depth: int, seed: int, device=None, worker_processes: bool | None = False):
         self._sources = sources  # (key, impl, number of outputs)
         self._steps = steps
         self._cpu_steps = [step for step in steps if not isinstance(step.impl, BatchOperator)]
@@ -136,8 +136,11 @@ class Executor:
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         # worker processes: for CPU pipelines, and GPU pipelines whose batch operators prepare
         # nothing on the CPU or prepare plain data that can cross to this process
-        self._use_processes = worker_processes and all(
+        can_use_processes = "fork" in multiprocessing.get_all_start_methods() and all(
             getattr(step.impl, "portable", False) or not self._prepared_on_cpu(step) for step in self._gpu_steps)
+        if worker_processes is None:  # by default for pipelines whose GPU stage takes per-sample preparation
+            worker_processes = any(self._prepared_on_cpu(step) for step in self._gpu_steps)
+        self._use_processes = worker_processes and can_use_processes
         self._links: list | None = None
         self._ring_slots: set[int] = set()
         if self._use_processes:

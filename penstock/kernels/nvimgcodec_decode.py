@@ -53,7 +53,7 @@ class EncodedImage(tuple):
 class GpuImageDecoder:
     """One nvImageCodec decoder for one pipeline; call from one thread."""
 
-    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType):
+    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float = 0.65):
         self._library = lib = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
@@ -64,15 +64,18 @@ class GpuImageDecoder:
                                extension_modules_path=lib.extensions)
         lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
                   "nvimgcodecInstanceCreate")
-        # the hardware engines take every JPEG they can; nvJPEG's hybrid path (Huffman on CPU
-        # threads, the rest on CUDA cores) takes what they cannot, and every JPEG on GPUs without them
-        kinds = (capi.BACKEND_HW_GPU_ONLY, capi.BACKEND_HYBRID_CPU_GPU, capi.BACKEND_GPU_ONLY)
-        self._backends = (capi.Backend * len(kinds))(*[
-            capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=1.0,
+        # hw_decoder_load of each batch for the hardware engines, the rest (and what they refuse)
+        # for nvJPEG's hybrid path (Huffman on CPU threads, the rest on CUDA cores), and every JPEG
+        # on CUDA cores where there are no engines
+        loads = ((capi.BACKEND_HW_GPU_ONLY, hw_decoder_load), (capi.BACKEND_HYBRID_CPU_GPU, 1.0),
+                 (capi.BACKEND_GPU_ONLY, 1.0))
+        loads = [(kind, load) for kind, load in loads if load > 0]
+        self._backends = (capi.Backend * len(loads))(*[
+            capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
                                                               load_hint_policy=capi.LOAD_HINT_FIXED))
-            for kind in kinds])
+            for kind, load in loads])
         execution = capi.new(capi.ExecutionParams, max_num_cpu_threads=max(1, cpu_threads), device_id=device_id,
-                             num_backends=len(kinds), backends=self._backends)
+                             num_backends=len(loads), backends=self._backends)
         lib.check(lib.slow.nvimgcodecDecoderCreate(self._instance, ctypes.byref(self._decoder),
                                                    ctypes.byref(execution), None), "nvimgcodecDecoderCreate")
         self._params = capi.new(capi.DecodeParams, apply_exif_orientation=0)
@@ -81,7 +84,7 @@ class GpuImageDecoder:
         info.sample_format = {DALIImageType.BGR: capi.SAMPLEFORMAT_I_BGR,
                               DALIImageType.GRAY: capi.SAMPLEFORMAT_I_Y}.get(output_type, capi.SAMPLEFORMAT_I_RGB)
         plane = info.plane_info[0]
-        plane.num_channels, plane.sample_type, plane.precision = self._channels, capi.SAMPLE_UINT8, 8
+        plane.num_channels, plane.sample_type = self._channels, capi.SAMPLE_UINT8  # precision 0: all 8 bits
         self._view = capi.new(capi.CodeStreamView)
         self._view.region.ndim = 2
         self._staging = PinnedStaging()

@@ -94,10 +94,10 @@ class ToGpu(BatchOperator):
 
 
 class MixedDecoder(BatchOperator):
-    """Decodes on the GPU and the CPU at once. The CPU workers parse each header and choose its
-    window (random crop, fixed crop, slice: the CPU decoder of the same name decides, so both devices
-    choose the same windows for the same seed); ``hw_decoder_load`` of the samples are then decoded
-    by the GPU in one call, and the CPU workers decode the rest (their windows only) beside it."""
+    """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
+    fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
+    windows for the same seed); the GPU stage then decodes the batch in one call, ``hw_decoder_load``
+    of it on the hardware JPEG engines and the rest on nvJPEG's hybrid CPU + CUDA decoder."""
 
     cpu_class = None
     prepares_on_cpu = True
@@ -117,21 +117,15 @@ class MixedDecoder(BatchOperator):
             return ["CPU threads"]
         engines = []
         if self._engine.decoded_on_gpu:
-            engines.append("GPU (hardware JPEG engines, CUDA cores where there are none)")
+            engines.append("GPU (hardware JPEG engines and CUDA cores)")
         if self._engine.decoded_on_cpu:
-            engines.append(f"CPU workers ({100 - round(100 * self.args['hw_decoder_load'])}% of the images)")
+            engines.append("CPU (formats the GPU decoders do not take)")
         return engines
 
-    def decodes_on_cpu(self, index: int) -> bool:
-        """Whether the CPU workers decode the sample at this batch position: the samples left to them
-        are spread evenly over the batch, so that every worker gets its share."""
-        cpu_share = 1.0 - self.args["hw_decoder_load"]
-        return int((index + 1) * cpu_share + 1e-9) > int(index * cpu_share + 1e-9)
-
     def prepare(self, inputs, args, sample):
-        """On a CPU worker (thread or process): the decoded window as an array when the CPU decodes
-        this sample (and every sample when the GPU is emulated on the CPU), else an EncodedImage."""
-        if GPU_ON_CPU or self.decodes_on_cpu(sample.index):
+        """On a CPU worker (thread or process): an EncodedImage (the data, its size and window); the
+        decoded window itself when the GPU is emulated on the CPU."""
+        if GPU_ON_CPU:
             return np.asarray(self._windows.run(inputs, args, sample))
         from penstock.kernels import image_codecs
         from penstock.kernels.nvimgcodec_decode import EncodedImage
@@ -157,7 +151,7 @@ class MixedDecoder(BatchOperator):
         if self._engine is None:
             from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
             self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
-                                           self.args["output_type"])
+                                           self.args["output_type"], self.args["hw_decoder_load"])
         describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
         return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
 

@@ -102,7 +102,7 @@ def measure(name, kind, make_batches, count, warmup=3):
 STAGES = {}
 
 
-HW_DECODER_LOAD = 0.65
+HW_DECODER_LOAD = None  # the decoders' default
 
 
 def penstock_batches(kind, data, batch_size, threads, worker_processes=None):
@@ -230,7 +230,7 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
-    parser.add_argument("--hw-decoder-load", type=float, default=0.65,
+    parser.add_argument("--hw-decoder-load", type=float,
                         help="penstock's share of each batch for the GPU decoder (the CPU workers decode the rest)")
     parser.add_argument("--no-monitor", action="store_true", help="no NVML sampling (it slows nvImageCodec's decode)")
     args = parser.parse_args()

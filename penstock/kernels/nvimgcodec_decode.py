@@ -53,7 +53,7 @@ class EncodedImage(tuple):
 class GpuImageDecoder:
     """One nvImageCodec decoder for one pipeline; call from one thread."""
 
-    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float = 0.65):
+    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float):
         self._library = lib = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type

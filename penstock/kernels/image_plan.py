@@ -110,7 +110,7 @@ class ImagePlan:
         if not self.sources:
             return [], None
         if self.identity:
-            return [_as_tensor(source) for source in self.sources], None
+            return list(self.sources), None
         plan = ResamplePlan(self.sources, self.windows, self.sizes, self.flips, self.multipliers, self.addends,
                             self.fills, self.filter if self.resized else triton_resample.FILTER_NEAREST,
                             self.antialias and self.resized, self.dtype or self.sources[0].dtype, self.chw,
@@ -121,10 +121,6 @@ class ImagePlan:
             return list(dense), dense
         samples = [flat[offset:offset + _volume(shape)].view(shape) for offset, shape in zip(offsets, shapes)]
         return samples, None
-
-
-def _as_tensor(source):
-    return source.tensor() if hasattr(source, "tensor") else source
 
 
 def _per_channel(values, channels: int) -> tuple:

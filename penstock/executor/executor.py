@@ -153,7 +153,7 @@ class Executor:
             self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples are queued
             self._workers = [threading.Thread(target=self._dispatch, name="penstock-dispatcher", daemon=True)]
         else:
-            self._workers = [threading.Thread(target=self._work, args=(i,), name=f"penstock-worker-{i}", daemon=True)
+            self._workers = [threading.Thread(target=self._work, name=f"penstock-worker-{i}", daemon=True)
                              for i in range(worker_count(num_threads))]
         self._producer = threading.Thread(target=self._produce_loop, name="penstock-producer", daemon=True)
         self._gpu_thread = threading.Thread(target=self._gpu_loop, name="penstock-gpu", daemon=True) \
@@ -323,7 +323,7 @@ class Executor:
         job.finished = itertools.count()
 
     # ---- workers ---------------------------------------------------------------------------
-    def _work(self, worker: int) -> None:
+    def _work(self) -> None:
         while True:
             task = self._tasks.get()
             if task is None:  # shut down

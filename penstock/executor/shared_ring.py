@@ -79,10 +79,6 @@ class SharedRing:
         if end > self._released[0]:
             self._released[0] = end
 
-    def close(self) -> None:
-        self._released = None
-        self._memory.close()
-
 
 def _rebuilt(original, items: list):
     """A tuple or list like ``original`` (the same class: named tuples and tuple subclasses too)."""

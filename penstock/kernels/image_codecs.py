@@ -19,8 +19,9 @@ except AttributeError:
     pass
 cv2.setNumThreads(1)  # each worker thread decodes one image; OpenCV's own threads would oversubscribe
 
+_JPEG_MAGIC = b"\xff\xd8\xff"
 _MAGIC = (
-    (b"\xff\xd8\xff", "jpeg"),
+    (_JPEG_MAGIC, "jpeg"),
     (b"\x89PNG\r\n\x1a\n", "png"),
     (b"GIF87a", "gif"), (b"GIF89a", "gif"),
     (b"BM", "bmp"),
@@ -34,7 +35,7 @@ class DecodeError(ValueError):
 
 
 def is_jpeg(data: np.ndarray) -> bool:
-    return len(data) >= 3 and bytes(data[:3]) == b"\xff\xd8\xff"
+    return bytes(data[:len(_JPEG_MAGIC)]) == _JPEG_MAGIC
 
 
 def image_format(data: np.ndarray) -> str:

@@ -93,19 +93,14 @@ class GpuImageDecoder:
         self.seconds = {"batch decode call": 0.0, "code streams and images": 0.0}
 
     def decode(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> list:
-        """HWC uint8 images on the GPU, one per item: an EncodedImage is decoded here (its window
-        when it has one), an array is an image the CPU workers decoded, and is uploaded."""
+        """HWC uint8 images on the GPU, one per EncodedImage (its window when it has one)."""
         results: list = [None] * len(items)
-        on_gpu = [index for index, item in enumerate(items)
-                  if isinstance(item, EncodedImage) and image_codecs.is_jpeg(item[0])]
+        on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
         if on_gpu:
             self._decode_on_gpu(items, on_gpu, results, cuda_stream)
         uploads = {}
         for index, (item, result) in enumerate(zip(items, results)):
             if result is not None:
-                continue
-            if isinstance(item, np.ndarray):
-                uploads[index] = item
                 continue
             data, window = item[0], item[1]
             try:  # a format the GPU decoders do not take, or an image they refused

@@ -105,23 +105,31 @@ STAGES = {}
 HW_DECODER_LOAD = None  # the decoders' default
 
 
-def penstock_batches(kind, data, batch_size, threads, worker_processes=None):
+def penstock_batches(kind, data, batch_size, threads, worker_processes=None, warmup=3):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7,
                    worker_processes=worker_processes, hw_decoder_load=HW_DECODER_LOAD)
     pipe.build()
-    batches = 0
+
+    def stage_seconds():  # the executor's stages and the decoder's own split of its time
+        seconds = dict(pipe.stage_seconds())
+        for impl in pipe._impls.values():
+            for part, value in (getattr(getattr(impl, "_engine", None), "seconds", None) or {}).items():
+                seconds[f"  of which {part}"] = value
+        return seconds
+
+    batches, before = 0, {}
     try:
         while True:
             images, _ = pipe.run()
             batches += 1
+            if batches == warmup:  # stage times leave out the warm-up (decoder creation, kernel compiles)
+                before = stage_seconds()
             yield images.as_tensor()
     finally:
-        STAGES[kind] = {stage: seconds / batches * 1000 for stage, seconds in pipe.stage_seconds().items()}
-        for impl in pipe._impls.values():  # the decoder's own split of its time
-            engine = getattr(impl, "_engine", None)
-            for part, seconds in (getattr(engine, "seconds", None) or {}).items():
-                STAGES[kind][f"  of which {part}"] = seconds / batches * 1000
+        timed = max(batches - warmup, 1)
+        STAGES[kind] = {stage: (seconds - before.get(stage, 0.0)) / timed * 1000
+                        for stage, seconds in stage_seconds().items()}
         pipe.close()
 
 
@@ -132,15 +140,17 @@ def profile_gpu_stage(path):
 
     from penstock.executor import executor
     profiler = cProfile.Profile()
-    original = executor.Executor._run_gpu
+    originals = {name: getattr(executor.Executor, name) for name in ("_start_gpu", "_finish_gpu")}
 
-    def profiled(self, job, stream):
-        return profiler.runcall(original, self, job, stream)
+    def profiled(original):
+        return lambda self, *args: profiler.runcall(original, self, *args)
 
-    executor.Executor._run_gpu = profiled
+    for name, original in originals.items():
+        setattr(executor.Executor, name, profiled(original))
 
     def report():
-        executor.Executor._run_gpu = original
+        for name, original in originals.items():
+            setattr(executor.Executor, name, original)
         with open(path, "w") as handle:
             pstats.Stats(profiler, stream=handle).sort_stats("cumulative").print_stats(40)
     return report
@@ -231,7 +241,7 @@ def main():
     parser.add_argument("--profile", help="write a cProfile report of penstock's GPU stage here")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
     parser.add_argument("--hw-decoder-load", type=float,
-                        help="penstock's share of each batch for the GPU decoder (the CPU workers decode the rest)")
+                        help="penstock's hw_decoder_load: the share of each batch for the hardware JPEG engines")
     parser.add_argument("--no-monitor", action="store_true", help="no NVML sampling (it slows nvImageCodec's decode)")
     args = parser.parse_args()
     global MONITOR, HW_DECODER_LOAD

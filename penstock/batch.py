@@ -99,8 +99,9 @@ class GpuBatch:
 
     device = "gpu"
 
-    def __init__(self, samples: list, layout: str = "", dense=None, ready=None):
-        self._samples = list(samples)
+    def __init__(self, samples: list | None, layout: str = "", dense=None, ready=None):
+        """``samples`` may be None when ``dense`` is given: its rows are made when first asked for."""
+        self._sample_list = None if samples is None else list(samples)
         self._layout = layout
         self._dense = dense
         self._ready = ready  # a torch.cuda.Event recorded after the batch was written, or None
@@ -113,8 +114,14 @@ class GpuBatch:
             tensor.record_stream(stream)
         return tensor
 
+    @property
+    def _samples(self) -> list:
+        if self._sample_list is None:
+            self._sample_list = list(self._dense)
+        return self._sample_list
+
     def __len__(self) -> int:
-        return len(self._samples)
+        return len(self._dense) if self._sample_list is None else len(self._sample_list)
 
     def at(self, index: int):
         return self._sync(self._samples[index])

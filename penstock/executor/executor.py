@@ -29,7 +29,7 @@ _POLL_SECONDS = 0.1
 # 2,100 with 16 (BENCHMARKS.md). A pipeline's num_threads above it still sizes native thread pools
 # (nvImageCodec's CPU threads).
 MAX_PYTHON_WORKERS = 8
-PROCESS_CHUNK = 8  # samples per message to a worker process, at most
+PROCESS_CHUNK = 16  # samples per message to a worker process, at most
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
@@ -70,6 +70,8 @@ class _Job:
     ragged: list = field(default_factory=list)
     gpu_outputs: dict = field(default_factory=dict)  # output index -> GpuBatch
     ring_ends: dict = field(default_factory=dict)  # worker process link -> end of this batch's data in its ring
+    gpu_stream: Any = None  # the CUDA stream of this batch's GPU stage
+    gpu_values: Any = None  # what its batch operators returned, until its outputs are made
     epoch_info: EpochInfo | None = None
     finished: Any = None  # itertools.count: how many samples the workers have finished
     error: BaseException | None = None
@@ -235,6 +237,9 @@ class Executor:
                 thread.join(timeout=10)
         for link in self._links or ():
             link.close()
+        if self._gpu_thread is None or not self._gpu_thread.is_alive():
+            for step in self._gpu_steps:
+                step.impl.close()
 
     def _timer(self) -> dict:
         timings = getattr(self._local, "timings", None)
@@ -347,11 +352,45 @@ class Executor:
         return items, params, index, source_info
 
     # ---- worker processes --------------------------------------------------------------------
+    def _requests(self, tasks: list) -> list:
+        """What the samples of ``tasks`` need, as one block per batch: (indices, source infos, each
+        source's items, each operator's draws). A block carries a draws array once, sliced for its
+        samples, rather than one small array per sample: pickling is what this thread spends most on."""
+        blocks, by_job = [], {}
+        for job, index in tasks:
+            if id(job) not in by_job:
+                by_job[id(job)] = []
+                blocks.append((job, by_job[id(job)]))
+            by_job[id(job)].append(index)
+        message = []
+        for job, indices in blocks:
+            infos = [job.source_infos[index] for index in indices] if job.source_infos else None
+            items = [[job.source_items[key][index] for index in indices] for key, _, _ in self._sources]
+            params = [None if draws is None else draws[indices] if isinstance(draws, np.ndarray)
+                      else [draws[index] for index in indices] for draws in job.params.values()]
+            message.append((indices, infos, items, list(job.params), params))
+        return message
+
     def _dispatch(self) -> None:
         """Hands queued samples to idle worker processes, up to PROCESS_CHUNK per message (one
         message carries several samples, which saves hand-offs here), and stores their results."""
-        idle = list(self._links)
         busy: dict = {}  # connection -> (link, tasks)
+        try:
+            self._dispatch_loop(busy)
+        except BaseException as error:  # fails the batches in flight rather than leave the consumer waiting
+            for _, tasks in busy.values():
+                self._finish(tasks, error)
+            while not self._stopping.is_set():
+                try:
+                    task = self._tasks.get(timeout=_POLL_SECONDS)
+                except queue.Empty:
+                    continue
+                if task is None:
+                    return
+                self._finish([task], error)
+
+    def _dispatch_loop(self, busy: dict) -> None:
+        idle = list(self._links)
         doorbell = self._doorbell[0]
         closing = False
         while not self._stopping.is_set():
@@ -364,12 +403,13 @@ class Executor:
                 if not tasks:
                     break
                 link = idle.pop()
+                busy[link.connection] = (link, tasks)
                 try:
-                    link.send([self._request(job, index) for job, index in tasks])
+                    link.send(self._requests(tasks))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
+                    del busy[link.connection]
                     self._finish(tasks, error)
                     continue
-                busy[link.connection] = (link, tasks)
             if closing and not busy:
                 return
             for connection in multiprocessing.connection.wait([doorbell, *busy], timeout=_POLL_SECONDS):
@@ -541,49 +581,85 @@ class Executor:
 
     # ---- GPU stage ---------------------------------------------------------------------------
     def _gpu_loop(self) -> None:
+        """Batches in order, two at a time: batch i+1's operators are started (its decode queued on
+        the decoders) before batch i's outputs are made (waiting for its decode, launching its
+        kernel), so the decoders have the next batch while this thread works on the current one.
+        Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
+        decode."""
         import torch
-        stream = torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
+        streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None for _ in range(2)]
+        started = None  # a batch whose operators ran, outputs not yet made
+        taken = None  # the next batch, taken from the queue; its CPU stage may still be running
         while not self._stopping.is_set():
-            try:
-                job = self._in_flight.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                continue
-            while not job.done.wait(timeout=_POLL_SECONDS):
-                if self._stopping.is_set():
-                    return
-            if job.error is None and not job.stop and job.size > 0:
+            if taken is None:
                 try:
-                    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                        self._run_gpu(job, stream)
-                except BaseException as error:  # surfaces in the consumer's thread
-                    job.error = error
-            for link, end in job.ring_ends.items():  # the GPU stage has read this batch's inputs
-                link.ring.release(end)
-            self._ready.put(job)
+                    taken = self._in_flight.get(timeout=_POLL_SECONDS) if started is None else \
+                        self._in_flight.get_nowait()
+                except queue.Empty:
+                    taken = None
+            if taken is None or not taken.done.wait(timeout=_POLL_SECONDS if started is None else 0):
+                if started is not None:  # nothing to start now: finish the started batch rather than wait
+                    self._finish_gpu(started)
+                    started = None
+                continue
+            job, taken = taken, None
+            self._start_gpu(job, streams[job.iteration % 2])
+            if started is not None:
+                self._finish_gpu(started)
+            started = job
 
-    def _run_gpu(self, job: _Job, stream) -> None:
-        """The batch operators of one batch, in graph order, queued on the stage's CUDA stream."""
+    def _start_gpu(self, job: _Job, stream) -> None:
+        """The batch operators of one batch, in graph order, queued on ``stream``; what they
+        return may be deferred (an ImagePlan, a decode in flight)."""
+        job.gpu_stream = stream
+        if job.error is not None or job.stop or job.size == 0:
+            return
+        import torch
         values: dict[tuple[int, int], Any] = {}
 
         def batch_value(ref):
             return values[ref] if ref in values else job.values[self._kept[ref]]
 
-        for step in self._gpu_steps:
-            impl = step.impl
-            prepared = (step.key, PREPARED) in self._kept
-            inputs = [batch_value((step.key, PREPARED))] if prepared else [batch_value(ref) for ref in step.inputs]
-            if step.arg_inputs:
-                per_sample = {name: batch_value(ref) for name, ref in step.arg_inputs.items()}
-                args = [_call(impl.name, "", _sample_args, impl, {n: n for n in per_sample},
-                              {n: v[index] for n, v in per_sample.items()}) for index in range(job.size)]
-            else:
-                args = [impl.args] * job.size
-            context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
-            started = time.perf_counter()
-            result = _as_tuple(_call(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
-            self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - started
-            for position, value in enumerate(result):
-                values[(step.key, position)] = value
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                for step in self._gpu_steps:
+                    impl = step.impl
+                    prepared = (step.key, PREPARED) in self._kept
+                    inputs = [batch_value((step.key, PREPARED))] if prepared else \
+                        [batch_value(ref) for ref in step.inputs]
+                    if step.arg_inputs:
+                        per_sample = {name: batch_value(ref) for name, ref in step.arg_inputs.items()}
+                        args = [_call(impl.name, "", _sample_args, impl, {n: n for n in per_sample},
+                                      {n: v[index] for n, v in per_sample.items()}) for index in range(job.size)]
+                    else:
+                        args = [impl.args] * job.size
+                    context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
+                    begun = time.perf_counter()
+                    result = _as_tuple(_call(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
+                    self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - begun
+                    for position, value in enumerate(result):
+                        values[(step.key, position)] = value
+        except BaseException as error:  # surfaces in the consumer's thread
+            job.error = error
+        job.gpu_values = values
+
+    def _finish_gpu(self, job: _Job) -> None:
+        """Makes the batch's outputs (running deferred work), then hands the batch on."""
+        stream = job.gpu_stream
+        if job.error is None and not job.stop and job.size > 0:
+            try:
+                import torch
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    self._make_gpu_outputs(job, stream)
+            except BaseException as error:
+                job.error = error
+        job.gpu_values = None
+        for link, end in job.ring_ends.items():  # the GPU stage has read this batch's inputs
+            link.ring.release(end)
+        self._ready.put(job)
+
+    def _make_gpu_outputs(self, job: _Job, stream) -> None:
+        values = job.gpu_values
         ready = None
         if stream is not None:
             import torch
@@ -591,9 +667,9 @@ class Executor:
         for output_index, ref in enumerate(self._outputs):
             if ref not in values:
                 continue
-            started = time.perf_counter()
+            begun = time.perf_counter()
             samples, dense = _materialize(values[ref])
-            self._timer()["fused image kernel (gpu, launch)"] += time.perf_counter() - started
+            self._timer()["decode wait + fused image kernel (gpu, launch)"] += time.perf_counter() - begun
             job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
         if ready is not None:
             ready.record(stream)
@@ -665,7 +741,7 @@ def _serve_samples(executor: "Executor", connection, ring: SharedRing) -> None:
         if message is None:
             return
         replies = []
-        for items, params, index, source_info in message:
+        for items, params, index, source_info in _unpacked(executor, message):
             try:
                 kept = executor._compute_sample(items, params, index, source_info)
                 for slot in executor._ring_slots:
@@ -675,6 +751,16 @@ def _serve_samples(executor: "Executor", connection, ring: SharedRing) -> None:
                 failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
                 replies.append(("error", PipelineError(str(failure))))
         connection.send(replies)
+
+
+def _unpacked(executor: "Executor", message: list):
+    """(items, draws, index, source info) of each sample of a message made by Executor._requests."""
+    source_keys = [key for key, _, _ in executor._sources]
+    for indices, infos, items, param_keys, params in message:
+        for position, index in enumerate(indices):
+            yield ({key: values[position] for key, values in zip(source_keys, items)},
+                   {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},
+                   index, infos[position] if infos is not None else "")
 
 
 def _record_error(job: _Job, error: BaseException) -> None:
@@ -704,9 +790,10 @@ def _call(op_name: str, source_info: str, function, *args):
 
 
 def _materialize(value) -> tuple[list, Any]:
-    """A GPU value as (per-sample tensors, dense tensor or None)."""
+    """A GPU value as (per-sample tensors, dense tensor or None); the per-sample list may be None
+    when the dense tensor is there (a GpuBatch makes it when asked)."""
     if hasattr(value, "materialize"):
-        return value.materialize()
+        return value.materialize(per_sample=False)
     return list(value), None
 
 

@@ -10,19 +10,27 @@ instead: the ring never blocks either side.
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass
-
 import numpy as np
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
 SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
 
 
-@dataclass(frozen=True)
-class RingRef:
-    start: int  # position (bytes since the ring was made, not wrapped)
-    shape: tuple
-    dtype: str
+class RingRef(tuple):
+    """(start, nbytes, shape, dtype): an array in the ring; start is its position in bytes since
+    the ring was made (not wrapped). A tuple: thousands cross the pipe each second."""
+
+    __slots__ = ()
+
+    def __new__(cls, start: int, nbytes: int, shape: tuple, dtype: str):
+        return super().__new__(cls, (start, nbytes, shape, dtype))
+
+    def __reduce__(self):
+        return RingRef, tuple(self)
+
+    @property
+    def start(self) -> int:
+        return self[0]
 
 
 class SharedRing:
@@ -50,15 +58,14 @@ class SharedRing:
             return value
         np.frombuffer(self._memory, np.uint8, size, offset)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
         self._written = start + size
-        return RingRef(start, value.shape, value.dtype.str)
+        return RingRef(start, size, value.shape, value.dtype.str)
 
     # ---- parent side ----------------------------------------------------------------------------
     def get(self, value):
         """The value with its RingRefs replaced by arrays read in place (valid until released)."""
-        if isinstance(value, RingRef):
-            dtype = np.dtype(value.dtype)
-            count = int(np.prod(value.shape, dtype=np.int64))
-            array = np.frombuffer(self._memory, dtype, count, value.start % self._size).reshape(value.shape)
+        if type(value) is RingRef:
+            start, nbytes, shape, dtype = value
+            array = np.frombuffer(self._memory, np.uint8, nbytes, start % self._size).view(dtype).reshape(shape)
             array.flags.writeable = False
             return array
         if isinstance(value, (tuple, list)):
@@ -68,8 +75,8 @@ class SharedRing:
     @staticmethod
     def end_of(value) -> int:
         """The ring position after the value's last array (0 when it has none)."""
-        if isinstance(value, RingRef):
-            return value.start + int(np.prod(value.shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
+        if type(value) is RingRef:
+            return value[0] + value[1]
         if isinstance(value, (tuple, list)):
             return max((SharedRing.end_of(item) for item in value), default=0)
         return 0

@@ -33,6 +33,7 @@ class ImagePlan:
     dtype: torch.dtype | None = None  # None keeps the sources' dtype
     chw: bool = False
     pad_channels: bool = False
+    pending: object = None  # a decode in flight that writes the sources: waited for before they are read
 
     @classmethod
     def of(cls, sources: list) -> "ImagePlan":
@@ -88,12 +89,18 @@ class ImagePlan:
     def with_affine(self, multipliers: list, addends: list) -> "ImagePlan":
         """Values become value * multiplier + addend (per sample, per channel), after what is planned."""
         channels = self.channels
+        combined: dict = {}  # a batch usually has one map for all its samples: each is worked out once
         new_multipliers, new_addends = [], []
-        for m0, a0, m1, a1 in zip(self.multipliers, self.addends, multipliers, addends):
-            m1 = _per_channel(m1, channels)
-            a1 = _per_channel(a1, channels)
-            new_multipliers.append(tuple(x * y for x, y in zip(m0, m1)))
-            new_addends.append(tuple(a * m + b for a, m, b in zip(a0, m1, a1)))
+        for key in zip(self.multipliers, self.addends, multipliers, addends):
+            result = combined.get(key)
+            if result is None:
+                m0, a0, m1, a1 = key
+                m1 = _per_channel(m1, channels)
+                a1 = _per_channel(a1, channels)
+                result = combined[key] = (tuple(x * y for x, y in zip(m0, m1)),
+                                          tuple(a * m + b for a, m, b in zip(a0, m1, a1)))
+            new_multipliers.append(result[0])
+            new_addends.append(result[1])
         return replace(self, multipliers=new_multipliers, addends=new_addends)
 
     def with_fills(self, fills: list) -> "ImagePlan":
@@ -105,8 +112,11 @@ class ImagePlan:
                        chw=self.chw if chw is None else chw,
                        pad_channels=self.pad_channels if pad_channels is None else pad_channels)
 
-    def materialize(self, block: int = 256):
-        """Runs the plan: (list of per-sample tensors, dense [N, ...] tensor or None)."""
+    def materialize(self, block: int = 256, per_sample: bool = True):
+        """Runs the plan: (list of per-sample tensors, dense [N, ...] tensor or None); the list is
+        None with ``per_sample=False`` when the dense tensor is there."""
+        if self.pending is not None:
+            self.pending.wait()
         if not self.sources:
             return [], None
         if self.identity:
@@ -118,7 +128,7 @@ class ImagePlan:
         flat, offsets, shapes = run_resample(plan, block=block)
         if len(set(shapes)) == 1:
             dense = flat.view(len(shapes), *shapes[0])
-            return list(dense), dense
+            return (list(dense) if per_sample else None), dense
         samples = [flat[offset:offset + _volume(shape)].view(shape) for offset, shape in zip(offsets, shapes)]
         return samples, None
 

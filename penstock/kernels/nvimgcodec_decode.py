@@ -7,6 +7,7 @@ CPU and uploaded.
 from __future__ import annotations
 
 import ctypes
+import queue
 import threading
 import time
 
@@ -50,10 +51,46 @@ class EncodedImage(tuple):
         return tuple(self)
 
 
-class GpuImageDecoder:
-    """One nvImageCodec decoder for one pipeline; call from one thread."""
+def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
+    """(backend kind, share of each batch) in nvImageCodec's order of preference:
+    ``hw_decoder_load`` of each batch for the hardware engines, the rest (and what they refuse) for
+    nvJPEG's hybrid path (Huffman on CPU threads, the rest on CUDA cores), and every JPEG on CUDA
+    cores where there are no engines."""
+    loads = ((capi.BACKEND_HW_GPU_ONLY, hw_decoder_load), (capi.BACKEND_HYBRID_CPU_GPU, 1.0),
+             (capi.BACKEND_GPU_ONLY, 1.0))
+    return [(kind, load) for kind, load in loads if load > 0]
 
-    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float):
+
+class _Handles:
+    """nvImageCodec handles for one batch in flight: per image its code stream, the sub-stream of
+    its window and the image it decodes into. Kept for the next batch: a create call given a
+    handle that is not NULL reuses it instead of allocating another."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.wholes = (ctypes.c_void_p * capacity)()
+        self.windows = (ctypes.c_void_p * capacity)()
+        self.images = (ctypes.c_void_p * capacity)()
+        self.decoded = (ctypes.c_void_p * capacity)()  # what each decode reads: a whole stream or a window's
+
+    def destroy(self, quick) -> None:
+        for handles, destroy in ((self.images, quick.nvimgcodecImageDestroy),
+                                 (self.windows, quick.nvimgcodecCodeStreamDestroy),
+                                 (self.wholes, quick.nvimgcodecCodeStreamDestroy)):
+            for handle in handles:
+                if handle:
+                    destroy(handle)
+        self.capacity = 0
+
+
+class GpuImageDecoder:
+    """One nvImageCodec decoder for one pipeline; call from one thread. Batches overlap: ``submit``
+    describes a batch to nvImageCodec and queues it for the decoder's own thread, which makes the
+    (blocking, lock-free) decode call; the caller goes on with other work and ``wait``s for it later.
+    """
+
+    def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
+                 batch_size_hint: int = 0, backends: list[tuple[int, float]] | None = None):
         self._library = lib = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
@@ -64,20 +101,17 @@ class GpuImageDecoder:
                                extension_modules_path=lib.extensions)
         lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
                   "nvimgcodecInstanceCreate")
-        # hw_decoder_load of each batch for the hardware engines, the rest (and what they refuse)
-        # for nvJPEG's hybrid path (Huffman on CPU threads, the rest on CUDA cores), and every JPEG
-        # on CUDA cores where there are no engines
-        loads = ((capi.BACKEND_HW_GPU_ONLY, hw_decoder_load), (capi.BACKEND_HYBRID_CPU_GPU, 1.0),
-                 (capi.BACKEND_GPU_ONLY, 1.0))
-        loads = [(kind, load) for kind, load in loads if load > 0]
+        loads = default_backends(hw_decoder_load) if backends is None else backends
         self._backends = (capi.Backend * len(loads))(*[
             capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
                                                               load_hint_policy=capi.LOAD_HINT_FIXED))
             for kind, load in loads])
         execution = capi.new(capi.ExecutionParams, max_num_cpu_threads=max(1, cpu_threads), device_id=device_id,
                              num_backends=len(loads), backends=self._backends)
+        # the hardware decoder sizes its buffers for this many images up front, not batch by batch
+        options = f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size_hint}".encode() if batch_size_hint else None
         lib.check(lib.slow.nvimgcodecDecoderCreate(self._instance, ctypes.byref(self._decoder),
-                                                   ctypes.byref(execution), None), "nvimgcodecDecoderCreate")
+                                                   ctypes.byref(execution), options), "nvimgcodecDecoderCreate")
         self._params = capi.new(capi.DecodeParams, apply_exif_orientation=0)
         self._image_info = info = capi.new(capi.ImageInfo, num_planes=1, buffer_kind=capi.BUFFER_STRIDED_DEVICE)
         info.color_spec = capi.COLORSPEC_GRAY if self._channels == 1 else capi.COLORSPEC_SRGB
@@ -87,45 +121,30 @@ class GpuImageDecoder:
         plane.num_channels, plane.sample_type = self._channels, capi.SAMPLE_UINT8  # precision 0: all 8 bits
         self._view = capi.new(capi.CodeStreamView)
         self._view.region.ndim = 2
+        self._plane, self._region_start, self._region_end = plane, self._view.region.start, self._view.region.end
         self._staging = PinnedStaging()
+        self._free_handles: list[_Handles] = []
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
-        self.seconds = {"batch decode call": 0.0, "code streams and images": 0.0}
+        self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
+                        "decode call (decoder thread)": 0.0, "decode future (decoder thread)": 0.0}
 
     def decode(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> list:
         """HWC uint8 images on the GPU, one per EncodedImage (its window when it has one)."""
-        results: list = [None] * len(items)
-        on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
-        if on_gpu:
-            self._decode_on_gpu(items, on_gpu, results, cuda_stream)
-        uploads = {}
-        for index, (item, result) in enumerate(zip(items, results)):
-            if result is not None:
-                continue
-            data, window = item[0], item[1]
-            try:  # a format the GPU decoders do not take, or an image they refused
-                image = image_codecs.decode(data, self._output_type)
-            except image_codecs.DecodeError as error:
-                raise image_codecs.DecodeError(f"{describe(index)}: {error}") from None
-            if window is not None:
-                top, left, height, width = window
-                image = image[top:top + height, left:left + width]
-            uploads[index] = image
-        if uploads:
-            with torch.cuda.stream(cuda_stream):
-                tensors = upload_arrays(self._staging, self.device, list(uploads.values()))
-            for index, tensor in zip(uploads, tensors):
-                results[index] = tensor
-            self.decoded_on_cpu += len(uploads)
-        return results
+        pending = self.submit(items, cuda_stream, describe)
+        pending.wait()
+        return pending.images
 
-    def _decode_on_gpu(self, items: list, indices: list, results: list, cuda_stream) -> None:
-        lib, quick = self._library, self._library.quick
+    def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
+        """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images are
+        views of it, to be read (by work queued on ``cuda_stream``) once its wait() returned."""
+        quick = self._library.quick
         started = time.perf_counter()
         channels = self._channels
         shapes, offsets, total = [], [], 0
-        for index in indices:
-            _, window, height, width = items[index]
+        for _, window, height, width in items:
             if window is not None:
                 height, width = window[2], window[3]
             shapes.append((height, width, channels))
@@ -133,76 +152,191 @@ class GpuImageDecoder:
             total += -(-height * width * channels // _ALIGN) * _ALIGN
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
+        images = [packed[offset:offset + h * w * c].view(h, w, c) for offset, (h, w, c) in zip(offsets, shapes)]
+        pending = PendingDecode(self, items, images, cuda_stream, describe)
+        on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
+        if not on_gpu:
+            return pending
+        handles = self._handles(len(on_gpu))
+        # plain addresses and the structures' field arrays, looked up once: this loop runs for every
+        # image, on the thread that also launches the kernels
+        wholes, windows, targets, decoded = handles.wholes, handles.windows, handles.images, handles.decoded
+        wholes_at, windows_at, targets_at = (ctypes.addressof(a) for a in (wholes, windows, targets))
         base = packed.data_ptr()
-        info, view, plane = self._image_info, self._view, self._image_info.plane_info[0]
+        info, plane, start, end = self._image_info, self._plane, self._region_start, self._region_end
         info.cuda_stream = cuda_stream.cuda_stream
-        count = len(indices)
-        wholes = (ctypes.c_void_p * count)()  # each image's stream
-        streams = (ctypes.c_void_p * count)()  # what is decoded: the whole stream, or its window's sub-stream
-        images = (ctypes.c_void_p * count)()
-        decodable = []  # positions whose code stream and image were made
-        for position, (index, (height, width, _), offset) in enumerate(zip(indices, shapes, offsets)):
+        instance, view_at, info_at = self._instance.value, ctypes.addressof(self._view), ctypes.addressof(info)
+        create_stream, sub_stream = quick.nvimgcodecCodeStreamCreateFromHostMem, quick.nvimgcodecCodeStreamGetSubCodeStream
+        create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
+        decoding = pending.decoding
+        for index in on_gpu:
             data, window = items[index][0], items[index][1]
-            # (a handle slot that is not NULL would be reused by these calls: every slot starts NULL)
-            status = quick.nvimgcodecCodeStreamCreateFromHostMem(
-                self._instance, ctypes.byref(wholes, position * 8), data.ctypes.data, data.nbytes, None)
-            if status != capi.STATUS_SUCCESS:
+            height, width, _ = shapes[index]
+            position = len(decoding)
+            slot = position * 8  # byte offset of this image's handles in the arrays
+            if create_stream(instance, wholes_at + slot, data.__array_interface__["data"][0], data.nbytes,
+                             None) != success:
                 continue  # not a stream nvImageCodec can parse: the CPU decoder says why
             if window is None:
-                streams[position] = wholes[position]
-            else:  # the window's sub-stream is decoded
-                top, left = window[0], window[1]
-                view.region.start[0], view.region.start[1] = top, left
-                view.region.end[0], view.region.end[1] = top + height, left + width
-                if quick.nvimgcodecCodeStreamGetSubCodeStream(wholes[position], ctypes.byref(streams, position * 8),
-                                                              ctypes.byref(view)) != capi.STATUS_SUCCESS:
-                    continue
-            plane.width, plane.height, plane.row_stride = width, height, width * channels
-            info.buffer = base + offset
-            if quick.nvimgcodecImageCreate(self._instance, ctypes.byref(images, position * 8),
-                                           ctypes.byref(info)) != capi.STATUS_SUCCESS:
-                continue
-            decodable.append(position)
-        prepared = time.perf_counter()
-        statuses = (ctypes.c_uint32 * count)()
-        if decodable:
-            if len(decodable) < count:  # pack the ones that can be decoded to the front
-                streams_in = (ctypes.c_void_p * len(decodable))(*[streams[p] for p in decodable])
-                images_in = (ctypes.c_void_p * len(decodable))(*[images[p] for p in decodable])
+                decoded[position] = wholes[position]
             else:
-                streams_in, images_in = streams, images
-            future = ctypes.c_void_p()
-            lib.check(lib.slow.nvimgcodecDecoderDecode(self._decoder, streams_in, images_in, len(decodable),
-                                                       ctypes.byref(self._params), ctypes.byref(future)),
-                      "nvimgcodecDecoderDecode")
-            lib.check(lib.slow.nvimgcodecFutureWaitForAll(future), "nvimgcodecFutureWaitForAll")
-            done = (ctypes.c_uint32 * len(decodable))()
-            size = ctypes.c_size_t(len(decodable))
-            lib.check(quick.nvimgcodecFutureGetProcessingStatus(future, done, ctypes.byref(size)),
-                      "nvimgcodecFutureGetProcessingStatus")
-            quick.nvimgcodecFutureDestroy(future)
-            for position, status in zip(decodable, done):
-                statuses[position] = status
-        decoded = time.perf_counter()
-        for position in range(count):
-            if images[position]:
-                quick.nvimgcodecImageDestroy(images[position])
-            if streams[position] and streams[position] != wholes[position]:
-                quick.nvimgcodecCodeStreamDestroy(streams[position])
-            if wholes[position]:
-                quick.nvimgcodecCodeStreamDestroy(wholes[position])
-        for position, (index, shape, offset) in enumerate(zip(indices, shapes, offsets)):
-            if statuses[position] == capi.PROCESSING_SUCCESS:
-                results[index] = packed[offset:offset + shape[0] * shape[1] * shape[2]].view(shape)
-                self.decoded_on_gpu += 1
-        self.seconds["code streams and images"] += prepared - started + time.perf_counter() - decoded
-        self.seconds["batch decode call"] += decoded - prepared
+                start[0], start[1], end[0], end[1] = window[0], window[1], window[0] + height, window[1] + width
+                if sub_stream(wholes[position], windows_at + slot, view_at) != success:
+                    continue
+                decoded[position] = windows[position]
+            plane.width, plane.height, plane.row_stride = width, height, width * channels
+            info.buffer = base + offsets[index]
+            if create_image(instance, targets_at + slot, info_at) != success:
+                continue
+            decoding.append(index)  # its handles stay at this position
+        pending.handles = handles
+        if pending.decoding:
+            pending.decoded = threading.Event()
+            self._start_thread()
+            self._calls.put(pending)
+        self.seconds["code streams and images"] += time.perf_counter() - started
+        return pending
+
+    def _handles(self, count: int) -> _Handles:
+        handles = self._free_handles.pop() if self._free_handles else _Handles(count)
+        if handles.capacity < count:
+            handles.destroy(self._library.quick)
+            handles = _Handles(count)
+        return handles
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
+                                            args=(self._library, self._decoder, self._params, self._calls, self.seconds))
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stops the decoder's thread (after the batches queued for it) and frees its handles."""
+        if self._thread is not None:
+            self._calls.put(None)
+            if self._thread is not threading.current_thread():
+                self._thread.join()
+            self._thread = None
+        for handles in self._free_handles:
+            handles.destroy(self._library.quick)
+        self._free_handles = []
 
     def __del__(self):
         try:
+            self.close()
             if self._decoder:
                 self._library.slow.nvimgcodecDecoderDestroy(self._decoder)
             if self._instance:
                 self._library.slow.nvimgcodecInstanceDestroy(self._instance)
         except Exception:  # interpreter shutdown: the library may be gone already
             pass
+
+
+def _decode_calls(lib: capi.Library, decoder, params, calls: queue.SimpleQueue, seconds: dict) -> None:
+    """The decoder's thread: one batch decode call after another, without the interpreter lock
+    while nvImageCodec works (it blocks until the batch is queued on the GPU)."""
+    while True:
+        pending = calls.get()
+        if pending is None:
+            return
+        try:
+            count = len(pending.decoding)
+            handles = pending.handles
+            if count == handles.capacity:
+                decoded, images = handles.decoded, handles.images
+            else:
+                decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
+                images = (ctypes.c_void_p * count).from_buffer(handles.images)
+            future = ctypes.c_void_p()
+            started = time.perf_counter()
+            lib.check(lib.slow.nvimgcodecDecoderDecode(decoder, decoded, images, count, ctypes.byref(params),
+                                                       ctypes.byref(future)), "nvimgcodecDecoderDecode")
+            called = time.perf_counter()
+            try:
+                lib.check(lib.slow.nvimgcodecFutureWaitForAll(future), "nvimgcodecFutureWaitForAll")
+                seconds["decode call (decoder thread)"] += called - started
+                seconds["decode future (decoder thread)"] += time.perf_counter() - called
+                statuses = (ctypes.c_uint32 * count)()
+                size = ctypes.c_size_t(count)
+                lib.check(lib.quick.nvimgcodecFutureGetProcessingStatus(future, statuses, ctypes.byref(size)),
+                          "nvimgcodecFutureGetProcessingStatus")
+            finally:
+                lib.quick.nvimgcodecFutureDestroy(future)
+            pending.statuses = list(statuses)
+        except BaseException as error:  # raised by wait(), in the thread that submitted the batch
+            pending.error = error
+        pending.decoded.set()
+        del pending  # not kept alive while this thread waits for the next batch
+
+
+class PendingDecode:
+    """One batch's decode in flight (GpuImageDecoder.submit)."""
+
+    def __init__(self, decoder: GpuImageDecoder, items: list, images: list, cuda_stream, describe):
+        self.images = images
+        self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
+        self.handles: _Handles | None = None
+        self.decoding: list = []  # indices of the images given to the GPU decoders, in handle order
+        self.decoded: threading.Event | None = None  # set by the decoder's thread
+        self.statuses: list = []
+        self.error: BaseException | None = None
+
+    def wait(self) -> None:
+        """Returns once every image is decoded or queued on the stream: images the GPU decoders do
+        not take (other formats, JPEGs they refuse) are decoded here on the CPU and uploaded."""
+        if self._items is None:
+            return
+        decoder = self._decoder
+        started = time.perf_counter()
+        if self.decoded is not None:
+            self.decoded.wait()
+        self._return_handles()
+        decoder.seconds["waiting for the decoders"] += time.perf_counter() - started
+        items, self._items = self._items, None
+        if self.error is not None:
+            raise self.error
+        succeeded = {index for index, status in zip(self.decoding, self.statuses)
+                     if status == capi.PROCESSING_SUCCESS}
+        decoder.decoded_on_gpu += len(succeeded)
+        refused = [index for index in range(len(items)) if index not in succeeded]
+        if refused:
+            self._decode_on_cpu(items, refused)
+
+    def _return_handles(self) -> None:
+        if self.handles is not None:
+            self._decoder._free_handles.append(self.handles)
+            self.handles = None
+
+    def _decode_on_cpu(self, items: list, indices: list) -> None:
+        decoder = self._decoder
+        arrays = []
+        for index in indices:
+            data, window = items[index][0], items[index][1]
+            try:
+                image = image_codecs.decode(data, decoder._output_type)
+            except image_codecs.DecodeError as error:
+                raise image_codecs.DecodeError(f"{self._describe(index)}: {error}") from None
+            if window is not None:
+                top, left, height, width = window
+                image = image[top:top + height, left:left + width]
+            if image.ndim == 2:
+                image = image[:, :, None]
+            if tuple(image.shape) != tuple(self.images[index].shape):
+                raise image_codecs.DecodeError(
+                    f"{self._describe(index)}: decoded to {tuple(image.shape)}, but its header gave "
+                    f"{tuple(self.images[index].shape)}")
+            arrays.append(image)
+        with torch.cuda.stream(self._stream):
+            for index, tensor in zip(indices, upload_arrays(decoder._staging, decoder.device, arrays)):
+                self.images[index].copy_(tensor)
+        decoder.decoded_on_cpu += len(indices)
+
+    def __del__(self):
+        # never waited for (an error elsewhere in the batch): the handles go back once the decoder
+        # thread is done with them
+        if self.decoded is not None and self._items is not None:
+            try:
+                self.decoded.wait()
+                self._return_handles()
+            except Exception:
+                pass

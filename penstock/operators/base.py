@@ -135,6 +135,10 @@ class BatchOperator(Operator):
         """Per-sample work on the CPU (parsing headers, choosing windows) ahead of run_batch."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Stops what the operator started (threads, native resources): the pipeline's GPU stage
+        has stopped and will not call it again."""
+
     def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ tensors instead, which is how the test suite runs the GPU path on machines witho
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -151,12 +152,23 @@ class MixedDecoder(BatchOperator):
         if self._engine is None:
             from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
             self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
-                                           self.args["output_type"], self.args["hw_decoder_load"])
-        describe = (lambda i: f"'{batch.source_infos[i]}'") if batch.source_infos else (lambda i: f"sample {i}")
-        return ImagePlan.of(self._engine.decode(prepared, batch.stream, describe))
+                                           self.args["output_type"], self.args["hw_decoder_load"],
+                                           batch_size_hint=self.context.batch_size)
+        def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
+            return f"{self.name} on '{batch.source_infos[index]}'" if batch.source_infos else \
+                f"{self.name} on sample {index}"
+
+        # the decode runs while the executor finishes the batch before this one; the plan waits
+        # for it before its kernel reads the images
+        pending = self._engine.submit(prepared, batch.stream, describe)
+        return replace(ImagePlan.of(pending.images), pending=pending)
 
     def output_layout(self, input_layouts):
         return "HWC"
+
+    def close(self):
+        if self._engine is not None:  # kept: its counts say which engines decoded
+            self._engine.close()
 
 
 class Resize(BatchOperator):
@@ -241,7 +253,7 @@ def _normalization(args: dict, channels: int) -> tuple[tuple, tuple]:
         raise ValueError("crop_mirror_normalize: argument 'std' must not contain 0")
     std = np.broadcast_to(np.asarray(args["std"], np.float64), (channels,))
     mean = np.broadcast_to(np.asarray(args["mean"], np.float64), (channels,))
-    return tuple(args["scale"] / std), tuple(args["shift"] - mean * args["scale"] / std)
+    return tuple((args["scale"] / std).tolist()), tuple((args["shift"] - mean * args["scale"] / std).tolist())
 
 
 class Cast(BatchOperator):

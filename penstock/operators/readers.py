@@ -206,7 +206,8 @@ class FileReader(SourceOperator):
 
     def next_batch(self, iteration: int) -> SourceBatch:
         indices, info = self.epochs.next_batch()
-        return SourceBatch(list(indices), info, [self.paths[i] for i in indices])
+        indices = np.asarray(indices).tolist()  # Python ints: cheaper to hand to worker processes
+        return SourceBatch(indices, info, [self.paths[i] for i in indices])
 
     def load(self, index, sample: SampleContext) -> tuple:
         return read_bytes(self.paths[index]), self.labels[index]

@@ -17,16 +17,11 @@ SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference wou
 
 
 class RingRef(tuple):
-    """(start, nbytes, shape, dtype): an array in the ring; start is its position in bytes since
-    the ring was made (not wrapped). A tuple: thousands cross the pipe each second."""
+    """RingRef((start, nbytes, shape, dtype)): an array in the ring; start is its position in bytes
+    since the ring was made (not wrapped). A tuple without a __new__ of its own: thousands cross
+    the pipe each second, and unpickle without running Python code."""
 
     __slots__ = ()
-
-    def __new__(cls, start: int, nbytes: int, shape: tuple, dtype: str):
-        return super().__new__(cls, (start, nbytes, shape, dtype))
-
-    def __reduce__(self):
-        return RingRef, tuple(self)
 
     @property
     def start(self) -> int:
@@ -58,7 +53,7 @@ class SharedRing:
             return value
         np.frombuffer(self._memory, np.uint8, size, offset)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
         self._written = start + size
-        return RingRef(start, size, value.shape, value.dtype.str)
+        return RingRef((start, size, value.shape, value.dtype.str))
 
     # ---- parent side ----------------------------------------------------------------------------
     def get(self, value):
@@ -90,4 +85,4 @@ class SharedRing:
 def _rebuilt(original, items: list):
     """A tuple or list like ``original`` (the same class: named tuples and tuple subclasses too)."""
     kind = type(original)
-    return kind(items) if kind in (tuple, list) else kind(*items)
+    return kind(*items) if hasattr(kind, "_make") else kind(items)  # named tuples take fields one by one

@@ -39,16 +39,11 @@ def library() -> capi.Library:
 
 
 class EncodedImage(tuple):
-    """(data, window or None, height, width): what the CPU workers hand the GPU decoder for one
-    image; plain data, so that it can come from a worker process."""
+    """EncodedImage((data, window or None, height, width)): what the CPU workers hand the GPU
+    decoder for one image; plain data, so that it can come from a worker process (a tuple without
+    a __new__ of its own unpickles without running Python code)."""
 
     __slots__ = ()
-
-    def __new__(cls, data: np.ndarray, window, height: int, width: int):
-        return super().__new__(cls, (data, window, height, width))
-
-    def __getnewargs__(self):  # unpickled (from a worker process) through __new__ above
-        return tuple(self)
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
@@ -129,7 +124,7 @@ class GpuImageDecoder:
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
-                        "decode call (decoder thread)": 0.0, "decode future (decoder thread)": 0.0}
+                        "decode call (decoder thread)": 0.0}
 
     def decode(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> list:
         """HWC uint8 images on the GPU, one per EncodedImage (its window when it has one)."""
@@ -189,11 +184,14 @@ class GpuImageDecoder:
             if create_image(instance, targets_at + slot, info_at) != success:
                 continue
             decoding.append(index)  # its handles stay at this position
+            if position & 31 == 31:
+                time.sleep(0)  # lets the decoder thread (and the workers' dispatcher) take the lock now
         pending.handles = handles
         if pending.decoding:
             pending.decoded = threading.Event()
             self._start_thread()
             self._calls.put(pending)
+            time.sleep(0)  # hands the lock over: the decoder thread starts the call now, not at the next switch
         self.seconds["code streams and images"] += time.perf_counter() - started
         return pending
 
@@ -234,7 +232,10 @@ class GpuImageDecoder:
 
 def _decode_calls(lib: capi.Library, decoder, params, calls: queue.SimpleQueue, seconds: dict) -> None:
     """The decoder's thread: one batch decode call after another, without the interpreter lock
-    while nvImageCodec works (it blocks until the batch is queued on the GPU)."""
+    while nvImageCodec works (the call returns once the batch is decoded or queued on the GPU).
+    The batch's statuses are read by the thread that waits for it: each hand-over of the lock
+    between threads can take a switch interval (5 ms), so this thread needs the lock only once
+    per batch."""
     while True:
         pending = calls.get()
         if pending is None:
@@ -251,18 +252,8 @@ def _decode_calls(lib: capi.Library, decoder, params, calls: queue.SimpleQueue, 
             started = time.perf_counter()
             lib.check(lib.slow.nvimgcodecDecoderDecode(decoder, decoded, images, count, ctypes.byref(params),
                                                        ctypes.byref(future)), "nvimgcodecDecoderDecode")
-            called = time.perf_counter()
-            try:
-                lib.check(lib.slow.nvimgcodecFutureWaitForAll(future), "nvimgcodecFutureWaitForAll")
-                seconds["decode call (decoder thread)"] += called - started
-                seconds["decode future (decoder thread)"] += time.perf_counter() - called
-                statuses = (ctypes.c_uint32 * count)()
-                size = ctypes.c_size_t(count)
-                lib.check(lib.quick.nvimgcodecFutureGetProcessingStatus(future, statuses, ctypes.byref(size)),
-                          "nvimgcodecFutureGetProcessingStatus")
-            finally:
-                lib.quick.nvimgcodecFutureDestroy(future)
-            pending.statuses = list(statuses)
+            seconds["decode call (decoder thread)"] += time.perf_counter() - started
+            pending.future = future
         except BaseException as error:  # raised by wait(), in the thread that submitted the batch
             pending.error = error
         pending.decoded.set()
@@ -279,6 +270,7 @@ class PendingDecode:
         self.decoding: list = []  # indices of the images given to the GPU decoders, in handle order
         self.decoded: threading.Event | None = None  # set by the decoder's thread
         self.statuses: list = []
+        self.future = None  # nvImageCodec's future of the batch, once the decoder thread made the call
         self.error: BaseException | None = None
 
     def wait(self) -> None:
@@ -290,9 +282,21 @@ class PendingDecode:
         started = time.perf_counter()
         if self.decoded is not None:
             self.decoded.wait()
-        self._return_handles()
-        decoder.seconds["waiting for the decoders"] += time.perf_counter() - started
         items, self._items = self._items, None
+        try:
+            if self.future is not None:
+                lib = decoder._library
+                statuses = (ctypes.c_uint32 * len(self.decoding))()
+                size = ctypes.c_size_t(len(self.decoding))
+                # keeps the lock (releasing it costs a hand-over): the decode call returned once its
+                # batch was done, so this does not wait
+                lib.check(lib.quick.nvimgcodecFutureGetProcessingStatus(self.future, statuses, ctypes.byref(size)),
+                          "nvimgcodecFutureGetProcessingStatus")
+                self.statuses = list(statuses)
+        finally:
+            self._release_future(finished=self.statuses != [])
+            self._return_handles()
+        decoder.seconds["waiting for the decoders"] += time.perf_counter() - started
         if self.error is not None:
             raise self.error
         succeeded = {index for index, status in zip(self.decoding, self.statuses)
@@ -301,6 +305,14 @@ class PendingDecode:
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
             self._decode_on_cpu(items, refused)
+
+    def _release_future(self, finished: bool = True) -> None:
+        if self.future is not None:
+            lib = self._decoder._library
+            if not finished:
+                lib.slow.nvimgcodecFutureWaitForAll(self.future)
+            lib.quick.nvimgcodecFutureDestroy(self.future)
+            self.future = None
 
     def _return_handles(self) -> None:
         if self.handles is not None:
@@ -337,6 +349,7 @@ class PendingDecode:
         if self.decoded is not None and self._items is not None:
             try:
                 self.decoded.wait()
+                self._release_future(finished=False)
                 self._return_handles()
             except Exception:
                 pass

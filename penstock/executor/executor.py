@@ -30,6 +30,7 @@ _POLL_SECONDS = 0.1
 # (nvImageCodec's CPU threads).
 MAX_PYTHON_WORKERS = 8
 PROCESS_CHUNK = 16  # samples per message to a worker process, at most
+GPU_BATCHES_IN_FLIGHT = 2  # the GPU stage starts a batch before finishing the one before it
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
@@ -118,7 +119,10 @@ class Executor:
         self._output_layouts = output_layouts
         self._batch_size = batch_size
         self._seed = seed
-        self._depth = max(1, prefetch_depth)
+        # batches prepared ahead of the consumer: prefetch_depth finished or in the CPU stage, and,
+        # as each stage has its own in DALI, the GPU stage's own (GPU_BATCHES_IN_FLIGHT): else
+        # the CPU workers would wait while the GPU stage holds two batches
+        self._depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT if self._gpu_steps else 0)
         self._kept = self._find_kept_values()
         self._dense_slots = {self._kept[ref] for ref in outputs if ref in self._kept}
         self._pools = [BufferPool(keep=self._depth + 3) for _ in self._kept]
@@ -587,7 +591,8 @@ class Executor:
         Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
         decode."""
         import torch
-        streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None for _ in range(2)]
+        streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
+                   for _ in range(GPU_BATCHES_IN_FLIGHT)]
         started = None  # a batch whose operators ran, outputs not yet made
         taken = None  # the next batch, taken from the queue; its CPU stage may still be running
         while not self._stopping.is_set():
@@ -603,7 +608,7 @@ class Executor:
                     started = None
                 continue
             job, taken = taken, None
-            self._start_gpu(job, streams[job.iteration % 2])
+            self._start_gpu(job, streams[job.iteration % GPU_BATCHES_IN_FLIGHT])
             if started is not None:
                 self._finish_gpu(started)
             started = job

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -30,42 +29,47 @@ class NoMonitor:
     jpeg_utilization = float("nan")
 
 
+_MONITOR_SCRIPT = r"""
+import json, select, sys
+import pynvml
+pid, device_index, period = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+pynvml.nvmlInit()
+handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+peak, samples = 0, []
+while not select.select([sys.stdin], [], [], period)[0]:  # until the parent closes stdin
+    try:
+        used = sum(p.usedGpuMemory or 0 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == pid)
+        peak = max(peak, used)
+        samples.append(pynvml.nvmlDeviceGetJpgUtilization(handle)[0])
+    except pynvml.NVMLError:
+        pass
+print(json.dumps([peak, samples]))
+"""
+
+
 class DeviceMonitor:
-    """Samples this process's GPU memory and the JPEG engines' utilization through NVML."""
+    """Samples this process's GPU memory and the JPEG engines' utilization through NVML, from a
+    separate process: a sampling thread here would take turns for the interpreter lock with the
+    runners' own threads, and slow the ones that use Python threads."""
 
     def __init__(self, device_index=0, period=0.05):
-        import pynvml
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        self._period = period
-        self._stop = threading.Event()
+        self._arguments = [str(os.getpid()), str(device_index), str(period)]
         self.peak_memory = 0
         self.jpeg_samples = []
 
-    def _memory(self):
-        used = 0
-        for process in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
-            if process.pid == os.getpid() and process.usedGpuMemory:
-                used += process.usedGpuMemory
-        return used
-
-    def _loop(self):
-        while not self._stop.wait(self._period):
-            try:
-                self.peak_memory = max(self.peak_memory, self._memory())
-                self.jpeg_samples.append(self._nvml.nvmlDeviceGetJpgUtilization(self._handle)[0])
-            except self._nvml.NVMLError:
-                pass
-
     def __enter__(self):
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
+        import subprocess
+        self._process = subprocess.Popen([sys.executable, "-c", _MONITOR_SCRIPT, *self._arguments],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.pid = self._process.pid
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        self._process.stdin.close()
+        output = self._process.stdout.read()
+        self._process.wait()
+        if output.strip():
+            self.peak_memory, self.jpeg_samples = json.loads(output)
 
     @property
     def jpeg_utilization(self):
@@ -81,7 +85,8 @@ def measure(name, kind, make_batches, count, warmup=3):
     torch.cuda.reset_peak_memory_stats()
     images = 0
     with (DeviceMonitor() if MONITOR else contextlib.nullcontext(NoMonitor())) as monitor:
-        workers = descendant_pids()  # worker processes count as CPU used (DataLoader's, penstock's)
+        # worker processes count as CPU used (DataLoader's, penstock's); the monitor does not
+        workers = [pid for pid in descendant_pids() if pid != getattr(monitor, "pid", None)]
         cpu_before, started = _process_cpu_seconds(workers), time.perf_counter()
         for _ in range(count):
             tensor = next(batches)

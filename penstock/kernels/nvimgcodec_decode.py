@@ -11,7 +11,6 @@ import queue
 import threading
 import time
 
-import numpy as np
 import torch
 
 from penstock.kernels import image_codecs
@@ -47,12 +46,11 @@ class EncodedImage(tuple):
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
-    """(backend kind, share of each batch) in nvImageCodec's order of preference:
+    """(backend kind, share of each batch) in nvImageCodec's order of preference, DALI's order:
     ``hw_decoder_load`` of each batch for the hardware engines, the rest (and what they refuse) for
-    nvJPEG's hybrid path (Huffman on CPU threads, the rest on CUDA cores), and every JPEG on CUDA
-    cores where there are no engines."""
-    loads = ((capi.BACKEND_HW_GPU_ONLY, hw_decoder_load), (capi.BACKEND_HYBRID_CPU_GPU, 1.0),
-             (capi.BACKEND_GPU_ONLY, 1.0))
+    nvJPEG on CUDA cores, then nvJPEG's hybrid path (Huffman on CPU threads) for what those refuse."""
+    loads = ((capi.BACKEND_HW_GPU_ONLY, hw_decoder_load), (capi.BACKEND_GPU_ONLY, 1.0),
+             (capi.BACKEND_HYBRID_CPU_GPU, 1.0))
     return [(kind, load) for kind, load in loads if load > 0]
 
 

@@ -54,7 +54,7 @@ def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
     for i, value in enumerate(sent):
         assert np.array_equal(ring.get(value)[0], image + i)
     assert isinstance(ring.put(image), np.ndarray)  # no room left: the array travels as itself
-    ring.release(max(SharedRing.end_of(value) for value in sent))
+    ring.release(max(ring.end_of(value) for value in sent))
     wrapped = ring.put(image.reshape(100, 200))
     assert isinstance(wrapped, RingRef) and wrapped.start == 1 << 16  # skipped the tail, at the start again
     assert np.array_equal(ring.get(wrapped), image.reshape(100, 200))

@@ -427,14 +427,15 @@ class Executor:
                     self._finish(tasks, error)
                     continue
                 ring = link.ring
-                for (job, index), (status, payload) in zip(tasks, replies):
-                    if status == "error":
-                        _record_error(job, payload)
+                for (job, index), (error, payload) in zip(tasks, _replies(replies)):
+                    if error is not None:
+                        _record_error(job, error)
                         continue
                     for slot, value in enumerate(payload):
                         if slot in self._ring_slots:
-                            job.ring_ends[link] = max(job.ring_ends.get(link, 0), ring.end_of(value))
-                            value = ring.get(value)
+                            value, end = ring.resolve(value)
+                            if end > job.ring_ends.get(link, 0):
+                                job.ring_ends[link] = end
                         if job.error is None:
                             job.values[slot][index] = self._store(job, slot, index, value)
                 self._finish(tasks)
@@ -745,17 +746,43 @@ def _serve_samples(executor: "Executor", connection, ring: SharedRing) -> None:
             return
         if message is None:
             return
-        replies = []
+        errors, computed = [], []
         for items, params, index, source_info in _unpacked(executor, message):
             try:
                 kept = executor._compute_sample(items, params, index, source_info)
                 for slot in executor._ring_slots:
                     kept[slot] = ring.put(kept[slot])
-                replies.append(("ok", kept))
+                computed.append(kept)
+                errors.append(None)
             except Exception as error:
                 failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
-                replies.append(("error", PipelineError(str(failure))))
-        connection.send(replies)
+                errors.append(PipelineError(str(failure)))
+        connection.send((errors, [_column([kept[slot] for kept in computed]) for slot in range(len(executor._kept))]))
+
+
+def _column(values: list):
+    """One kept value of several samples, for the pipe: arrays of one shape and type stacked into
+    one array (one pickled object, not one per sample; the parent gets views of its rows), anything
+    else as the list."""
+    first = values[0] if values else None
+    if isinstance(first, np.ndarray) and first.ndim and not first.dtype.hasobject and all(
+            isinstance(value, np.ndarray) and value.shape == first.shape and value.dtype == first.dtype
+            for value in values):
+        return np.stack(values)
+    return values
+
+
+def _replies(reply: tuple):
+    """(error or None, kept values) per sample of a worker process's reply (see _serve_samples)."""
+    errors, columns = reply
+    columns = [list(column) if isinstance(column, np.ndarray) else column for column in columns]
+    position = 0
+    for error in errors:
+        if error is not None:
+            yield error, None
+            continue
+        yield None, [column[position] for column in columns]
+        position += 1
 
 
 def _unpacked(executor: "Executor", message: list):

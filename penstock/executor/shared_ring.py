@@ -56,25 +56,24 @@ class SharedRing:
         return RingRef((start, size, value.shape, value.dtype.str))
 
     # ---- parent side ----------------------------------------------------------------------------
-    def get(self, value):
-        """The value with its RingRefs replaced by arrays read in place (valid until released)."""
+    def resolve(self, value) -> tuple:
+        """(the value with its RingRefs replaced by arrays read in place (valid until released),
+        the ring position after its last array (0 when it has none))."""
         if type(value) is RingRef:
             start, nbytes, shape, dtype = value
             array = np.frombuffer(self._memory, np.uint8, nbytes, start % self._size).view(dtype).reshape(shape)
             array.flags.writeable = False
-            return array
+            return array, start + nbytes
         if isinstance(value, (tuple, list)):
-            return _rebuilt(value, [self.get(item) for item in value])
-        return value
+            resolved = [self.resolve(item) for item in value]
+            return _rebuilt(value, [item for item, _ in resolved]), max((end for _, end in resolved), default=0)
+        return value, 0
 
-    @staticmethod
-    def end_of(value) -> int:
-        """The ring position after the value's last array (0 when it has none)."""
-        if type(value) is RingRef:
-            return value[0] + value[1]
-        if isinstance(value, (tuple, list)):
-            return max((SharedRing.end_of(item) for item in value), default=0)
-        return 0
+    def get(self, value):
+        return self.resolve(value)[0]
+
+    def end_of(self, value) -> int:
+        return self.resolve(value)[1]
 
     def release(self, end: int) -> None:
         """Lets the process write over everything before ``end``."""

@@ -84,7 +84,8 @@ class ImagePlan:
                        filter=filter_id, antialias=antialias, resized=True)
 
     def with_flips(self, flips: list) -> "ImagePlan":
-        return replace(self, flips=[(a ^ c, b ^ d) for (a, b), (c, d) in zip(self.flips, flips)])
+        return replace(self, flips=[(a ^ c, b ^ d) if c or d else (a, b)
+                                    for (a, b), (c, d) in zip(self.flips, flips)])
 
     def with_affine(self, multipliers: list, addends: list) -> "ImagePlan":
         """Values become value * multiplier + addend (per sample, per channel), after what is planned."""
@@ -104,6 +105,8 @@ class ImagePlan:
         return replace(self, multipliers=new_multipliers, addends=new_addends)
 
     def with_fills(self, fills: list) -> "ImagePlan":
+        if fills and all(fill is fills[0] for fill in fills):  # one argument for the batch: worked out once
+            return replace(self, fills=[_per_channel(fills[0], self.channels)] * len(fills))
         return replace(self, fills=[_per_channel(f, self.channels) for f in fills])
 
     def with_output(self, dtype: torch.dtype | None = None, chw: bool | None = None,

@@ -212,11 +212,14 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     count = len(plan.sources)
     device = plan.sources[0].device
     channels = plan.sources[0].shape[2]
-    for source in plan.sources:
-        if source.shape[2] != channels or source.stride(2) != 1 or source.stride(1) != channels:
+    dtype = plan.sources[0].dtype
+    # one pass over the sources, few calls each: this runs for every sample of every batch
+    layouts = [(source.data_ptr(), *source.shape, *source.stride(), source.dtype) for source in plan.sources]
+    for _, _, _, source_channels, _, pixel_stride, channel_stride, source_dtype in layouts:
+        if source_channels != channels or channel_stride != 1 or pixel_stride != channels:
             raise ValueError("resample: every source must be HWC with the same number of channels and "
                              "contiguous pixels")
-        if source.dtype != plan.sources[0].dtype:
+        if source_dtype != dtype:
             raise ValueError("resample: every source must have the same dtype")
     out_channels = channels + (1 if plan.pad_channels else 0)
     shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in plan.output_sizes]
@@ -233,9 +236,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     # every per-sample number in two tables, sent in two copies from pinned memory: the launch
     # does not wait for the work already queued on the stream (such as the decoding of the sources)
     integers = np.zeros((count + 1, 9), np.int64)
-    integers[:count, 0] = [source.data_ptr() for source in plan.sources]
-    integers[:count, 1:3] = [source.shape[:2] for source in plan.sources]
-    integers[:count, 3] = [source.stride(0) for source in plan.sources]
+    integers[:count, :4] = [layout[:3] + (layout[4],) for layout in layouts]  # address, height, width, row stride
     integers[:count, 4] = offsets
     integers[:count, 5:7] = plan.output_sizes
     integers[:count, 7:9] = plan.flips

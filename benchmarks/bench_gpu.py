@@ -36,6 +36,7 @@ pid, device_index, period = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3
 pynvml.nvmlInit()
 handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
 peak, samples = 0, []
+print("ready", flush=True)
 while not select.select([sys.stdin], [], [], period)[0]:  # until the parent closes stdin
     try:
         used = sum(p.usedGpuMemory or 0 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == pid)
@@ -62,6 +63,7 @@ class DeviceMonitor:
         self._process = subprocess.Popen([sys.executable, "-c", _MONITOR_SCRIPT, *self._arguments],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pid = self._process.pid
+        self._process.stdout.readline()  # sampling has started (NVML is loaded): the run may begin
         return self
 
     def __exit__(self, *exc):

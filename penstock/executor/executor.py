@@ -29,7 +29,7 @@ _POLL_SECONDS = 0.1
 # 2,100 with 16 (BENCHMARKS.md). A pipeline's num_threads above it still sizes native thread pools
 # (nvImageCodec's CPU threads).
 MAX_PYTHON_WORKERS = 8
-PROCESS_CHUNK = 16  # samples per message to a worker process, at most
+PROCESS_CHUNK = 32  # samples per message to a worker process, at most
 GPU_BATCHES_IN_FLIGHT = 2  # the GPU stage starts a batch before finishing the one before it
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()

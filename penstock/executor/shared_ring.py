@@ -61,8 +61,9 @@ class SharedRing:
         the ring position after its last array (0 when it has none))."""
         if type(value) is RingRef:
             start, nbytes, shape, dtype = value
+            # writable, as arrays from a pipe are: the GPU decoder takes its address through ctypes,
+            # which only reads writable buffers cheaply
             array = np.frombuffer(self._memory, np.uint8, nbytes, start % self._size).view(dtype).reshape(shape)
-            array.flags.writeable = False
             return array, start + nbytes
         if isinstance(value, (tuple, list)):
             resolved = [self.resolve(item) for item in value]

@@ -162,13 +162,17 @@ class GpuImageDecoder:
         create_stream, sub_stream = quick.nvimgcodecCodeStreamCreateFromHostMem, quick.nvimgcodecCodeStreamGetSubCodeStream
         create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
         decoding = pending.decoding
+        addressof, c_char = ctypes.addressof, ctypes.c_char
         for index in on_gpu:
             data, window = items[index][0], items[index][1]
             height, width, _ = shapes[index]
             position = len(decoding)
             slot = position * 8  # byte offset of this image's handles in the arrays
-            if create_stream(instance, wholes_at + slot, data.__array_interface__["data"][0], data.nbytes,
-                             None) != success:
+            try:
+                address = addressof(c_char.from_buffer(data))  # a quarter of the time of the array interface
+            except (TypeError, ValueError):  # read-only data
+                address = data.__array_interface__["data"][0]
+            if create_stream(instance, wholes_at + slot, address, data.nbytes, None) != success:
                 continue  # not a stream nvImageCodec can parse: the CPU decoder says why
             if window is None:
                 decoded[position] = wholes[position]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import gc
 import itertools
 import multiprocessing
 import multiprocessing.connection
@@ -590,29 +591,37 @@ class Executor:
         the decoders) before batch i's outputs are made (waiting for its decode, launching its
         kernel), so the decoders have the next batch while this thread works on the current one.
         Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
-        decode."""
+        decode.
+
+        CUDA objects (streams, the batches in progress) hang off the executor, not this thread's
+        frame: when another pipeline forks its worker processes, the child discards the frames of
+        the threads it did not inherit, and a CUDA object freed there aborts it."""
         import torch
-        streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
-                   for _ in range(GPU_BATCHES_IN_FLIGHT)]
-        started = None  # a batch whose operators ran, outputs not yet made
-        taken = None  # the next batch, taken from the queue; its CPU stage may still be running
+        self._gpu_streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
+                             for _ in range(GPU_BATCHES_IN_FLIGHT)]
+        self._gpu_started = None  # a batch whose operators ran, outputs not yet made
+        self._gpu_taken = None  # the next batch, taken from the queue; its CPU stage may still be running
+        self._gpu_finishing = None  # the batch whose outputs are being made
         while not self._stopping.is_set():
-            if taken is None:
+            if self._gpu_taken is None:
                 try:
-                    taken = self._in_flight.get(timeout=_POLL_SECONDS) if started is None else \
-                        self._in_flight.get_nowait()
+                    self._gpu_taken = self._in_flight.get(timeout=_POLL_SECONDS) if self._gpu_started is None \
+                        else self._in_flight.get_nowait()
                 except queue.Empty:
-                    taken = None
-            if taken is None or not taken.done.wait(timeout=_POLL_SECONDS if started is None else 0):
-                if started is not None:  # nothing to start now: finish the started batch rather than wait
-                    self._finish_gpu(started)
-                    started = None
+                    pass
+            taken = self._gpu_taken
+            if taken is None or not taken.done.wait(timeout=_POLL_SECONDS if self._gpu_started is None else 0):
+                if self._gpu_started is not None:  # nothing to start now: finish the started batch rather than wait
+                    self._gpu_finishing, self._gpu_started = self._gpu_started, None
+                    self._finish_gpu(self._gpu_finishing)
+                    self._gpu_finishing = None
                 continue
-            job, taken = taken, None
-            self._start_gpu(job, streams[job.iteration % GPU_BATCHES_IN_FLIGHT])
-            if started is not None:
-                self._finish_gpu(started)
-            started = job
+            self._start_gpu(taken, self._gpu_streams[taken.iteration % GPU_BATCHES_IN_FLIGHT])
+            self._gpu_finishing, self._gpu_started, self._gpu_taken = self._gpu_started, taken, None
+            del taken
+            if self._gpu_finishing is not None:
+                self._finish_gpu(self._gpu_finishing)
+                self._gpu_finishing = None
 
     def _start_gpu(self, job: _Job, stream) -> None:
         """The batch operators of one batch, in graph order, queued on ``stream``; what they
@@ -622,6 +631,7 @@ class Executor:
             return
         import torch
         values: dict[tuple[int, int], Any] = {}
+        job.gpu_values = values  # (filled below) held by the job, not only by this frame
 
         def batch_value(ref):
             return values[ref] if ref in values else job.values[self._kept[ref]]
@@ -647,7 +657,6 @@ class Executor:
                         values[(step.key, position)] = value
         except BaseException as error:  # surfaces in the consumer's thread
             job.error = error
-        job.gpu_values = values
 
     def _finish_gpu(self, job: _Job) -> None:
         """Makes the batch's outputs (running deferred work), then hands the batch on."""
@@ -700,7 +709,14 @@ class ProcessLink:
             # Python 3.12 warns about forking a process that has threads; the child only runs
             # operators, which take no locks those threads could hold
             warnings.simplefilter("ignore", DeprecationWarning)
-            self._process.start()
+            # the child must never free what it inherits: garbage not yet collected here may hold
+            # CUDA objects (events, tensors), and freeing one in a forked child aborts it. Frozen
+            # objects are left alone by the child's collector (and stay unshared pages there).
+            gc.freeze()
+            try:
+                self._process.start()
+            finally:
+                gc.unfreeze()
         child.close()
 
     @property

@@ -169,14 +169,11 @@ def resample_kernel(
         tl.store(address, value.to(out_base.dtype.element_ty), mask=active)
 
 
-_local = threading.local()
-
-
-def _staging() -> PinnedStaging:
-    staging = getattr(_local, "staging", None)
-    if staging is None:
-        staging = _local.staging = PinnedStaging()
-    return staging
+# The kernel tables' staging buffers, shared by every thread that launches the kernel. Not one per
+# thread in a threading.local: a forked worker process discards the other threads' locals, and the
+# CUDA events freed with them there abort it.
+_staging = PinnedStaging()
+_staging_lock = threading.Lock()
 
 
 @dataclass
@@ -248,7 +245,8 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     reals[:, 4 + channels:4 + 2 * channels] = plan.addends
     reals[:, 4 + 2 * channels:] = plan.fills
     if device.type == "cuda":
-        integers, reals = upload_arrays(_staging(), device, [integers, reals])
+        with _staging_lock:
+            integers, reals = upload_arrays(_staging, device, [integers, reals])
     else:
         integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
     rounding = not plan.out_dtype.is_floating_point

@@ -281,3 +281,29 @@ def test_streaming_pipeline_of_the_tutorial(already_batched):
     np.testing.assert_allclose(imgs[:, crop_size // 2, crop_size // 2], np.stack(colours[:batch_size]), atol=1e-4)
     assert not imgs[:, 0, 0].any() and not imgs[:, -1, -1].any()
     pipe.close()
+
+
+def test_simple_pipeline_of_the_talk(image_dir):
+    """The talk's first pipeline: operators made in __init__ (the old FileReader and nvJPEGDecoder
+    names), the graph in define_graph, then build() and run()."""
+
+    class SimplePipeline(Pipeline):
+        def __init__(self, batch_size, num_threads, device_id):
+            super(SimplePipeline, self).__init__(batch_size, num_threads, device_id)
+            self.input = ops.FileReader(file_root=image_dir)
+            self.decode = ops.nvJPEGDecoder(device=DECODER_DEVICE, output_type=types.RGB)
+            self.resize = ops.Resize(device=GPU_DEVICE, resize_x=224, resize_y=224)
+
+        def define_graph(self):
+            jpegs, labels = self.input()
+            images = self.decode(jpegs)
+            images = self.resize(images)
+            return (images, labels)
+
+    with on_this_machine():
+        pipe = SimplePipeline(batch_size=3, num_threads=2, device_id=0)
+        pipe.build()
+    images, labels = pipe.run()
+    assert images.as_cpu().as_array().shape == (3, 224, 224, 3)
+    assert labels.as_array().ravel().tolist() == [0, 0, 0]  # the first class's files come first
+    pipe.close()

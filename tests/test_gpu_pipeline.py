@@ -84,3 +84,29 @@ def test_external_source_on_the_gpu_gives_cuda_batches():
     assert tensor.device.type == "cuda" and tuple(tensor.shape) == (4, 4, 4, 3)
     assert torch.equal(tensor[:, 0, 0, 0].cpu(), torch.arange(4, dtype=torch.float32))
     pipe.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_external_source_takes_cupy_and_cuda_tensor_samples():
+    cupy = pytest.importorskip("cupy")
+    import torch
+
+    from penstock import fn, pipeline_def, types
+
+    def samples(make):
+        for i in range(4):
+            yield [make(np.full((6, 5, 3), i, np.float32)), make(np.array([i], np.float32))]
+
+    for make in (cupy.asarray, lambda array: torch.from_numpy(array).cuda()):
+        @pipeline_def(batch_size=4, num_threads=2, device_id=0)
+        def streaming():
+            images, labels = fn.external_source(source=samples(make), num_outputs=2, batch=False, device="gpu",
+                                                dtype=types.FLOAT)
+            return fn.crop(images, device="gpu", crop=(4, 4)), labels
+
+        pipe = streaming()
+        images, labels = pipe.run()
+        assert torch.equal(images.as_tensor()[:, 0, 0, 0].cpu(), torch.arange(4, dtype=torch.float32))
+        assert torch.equal(labels.as_tensor().cpu().ravel(), torch.arange(4, dtype=torch.float32))
+        pipe.close()

@@ -293,6 +293,22 @@ def test_rotate_keep_size_matches_pillow(angle):
         assert np.abs(result[inner].astype(float) - want[inner]).mean() <= 1.5
 
 
+@pytest.mark.parametrize("angle", [30.0, -45.0, 200.0])
+def test_rotate_keep_size_matches_opencv_warp_affine(angle):
+    # reference: cv2.warpAffine with getRotationMatrix2D about the centre of the pixel grid,
+    # bilinear, fill 0; tolerance: mean 1.5 grey levels away from the borders
+    import cv2
+    samples = [smooth_image(40, 60, seed=3), smooth_image(33, 47, seed=4)]
+    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True), samples)
+    for image, result in zip(samples, got):
+        height, width = image.shape[:2]
+        matrix = cv2.getRotationMatrix2D(((width - 1) / 2, (height - 1) / 2), angle, 1.0)
+        want = cv2.warpAffine(image, matrix, (width, height), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+        inner = (slice(4, -4), slice(4, -4))
+        assert np.abs(result[inner].astype(float) - want[inner]).mean() <= 1.5
+
+
 def test_rotate_output_is_the_bounding_box_with_the_input_parity():
     image = smooth_image(40, 60)
     result = run_operator(lambda x: fn.rotate(x, angle=30.0, fill_value=255), [image])[0]

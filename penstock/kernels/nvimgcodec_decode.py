@@ -124,15 +124,10 @@ class GpuImageDecoder:
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
                         "decode call (decoder thread)": 0.0}
 
-    def decode(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> list:
-        """HWC uint8 images on the GPU, one per EncodedImage (its window when it has one)."""
-        pending = self.submit(items, cuda_stream, describe)
-        pending.wait()
-        return pending.images
-
     def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
-        """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images are
-        views of it, to be read (by work queued on ``cuda_stream``) once its wait() returned."""
+        """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (HWC
+        uint8, one per EncodedImage: its window when it has one) are views of it, to be read (by
+        work queued on ``cuda_stream``) once its wait() returned."""
         quick = self._library.quick
         started = time.perf_counter()
         channels = self._channels

@@ -63,6 +63,45 @@ def jpeg_size(data: np.ndarray) -> tuple[int, int]:
     return height, width
 
 
+# (horizontal, vertical) sampling factors of the luma component, with both chroma components at
+# (1, 1): 4:4:4, 4:2:2, 4:2:0 and 4:4:0, the subsamplings the GPU's hardware JPEG decoders take
+_HARDWARE_SAMPLINGS = {(1, 1), (2, 1), (2, 2), (1, 2)}
+
+
+def hardware_decodable(data: np.ndarray) -> bool:
+    """Whether a JPEG is one the GPU's hardware JPEG decoders take: baseline (SOF0), 8-bit, gray or
+    three components in a supported subsampling, one interleaved scan. Reads the markers before
+    the scan, then looks for a second scan: each marker in the entropy-coded data is a restart or a
+    stuffed 0xFF, so a second SOS marker means a second scan."""
+    raw = memoryview(np.ascontiguousarray(data, np.uint8)).cast("B")
+    size, position, components = len(raw), 2, 0
+    while position + 4 <= size:
+        if raw[position] != 0xFF:
+            return False
+        marker = raw[position + 1]
+        if marker == 0xFF:  # fill byte
+            position += 1
+            continue
+        length = raw[position + 2] << 8 | raw[position + 3]
+        if marker == 0xDA:  # start of scan
+            if not components or raw[position + 4] != components:
+                return False
+            return bytes(raw[position + 2 + length:]).find(b"\xff\xda") < 0
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+            if marker != 0xC0 or raw[position + 4] != 8 or position + 10 + 3 * raw[position + 9] > size:
+                return False
+            components = raw[position + 9]
+            factors = [(raw[position + 11 + 3 * index] >> 4, raw[position + 11 + 3 * index] & 15)
+                       for index in range(components)]
+            if components == 3:
+                if factors[0] not in _HARDWARE_SAMPLINGS or factors[1] != (1, 1) or factors[2] != (1, 1):
+                    return False
+            elif components != 1:
+                return False
+        position += 2 + length
+    return False
+
+
 def image_size(data: np.ndarray) -> tuple[int, int]:
     """(height, width) of any supported image; cheap for JPEG, a full decode otherwise."""
     if image_format(data) == "jpeg":

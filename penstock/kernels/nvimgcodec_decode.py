@@ -1,8 +1,8 @@
-"""GPU image decoding through nvImageCodec: JPEG on the GPU's hardware decoding engines (A100,
-H100, H200 class), or on CUDA cores (Huffman on CPU threads) where there are none or they refuse an
-image; a window per image decodes only that region, straight into one buffer for the batch.
-Images the GPU decoders do not take (other formats, and any JPEG they refuse) are decoded on the
-CPU and uploaded.
+"""GPU image decoding: JPEG on the GPU's hardware decoding engines (A100, H100, H200 class)
+through nvJPEG's batched call, the JPEGs they do not take (or all, where there are none) through
+nvImageCodec on CUDA cores (Huffman on CPU threads); a window per image decodes only that region,
+straight into one buffer for the batch. Images the GPU decoders do not take (other formats, and any
+JPEG they refuse) are decoded on the CPU and uploaded.
 """
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import queue
 import threading
 import time
 
+import numpy as np
 import torch
 
 from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
+from penstock.kernels import nvjpeg_hardware
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 from penstock.types import DALIImageType
 
@@ -38,9 +40,10 @@ def library() -> capi.Library:
 
 
 class EncodedImage(tuple):
-    """EncodedImage((data, window or None, height, width)): what the CPU workers hand the GPU
-    decoder for one image; plain data, so that it can come from a worker process (a tuple without
-    a __new__ of its own unpickles without running Python code)."""
+    """EncodedImage((data, window or None, height, width, hardware)): what the CPU workers hand the
+    GPU decoder for one image (``hardware``: a JPEG the hardware decoders take); plain data, so
+    that it can come from a worker process (a tuple without a __new__ of its own unpickles without
+    running Python code)."""
 
     __slots__ = ()
 
@@ -94,7 +97,12 @@ class GpuImageDecoder:
                                extension_modules_path=lib.extensions)
         lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
                   "nvimgcodecInstanceCreate")
-        loads = default_backends(hw_decoder_load) if backends is None else backends
+        self._hardware = self._hardware_decoder(device_id, output_type, hw_decoder_load, batch_size_hint) \
+            if backends is None else None
+        self._hardware_load = hw_decoder_load
+        if backends is None:  # the hardware decoders' share goes to nvJPEG directly, when they are there
+            backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
+        loads = backends
         self._backends = (capi.Backend * len(loads))(*[
             capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
                                                               load_hint_policy=capi.LOAD_HINT_FIXED))
@@ -124,6 +132,19 @@ class GpuImageDecoder:
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
                         "decode call (decoder thread)": 0.0}
 
+    @staticmethod
+    def _hardware_decoder(device_id: int, output_type: DALIImageType, load: float, batch_size_hint: int):
+        """nvJPEG's hardware backend, or None where the GPU has no hardware JPEG decoder."""
+        if load <= 0:
+            return None
+        output_format = {DALIImageType.BGR: nvjpeg_hardware.OUTPUT_BGRI,
+                         DALIImageType.GRAY: nvjpeg_hardware.OUTPUT_Y}.get(output_type, nvjpeg_hardware.OUTPUT_RGBI)
+        try:
+            with torch.cuda.device(device_id):
+                return nvjpeg_hardware.HardwareJpegDecoder(output_format, batch_size_hint)
+        except (OSError, RuntimeError):
+            return None
+
     def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
         """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (HWC
         uint8, one per EncodedImage: its window when it has one) are views of it, to be read (by
@@ -132,7 +153,8 @@ class GpuImageDecoder:
         started = time.perf_counter()
         channels = self._channels
         shapes, offsets, total = [], [], 0
-        for _, window, height, width in items:
+        for item in items:
+            window, height, width = item[1], item[2], item[3]
             if window is not None:
                 height, width = window[2], window[3]
             shapes.append((height, width, channels))
@@ -143,7 +165,11 @@ class GpuImageDecoder:
         images = [packed[offset:offset + h * w * c].view(h, w, c) for offset, (h, w, c) in zip(offsets, shapes)]
         pending = PendingDecode(self, items, images, cuda_stream, describe)
         on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
+        if self._hardware is not None and on_gpu:
+            on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:
+            self._queue(pending)
+            self.seconds["code streams and images"] += time.perf_counter() - started
             return pending
         handles = self._handles(len(on_gpu))
         # plain addresses and the structures' field arrays, looked up once: this loop runs for every
@@ -184,13 +210,40 @@ class GpuImageDecoder:
             if position & 31 == 31:
                 time.sleep(0)  # lets the decoder thread (and the workers' dispatcher) take the lock now
         pending.handles = handles
-        if pending.decoding:
+        self._queue(pending)
+        self.seconds["code streams and images"] += time.perf_counter() - started
+        return pending
+
+    def _describe_hardware(self, pending: "PendingDecode", items: list, on_gpu: list, shapes: list,
+                           offsets: list, base: int) -> list:
+        """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
+        share = -(-len(on_gpu) * self._hardware_load // 1)
+        chosen = [index for index in on_gpu if len(items[index]) > 4 and items[index][4]][:int(share)]
+        if not chosen:
+            return on_gpu
+        addresses, lengths = [], []
+        addressof, c_char = ctypes.addressof, ctypes.c_char
+        for index in chosen:
+            data = items[index][0]
+            try:
+                addresses.append(addressof(c_char.from_buffer(data)))
+            except (TypeError, ValueError):  # read-only data
+                addresses.append(data.__array_interface__["data"][0])
+            lengths.append(data.nbytes)
+        outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
+        row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
+        pending.hardware = chosen
+        pending.hardware_batch = self._hardware.describe(addresses, lengths, outputs, row_bytes,
+                                                         [items[index][1] for index in chosen])
+        taken = set(chosen)
+        return [index for index in on_gpu if index not in taken]
+
+    def _queue(self, pending: "PendingDecode") -> None:
+        if pending.decoding or pending.hardware:
             pending.decoded = threading.Event()
             self._start_thread()
             self._calls.put(pending)
             time.sleep(0)  # hands the lock over: the decoder thread starts the call now, not at the next switch
-        self.seconds["code streams and images"] += time.perf_counter() - started
-        return pending
 
     def _handles(self, count: int) -> _Handles:
         handles = self._free_handles.pop() if self._free_handles else _Handles(count)
@@ -202,7 +255,7 @@ class GpuImageDecoder:
     def _start_thread(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
-                                            args=(self._library, self._decoder, self._params, self._calls, self.seconds))
+                                            args=(self, self._calls))
             self._thread.start()
 
     def close(self) -> None:
@@ -215,6 +268,9 @@ class GpuImageDecoder:
         for handles in self._free_handles:
             handles.destroy(self._library.quick)
         self._free_handles = []
+        if self._hardware is not None:
+            self._hardware.close()
+            self._hardware = None
 
     def __del__(self):
         try:
@@ -227,34 +283,50 @@ class GpuImageDecoder:
             pass
 
 
-def _decode_calls(lib: capi.Library, decoder, params, calls: queue.SimpleQueue, seconds: dict) -> None:
-    """The decoder's thread: one batch decode call after another, without the interpreter lock
-    while nvImageCodec works (the call returns once the batch is decoded or queued on the GPU).
-    The batch's statuses are read by the thread that waits for it: each hand-over of the lock
-    between threads can take a switch interval (5 ms), so this thread needs the lock only once
-    per batch."""
+def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
+    """The decoder's thread: one batch after another, the hardware decoders' share through nvJPEG,
+    then the rest through nvImageCodec, each call without the interpreter lock while it works (it
+    returns once its batch is decoded or queued on the GPU). The batch's statuses are read by the
+    thread that waits for it: each hand-over of the lock between threads can take a switch interval
+    (5 ms), so this thread needs the lock only a few times per batch."""
+    lib, seconds = decoder._library, decoder.seconds
+    torch.cuda.set_device(decoder.device)
     while True:
         pending = calls.get()
         if pending is None:
             return
         try:
-            count = len(pending.decoding)
-            handles = pending.handles
-            if count == handles.capacity:
-                decoded, images = handles.decoded, handles.images
-            else:
-                decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
-                images = (ctypes.c_void_p * count).from_buffer(handles.images)
-            future = ctypes.c_void_p()
             started = time.perf_counter()
-            lib.check(lib.slow.nvimgcodecDecoderDecode(decoder, decoded, images, count, ctypes.byref(params),
-                                                       ctypes.byref(future)), "nvimgcodecDecoderDecode")
+            if pending.hardware:
+                _decode_on_hardware(decoder._hardware, pending)
+            count = len(pending.decoding)
+            if count:
+                handles = pending.handles
+                if count == handles.capacity:
+                    decoded, images = handles.decoded, handles.images
+                else:
+                    decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
+                    images = (ctypes.c_void_p * count).from_buffer(handles.images)
+                future = ctypes.c_void_p()
+                lib.check(lib.slow.nvimgcodecDecoderDecode(decoder._decoder, decoded, images, count,
+                                                           ctypes.byref(decoder._params), ctypes.byref(future)),
+                          "nvimgcodecDecoderDecode")
+                pending.future = future
             seconds["decode call (decoder thread)"] += time.perf_counter() - started
-            pending.future = future
         except BaseException as error:  # raised by wait(), in the thread that submitted the batch
             pending.error = error
         pending.decoded.set()
         del pending  # not kept alive while this thread waits for the next batch
+
+
+def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, pending: "PendingDecode") -> None:
+    batch = pending.hardware_batch
+    if batch.finished is not None:  # its nvJPEG state's buffers were in use by an earlier batch
+        batch.finished.synchronize()
+    else:
+        batch.finished = torch.cuda.Event()
+    hardware.decode(batch, pending._stream.cuda_stream)
+    batch.finished.record(pending._stream)
 
 
 class PendingDecode:
@@ -264,7 +336,9 @@ class PendingDecode:
         self.images = images
         self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
         self.handles: _Handles | None = None
-        self.decoding: list = []  # indices of the images given to the GPU decoders, in handle order
+        self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
+        self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
+        self.hardware_batch = None
         self.decoded: threading.Event | None = None  # set by the decoder's thread
         self.statuses: list = []
         self.future = None  # nvImageCodec's future of the batch, once the decoder thread made the call
@@ -280,6 +354,7 @@ class PendingDecode:
         if self.decoded is not None:
             self.decoded.wait()
         items, self._items = self._items, None
+        hardware_decoded = self.hardware_batch is not None and self.hardware_batch.status == nvjpeg_hardware.STATUS_SUCCESS
         try:
             if self.future is not None:
                 lib = decoder._library
@@ -298,6 +373,8 @@ class PendingDecode:
             raise self.error
         succeeded = {index for index, status in zip(self.decoding, self.statuses)
                      if status == capi.PROCESSING_SUCCESS}
+        if hardware_decoded:  # else nvJPEG refused the batch: its images are decoded on the CPU
+            succeeded.update(self.hardware)
         decoder.decoded_on_gpu += len(succeeded)
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
@@ -315,6 +392,10 @@ class PendingDecode:
         if self.handles is not None:
             self._decoder._free_handles.append(self.handles)
             self.handles = None
+        if self.hardware_batch is not None and self._decoder._hardware is not None:
+            # reusable once its decode has run on the GPU: the decoder thread waits for that
+            self._decoder._hardware.release(self.hardware_batch)
+        self.hardware_batch = None
 
     def _decode_on_cpu(self, items: list, indices: list) -> None:
         decoder = self._decoder

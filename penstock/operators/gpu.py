@@ -132,7 +132,8 @@ class MixedDecoder(BatchOperator):
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])
         height, width = image_codecs.image_size(data)
-        return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width))
+        return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width,
+                             image_codecs.hardware_decodable(data)))
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)

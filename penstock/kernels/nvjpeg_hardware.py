@@ -1,0 +1,204 @@
+"""Batches of JPEGs on the GPU's hardware JPEG decoders (A100, H100, H200 class) through nvJPEG's
+batched API, called directly through ctypes.
+
+Why beside nvImageCodec: through nvImageCodec each image costs three handle calls in this process
+(code stream, window, image), about 15 us each image and far more while other Python threads want
+the interpreter lock. nvJPEG's batched call takes arrays of addresses, lengths and output
+descriptions, so describing a batch is a few numpy assignments and one quick call per image (its
+window). Only the images the hardware takes come here (``image_codecs.hardware_decodable``, decided
+on the CPU workers); the rest go to nvImageCodec.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
+
+import numpy as np
+
+BACKEND_HARDWARE = 3
+OUTPUT_Y, OUTPUT_RGBI, OUTPUT_BGRI = 2, 5, 6
+CSS_444 = 0
+STATUS_SUCCESS = 0
+# chroma upsampled by interpolation, as libjpeg-turbo does ("fancy upsampling"): the hardware's
+# output then matches the CPU decoders' to within a grey level
+FLAGS_UPSAMPLING_WITH_INTERPOLATION = 1 << 5
+_MAX_COMPONENTS = 4
+
+
+class Image(ctypes.Structure):
+    """nvjpegImage_t: a plane pointer and row pitch per component (interleaved output: plane 0)."""
+
+    _fields_ = [("channel", c_void_p * _MAX_COMPONENTS), ("pitch", c_size_t * _MAX_COMPONENTS)]
+
+
+_IMAGE_FIELDS = np.dtype([("channel", np.uint64, _MAX_COMPONENTS), ("pitch", np.uint64, _MAX_COMPONENTS)])
+
+_SIGNATURES = {
+    "nvjpegCreateEx": [c_int, c_void_p, c_void_p, c_uint, POINTER(c_void_p)],
+    "nvjpegDestroy": [c_void_p],
+    "nvjpegGetHardwareDecoderInfo": [c_void_p, POINTER(c_uint), POINTER(c_uint)],
+    "nvjpegJpegStateCreate": [c_void_p, POINTER(c_void_p)],
+    "nvjpegJpegStateDestroy": [c_void_p],
+    "nvjpegDecodeBatchedPreAllocate": [c_void_p, c_void_p, c_int, c_int, c_int, c_int, c_int],
+    "nvjpegDecodeBatchedInitialize": [c_void_p, c_void_p, c_int, c_int, c_int],
+    "nvjpegDecodeBatchedEx": [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
+    "nvjpegDecodeParamsCreate": [c_void_p, POINTER(c_void_p)],
+    "nvjpegDecodeParamsDestroy": [c_void_p],
+    "nvjpegDecodeParamsSetROI": [c_void_p, c_int, c_int, c_int, c_int],
+}
+
+
+def _library_path() -> str:
+    """libnvjpeg from the nvidia-nvjpeg wheel (or an older CUDA's), else the system's."""
+    try:
+        import nvidia
+        for directory in nvidia.__path__:
+            for pattern in ("cu*/lib/libnvjpeg.so.*", "nvjpeg/lib/libnvjpeg.so.*"):
+                found = sorted(glob.glob(os.path.join(directory, pattern)))
+                if found:
+                    return found[-1]
+    except ImportError:
+        pass
+    return "libnvjpeg.so"
+
+
+class Library:
+    """``quick`` calls keep the interpreter lock (setting a window), ``slow`` ones release it."""
+
+    def __init__(self):
+        path = _library_path()
+        self.quick = ctypes.PyDLL(path)
+        self.slow = ctypes.CDLL(path)
+        for handle in (self.quick, self.slow):
+            for name, arguments in _SIGNATURES.items():
+                function = getattr(handle, name)
+                function.argtypes, function.restype = arguments, c_int
+
+    @staticmethod
+    def check(status: int, call: str) -> None:
+        if status != STATUS_SUCCESS:
+            raise RuntimeError(f"nvJPEG: {call} failed with status {status}")
+
+
+class HardwareBatch:
+    """What one batch in flight needs: its own decoding state (nvJPEG's buffers for the batch) and
+    the arrays that describe it. Reused for later batches, once its decode has finished on the GPU."""
+
+    def __init__(self, decoder: "HardwareJpegDecoder", capacity: int):
+        lib, self._lib = decoder.library, decoder.library
+        self.state = c_void_p()
+        lib.check(lib.quick.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
+        if decoder.batch_size_hint:  # nvJPEG sizes its memory pool up front rather than batch by batch
+            lib.check(lib.quick.nvjpegDecodeBatchedPreAllocate(decoder.handle, self.state, decoder.batch_size_hint,
+                                                               1, 1, CSS_444, OUTPUT_RGBI),
+                      "nvjpegDecodeBatchedPreAllocate")
+        self.capacity = 0
+        self.params = (c_void_p * 0)()
+        self.grow(decoder, capacity)
+        self.count = 0
+        self.finished = None  # a CUDA event recorded after the batch's decode
+        self.status = STATUS_SUCCESS
+
+    def grow(self, decoder: "HardwareJpegDecoder", capacity: int) -> None:
+        if capacity <= self.capacity:
+            return
+        lib = self._lib
+        params = (c_void_p * capacity)()
+        for index in range(capacity):
+            if index < self.capacity:
+                params[index] = self.params[index]
+            else:
+                handle = c_void_p()
+                lib.check(lib.quick.nvjpegDecodeParamsCreate(decoder.handle, ctypes.byref(handle)),
+                          "nvjpegDecodeParamsCreate")
+                params[index] = handle.value
+        self.params, self.capacity = params, capacity
+        self.data = (c_void_p * capacity)()
+        self.lengths = (c_size_t * capacity)()
+        self.images = (Image * capacity)()
+        self.image_fields = np.frombuffer(self.images, _IMAGE_FIELDS)
+        self.data_fields = np.frombuffer(self.data, np.uint64)
+        self.length_fields = np.frombuffer(self.lengths, np.uint64)
+
+    def destroy(self) -> None:
+        lib = self._lib
+        for handle in self.params:
+            if handle:
+                lib.quick.nvjpegDecodeParamsDestroy(handle)
+        if self.state:
+            lib.quick.nvjpegJpegStateDestroy(self.state)
+        self.params, self.capacity, self.state = (c_void_p * 0)(), 0, c_void_p()
+
+
+class HardwareJpegDecoder:
+    """nvJPEG's hardware backend on the current CUDA device. ``describe`` (any thread) fills a
+    HardwareBatch; ``decode`` (the thread that decodes, without the interpreter lock while nvJPEG
+    works) queues it on a CUDA stream."""
+
+    def __init__(self, output_format: int, batch_size_hint: int = 0):
+        self.library = lib = Library()
+        self.handle = c_void_p()
+        # fails where the GPU has no hardware JPEG decoder: the caller then does without it
+        lib.check(lib.quick.nvjpegCreateEx(BACKEND_HARDWARE, None, None, FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+                                                    ctypes.byref(self.handle)),
+                  "nvjpegCreateEx(hardware backend)")
+        engines, cores = c_uint(), c_uint()
+        if lib.quick.nvjpegGetHardwareDecoderInfo(self.handle, ctypes.byref(engines), ctypes.byref(cores)) == 0:
+            self.engines = (engines.value, cores.value)
+        else:
+            self.engines = None
+        self.output_format = output_format
+        self.batch_size_hint = batch_size_hint
+        self._free: list[HardwareBatch] = []
+
+    def describe(self, addresses: list, lengths: list, outputs: np.ndarray, row_bytes: np.ndarray,
+                 windows: list) -> HardwareBatch:
+        """A batch: per image the address and length of its encoded data, the address of its output
+        (interleaved, rows of ``row_bytes``) and its window (top, left, height, width) or None."""
+        count = len(addresses)
+        batch = self._free.pop() if self._free else HardwareBatch(self, count)
+        batch.grow(self, count)
+        batch.count = count
+        batch.status = -1  # until decode() sets nvJPEG's
+        batch.data_fields[:count] = addresses
+        batch.length_fields[:count] = lengths
+        fields = batch.image_fields[:count]
+        fields["channel"][:, 0] = outputs
+        fields["pitch"][:, 0] = row_bytes
+        set_window, params = self.library.quick.nvjpegDecodeParamsSetROI, batch.params
+        for index, window in enumerate(windows):
+            if window is None:
+                set_window(params[index], 0, 0, -1, -1)
+            else:
+                set_window(params[index], window[1], window[0], window[3], window[2])
+        return batch
+
+    def decode(self, batch: HardwareBatch, cuda_stream: int) -> int:
+        """Queues the batch's decode on the stream; nvJPEG's status (0: success). Call where the
+        batch's previous use has finished on the GPU (``batch.finished``)."""
+        slow = self.library.slow
+        status = slow.nvjpegDecodeBatchedInitialize(self.handle, batch.state, batch.count, 1, self.output_format)
+        if status == STATUS_SUCCESS:
+            status = slow.nvjpegDecodeBatchedEx(self.handle, batch.state, batch.data, batch.lengths, batch.images,
+                                                batch.params, cuda_stream)
+        batch.status = status
+        return status
+
+    def release(self, batch: HardwareBatch) -> None:
+        self._free.append(batch)
+
+    def close(self) -> None:
+        for batch in self._free:
+            batch.destroy()
+        self._free = []
+        if self.handle:
+            self.library.quick.nvjpegDestroy(self.handle)
+            self.handle = c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass

@@ -1,0 +1,110 @@
+"""The GPU decoder's split of a batch: which JPEGs go to the hardware decoders (decided from the
+header on the CPU workers), and, on a GPU, that every kind of image in one batch decodes as the CPU
+decoder does: hardware JPEGs, JPEGs for nvImageCodec, other formats, and a batch nvJPEG refuses."""
+import io
+
+import numpy as np
+import pytest
+from conftest import CUDA
+from PIL import Image
+
+from penstock.kernels import image_codecs
+from penstock.types import DALIImageType
+
+
+def _image(height=48, width=64, seed=0):
+    rng = np.random.default_rng(seed)
+    coarse = rng.integers(0, 256, (height // 8, width // 8, 3), dtype=np.uint8)
+    return np.asarray(Image.fromarray(coarse).resize((width, height), Image.BILINEAR))
+
+
+def _encoded(image, mode="RGB", **options):
+    buffer = io.BytesIO()
+    Image.fromarray(image).convert(mode).save(buffer, **({"format": "JPEG"} | options))
+    return np.frombuffer(buffer.getvalue(), np.uint8).copy()
+
+
+KINDS = {  # name -> (encoded, taken by the hardware decoders)
+    "baseline 4:2:0": (_encoded(_image(seed=1)), True),
+    "baseline 4:4:4": (_encoded(_image(seed=2), subsampling=0), True),
+    "baseline 4:2:2": (_encoded(_image(seed=3), subsampling=1), True),
+    "gray": (_encoded(_image(seed=4), "L"), True),
+    "progressive": (_encoded(_image(seed=5), progressive=True), False),
+    "CMYK": (_encoded(_image(seed=6), "CMYK"), False),
+    "PNG": (_encoded(_image(seed=7), format="PNG"), False),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_hardware_decodable_reads_the_header(kind):
+    encoded, expected = KINDS[kind]
+    assert image_codecs.hardware_decodable(encoded) is expected
+
+
+def test_hardware_decodable_refuses_truncated_and_restart_coded_headers_safely():
+    encoded = KINDS["baseline 4:2:0"][0]
+    assert not image_codecs.hardware_decodable(encoded[:40])
+    assert not image_codecs.hardware_decodable(np.zeros(4, np.uint8))
+    import cv2
+    ok, restarts = cv2.imencode(".jpg", _image(seed=8), [cv2.IMWRITE_JPEG_RST_INTERVAL, 2])
+    assert image_codecs.hardware_decodable(restarts)  # restart markers are not a second scan
+
+
+def _gpu_decoder():
+    if not CUDA:
+        pytest.skip("needs a CUDA GPU")
+    try:
+        from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+        return GpuImageDecoder(0, 4, DALIImageType.RGB, 1.0, batch_size_hint=8)
+    except ImportError as error:
+        pytest.skip(str(error))
+
+
+def _items(kinds, claim_hardware=None):
+    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    items = []
+    for index, kind in enumerate(kinds):
+        encoded, hardware = KINDS[kind]
+        height, width = image_codecs.image_size(encoded)
+        window = (5, 7, 30, 40) if index % 2 else None
+        items.append(EncodedImage((encoded, window, height, width,
+                                   hardware if claim_hardware is None else claim_hardware)))
+    return items
+
+
+def _check_against_cpu(items, images):
+    for (encoded, window, _, _, _), image in zip(items, images):
+        reference = image_codecs.decode(encoded, DALIImageType.RGB).astype(np.int16)
+        if window is not None:
+            top, left, height, width = window
+            reference = reference[top:top + height, left:left + width]
+        difference = np.abs(image.cpu().numpy().astype(np.int16) - reference)
+        # decoders round differently (CMYK conversion: off by one everywhere), never by much
+        assert difference.mean() <= 1.5 and difference.max() <= 8
+
+
+def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu():
+    import torch
+    decoder = _gpu_decoder()
+    items = _items(list(KINDS) * 2)
+    pending = decoder.submit(items, torch.cuda.current_stream())
+    pending.wait()
+    torch.cuda.synchronize()
+    _check_against_cpu(items, pending.images)
+    if decoder._hardware is not None:  # a GPU with hardware JPEG decoders
+        assert sorted(pending.hardware) == [i for i, item in enumerate(items) if item[4]]
+    assert decoder.decoded_on_cpu >= 2  # the PNGs
+    decoder.close()
+
+
+def test_a_batch_the_hardware_refuses_is_decoded_on_the_cpu():
+    import torch
+    decoder = _gpu_decoder()
+    if decoder._hardware is None:
+        pytest.skip("needs a GPU with hardware JPEG decoders")
+    items = _items(["baseline 4:2:0", "progressive", "baseline 4:4:4"], claim_hardware=True)
+    pending = decoder.submit(items, torch.cuda.current_stream())
+    pending.wait()
+    torch.cuda.synchronize()
+    _check_against_cpu(items, pending.images)
+    decoder.close()

@@ -195,3 +195,27 @@ def test_rotate_matches_cpu(kwargs):
         assert g.shape == w.shape
         inner = (slice(3, -3), slice(3, -3))
         assert np.abs(g[inner].astype(float) - w[inner]).mean() <= 1.0
+
+
+def test_packed_images_give_the_same_plan_results_as_separate_tensors():
+    """A batch decode's images in one buffer (gaps between them) resample as the same images as
+    separate tensors: the kernel reads each at its address, row by row."""
+    from penstock.kernels.image_plan import ImagePlan
+    from penstock.kernels.packed_images import PackedImages
+    samples = _ragged()
+    shapes = [s.shape for s in samples]
+    offsets, total = [], 0
+    for shape in shapes:
+        offsets.append(total)
+        total += int(np.prod(shape)) + 37  # unaligned gaps
+    buffer = torch.zeros(total, dtype=torch.uint8, device=DEVICE)
+    for offset, sample in zip(offsets, samples):
+        buffer[offset:offset + sample.size] = torch.from_numpy(sample.reshape(-1)).to(DEVICE)
+    packed = PackedImages(buffer, offsets, shapes)
+    assert [tuple(image.shape) for image in packed] == [tuple(shape) for shape in shapes]
+    separate = [torch.from_numpy(s).to(DEVICE) for s in samples]
+    results = []
+    for sources in (packed, separate):
+        plan = ImagePlan.of(sources).with_resize([(10, 12)] * 3, gpu._filter_id(types.INTERP_LINEAR), True)
+        results.append(plan.with_flips([(0, 1)] * 3).with_output(dtype=torch.float32).materialize()[1])
+    assert torch.equal(results[0], results[1])

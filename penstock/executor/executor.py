@@ -644,9 +644,8 @@ class Executor:
                     inputs = [batch_value((step.key, PREPARED))] if prepared else \
                         [batch_value(ref) for ref in step.inputs]
                     if step.arg_inputs:
-                        per_sample = {name: batch_value(ref) for name, ref in step.arg_inputs.items()}
-                        args = [_call(impl.name, "", _sample_args, impl, {n: n for n in per_sample},
-                                      {n: v[index] for n, v in per_sample.items()}) for index in range(job.size)]
+                        args = _batch_args(impl, {name: batch_value(ref) for name, ref in step.arg_inputs.items()},
+                                           job.size)
                     else:
                         args = [impl.args] * job.size
                     context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
@@ -851,6 +850,41 @@ def _sample_args(impl, arg_inputs: dict, values: dict) -> dict:
     for name, ref in arg_inputs.items():
         args[name] = _per_sample_value(impl, name, values[ref])
     return args
+
+
+def _batch_args(impl, columns: dict, size: int) -> list:
+    """Each sample's arguments for a batch operator, its per-sample arguments (``columns``: name ->
+    per-sample values) filled in. A batch's samples share few distinct values (a coin flip has
+    two): each is converted once, and samples with the same values share one dictionary."""
+    converted: dict = {}
+    combined: dict = {}
+    names = list(columns)
+    args = []
+    for index in range(size):
+        keys = []
+        for name in names:
+            value = columns[name][index]
+            key = (name, _value_key(value))
+            if key not in converted:
+                converted[key] = _call(impl.name, "", _per_sample_value, impl, name, value)
+            keys.append(key)
+        keys = tuple(keys)
+        sample_args = combined.get(keys)
+        if sample_args is None:
+            sample_args = combined[keys] = {**impl.args, **{key[0]: converted[key] for key in keys}}
+        args.append(sample_args)
+    return args
+
+
+def _value_key(value):
+    """A hashable stand-in for a per-sample argument's value."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return type(value), value
 
 
 def _per_sample_value(impl, name: str, value):

@@ -63,11 +63,22 @@ class SharedRing:
             start, nbytes, shape, dtype = value
             # writable, as arrays from a pipe are: the GPU decoder takes its address through ctypes,
             # which only reads writable buffers cheaply
-            array = np.frombuffer(self._memory, np.uint8, nbytes, start % self._size).view(dtype).reshape(shape)
+            array = np.frombuffer(self._memory, np.uint8, nbytes, start % self._size)
+            if dtype != "|u1" or len(shape) != 1:  # encoded files are flat bytes: nothing to reshape
+                array = array.view(dtype).reshape(shape)
             return array, start + nbytes
         if isinstance(value, (tuple, list)):
-            resolved = [self.resolve(item) for item in value]
-            return _rebuilt(value, [item for item, _ in resolved]), max((end for _, end in resolved), default=0)
+            # only the elements that are or hold RingRefs are replaced: this runs for every sample
+            items, end = None, 0
+            for position, item in enumerate(value):
+                if type(item) is RingRef or (isinstance(item, (tuple, list)) and item):
+                    resolved, item_end = self.resolve(item)
+                    if resolved is not item:
+                        if items is None:
+                            items = list(value)
+                        items[position] = resolved
+                    end = max(end, item_end)
+            return (value if items is None else _rebuilt(value, items)), end
         return value, 0
 
     def get(self, value):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from penstock.kernels import triton_resample
+from penstock.kernels.packed_images import PackedImages
 from penstock.kernels.triton_resample import ResamplePlan, run_resample
 
 
@@ -39,8 +40,9 @@ class ImagePlan:
     def of(cls, sources: list) -> "ImagePlan":
         count = len(sources)
         channels = sources[0].shape[2] if count else 3
-        return cls(sources=list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
-                   sizes=[tuple(s.shape[:2]) for s in sources], flips=[(0, 0)] * count,
+        packed = isinstance(sources, PackedImages)  # kept packed: no view per image
+        return cls(sources=sources if packed else list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
+                   sizes=sources.sizes if packed else [tuple(s.shape[:2]) for s in sources], flips=[(0, 0)] * count,
                    multipliers=[(1.0,) * channels] * count, addends=[(0.0,) * channels] * count,
                    fills=[(0.0,) * channels] * count)
 

@@ -17,6 +17,7 @@ import torch
 from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
+from penstock.kernels.packed_images import PackedImages
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 from penstock.types import DALIImageType
 
@@ -162,8 +163,7 @@ class GpuImageDecoder:
             total += -(-height * width * channels // _ALIGN) * _ALIGN
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
-        images = [packed[offset:offset + h * w * c].view(h, w, c) for offset, (h, w, c) in zip(offsets, shapes)]
-        pending = PendingDecode(self, items, images, cuda_stream, describe)
+        pending = PendingDecode(self, items, PackedImages(packed, offsets, shapes), cuda_stream, describe)
         on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())

@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from penstock.kernels.packed_images import PackedImages
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -204,20 +205,32 @@ def taps_for(filter_id: int, antialias: bool, scales) -> int:
     return int(math.ceil(2 * radius * widest)) + 1
 
 
+def _layouts(sources: list, channels: int, dtype) -> list:
+    """Per source: (address, height, width, row stride in elements), in one pass with few calls
+    each: this runs for every sample of every batch."""
+    layouts = []
+    for source in sources:
+        height, width, source_channels = source.shape
+        row_stride, pixel_stride, channel_stride = source.stride()
+        if source_channels != channels or channel_stride != 1 or pixel_stride != channels:
+            raise ValueError("resample: every source must be HWC with the same number of channels and "
+                             "contiguous pixels")
+        if source.dtype != dtype:
+            raise ValueError("resample: every source must have the same dtype")
+        layouts.append((source.data_ptr(), height, width, row_stride))
+    return layouts
+
+
 def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: int = 256):
     """Runs the plan; returns (flat output, per-sample offsets in elements, per-sample shapes)."""
     count = len(plan.sources)
     device = plan.sources[0].device
     channels = plan.sources[0].shape[2]
     dtype = plan.sources[0].dtype
-    # one pass over the sources, few calls each: this runs for every sample of every batch
-    layouts = [(source.data_ptr(), *source.shape, *source.stride(), source.dtype) for source in plan.sources]
-    for _, _, _, source_channels, _, pixel_stride, channel_stride, source_dtype in layouts:
-        if source_channels != channels or channel_stride != 1 or pixel_stride != channels:
-            raise ValueError("resample: every source must be HWC with the same number of channels and "
-                             "contiguous pixels")
-        if source_dtype != dtype:
-            raise ValueError("resample: every source must have the same dtype")
+    if isinstance(plan.sources, PackedImages):  # one dtype and channel count by construction
+        layouts = plan.sources.layouts()
+    else:
+        layouts = _layouts(plan.sources, channels, dtype)
     out_channels = channels + (1 if plan.pad_channels else 0)
     shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in plan.output_sizes]
     sizes = [h * w * out_channels for h, w in plan.output_sizes]
@@ -233,7 +246,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     # every per-sample number in two tables, sent in two copies from pinned memory: the launch
     # does not wait for the work already queued on the stream (such as the decoding of the sources)
     integers = np.zeros((count + 1, 9), np.int64)
-    integers[:count, :4] = [layout[:3] + (layout[4],) for layout in layouts]  # address, height, width, row stride
+    integers[:count, :4] = layouts  # address, height, width, row stride
     integers[:count, 4] = offsets
     integers[:count, 5:7] = plan.output_sizes
     integers[:count, 7:9] = plan.flips

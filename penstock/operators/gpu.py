@@ -182,13 +182,31 @@ class Resize(BatchOperator):
         if not any((first["size"], first["resize_x"], first["resize_y"], first["resize_shorter"],
                     first["resize_longer"])):
             raise ValueError("resize: give resize_x / resize_y, size, resize_shorter or resize_longer")
-        sizes = [geometry.resized_shape(size, a) for size, a in zip(plan.sizes, args)]
+        sizes = _resized_sizes(plan.sizes, args)
         shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
         interp = (first["min_filter"] if shrinking else first["mag_filter"]) or first["interp_type"]
         plan = plan.with_resize(sizes, _filter_id(interp), first["antialias"])
         if first["dtype"] is not None:
             plan = plan.with_output(dtype=_torch_dtype(first["dtype"]))
         return plan
+
+
+def _resized_sizes(sizes: list, args: list) -> list:
+    """Each sample's size after resize; worked out once per distinct input size when the batch
+    shares its arguments, once in all when the output size does not depend on the input."""
+    first = args[0] if args else None
+    if not all(a is first for a in args):
+        return [geometry.resized_shape(size, a) for size, a in zip(sizes, args)]
+    if sizes and geometry.fixed_resize_size(first) is not None:
+        return [geometry.resized_shape(sizes[0], first)] * len(sizes)
+    known: dict = {}
+    resized = []
+    for size in sizes:
+        key = tuple(size)
+        if key not in known:
+            known[key] = geometry.resized_shape(size, first)
+        resized.append(known[key])
+    return resized
 
 
 def _crop_windows(plan, args, op_name: str) -> list:

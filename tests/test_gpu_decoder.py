@@ -92,7 +92,8 @@ def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu():
     torch.cuda.synchronize()
     _check_against_cpu(items, pending.images)
     if decoder._hardware is not None:  # a GPU with hardware JPEG decoders
-        assert sorted(pending.hardware) == [i for i, item in enumerate(items) if item[4]]
+        assert sorted(i for indices, _ in pending.hardware for i in indices) == \
+            [i for i, item in enumerate(items) if item[4]]
     assert decoder.decoded_on_cpu >= 2  # the PNGs
     decoder.close()
 
@@ -107,4 +108,23 @@ def test_a_batch_the_hardware_refuses_is_decoded_on_the_cpu():
     pending.wait()
     torch.cuda.synchronize()
     _check_against_cpu(items, pending.images)
+    decoder.close()
+
+
+def test_the_hardware_share_is_decoded_in_parts_and_a_refused_part_on_the_cpu():
+    import torch
+    from penstock.kernels import nvimgcodec_decode
+    decoder = _gpu_decoder()
+    if decoder._hardware is None:
+        pytest.skip("needs a GPU with hardware JPEG decoders")
+    kinds = ["baseline 4:2:0", "baseline 4:4:4", "baseline 4:2:2", "gray"] * 12
+    kinds[-1] = "progressive"  # claimed to be for the hardware: its part is refused
+    items = _items(kinds, claim_hardware=True)
+    pending = decoder.submit(items, torch.cuda.current_stream())
+    assert len(pending.hardware) == nvimgcodec_decode.HARDWARE_PARTS
+    pending.wait()
+    torch.cuda.synchronize()
+    _check_against_cpu(items, pending.images)
+    part = len(items) // nvimgcodec_decode.HARDWARE_PARTS
+    assert decoder.decoded_on_gpu >= part and decoder.decoded_on_cpu >= 1
     decoder.close()

@@ -24,6 +24,11 @@ from penstock.types import DALIImageType
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
                 "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
+# the hardware decoders' share of a batch goes to nvJPEG in this many parts, each decoded by its
+# own thread at once: nvJPEG parses a part's JPEGs on the calling thread before the engines decode
+# them, and one thread's parsing could not keep the engines busy
+HARDWARE_PARTS = 2
+_SMALLEST_PART = 16  # images; fewer are not split
 _library: capi.Library | None = None
 _library_lock = threading.Lock()
 
@@ -127,7 +132,8 @@ class GpuImageDecoder:
         self._staging = PinnedStaging()
         self._free_handles: list[_Handles] = []
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._nvimgcodec_lock = threading.Lock()  # one nvImageCodec decode call at a time
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
@@ -232,18 +238,24 @@ class GpuImageDecoder:
             lengths.append(data.nbytes)
         outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
         row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
-        pending.hardware = chosen
-        pending.hardware_batch = self._hardware.describe(addresses, lengths, outputs, row_bytes,
-                                                         [items[index][1] for index in chosen])
+        parts = max(1, min(HARDWARE_PARTS, len(chosen) // _SMALLEST_PART))
+        bounds = [len(chosen) * part // parts for part in range(parts + 1)]
+        for start, end in zip(bounds, bounds[1:]):
+            batch = self._hardware.describe(addresses[start:end], lengths[start:end], outputs[start:end],
+                                            row_bytes[start:end], [items[index][1] for index in chosen[start:end]])
+            pending.hardware.append((chosen[start:end], batch))
         taken = set(chosen)
         return [index for index in on_gpu if index not in taken]
 
     def _queue(self, pending: "PendingDecode") -> None:
-        if pending.decoding or pending.hardware:
+        calls = [(pending, part) for part in pending.hardware] + ([(pending, None)] if pending.decoding else [])
+        if calls:
             pending.decoded = threading.Event()
-            self._start_thread()
-            self._calls.put(pending)
-            time.sleep(0)  # hands the lock over: the decoder thread starts the call now, not at the next switch
+            pending.calls_left = len(calls)
+            self._start_threads()
+            for call in calls:
+                self._calls.put(call)
+            time.sleep(0)  # hands the lock over: the decoder threads start now, not at the next switch
 
     def _handles(self, count: int) -> _Handles:
         handles = self._free_handles.pop() if self._free_handles else _Handles(count)
@@ -252,19 +264,22 @@ class GpuImageDecoder:
             handles = _Handles(count)
         return handles
 
-    def _start_thread(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
-                                            args=(self, self._calls))
-            self._thread.start()
+    def _start_threads(self) -> None:
+        if not self._threads:
+            self._threads = [threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
+                                              args=(self, self._calls))
+                             for _ in range(HARDWARE_PARTS if self._hardware is not None else 1)]
+            for thread in self._threads:
+                thread.start()
 
     def close(self) -> None:
-        """Stops the decoder's thread (after the batches queued for it) and frees its handles."""
-        if self._thread is not None:
+        """Stops the decoder's threads (after the batches queued for them) and frees its handles."""
+        for _ in self._threads:
             self._calls.put(None)
-            if self._thread is not threading.current_thread():
-                self._thread.join()
-            self._thread = None
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self._threads = []
         for handles in self._free_handles:
             handles.destroy(self._library.quick)
         self._free_handles = []
@@ -284,23 +299,24 @@ class GpuImageDecoder:
 
 
 def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
-    """The decoder's thread: one batch after another, the hardware decoders' share through nvJPEG,
-    then the rest through nvImageCodec, each call without the interpreter lock while it works (it
-    returns once its batch is decoded or queued on the GPU). The batch's statuses are read by the
-    thread that waits for it: each hand-over of the lock between threads can take a switch interval
-    (5 ms), so this thread needs the lock only a few times per batch."""
+    """A decoder thread: one call after another, each a part of a batch (the hardware decoders'
+    share goes to nvJPEG in parts, the rest to nvImageCodec in one call), each without the
+    interpreter lock while it works (it returns once its part is decoded or queued on the GPU).
+    The batch's statuses are read by the thread that waits for it: each hand-over of the lock
+    between threads can take a switch interval (5 ms), so this thread takes it little."""
     lib, seconds = decoder._library, decoder.seconds
     torch.cuda.set_device(decoder.device)
     while True:
-        pending = calls.get()
-        if pending is None:
+        call = calls.get()
+        if call is None:
             return
+        pending, part = call
         try:
             started = time.perf_counter()
-            if pending.hardware:
-                _decode_on_hardware(decoder._hardware, pending)
-            count = len(pending.decoding)
-            if count:
+            if part is not None:
+                _decode_on_hardware(decoder._hardware, part[1], pending._stream)
+            else:
+                count = len(pending.decoding)
                 handles = pending.handles
                 if count == handles.capacity:
                     decoded, images = handles.decoded, handles.images
@@ -308,25 +324,29 @@ def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
                     decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
                     images = (ctypes.c_void_p * count).from_buffer(handles.images)
                 future = ctypes.c_void_p()
-                lib.check(lib.slow.nvimgcodecDecoderDecode(decoder._decoder, decoded, images, count,
-                                                           ctypes.byref(decoder._params), ctypes.byref(future)),
-                          "nvimgcodecDecoderDecode")
+                with decoder._nvimgcodec_lock:
+                    status = lib.slow.nvimgcodecDecoderDecode(decoder._decoder, decoded, images, count,
+                                                              ctypes.byref(decoder._params), ctypes.byref(future))
+                lib.check(status, "nvimgcodecDecoderDecode")
                 pending.future = future
             seconds["decode call (decoder thread)"] += time.perf_counter() - started
         except BaseException as error:  # raised by wait(), in the thread that submitted the batch
             pending.error = error
-        pending.decoded.set()
-        del pending  # not kept alive while this thread waits for the next batch
+        with pending.lock:
+            pending.calls_left -= 1
+            finished = pending.calls_left == 0
+        if finished:
+            pending.decoded.set()
+        del pending, call, part  # not kept alive while this thread waits for the next call
 
 
-def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, pending: "PendingDecode") -> None:
-    batch = pending.hardware_batch
+def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
     if batch.finished is not None:  # its nvJPEG state's buffers were in use by an earlier batch
         batch.finished.synchronize()
     else:
         batch.finished = torch.cuda.Event()
-    hardware.decode(batch, pending._stream.cuda_stream)
-    batch.finished.record(pending._stream)
+    hardware.decode(batch, stream.cuda_stream)
+    batch.finished.record(stream)
 
 
 class PendingDecode:
@@ -337,8 +357,9 @@ class PendingDecode:
         self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
         self.handles: _Handles | None = None
         self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
-        self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
-        self.hardware_batch = None
+        self.hardware: list = []  # (indices, HardwareBatch) per part given to the hardware decoders
+        self.calls_left = 0  # decoder calls of this batch not yet made
+        self.lock = threading.Lock()
         self.decoded: threading.Event | None = None  # set by the decoder's thread
         self.statuses: list = []
         self.future = None  # nvImageCodec's future of the batch, once the decoder thread made the call
@@ -354,7 +375,9 @@ class PendingDecode:
         if self.decoded is not None:
             self.decoded.wait()
         items, self._items = self._items, None
-        hardware_decoded = self.hardware_batch is not None and self.hardware_batch.status == nvjpeg_hardware.STATUS_SUCCESS
+        # a part nvJPEG refused is decoded on the CPU
+        hardware_decoded = [index for indices, batch in self.hardware
+                            if batch.status == nvjpeg_hardware.STATUS_SUCCESS for index in indices]
         try:
             if self.future is not None:
                 lib = decoder._library
@@ -373,8 +396,7 @@ class PendingDecode:
             raise self.error
         succeeded = {index for index, status in zip(self.decoding, self.statuses)
                      if status == capi.PROCESSING_SUCCESS}
-        if hardware_decoded:  # else nvJPEG refused the batch: its images are decoded on the CPU
-            succeeded.update(self.hardware)
+        succeeded.update(hardware_decoded)
         decoder.decoded_on_gpu += len(succeeded)
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
@@ -392,10 +414,11 @@ class PendingDecode:
         if self.handles is not None:
             self._decoder._free_handles.append(self.handles)
             self.handles = None
-        if self.hardware_batch is not None and self._decoder._hardware is not None:
-            # reusable once its decode has run on the GPU: the decoder thread waits for that
-            self._decoder._hardware.release(self.hardware_batch)
-        self.hardware_batch = None
+        if self._decoder._hardware is not None:
+            for _, batch in self.hardware:
+                if batch is not None:  # reusable once its decode has run on the GPU: a decoder thread waits for that
+                    self._decoder._hardware.release(batch)
+        self.hardware = [(indices, None) for indices, _ in self.hardware]
 
     def _decode_on_cpu(self, items: list, indices: list) -> None:
         decoder = self._decoder

@@ -24,11 +24,6 @@ from penstock.types import DALIImageType
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
                 "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
-# the hardware decoders' share of a batch goes to nvJPEG in this many parts, each decoded by its
-# own thread at once: nvJPEG parses a part's JPEGs on the calling thread before the engines decode
-# them, and one thread's parsing could not keep the engines busy
-HARDWARE_PARTS = 2
-_SMALLEST_PART = 16  # images; fewer are not split
 _library: capi.Library | None = None
 _library_lock = threading.Lock()
 
@@ -133,7 +128,12 @@ class GpuImageDecoder:
         self._free_handles: list[_Handles] = []
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._nvimgcodec_lock = threading.Lock()  # one nvImageCodec decode call at a time
+        # two threads make the calls: the hardware decoders' share of one batch and the CUDA
+        # decoders' share of another (or the same) decode at once. Two calls to the same decoder
+        # at once were slower than one after the other (25,500 against 29,800 windows/s on an
+        # H200): each decoder takes one call at a time.
+        self._hardware_lock = threading.Lock()
+        self._nvimgcodec_lock = threading.Lock()
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
@@ -238,17 +238,15 @@ class GpuImageDecoder:
             lengths.append(data.nbytes)
         outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
         row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
-        parts = max(1, min(HARDWARE_PARTS, len(chosen) // _SMALLEST_PART))
-        bounds = [len(chosen) * part // parts for part in range(parts + 1)]
-        for start, end in zip(bounds, bounds[1:]):
-            batch = self._hardware.describe(addresses[start:end], lengths[start:end], outputs[start:end],
-                                            row_bytes[start:end], [items[index][1] for index in chosen[start:end]])
-            pending.hardware.append((chosen[start:end], batch))
+        pending.hardware = chosen
+        pending.hardware_batch = self._hardware.describe(addresses, lengths, outputs, row_bytes,
+                                                         [items[index][1] for index in chosen])
         taken = set(chosen)
         return [index for index in on_gpu if index not in taken]
 
     def _queue(self, pending: "PendingDecode") -> None:
-        calls = [(pending, part) for part in pending.hardware] + ([(pending, None)] if pending.decoding else [])
+        calls = ([(pending, "hardware")] if pending.hardware else []) + \
+            ([(pending, "nvimgcodec")] if pending.decoding else [])
         if calls:
             pending.decoded = threading.Event()
             pending.calls_left = len(calls)
@@ -268,7 +266,7 @@ class GpuImageDecoder:
         if not self._threads:
             self._threads = [threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
                                               args=(self, self._calls))
-                             for _ in range(HARDWARE_PARTS if self._hardware is not None else 1)]
+                             for _ in range(2 if self._hardware is not None else 1)]
             for thread in self._threads:
                 thread.start()
 
@@ -299,9 +297,9 @@ class GpuImageDecoder:
 
 
 def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
-    """A decoder thread: one call after another, each a part of a batch (the hardware decoders'
-    share goes to nvJPEG in parts, the rest to nvImageCodec in one call), each without the
-    interpreter lock while it works (it returns once its part is decoded or queued on the GPU).
+    """A decoder thread: one call after another, each a share of a batch (the hardware decoders'
+    share to nvJPEG, the rest to nvImageCodec), without the interpreter lock while it works (it
+    returns once its share is decoded or queued on the GPU).
     The batch's statuses are read by the thread that waits for it: each hand-over of the lock
     between threads can take a switch interval (5 ms), so this thread takes it little."""
     lib, seconds = decoder._library, decoder.seconds
@@ -310,11 +308,12 @@ def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
         call = calls.get()
         if call is None:
             return
-        pending, part = call
+        pending, share = call
         try:
             started = time.perf_counter()
-            if part is not None:
-                _decode_on_hardware(decoder._hardware, part[1], pending._stream)
+            if share == "hardware":
+                with decoder._hardware_lock:
+                    _decode_on_hardware(decoder._hardware, pending.hardware_batch, pending._stream)
             else:
                 count = len(pending.decoding)
                 handles = pending.handles
@@ -337,7 +336,7 @@ def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
             finished = pending.calls_left == 0
         if finished:
             pending.decoded.set()
-        del pending, call, part  # not kept alive while this thread waits for the next call
+        del pending, call  # not kept alive while this thread waits for the next call
 
 
 def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
@@ -357,7 +356,8 @@ class PendingDecode:
         self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
         self.handles: _Handles | None = None
         self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
-        self.hardware: list = []  # (indices, HardwareBatch) per part given to the hardware decoders
+        self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
+        self.hardware_batch = None
         self.calls_left = 0  # decoder calls of this batch not yet made
         self.lock = threading.Lock()
         self.decoded: threading.Event | None = None  # set by the decoder's thread
@@ -375,9 +375,9 @@ class PendingDecode:
         if self.decoded is not None:
             self.decoded.wait()
         items, self._items = self._items, None
-        # a part nvJPEG refused is decoded on the CPU
-        hardware_decoded = [index for indices, batch in self.hardware
-                            if batch.status == nvjpeg_hardware.STATUS_SUCCESS for index in indices]
+        # a batch nvJPEG refused is decoded on the CPU
+        hardware_decoded = self.hardware if self.hardware_batch is not None and \
+            self.hardware_batch.status == nvjpeg_hardware.STATUS_SUCCESS else []
         try:
             if self.future is not None:
                 lib = decoder._library
@@ -414,11 +414,10 @@ class PendingDecode:
         if self.handles is not None:
             self._decoder._free_handles.append(self.handles)
             self.handles = None
-        if self._decoder._hardware is not None:
-            for _, batch in self.hardware:
-                if batch is not None:  # reusable once its decode has run on the GPU: a decoder thread waits for that
-                    self._decoder._hardware.release(batch)
-        self.hardware = [(indices, None) for indices, _ in self.hardware]
+        if self.hardware_batch is not None and self._decoder._hardware is not None:
+            # reusable once its decode has run on the GPU: a decoder thread waits for that
+            self._decoder._hardware.release(self.hardware_batch)
+        self.hardware_batch = None
 
     def _decode_on_cpu(self, items: list, indices: list) -> None:
         decoder = self._decoder

@@ -97,7 +97,7 @@ def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu():
     decoder.close()
 
 
-def test_a_batch_the_hardware_refuses_is_decoded_on_the_cpu():
+def test_a_batch_the_hardware_refuses_is_decoded_by_nvimagecodec():
     import torch
     decoder = _gpu_decoder()
     if decoder._hardware is None:
@@ -107,6 +107,7 @@ def test_a_batch_the_hardware_refuses_is_decoded_on_the_cpu():
     pending.wait()
     torch.cuda.synchronize()
     _check_against_cpu(items, pending.images)
+    assert decoder.decoded_on_gpu + decoder.decoded_on_cpu == 3 and decoder.decoded_on_gpu >= 2
     decoder.close()
 
 

@@ -375,9 +375,8 @@ class PendingDecode:
         if self.decoded is not None:
             self.decoded.wait()
         items, self._items = self._items, None
-        # a batch nvJPEG refused is decoded on the CPU
-        hardware_decoded = self.hardware if self.hardware_batch is not None and \
-            self.hardware_batch.status == nvjpeg_hardware.STATUS_SUCCESS else []
+        hardware_refused = self.hardware_batch is not None and \
+            self.hardware_batch.status != nvjpeg_hardware.STATUS_SUCCESS
         try:
             if self.future is not None:
                 lib = decoder._library
@@ -396,11 +395,25 @@ class PendingDecode:
             raise self.error
         succeeded = {index for index, status in zip(self.decoding, self.statuses)
                      if status == capi.PROCESSING_SUCCESS}
-        succeeded.update(hardware_decoded)
+        if not hardware_refused:
+            succeeded.update(self.hardware)
         decoder.decoded_on_gpu += len(succeeded)
+        if hardware_refused:
+            self._decode_again(items, self.hardware)
+            succeeded.update(self.hardware)
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
             self._decode_on_cpu(items, refused)
+
+    def _decode_again(self, items: list, indices: list) -> None:
+        """nvJPEG refuses a whole batch for one image it cannot decode: its images go through
+        nvImageCodec instead, which says image by image what it refuses (then decoded on the CPU)."""
+        again = self._decoder.submit([EncodedImage((*items[index][:4], False)) for index in indices], self._stream,
+                                     lambda position: self._describe(indices[position]))
+        again.wait()
+        with torch.cuda.stream(self._stream):
+            for position, index in enumerate(indices):
+                self.images[index].copy_(again.images[position])
 
     def _release_future(self, finished: bool = True) -> None:
         if self.future is not None:

@@ -50,12 +50,12 @@ def test_hardware_decodable_refuses_truncated_and_restart_coded_headers_safely()
     assert image_codecs.hardware_decodable(restarts)  # restart markers are not a second scan
 
 
-def _gpu_decoder():
+def _gpu_decoder(output_type=DALIImageType.RGB):
     if not CUDA:
         pytest.skip("needs a CUDA GPU")
     try:
         from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
-        return GpuImageDecoder(0, 4, DALIImageType.RGB, 1.0, batch_size_hint=8)
+        return GpuImageDecoder(0, 4, output_type, 1.0, batch_size_hint=8)
     except ImportError as error:
         pytest.skip(str(error))
 
@@ -72,9 +72,9 @@ def _items(kinds, claim_hardware=None):
     return items
 
 
-def _check_against_cpu(items, images):
+def _check_against_cpu(items, images, output_type=DALIImageType.RGB):
     for (encoded, window, _, _, _), image in zip(items, images):
-        reference = image_codecs.decode(encoded, DALIImageType.RGB).astype(np.int16)
+        reference = image_codecs.decode(encoded, output_type).astype(np.int16)
         if window is not None:
             top, left, height, width = window
             reference = reference[top:top + height, left:left + width]
@@ -83,14 +83,15 @@ def _check_against_cpu(items, images):
         assert difference.mean() <= 1.5 and difference.max() <= 8
 
 
-def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu():
+@pytest.mark.parametrize("output_type", [DALIImageType.RGB, DALIImageType.BGR, DALIImageType.GRAY])
+def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu(output_type):
     import torch
-    decoder = _gpu_decoder()
+    decoder = _gpu_decoder(output_type)
     items = _items(list(KINDS) * 2)
     pending = decoder.submit(items, torch.cuda.current_stream())
     pending.wait()
     torch.cuda.synchronize()
-    _check_against_cpu(items, pending.images)
+    _check_against_cpu(items, pending.images, output_type)
     if decoder._hardware is not None:  # a GPU with hardware JPEG decoders
         assert sorted(pending.hardware) == [i for i, item in enumerate(items) if item[4]]
     assert decoder.decoded_on_cpu >= 2  # the PNGs

@@ -22,9 +22,9 @@ DECODER_ARGS = (
     Arg("device_memory_padding_jpeg2k", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("host_memory_padding_jpeg2k", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("hw_decoder_load", "float", 1.0, "Share of each batch given to the GPU's hardware JPEG engines "
-        "('mixed' device); the rest, and what the engines refuse, is decoded by nvJPEG on CUDA cores (then "
-        "its hybrid CPU + CUDA decoder), as in DALI. DALI's default is 0.65; penstock's is 1.0: on an "
-        "H200 a smaller share was no faster and used more CPU.", min=0.0, max=1.0),
+        "('mixed' device); the rest, and what the engines do not take, is decoded by nvImageCodec on CUDA "
+        "cores (then its hybrid CPU + CUDA decoder), as in DALI. DALI's default is 0.65; penstock's is "
+        "1.0: on an H200 smaller shares were slower and used more CPU.", min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),

@@ -1,4 +1,4 @@
-"""GPU implementations: 'mixed' decoders (nvImageCodec) and ``DataNode.gpu()``, and 'gpu' image
+"""GPU implementations: 'mixed' decoders (nvJPEG's hardware batches, nvImageCodec) and ``DataNode.gpu()``, and 'gpu' image
 operators over whole ragged batches.
 
 Image operators do not launch work one by one: each extends the batch's deferred ``ImagePlan``
@@ -97,8 +97,9 @@ class ToGpu(BatchOperator):
 class MixedDecoder(BatchOperator):
     """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
     fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
-    windows for the same seed); the GPU stage then decodes the batch in one call, ``hw_decoder_load``
-    of it on the hardware JPEG engines and the rest on nvJPEG's hybrid CPU + CUDA decoder."""
+    windows for the same seed) and tell which JPEGs the hardware decoders take; the GPU stage then
+    decodes the batch, ``hw_decoder_load`` of those on the hardware JPEG engines (one nvJPEG call)
+    and the rest through nvImageCodec on CUDA cores."""
 
     cpu_class = None
     prepares_on_cpu = True

@@ -109,6 +109,14 @@ def test_a_batch_the_hardware_refuses_is_decoded_by_nvimagecodec():
     torch.cuda.synchronize()
     _check_against_cpu(items, pending.images)
     assert decoder.decoded_on_gpu + decoder.decoded_on_cpu == 3 and decoder.decoded_on_gpu >= 2
+    assert decoder.refused_by_hardware == 3
+    for _ in range(2):  # the same nvJPEG states decode good batches of the same size afterwards
+        items = _items(["baseline 4:2:0", "gray", "baseline 4:4:4"])
+        pending = decoder.submit(items, torch.cuda.current_stream())
+        pending.wait()
+        torch.cuda.synchronize()
+        assert sorted(pending.hardware) == [0, 1, 2] and decoder.refused_by_hardware == 3
+        _check_against_cpu(items, pending.images)
     decoder.close()
 
 

@@ -136,6 +136,7 @@ class GpuImageDecoder:
         self._nvimgcodec_lock = threading.Lock()
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
+        self.refused_by_hardware = 0  # images of batches nvJPEG's hardware backend refused
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
                         "decode call (decoder thread)": 0.0}
 
@@ -408,6 +409,7 @@ class PendingDecode:
     def _decode_again(self, items: list, indices: list) -> None:
         """nvJPEG refuses a whole batch for one image it cannot decode: its images go through
         nvImageCodec instead, which says image by image what it refuses (then decoded on the CPU)."""
+        self._decoder.refused_by_hardware += len(indices)
         again = self._decoder.submit([EncodedImage((*items[index][:4], False)) for index in indices], self._stream,
                                      lambda position: self._describe(indices[position]))
         again.wait()

@@ -140,6 +140,18 @@ _SIGNATURES = {  # every argument a pointer (handles, structures, arrays) unless
 }
 
 
+def load_twice(path: str, signatures: dict) -> tuple:
+    """(quick, slow): a C library whose functions return a status, loaded as PyDLL, whose calls keep
+    the interpreter lock (each release costs the caller a wait for the lock when the call returns),
+    and as CDLL, whose calls release it (for calls that work for milliseconds)."""
+    quick, slow = ctypes.PyDLL(path), ctypes.CDLL(path)
+    for handle in (quick, slow):
+        for name, arguments in signatures.items():
+            function = getattr(handle, name)
+            function.argtypes, function.restype = arguments, c_int
+    return quick, slow
+
+
 class Library:
     """The loaded library: ``quick`` calls keep the interpreter lock (microseconds of work),
     ``slow`` calls release it (the decode, and waiting for it)."""
@@ -149,12 +161,7 @@ class Library:
         directory = os.path.dirname(module.__file__)
         path = os.path.join(directory, "libnvimgcodec.so.0")
         self.extensions = os.path.join(directory, "extensions").encode()
-        self.quick = ctypes.PyDLL(path)
-        self.slow = ctypes.CDLL(path)
-        for handle in (self.quick, self.slow):
-            for name, arguments in _SIGNATURES.items():
-                function = getattr(handle, name)
-                function.argtypes, function.restype = arguments, c_int
+        self.quick, self.slow = load_twice(path, _SIGNATURES)
         properties = new(Properties)
         self.check(self.quick.nvimgcodecGetProperties(ctypes.byref(properties)), "nvimgcodecGetProperties")
         self.version = (properties.version // 1000, properties.version % 1000 // 100)

@@ -17,6 +17,8 @@ from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
 
 import numpy as np
 
+from penstock.kernels.nvimgcodec_capi import load_twice
+
 BACKEND_HARDWARE = 3
 OUTPUT_Y, OUTPUT_RGBI, OUTPUT_BGRI = 2, 5, 6
 CSS_444 = 0
@@ -68,13 +70,7 @@ class Library:
     """``quick`` calls keep the interpreter lock (setting a window), ``slow`` ones release it."""
 
     def __init__(self):
-        path = _library_path()
-        self.quick = ctypes.PyDLL(path)
-        self.slow = ctypes.CDLL(path)
-        for handle in (self.quick, self.slow):
-            for name, arguments in _SIGNATURES.items():
-                function = getattr(handle, name)
-                function.argtypes, function.restype = arguments, c_int
+        self.quick, self.slow = load_twice(_library_path(), _SIGNATURES)
 
     @staticmethod
     def check(status: int, call: str) -> None:

@@ -1,0 +1,53 @@
+"""penstock's ctypes binding of nvJPEG's batched decode: nvjpegImage_t against nvJPEG's own header
+(a C compiler lays it out; skipped without the header, which ships in the nvidia-nvjpeg wheel of
+the GPU extra, or without a compiler), and the two ways each library is loaded."""
+import ctypes
+import ctypes.util
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from penstock.kernels import nvjpeg_hardware
+from penstock.kernels.nvimgcodec_capi import load_twice
+
+
+def _header():
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for directory in nvidia.__path__:
+        found = sorted(glob.glob(os.path.join(directory, "cu*", "include", "nvjpeg.h")))
+        if found:
+            return found[-1]
+    return None
+
+
+def test_image_structure_matches_the_header(tmp_path):
+    header, compiler = _header(), shutil.which("cc") or shutil.which("gcc")
+    if header is None or compiler is None:
+        pytest.skip("needs nvJPEG's header (pip install 'penstock[gpu]') and a C compiler")
+    # the few CUDA runtime types the header names
+    (tmp_path / "cuda_runtime_api.h").write_text("typedef struct CUstream_st* cudaStream_t;\ntypedef int cudaError_t;\n")
+    (tmp_path / "library_types.h").write_text("typedef int libraryPropertyType;\n")
+    source = tmp_path / "layout.c"
+    source.write_text('#include <stddef.h>\n#include <stdio.h>\n#include "nvjpeg.h"\nint main(void) {\n'
+                      'printf("%zu %zu %zu\\n", sizeof(nvjpegImage_t), offsetof(nvjpegImage_t, channel), '
+                      'offsetof(nvjpegImage_t, pitch));\nreturn 0;\n}\n')
+    binary = tmp_path / "layout"
+    subprocess.run([compiler, f"-I{tmp_path}", f"-I{os.path.dirname(header)}", str(source), "-o", str(binary)],
+                   check=True)
+    printed = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split()
+    structure = nvjpeg_hardware.Image
+    assert [int(value) for value in printed] == [ctypes.sizeof(structure), structure.channel.offset,
+                                                 structure.pitch.offset]
+    assert nvjpeg_hardware._IMAGE_FIELDS.itemsize == ctypes.sizeof(structure)
+
+
+def test_a_library_is_loaded_keeping_and_releasing_the_lock():
+    quick, slow = load_twice(ctypes.util.find_library("c"), {"abs": [ctypes.c_int]})
+    assert isinstance(quick, ctypes.PyDLL) and not isinstance(slow, ctypes.PyDLL)
+    assert quick.abs(-3) == 3 and slow.abs(-4) == 4

@@ -7,6 +7,7 @@ JPEG they refuse) are decoded on the CPU and uploaded.
 from __future__ import annotations
 
 import ctypes
+import math
 import queue
 import threading
 import time
@@ -47,6 +48,15 @@ class EncodedImage(tuple):
     running Python code)."""
 
     __slots__ = ()
+
+
+def _address(data) -> int:
+    """Where an array's bytes are: through ctypes (a quarter of the time of the array interface,
+    for every image), or the array interface for read-only data, which ctypes does not take."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(data))
+    except (TypeError, ValueError):
+        return data.__array_interface__["data"][0]
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
@@ -154,9 +164,9 @@ class GpuImageDecoder:
             return None
 
     def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
-        """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (HWC
-        uint8, one per EncodedImage: its window when it has one) are views of it, to be read (by
-        work queued on ``cuda_stream``) once its wait() returned."""
+        """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (a
+        PackedImages of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
+        are to be read (by work queued on ``cuda_stream``) once its wait() returned."""
         quick = self._library.quick
         started = time.perf_counter()
         channels = self._channels
@@ -190,17 +200,12 @@ class GpuImageDecoder:
         create_stream, sub_stream = quick.nvimgcodecCodeStreamCreateFromHostMem, quick.nvimgcodecCodeStreamGetSubCodeStream
         create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
         decoding = pending.decoding
-        addressof, c_char = ctypes.addressof, ctypes.c_char
         for index in on_gpu:
             data, window = items[index][0], items[index][1]
             height, width, _ = shapes[index]
             position = len(decoding)
             slot = position * 8  # byte offset of this image's handles in the arrays
-            try:
-                address = addressof(c_char.from_buffer(data))  # a quarter of the time of the array interface
-            except (TypeError, ValueError):  # read-only data
-                address = data.__array_interface__["data"][0]
-            if create_stream(instance, wholes_at + slot, address, data.nbytes, None) != success:
+            if create_stream(instance, wholes_at + slot, _address(data), data.nbytes, None) != success:
                 continue  # not a stream nvImageCodec can parse: the CPU decoder says why
             if window is None:
                 decoded[position] = wholes[position]
@@ -224,19 +229,12 @@ class GpuImageDecoder:
     def _describe_hardware(self, pending: "PendingDecode", items: list, on_gpu: list, shapes: list,
                            offsets: list, base: int) -> list:
         """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
-        share = -(-len(on_gpu) * self._hardware_load // 1)
-        chosen = [index for index in on_gpu if len(items[index]) > 4 and items[index][4]][:int(share)]
+        share = math.ceil(len(on_gpu) * self._hardware_load)
+        chosen = [index for index in on_gpu if items[index][4]][:share]
         if not chosen:
             return on_gpu
-        addresses, lengths = [], []
-        addressof, c_char = ctypes.addressof, ctypes.c_char
-        for index in chosen:
-            data = items[index][0]
-            try:
-                addresses.append(addressof(c_char.from_buffer(data)))
-            except (TypeError, ValueError):  # read-only data
-                addresses.append(data.__array_interface__["data"][0])
-            lengths.append(data.nbytes)
+        addresses = [_address(items[index][0]) for index in chosen]
+        lengths = [items[index][0].nbytes for index in chosen]
         outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
         row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
         pending.hardware = chosen

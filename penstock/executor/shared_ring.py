@@ -81,12 +81,6 @@ class SharedRing:
             return (value if items is None else _rebuilt(value, items)), end
         return value, 0
 
-    def get(self, value):
-        return self.resolve(value)[0]
-
-    def end_of(self, value) -> int:
-        return self.resolve(value)[1]
-
     def release(self, end: int) -> None:
         """Lets the process write over everything before ``end``."""
         if end > self._released[0]:

@@ -83,7 +83,7 @@ class HardwareBatch:
     the arrays that describe it. Reused for later batches, once its decode has finished on the GPU."""
 
     def __init__(self, decoder: "HardwareJpegDecoder", capacity: int):
-        lib, self._lib = decoder.library, decoder.library
+        self._lib = lib = decoder.library
         self.state = c_void_p()
         lib.check(lib.quick.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
         if decoder.batch_size_hint:  # nvJPEG sizes its memory pool up front rather than batch by batch

@@ -1,5 +1,5 @@
-"""GPU implementations: 'mixed' decoders (nvJPEG's hardware batches, nvImageCodec) and ``DataNode.gpu()``, and 'gpu' image
-operators over whole ragged batches.
+"""GPU implementations: 'mixed' decoders (nvJPEG's hardware batches, nvImageCodec) and
+``DataNode.gpu()``, and 'gpu' image operators over whole ragged batches.
 
 Image operators do not launch work one by one: each extends the batch's deferred ``ImagePlan``
 (window, size, flips, per-channel affine map, type, layout), and the plan runs as one Triton kernel

@@ -35,19 +35,34 @@ KINDS = {  # name -> (encoded, taken by the hardware decoders)
 }
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-def test_hardware_decodable_reads_the_header(kind):
+@pytest.mark.parametrize("kind", [kind for kind in KINDS if kind != "PNG"])
+def test_jpeg_header_tells_what_the_hardware_takes(kind):
     encoded, expected = KINDS[kind]
-    assert image_codecs.hardware_decodable(encoded) is expected
+    assert image_codecs.jpeg_header(encoded).hardware is expected
 
 
-def test_hardware_decodable_refuses_truncated_and_restart_coded_headers_safely():
+@pytest.mark.parametrize("kind", [kind for kind in KINDS if kind != "PNG"])
+def test_jpeg_header_reads_the_size_libjpeg_turbo_reads(kind):
+    encoded = KINDS[kind][0]
+    assert image_codecs.jpeg_header(encoded)[:2] == image_codecs.jpeg_size(encoded) == (48, 64)
+
+
+def test_a_first_scan_without_every_component_is_not_for_the_hardware():
+    encoded = KINDS["baseline 4:2:0"][0].copy()
+    start_of_scan = bytes(encoded).find(b"\xff\xda")
+    assert encoded[start_of_scan + 4] == 3
+    encoded[start_of_scan + 4] = 1  # a non-interleaved baseline JPEG: one component a scan
+    assert image_codecs.jpeg_header(encoded) == (48, 64, False)
+
+
+def test_jpeg_header_names_truncated_headers_and_takes_restart_markers():
     encoded = KINDS["baseline 4:2:0"][0]
-    assert not image_codecs.hardware_decodable(encoded[:40])
-    assert not image_codecs.hardware_decodable(np.zeros(4, np.uint8))
+    for truncated in (encoded[:40], encoded[:4]):
+        with pytest.raises(image_codecs.DecodeError, match="corrupt JPEG header"):
+            image_codecs.jpeg_header(truncated)
     import cv2
     ok, restarts = cv2.imencode(".jpg", _image(seed=8), [cv2.IMWRITE_JPEG_RST_INTERVAL, 2])
-    assert image_codecs.hardware_decodable(restarts)  # restart markers are not a second scan
+    assert image_codecs.jpeg_header(restarts).hardware  # restart markers are not a second scan
 
 
 def _gpu_decoder(output_type=DALIImageType.RGB):

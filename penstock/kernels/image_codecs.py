@@ -5,6 +5,8 @@ Errors say what is wrong with the data; the decoder operator adds the file's pat
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 import cv2
@@ -68,38 +70,46 @@ def jpeg_size(data: np.ndarray) -> tuple[int, int]:
 _HARDWARE_SAMPLINGS = {(1, 1), (2, 1), (2, 2), (1, 2)}
 
 
-def hardware_decodable(data: np.ndarray) -> bool:
-    """Whether a JPEG is one the GPU's hardware JPEG decoders take: baseline (SOF0), 8-bit, gray or
-    three components in a supported subsampling, one interleaved scan. Reads the markers before
-    the scan, then looks for a second scan: each marker in the entropy-coded data is a restart or a
-    stuffed 0xFF, so a second SOS marker means a second scan."""
+class JpegHeader(NamedTuple):
+    height: int
+    width: int
+    hardware: bool  # whether the GPU's hardware JPEG decoders take it
+
+
+def jpeg_header(data: np.ndarray) -> JpegHeader:
+    """A JPEG's size, and whether the GPU's hardware JPEG decoders take it: baseline (SOF0), 8-bit,
+    gray or three components in a supported subsampling, all components in the first scan.
+
+    Reads only the markers before the first scan, a few microseconds a file. A baseline JPEG codes
+    each component in exactly one scan, so a first scan with every component is the only one.
+    Headers this walk cannot read (a height given after the scan, bytes between markers) are left
+    to libjpeg-turbo, which reads the size or says what is wrong."""
     raw = memoryview(np.ascontiguousarray(data, np.uint8)).cast("B")
-    size, position, components = len(raw), 2, 0
-    while position + 4 <= size:
-        if raw[position] != 0xFF:
-            return False
+    size, position, frame = len(raw), 2, None
+    while position + 4 <= size and raw[position] == 0xFF:
         marker = raw[position + 1]
         if marker == 0xFF:  # fill byte
             position += 1
             continue
         length = raw[position + 2] << 8 | raw[position + 3]
         if marker == 0xDA:  # start of scan
-            if not components or raw[position + 4] != components:
-                return False
-            return bytes(raw[position + 2 + length:]).find(b"\xff\xda") < 0
+            if frame is None or not frame[0]:
+                break
+            height, width, components, hardware = frame
+            return JpegHeader(height, width, hardware and position + 4 < size and raw[position + 4] == components)
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
-            if marker != 0xC0 or raw[position + 4] != 8 or position + 10 + 3 * raw[position + 9] > size:
-                return False
+            if position + 10 + 3 * raw[position + 9] > size:
+                break
             components = raw[position + 9]
             factors = [(raw[position + 11 + 3 * index] >> 4, raw[position + 11 + 3 * index] & 15)
                        for index in range(components)]
-            if components == 3:
-                if factors[0] not in _HARDWARE_SAMPLINGS or factors[1] != (1, 1) or factors[2] != (1, 1):
-                    return False
-            elif components != 1:
-                return False
+            hardware = marker == 0xC0 and raw[position + 4] == 8 and (
+                components == 1 or components == 3 and factors[0] in _HARDWARE_SAMPLINGS
+                and factors[1] == (1, 1) and factors[2] == (1, 1))
+            frame = (raw[position + 5] << 8 | raw[position + 6], raw[position + 7] << 8 | raw[position + 8],
+                     components, hardware)
         position += 2 + length
-    return False
+    return JpegHeader(*jpeg_size(data), False)
 
 
 def image_size(data: np.ndarray) -> tuple[int, int]:

@@ -5,7 +5,7 @@ Why beside nvImageCodec: through nvImageCodec each image costs three handle call
 (code stream, window, image), about 15 us each image and far more while other Python threads want
 the interpreter lock. nvJPEG's batched call takes arrays of addresses, lengths and output
 descriptions, so describing a batch is a few numpy assignments and one quick call per image (its
-window). Only the images the hardware takes come here (``image_codecs.hardware_decodable``, decided
+window). Only the images the hardware takes come here (``image_codecs.jpeg_header``, decided
 on the CPU workers); the rest go to nvImageCodec.
 """
 from __future__ import annotations

@@ -132,9 +132,12 @@ class MixedDecoder(BatchOperator):
         from penstock.kernels import image_codecs
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])
-        height, width = image_codecs.image_size(data)
+        if image_codecs.is_jpeg(data):
+            height, width, hardware = image_codecs.jpeg_header(data)
+        else:
+            (height, width), hardware = image_codecs.image_size(data), False
         return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width,
-                             image_codecs.hardware_decodable(data)))
+                             hardware))
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)

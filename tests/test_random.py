@@ -128,3 +128,36 @@ def test_operator_seed_overrides_the_pipeline_seed():
     first = draw(lambda: fn.random.uniform(range=(0.0, 1.0), seed=99), batch_size=8, iterations=2, seed=1)
     second = draw(lambda: fn.random.uniform(range=(0.0, 1.0), seed=99), batch_size=8, iterations=2, seed=2)
     np.testing.assert_array_equal(first, second)
+
+
+def test_uniform_blocks_are_the_numbers_of_one_batch_draw():
+    """A random crop's attempts are drawn per sample where the sample is computed; they are exactly
+    the numbers of rng.random((count, blocks, 4)), sent to worker processes as a few bytes."""
+    import pickle
+
+    from penstock.draws import SampleBlocks, UniformBlocks
+    expected_rng = np.random.Generator(np.random.Philox(key=[5, 9]))
+    expected = expected_rng.random((64, 10, 4))
+    rng = np.random.Generator(np.random.Philox(key=[5, 9]))
+    blocks = UniformBlocks.draw(rng, 64, 10)
+    assert isinstance(blocks, UniformBlocks) and len(blocks) == 64
+    np.testing.assert_array_equal(np.asarray(blocks), expected)
+    np.testing.assert_array_equal(rng.random(8), expected_rng.random(8))  # moved past them, as a draw does
+    chosen = pickle.loads(pickle.dumps(blocks[[40, 3, 63]]))
+    assert len(pickle.dumps(blocks[list(range(32))])) < 400
+    assert isinstance(chosen[1], SampleBlocks)
+    np.testing.assert_array_equal(np.asarray(chosen[0]), expected[40])
+    assert next(iter(chosen[2])) == tuple(expected[63, 0])
+    np.testing.assert_array_equal(np.asarray(blocks[7]), expected[7])
+
+
+def test_uniform_blocks_fall_back_to_the_array_where_the_generator_cannot_be_replayed():
+    from penstock.draws import UniformBlocks
+    for make in (lambda: np.random.default_rng(3),  # PCG64
+                 lambda: np.random.Generator(np.random.Philox(key=3))):
+        rng, reference = make(), make()
+        if isinstance(rng.bit_generator, np.random.Philox):
+            rng.random(1), reference.random(1)  # in the middle of a block of four
+        drawn = UniformBlocks.draw(rng, 5, 3)
+        assert isinstance(drawn, np.ndarray)
+        np.testing.assert_array_equal(drawn, reference.random((5, 3, 4)))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from penstock.batch import Batch, GpuBatch
+from penstock.draws import UniformBlocks
 from penstock.executor.shared_ring import SharedRing
 from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SourceOperator
 
@@ -370,8 +371,8 @@ class Executor:
         message = []
         for job, indices in blocks:
             infos = [job.source_infos[index] for index in indices] if job.source_infos else None
-            items = [[job.source_items[key][index] for index in indices] for key, _, _ in self._sources]
-            params = [None if draws is None else draws[indices] if isinstance(draws, np.ndarray)
+            items = [_column([job.source_items[key][index] for index in indices]) for key, _, _ in self._sources]
+            params = [None if draws is None else draws[indices] if isinstance(draws, (np.ndarray, UniformBlocks))
                       else [draws[index] for index in indices] for draws in job.params.values()]
             message.append((indices, infos, items, list(job.params), params))
         return message
@@ -776,21 +777,31 @@ def _serve_samples(executor: "Executor", connection, ring: SharedRing) -> None:
 
 
 def _column(values: list):
-    """One kept value of several samples, for the pipe: arrays of one shape and type stacked into
-    one array (one pickled object, not one per sample; the parent gets views of its rows), anything
-    else as the list."""
+    """One value of several samples, for the pipe: arrays of one shape and type stacked into one
+    array (one pickled object, not one per sample; the other end takes views of its rows, see
+    _rows), anything else as the list."""
     first = values[0] if values else None
-    if isinstance(first, np.ndarray) and first.ndim and not first.dtype.hasobject and all(
+    if isinstance(first, np.ndarray) and not first.dtype.hasobject and all(
             isinstance(value, np.ndarray) and value.shape == first.shape and value.dtype == first.dtype
             for value in values):
         return np.stack(values)
     return values
 
 
+def _rows(column) -> list:
+    """The per-sample values of a _column: views of a stacked array's rows (0-d arrays for a
+    column of scalars, not numpy scalars), or the list itself."""
+    if not isinstance(column, np.ndarray):
+        return column
+    if column.ndim > 1:
+        return list(column)
+    return [column[index, ...] for index in range(len(column))]
+
+
 def _replies(reply: tuple):
     """(error or None, kept values) per sample of a worker process's reply (see _serve_samples)."""
     errors, columns = reply
-    columns = [list(column) if isinstance(column, np.ndarray) else column for column in columns]
+    columns = [_rows(column) for column in columns]
     position = 0
     for error in errors:
         if error is not None:
@@ -804,6 +815,7 @@ def _unpacked(executor: "Executor", message: list):
     """(items, draws, index, source info) of each sample of a message made by Executor._requests."""
     source_keys = [key for key, _, _ in executor._sources]
     for indices, infos, items, param_keys, params in message:
+        items = [_rows(values) for values in items]
         for position, index in enumerate(indices):
             yield ({key: values[position] for key, values in zip(source_keys, items)},
                    {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},

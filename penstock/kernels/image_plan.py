@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from penstock.kernels import triton_resample
-from penstock.kernels.packed_images import PackedImages
+from penstock.kernels.packed_images import PackedImages, source_facts
 from penstock.kernels.triton_resample import ResamplePlan, run_resample
 
 
@@ -39,7 +39,7 @@ class ImagePlan:
     @classmethod
     def of(cls, sources: list) -> "ImagePlan":
         count = len(sources)
-        channels = sources[0].shape[2] if count else 3
+        channels = source_facts(sources)[0] if count else 3
         packed = isinstance(sources, PackedImages)  # kept packed: no view per image
         return cls(sources=sources if packed else list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
                    sizes=sources.sizes if packed else [tuple(s.shape[:2]) for s in sources], flips=[(0, 0)] * count,
@@ -51,14 +51,14 @@ class ImagePlan:
 
     @property
     def channels(self) -> int:
-        return self.sources[0].shape[2] if self.sources else 0
+        return source_facts(self.sources)[0] if len(self.sources) else 0
 
     @property
     def identity(self) -> bool:
-        return (not self.resized and self.dtype in (None, self.sources[0].dtype if self.sources else None)
+        return (not self.resized and self.dtype in (None, source_facts(self.sources)[1] if len(self.sources) else None)
                 and not self.chw and not self.pad_channels
                 and all(w == (0.0, 0.0, 1.0, 1.0) for w in self.windows)
-                and all(tuple(s) == tuple(src.shape[:2]) for s, src in zip(self.sizes, self.sources))
+                and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, _source_sizes(self.sources)))
                 and all(f == (0, 0) for f in self.flips)
                 and all(all(m == 1.0 for m in ms) for ms in self.multipliers)
                 and all(all(a == 0.0 for a in ad) for ad in self.addends))
@@ -122,13 +122,13 @@ class ImagePlan:
         None with ``per_sample=False`` when the dense tensor is there."""
         if self.pending is not None:
             self.pending.wait()
-        if not self.sources:
+        if not len(self.sources):
             return [], None
         if self.identity:
             return list(self.sources), None
         plan = ResamplePlan(self.sources, self.windows, self.sizes, self.flips, self.multipliers, self.addends,
                             self.fills, self.filter if self.resized else triton_resample.FILTER_NEAREST,
-                            self.antialias and self.resized, self.dtype or self.sources[0].dtype, self.chw,
+                            self.antialias and self.resized, self.dtype or source_facts(self.sources)[1], self.chw,
                             self.pad_channels)
         flat, offsets, shapes = run_resample(plan, block=block)
         if len(set(shapes)) == 1:
@@ -136,6 +136,10 @@ class ImagePlan:
             return (list(dense) if per_sample else None), dense
         samples = [flat[offset:offset + _volume(shape)].view(shape) for offset, shape in zip(offsets, shapes)]
         return samples, None
+
+
+def _source_sizes(sources) -> list:
+    return sources.sizes if isinstance(sources, PackedImages) else [source.shape[:2] for source in sources]
 
 
 def _per_channel(values, channels: int) -> tuple:

@@ -26,6 +26,10 @@ class PackedImages:
     def __iter__(self):
         return (self[index] for index in range(len(self)))
 
+    def facts(self) -> tuple:
+        """(channels, dtype, device) of every image, without making a view."""
+        return (self.shapes[0][2] if self.shapes else 0), self.buffer.dtype, self.buffer.device
+
     @property
     def sizes(self) -> list:
         return [(height, width) for height, width, _ in self.shapes]
@@ -38,3 +42,12 @@ class PackedImages:
             table[:, 3] = table[:, 2] * self.shapes[0][2]
             table[:, 0] = np.asarray(self.offsets, np.int64) * self.buffer.element_size() + self.buffer.data_ptr()
         return table
+
+
+def source_facts(sources) -> tuple:
+    """(channels, dtype, device) of a batch's HWC sources, a PackedImages or a list of tensors
+    (read from the first: the kernels take one of each per batch)."""
+    if isinstance(sources, PackedImages):
+        return sources.facts()
+    first = sources[0]
+    return first.shape[2], first.dtype, first.device

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from penstock.kernels.packed_images import PackedImages
+from penstock.kernels.packed_images import PackedImages, source_facts
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -224,9 +224,7 @@ def _layouts(sources: list, channels: int, dtype) -> list:
 def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: int = 256):
     """Runs the plan; returns (flat output, per-sample offsets in elements, per-sample shapes)."""
     count = len(plan.sources)
-    device = plan.sources[0].device
-    channels = plan.sources[0].shape[2]
-    dtype = plan.sources[0].dtype
+    channels, dtype, device = source_facts(plan.sources)
     if isinstance(plan.sources, PackedImages):  # one dtype and channel count by construction
         layouts = plan.sources.layouts()
     else:
@@ -271,7 +269,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     resample_kernel[grid](
         integers, reals, output, count,
         CHANNELS=channels, OUT_CHANNELS=out_channels, CHW=plan.chw, FILTER=plan.filter,
-        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[plan.sources[0].dtype], ROUND=rounding,
+        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=rounding,
         OUT_MIN=float(info.min) if rounding else 0.0, OUT_MAX=float(info.max) if rounding else 0.0,
         BLOCK=block)
     return output, offsets, shapes

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from penstock import registry, types
+from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image, image_codecs
 from penstock.operators import geometry
 from penstock.operators.base import SampleContext, SampleOperator
@@ -163,7 +164,7 @@ class Image(ImageDecoder):
 @registry.register("decoders.image_random_crop", "cpu")
 class ImageRandomCrop(ImageDecoder):
     def draw(self, rng, count):
-        return rng.random((count, self.args["num_attempts"], 4))
+        return UniformBlocks.draw(rng, count, self.args["num_attempts"])
 
     def window(self, height, width, inputs, args, sample):
         return random_crop_window(height, width, sample.params, args["random_aspect_ratio"], args["random_area"])

@@ -214,12 +214,19 @@ def _resized_sizes(sizes: list, args: list) -> list:
 
 
 def _crop_windows(plan, args, op_name: str) -> list:
+    """Each sample's crop window; worked out once per distinct (size, arguments): samples share
+    argument dictionaries when their per-sample arguments are equal (executor._batch_args)."""
+    known: dict = {}
     windows = []
     for (height, width), a in zip(plan.sizes, args):
-        placement = geometry.crop_placement(height, width, a)
-        if placement is None:
-            placement = (0, 0, height, width)
-        windows.append(cpu_image.fit_window(*placement, height, width, a["out_of_bounds_policy"], op_name))
+        key = (height, width, id(a))
+        window = known.get(key)
+        if window is None:
+            placement = geometry.crop_placement(height, width, a)
+            if placement is None:
+                placement = (0, 0, height, width)
+            window = known[key] = cpu_image.fit_window(*placement, height, width, a["out_of_bounds_policy"], op_name)
+        windows.append(window)
     return windows
 
 

@@ -45,14 +45,19 @@ def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
 
 
 def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
-    from penstock.executor.shared_ring import RingRef, SharedRing
+    from penstock.executor.shared_ring import HoldsRingRefs, RingRef, SharedRing
+    from penstock.kernels.nvimgcodec_decode import EncodedImage
 
     ring = SharedRing(size=1 << 16)
     image = np.arange(20_000, dtype=np.uint8)
-    sent = [ring.put((image + i, (1, 2, 3, 4))) for i in range(3)]
-    assert all(isinstance(value[0], RingRef) and value[1] == (1, 2, 3, 4) for value in sent)
+    sent = [ring.put(EncodedImage((image + i, (1, 2, 3, 4), 7, 8, True))) for i in range(3)]
+    assert all(isinstance(value, HoldsRingRefs) and isinstance(value[1][0], RingRef) for value in sent)
     for i, value in enumerate(sent):
-        assert np.array_equal(ring.resolve(value)[0][0], image + i)
+        resolved = ring.resolve(value)[0]
+        assert type(resolved) is EncodedImage and resolved[1:] == ((1, 2, 3, 4), 7, 8, True)
+        assert np.array_equal(resolved[0], image + i)
+    plain = ((1, 2), [3, np.zeros(4)])
+    assert ring.put(plain) is plain and ring.resolve(plain) == (plain, 0)  # nothing to look into
     assert isinstance(ring.put(image), np.ndarray)  # no room left: the array travels as itself
     ring.release(max(ring.resolve(value)[1] for value in sent))
     wrapped = ring.put(image.reshape(100, 200))

@@ -28,6 +28,17 @@ class RingRef(tuple):
         return self[0]
 
 
+class HoldsRingRefs(tuple):
+    """HoldsRingRefs((kind, items)): a tuple or list of class ``kind`` some of whose ``items`` are
+    (or hold) RingRefs. Containers without any stay as they are, so the parent looks into only
+    these: one type check for most values of a reply."""
+
+    __slots__ = ()
+
+
+_REFERENCES = (RingRef, HoldsRingRefs)
+
+
 class SharedRing:
     def __init__(self, size: int = RING_BYTES):
         self._size = size
@@ -38,9 +49,12 @@ class SharedRing:
     # ---- worker process side ------------------------------------------------------------------
     def put(self, value):
         """A RingRef for an array written into the ring, or the value itself when it is small, not
-        an array, or there is no room; tuples and lists are converted element by element."""
+        an array, or there is no room; a tuple or list holding such arrays becomes a HoldsRingRefs."""
         if isinstance(value, (tuple, list)):
-            return _rebuilt(value, [self.put(item) for item in value])
+            items = [self.put(item) for item in value]
+            if any(type(item) in _REFERENCES for item in items):
+                return HoldsRingRefs((type(value), items))
+            return value
         if not isinstance(value, np.ndarray) or value.nbytes < SMALLEST or value.dtype.hasobject:
             return value
         size = value.nbytes
@@ -67,18 +81,14 @@ class SharedRing:
             if dtype != "|u1" or len(shape) != 1:  # encoded files are flat bytes: nothing to reshape
                 array = array.view(dtype).reshape(shape)
             return array, start + nbytes
-        if isinstance(value, (tuple, list)):
-            # only the elements that are or hold RingRefs are replaced: this runs for every sample
-            items, end = None, 0
-            for position, item in enumerate(value):
-                if type(item) is RingRef or (isinstance(item, (tuple, list)) and item):
-                    resolved, item_end = self.resolve(item)
-                    if resolved is not item:
-                        if items is None:
-                            items = list(value)
-                        items[position] = resolved
+        if type(value) is HoldsRingRefs:
+            kind, items = value
+            items, end = list(items), 0
+            for position, item in enumerate(items):
+                if type(item) in _REFERENCES:
+                    items[position], item_end = self.resolve(item)
                     end = max(end, item_end)
-            return (value if items is None else _rebuilt(value, items)), end
+            return _rebuilt(kind, items), end
         return value, 0
 
     def release(self, end: int) -> None:
@@ -87,7 +97,6 @@ class SharedRing:
             self._released[0] = end
 
 
-def _rebuilt(original, items: list):
-    """A tuple or list like ``original`` (the same class: named tuples and tuple subclasses too)."""
-    kind = type(original)
+def _rebuilt(kind: type, items: list):
+    """A tuple or list of class ``kind`` (named tuples and tuple subclasses too)."""
     return kind(*items) if hasattr(kind, "_make") else kind(items)  # named tuples take fields one by one

@@ -129,6 +129,11 @@ class MixedDecoder(BatchOperator):
         decoded window itself when the GPU is emulated on the CPU."""
         if GPU_ON_CPU:
             return np.asarray(self._windows.run(inputs, args, sample))
+        return self.encoded(inputs, args, sample)
+
+    def encoded(self, inputs, args, sample):
+        """The EncodedImage of one sample: its data, size, window, and whether the hardware JPEG
+        decoders take it (from the header)."""
         from penstock.kernels import image_codecs
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])

@@ -137,6 +137,12 @@ def penstock_batches(kind, data, batch_size, threads, worker_processes=None, war
         timed = max(batches - warmup, 1)
         STAGES[kind] = {stage: (seconds - before.get(stage, 0.0)) / timed * 1000
                         for stage, seconds in stage_seconds().items()}
+        for impl in pipe._impls.values():  # batches nvJPEG's hardware backend refused would go slower
+            engine = getattr(impl, "_engine", None)
+            if engine is not None:
+                print(f"  penstock {kind}: {engine.decoded_on_gpu:,} images decoded on the GPU, "
+                      f"{engine.decoded_on_cpu:,} on the CPU, {engine.refused_by_hardware:,} refused by "
+                      f"the hardware backend (decoded again through nvImageCodec)")
         pipe.close()
 
 

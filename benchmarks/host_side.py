@@ -48,7 +48,6 @@ def decoder_loop():
     while True:
         pending = calls.get()
         started = time.perf_counter()
-        time.sleep(0.0001)  # nvjpegDecodeBatchedInitialize: one more return to the interpreter lock
         time.sleep(DECODE_S)  # nvjpegDecodeBatchedEx
         decoder_busy[0] += time.perf_counter() - started
         pending.done.set()

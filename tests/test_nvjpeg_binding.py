@@ -51,3 +51,42 @@ def test_a_library_is_loaded_keeping_and_releasing_the_lock():
     quick, slow = load_twice(ctypes.util.find_library("c"), {"abs": [ctypes.c_int]})
     assert isinstance(quick, ctypes.PyDLL) and not isinstance(slow, ctypes.PyDLL)
     assert quick.abs(-3) == 3 and slow.abs(-4) == 4
+
+
+class _RecordingNvjpeg:
+    """Stands in for nvJPEG's library: records the calls, fails the decodes it is told to."""
+
+    def __init__(self):
+        self.calls, self.failing = [], set()
+
+    def nvjpegDecodeBatchedInitialize(self, handle, state, count, threads, output_format):
+        self.calls.append(("initialize", count))
+        return nvjpeg_hardware.STATUS_SUCCESS
+
+    def nvjpegDecodeBatchedEx(self, handle, state, data, lengths, images, params, stream):
+        self.calls.append(("decode", len(self.calls)))
+        return 7 if len(self.calls) in self.failing else nvjpeg_hardware.STATUS_SUCCESS
+
+
+def test_the_decode_state_is_set_up_once_per_batch_size_and_again_after_a_failure():
+    from types import SimpleNamespace
+    recording = _RecordingNvjpeg()
+    decoder = object.__new__(nvjpeg_hardware.HardwareJpegDecoder)
+    decoder.library = SimpleNamespace(slow=recording)
+    decoder.handle, decoder.output_format = ctypes.c_void_p(), nvjpeg_hardware.OUTPUT_RGBI
+    batch = SimpleNamespace(state=ctypes.c_void_p(), count=4, data=None, lengths=None, images=None, params=None,
+                            initialized_for=0, status=-1)
+
+    def initializations(counts):
+        recording.calls.clear()
+        statuses = []
+        for count in counts:
+            batch.count = count
+            statuses.append(decoder.decode(batch, 0))
+        return [call[1] for call in recording.calls if call[0] == "initialize"], statuses
+
+    assert initializations([4, 4, 4]) == ([4], [0, 0, 0])
+    assert initializations([4, 3, 3, 4]) == ([3, 4], [0, 0, 0, 0])
+    recording.failing = {1}  # the next call (a decode) fails: the state is set up again after it
+    assert initializations([4, 4, 4]) == ([4], [7, 0, 0])
+    assert batch.status == 0

@@ -339,7 +339,9 @@ def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
 
 
 def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
-    if batch.finished is not None:  # its nvJPEG state's buffers were in use by an earlier batch
+    # its nvJPEG state's buffers were in use by an earlier batch, which has usually finished: asked
+    # first, because waiting releases the interpreter lock, and retaking it can take a switch interval
+    if batch.finished is not None and not batch.finished.query():
         batch.finished.synchronize()
     else:
         batch.finished = torch.cuda.Event()

@@ -96,6 +96,7 @@ class HardwareBatch:
         self.count = 0
         self.finished = None  # a CUDA event recorded after the batch's decode
         self.status = STATUS_SUCCESS
+        self.initialized_for = 0  # the batch size nvJPEG's state is set up for (0: not set up)
 
     def grow(self, decoder: "HardwareJpegDecoder", capacity: int) -> None:
         if capacity <= self.capacity:
@@ -173,12 +174,22 @@ class HardwareJpegDecoder:
 
     def decode(self, batch: HardwareBatch, cuda_stream: int) -> int:
         """Queues the batch's decode on the stream; nvJPEG's status (0: success). Call where the
-        batch's previous use has finished on the GPU (``batch.finished``)."""
+        batch's previous use has finished on the GPU (``batch.finished``).
+
+        The state is set up for a batch size once, as nvJPEG's header allows ("called once for
+        decoding batches of this specific size, also used to reset failed batches"), not for every
+        batch: each call here is one more wait for the interpreter lock when it returns, and the
+        decoder thread makes the calls that keep the hardware busy."""
         slow = self.library.slow
-        status = slow.nvjpegDecodeBatchedInitialize(self.handle, batch.state, batch.count, 1, self.output_format)
+        status = STATUS_SUCCESS
+        if batch.initialized_for != batch.count:
+            status = slow.nvjpegDecodeBatchedInitialize(self.handle, batch.state, batch.count, 1, self.output_format)
+            batch.initialized_for = batch.count if status == STATUS_SUCCESS else 0
         if status == STATUS_SUCCESS:
             status = slow.nvjpegDecodeBatchedEx(self.handle, batch.state, batch.data, batch.lengths, batch.images,
                                                 batch.params, cuda_stream)
+            if status != STATUS_SUCCESS:  # set up again before the state's next batch
+                batch.initialized_for = 0
         batch.status = status
         return status
 

@@ -163,3 +163,43 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
     read_only = np.frombuffer(bytes(32), np.uint8)
     for array in (writable, read_only, writable[5:], read_only[7:]):
         assert _address(array) == array.ctypes.data
+
+
+def _mixed_and_cpu_decoders(name="decoders.image_random_crop"):
+    from penstock import registry
+    from penstock.operators import decoders, gpu
+    from penstock.operators.base import BuildContext
+    args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB})
+    context = BuildContext(batch_size=4, num_threads=1, device_id=None, seed=3)
+    return gpu.MIXED_DECODERS[name](args, context), decoders.ImageRandomCrop(args, context), args
+
+
+def test_the_workers_send_jpeg_headers_and_decode_other_formats_themselves():
+    from penstock.operators.base import SampleContext
+    mixed, cpu, args = _mixed_and_cpu_decoders()
+    draws = mixed.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 2)
+    jpeg, png = KINDS["baseline 4:2:0"][0], KINDS["PNG"][0]
+    data, window, height, width, hardware = mixed.encoded((jpeg,), args, SampleContext(0, "a.jpg", draws[0]))
+    assert data is jpeg and (height, width, hardware) == (48, 64, True)
+    top, left, window_height, window_width = window
+    assert 0 <= top and top + window_height <= 48 and 0 <= left and left + window_width <= 64
+    pixels, window, height, width, hardware = mixed.encoded((png,), args, SampleContext(1, "b.png", draws[1]))
+    reference = cpu.run((png,), args, SampleContext(1, "b.png", draws[1]))
+    np.testing.assert_array_equal(pixels, reference)  # the same window, decoded once, on the worker
+    assert window is None and (height, width) == reference.shape[:2] and not hardware
+
+
+def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():
+    import torch
+    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    decoder = _gpu_decoder()
+    items = _items(["baseline 4:2:0", "gray", "baseline 4:4:4"])
+    pixels = image_codecs.decode(KINDS["PNG"][0], DALIImageType.RGB)[3:40, 2:50]
+    items.insert(1, EncodedImage((np.ascontiguousarray(pixels), None, 37, 48, False)))
+    pending = decoder.submit(items, torch.cuda.current_stream())
+    pending.wait()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(pending.images[1].cpu().numpy(), pixels)
+    _check_against_cpu([items[0], *items[2:]], [pending.images[0], *pending.images[2:]])
+    assert decoder.decoded_on_cpu == 1 and decoder.decoded_on_gpu == 3
+    decoder.close()

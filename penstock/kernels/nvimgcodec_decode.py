@@ -43,9 +43,10 @@ def library() -> capi.Library:
 
 class EncodedImage(tuple):
     """EncodedImage((data, window or None, height, width, hardware)): what the CPU workers hand the
-    GPU decoder for one image (``hardware``: a JPEG the hardware decoders take); plain data, so
-    that it can come from a worker process (a tuple without a __new__ of its own unpickles without
-    running Python code)."""
+    GPU decoder for one image: its encoded bytes (1-D), or, for a format the GPU decoders do not
+    take, the image already decoded on the worker (HWC uint8, window None); ``hardware``: a JPEG
+    the hardware decoders take. Plain data, so that it can come from a worker process (a tuple
+    without a __new__ of its own unpickles without running Python code)."""
 
     __slots__ = ()
 
@@ -181,7 +182,7 @@ class GpuImageDecoder:
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
         pending = PendingDecode(self, items, PackedImages(packed, offsets, shapes), cuda_stream, describe)
-        on_gpu = [index for index, item in enumerate(items) if image_codecs.is_jpeg(item[0])]
+        on_gpu = [index for index, item in enumerate(items) if item[0].ndim == 1 and image_codecs.is_jpeg(item[0])]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:
@@ -435,10 +436,14 @@ class PendingDecode:
         self.hardware_batch = None
 
     def _decode_on_cpu(self, items: list, indices: list) -> None:
+        """Images the GPU decoders did not take, decoded here (or on a worker already) and uploaded."""
         decoder = self._decoder
         arrays = []
         for index in indices:
             data, window = items[index][0], items[index][1]
+            if data.ndim == 3:  # decoded on a CPU worker already
+                arrays.append(data)
+                continue
             try:
                 image = image_codecs.decode(data, decoder._output_type)
             except image_codecs.DecodeError as error:

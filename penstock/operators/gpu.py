@@ -132,15 +132,17 @@ class MixedDecoder(BatchOperator):
         return self.encoded(inputs, args, sample)
 
     def encoded(self, inputs, args, sample):
-        """The EncodedImage of one sample: its data, size, window, and whether the hardware JPEG
-        decoders take it (from the header)."""
+        """The EncodedImage of one sample: a JPEG's data, size, window, and whether the hardware
+        JPEG decoders take it (from the header). Other formats, which the GPU decoders do not take,
+        are decoded here by the CPU decoder of the same name (the same window for the same draws)
+        and go to the GPU as pixels: decoded once, and not on the thread that launches the GPU work."""
         from penstock.kernels import image_codecs
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])
-        if image_codecs.is_jpeg(data):
-            height, width, hardware = image_codecs.jpeg_header(data)
-        else:
-            (height, width), hardware = image_codecs.image_size(data), False
+        if not image_codecs.is_jpeg(data):
+            image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
+            return EncodedImage((image, None, image.shape[0], image.shape[1], False))
+        height, width, hardware = image_codecs.jpeg_header(data)
         return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width,
                              hardware))
 

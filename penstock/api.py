@@ -43,8 +43,7 @@ def reference_markdown() -> str:
     """The operator reference, from the schemas: what ``penstock docs`` prints (docs/operators.md)."""
     from penstock import ops  # noqa: F401  (registers every operator)
     from penstock import registry
-    from penstock.operators.gpu import GPU_OPERATORS, MIXED_DECODERS
-    from penstock.schema import COMMON_ARGS
+    from penstock.schema import COMMON_ARGS, devices_line
 
     lines = ["# Operators", "", "Generated from the operator schemas by `penstock docs`; every operator also "
              "takes the common arguments listed at the end.", ""]
@@ -55,9 +54,7 @@ def reference_markdown() -> str:
         lines += [f"## fn.{name} / ops.{schema.class_name}", "", schema.doc.strip(), ""]
         low, high = schema.num_inputs
         inputs = ", ".join(schema.input_names[:high]) or "none"
-        devices = ["cpu"] + ["gpu"] * (name in GPU_OPERATORS) + ["mixed"] * (name in MIXED_DECODERS)
-        lines += [f"Inputs: {inputs} ({low} to {high}). Devices: {', '.join(devices)} (gpu and mixed need a CUDA "
-                  "GPU; mixed also nvImageCodec).", ""]
+        lines += [f"Inputs: {inputs} ({low} to {high}). {devices_line(registry.devices(name))}", ""]
         lines += ["| argument | type | default | per-sample | description |", "|---|---|---|---|---|"]
         for arg in schema.unique_args():
             if arg.name in common:

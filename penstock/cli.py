@@ -76,7 +76,7 @@ def _info() -> int:
         print("torch: not installed (penstock.plugin.pytorch needs it)")
     for name in sorted(registry.schemas()):
         if not name.startswith("_"):
-            print(f"  {name:32s} {', '.join(registry.devices(name))}")
+            print(f"  {name:32s} {', '.join(registry.available_devices(name))}")
     return 0
 
 

@@ -70,7 +70,7 @@ def progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
 def default_device() -> str:
     """'gpu' where the GPU decoders and operators can run here, else 'cpu'."""
     from penstock import registry
-    return "gpu" if "mixed" in registry.devices("decoders.image_random_crop") else "cpu"
+    return "gpu" if "mixed" in registry.available_devices("decoders.image_random_crop") else "cpu"
 
 
 def run_demo(data: str | None, batch_size: int, num_threads: int, out_path: str, work_dir: str,

@@ -140,7 +140,7 @@ class Graph:
 
 def gpu_available() -> bool:
     """Whether this machine runs GPU work (moving data to the GPU is the least of it)."""
-    return "mixed" in registry.devices("_to_gpu")
+    return "mixed" in registry.available_devices("_to_gpu")
 
 
 _defining = threading.local()

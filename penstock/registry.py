@@ -5,11 +5,18 @@ Operator modules register a schema once and one implementation class per device 
 """
 from __future__ import annotations
 
+import threading
+from typing import Callable
+
 from penstock.schema import OpSchema, closest
 
 _SCHEMAS: dict[str, OpSchema] = {}
 _IMPLEMENTATIONS: dict[tuple[str, str], type] = {}
-_UNAVAILABLE: dict[tuple[str, str], str] = {}
+# (operator, device) -> a check that returns why it cannot run here, or None. Checked when first
+# needed, not at import: the GPU checks import PyTorch and load CUDA libraries.
+_REQUIREMENTS: dict[tuple[str, str], Callable[[], str | None]] = {}
+_checked: dict[Callable[[], str | None], str | None] = {}
+_checked_lock = threading.Lock()
 
 
 def register_schema(schema: OpSchema) -> OpSchema:
@@ -19,8 +26,9 @@ def register_schema(schema: OpSchema) -> OpSchema:
     return schema
 
 
-def register(op_name: str, device: str):
-    """Class decorator: the implementation of ``op_name`` on ``device``."""
+def register(op_name: str, device: str, requires: Callable[[], str | None] | None = None):
+    """Class decorator: the implementation of ``op_name`` on ``device``; ``requires`` says why it
+    cannot run on this machine (a missing GPU or library), or None when it can."""
     def decorate(cls):
         key = (op_name, device)
         if key in _IMPLEMENTATIONS:
@@ -28,14 +36,22 @@ def register(op_name: str, device: str):
         if op_name not in _SCHEMAS:
             raise RuntimeError(f"operator '{op_name}' has an implementation but no schema")
         _IMPLEMENTATIONS[key] = cls
+        if requires is not None:
+            _REQUIREMENTS[key] = requires
         cls.schema = _SCHEMAS[op_name]
         return cls
     return decorate
 
 
-def mark_unavailable(op_name: str, device: str, reason: str) -> None:
-    """Records why a device's implementation could not be loaded here (a missing library)."""
-    _UNAVAILABLE[(op_name, device)] = reason
+def _problem(op_name: str, device: str) -> str | None:
+    """Why the implementation cannot run here (checked once per check), or None."""
+    check = _REQUIREMENTS.get((op_name, device))
+    if check is None:
+        return None
+    with _checked_lock:
+        if check not in _checked:
+            _checked[check] = check()
+        return _checked[check]
 
 
 def schemas() -> dict[str, OpSchema]:
@@ -50,17 +66,22 @@ def get_schema(name: str) -> OpSchema:
 
 
 def devices(op_name: str) -> list[str]:
+    """The devices the operator has an implementation for (whether or not this machine runs it)."""
     return [device for device in ("cpu", "mixed", "gpu") if (op_name, device) in _IMPLEMENTATIONS]
+
+
+def available_devices(op_name: str) -> list[str]:
+    """The devices the operator runs on here."""
+    return [device for device in devices(op_name) if _problem(op_name, device) is None]
 
 
 def implementation(op_name: str, device: str) -> type:
     """The implementation class, or a ValueError that says which devices exist and why not this."""
     cls = _IMPLEMENTATIONS.get((op_name, device))
-    if cls is not None:
+    reason = _problem(op_name, device) if cls is not None else None
+    if cls is not None and reason is None:
         return cls
-    reason = _UNAVAILABLE.get((op_name, device))
-    available = devices(op_name)
     message = f"{op_name}: device '{device}' is not supported"
     if reason:
         message = f"{op_name}: device '{device}' is not available here: {reason}"
-    raise ValueError(f"{message}; available devices: {', '.join(available) or 'none'}")
+    raise ValueError(f"{message}; available devices: {', '.join(available_devices(op_name)) or 'none'}")

@@ -253,11 +253,16 @@ class OpSchema:
 
     def docstring(self, devices: Sequence[str]) -> str:
         """The reference doc of the operator, as ``fn`` and ``ops`` show it."""
-        lines = [self.doc.strip(), "", f"Devices: {', '.join(devices) or 'none available here'}.", "",
-                 "Arguments:"]
+        lines = [self.doc.strip(), "", devices_line(devices), "", "Arguments:"]
         for arg in self.unique_args():
             default = "required" if arg.required else f"default {arg.default!r}"
             extra = ", per-sample input allowed" if arg.per_sample else ""
             alias = f" (also '{', '.join(arg.aliases)}')" if arg.aliases else ""
             lines.append(f"    {arg.name}{alias} ({arg.kind}, {default}{extra}): {arg.doc}")
         return "\n".join(lines)
+
+
+def devices_line(devices: Sequence[str]) -> str:
+    """What the reference says of an operator's devices (the devices it has an implementation for)."""
+    needs = " (gpu and mixed need a CUDA GPU; mixed also nvImageCodec)" if set(devices) - {"cpu"} else ""
+    return f"Devices: {', '.join(devices)}{needs}."

@@ -30,3 +30,16 @@ def test_info_and_docs(capsys):
     assert "readers.file" in capsys.readouterr().out
     assert main(["docs"]) == 0
     assert "## fn.resize / ops.Resize" in capsys.readouterr().out
+
+
+def test_importing_penstock_leaves_the_gpu_checks_for_later():
+    """Whether the GPU operators can run is checked when a pipeline asks for them: importing penstock
+    does not import PyTorch (seconds) or load CUDA libraries."""
+    import subprocess
+    import sys
+    code = ("import sys, penstock; from penstock import fn, ops, registry; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "assert registry.devices('resize') == ['cpu', 'gpu']; print('ok')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != "PENSTOCK_GPU_ON_CPU"})
+    assert result.stdout.strip() == "ok", result.stderr[-2000:]

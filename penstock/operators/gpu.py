@@ -422,31 +422,24 @@ MIXED_DECODERS = {"decoders.image": ImageDecoderMixed, "decoders.image_random_cr
                   "decoders.image_crop": ImageCropMixed, "decoders.image_slice": ImageSliceMixed}
 
 
-def _register_all() -> None:
-    for name, cls in (*GPU_OPERATORS.items(), *MIXED_DECODERS.items(), ("_to_gpu", ToGpu)):
-        cls.schema = registry.get_schema(name)
+def _decoder_problem() -> str | None:
+    """Why the mixed decoders cannot run here: what the GPU operators need, and nvImageCodec."""
     problem = _runtime_problem()
-    decoder_problem = problem
     if problem is None and not GPU_ON_CPU:
         try:
             from penstock.kernels.nvimgcodec_decode import library
             library()
         except ImportError as error:
-            decoder_problem = str(error)
+            return str(error)
+    return problem
+
+
+def _register_all() -> None:
     for name, cls in GPU_OPERATORS.items():
-        if problem is None:
-            registry.register(name, "gpu")(cls)
-        else:
-            registry.mark_unavailable(name, "gpu", problem)
-    if problem is None:
-        registry.register("_to_gpu", "mixed")(ToGpu)
-    else:
-        registry.mark_unavailable("_to_gpu", "mixed", problem)
+        registry.register(name, "gpu", requires=_runtime_problem)(cls)
+    registry.register("_to_gpu", "mixed", requires=_runtime_problem)(ToGpu)
     for name, cls in MIXED_DECODERS.items():
-        if decoder_problem is None:
-            registry.register(name, "mixed")(cls)
-        else:
-            registry.mark_unavailable(name, "mixed", decoder_problem)
+        registry.register(name, "mixed", requires=_decoder_problem)(cls)
 
 
 _register_all()

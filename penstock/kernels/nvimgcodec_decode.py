@@ -187,6 +187,7 @@ class GpuImageDecoder:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:
             self._queue(pending)
+            pending.upload_decoded()
             self.seconds["code streams and images"] += time.perf_counter() - started
             return pending
         handles = self._handles(len(on_gpu))
@@ -224,6 +225,7 @@ class GpuImageDecoder:
                 time.sleep(0)  # lets the decoder thread (and the workers' dispatcher) take the lock now
         pending.handles = handles
         self._queue(pending)
+        pending.upload_decoded()
         self.seconds["code streams and images"] += time.perf_counter() - started
         return pending
 
@@ -366,6 +368,15 @@ class PendingDecode:
         self.statuses: list = []
         self.future = None  # nvImageCodec's future of the batch, once the decoder thread made the call
         self.error: BaseException | None = None
+        self.uploaded: list = []  # indices of images decoded on the CPU workers, already uploaded
+
+    def upload_decoded(self) -> None:
+        """Queues the upload of the images the CPU workers decoded, while the decoders work (this
+        thread would otherwise only wait for them)."""
+        indices = [index for index, item in enumerate(self._items) if item[0].ndim == 3]
+        if indices:
+            self._decode_on_cpu(self._items, indices)
+            self.uploaded = indices
 
     def wait(self) -> None:
         """Returns once every image is decoded or queued on the stream: images the GPU decoders do
@@ -403,6 +414,7 @@ class PendingDecode:
         if hardware_refused:
             self._decode_again(items, self.hardware)
             succeeded.update(self.hardware)
+        succeeded.update(self.uploaded)
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
             self._decode_on_cpu(items, refused)

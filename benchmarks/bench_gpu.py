@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from penstock.bench import _process_cpu_seconds, descendant_pids, torchvision_loader  # noqa: E402
+from penstock.bench import _process_cpu_seconds, dali_batches, descendant_pids, torchvision_loader  # noqa: E402
 from penstock.recipes import IMAGENET_MEAN, IMAGENET_STD, imagenet_train, imagenet_val  # noqa: E402
 
 
@@ -167,39 +167,6 @@ def profile_gpu_stage(path):
         with open(path, "w") as handle:
             pstats.Stats(profiler, stream=handle).sort_stats("cumulative").print_stats(40)
     return report
-
-
-def dali_batches(kind, data, batch_size, threads):
-    from nvidia.dali import fn, pipeline_def, types
-
-    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
-    def train():
-        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
-        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
-                                               random_aspect_ratio=(3 / 4, 4 / 3), random_area=(0.08, 1.0),
-                                               num_attempts=100)
-        images = fn.resize(images, device="gpu", resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
-        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
-                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD,
-                                          mirror=fn.random.coin_flip(probability=0.5))
-        return images, labels
-
-    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
-    def val():
-        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
-        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
-        images = fn.resize(images, device="gpu", resize_shorter=256, interp_type=types.INTERP_TRIANGULAR)
-        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
-                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD)
-        return images, labels
-
-    from nvidia.dali.plugin.pytorch import DALIGenericIterator
-    pipe = (train if kind == "train" else val)()
-    pipe.build()
-    iterator = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", auto_reset=True)
-    while True:
-        for step in iterator:
-            yield step[0]["data"]
 
 
 def torchvision_nvjpeg_batches(kind, data, batch_size, threads):

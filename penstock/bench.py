@@ -1,5 +1,6 @@
 """``penstock bench``: images/s of the ImageNet training and validation pipelines against peers run
-in the same process (torchvision's DataLoader with PIL transforms), printed as a table with ratios."""
+in the same process (torchvision's DataLoader with PIL transforms; on a GPU also NVIDIA DALI when it
+is installed), printed as a table with ratios."""
 from __future__ import annotations
 
 import json
@@ -57,22 +58,25 @@ def _process_cpu_seconds(pids=()) -> float:
     return total
 
 
-def time_batches(batches, count: int, warmup: int = 2, pids=lambda: ()) -> tuple[int, float, float]:
-    """(images, seconds, cpu seconds) over ``count`` batches after ``warmup`` batches."""
+def time_batches(batches, count: int, warmup: int = 2, pids=lambda: (), finish=lambda: None) -> tuple[int, float, float]:
+    """(images, seconds, cpu seconds) over ``count`` batches after ``warmup`` batches; ``finish``
+    waits for work still queued (the GPU's) before the clock stops."""
     iterator = iter(batches)
     for _ in range(warmup):
         next(iterator)
+    finish()
     images = 0
     cpu_before, started = _process_cpu_seconds(pids()), time.perf_counter()
     for _ in range(count):
         batch = next(iterator)
         images += len(batch)
+    finish()
     seconds = time.perf_counter() - started
     return images, seconds, _process_cpu_seconds(pids()) - cpu_before
 
 
 def penstock_batches(kind: str, data: str, batch_size: int, threads: int, device: str = "cpu",
-                     worker_processes: bool = False):
+                     worker_processes: bool | None = False):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device=device, batch_size=batch_size, num_threads=threads,
                    device_id=None if device == "cpu" else 0, seed=7, prefetch_queue_depth=2,
@@ -104,31 +108,85 @@ def torchvision_loader(kind: str, data: str, batch_size: int, workers: int):
                                        drop_last=True)
 
 
-def _loop_forever(loader):
+def _loop_forever(loader, to_gpu: bool = False):
     while True:
         for images, _ in loader:
-            yield images
+            yield images.cuda() if to_gpu else images
 
 
-def measure_torchvision(kind, data, batch_size, workers, count) -> Measurement:
+def dali_batches(kind: str, data: str, batch_size: int, threads: int):
+    """NVIDIA DALI's ResNet-50 training or validation pipeline (the same steps as penstock's
+    recipes), as CUDA tensors; ImportError where DALI is not installed."""
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def train():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
+                                               random_aspect_ratio=(3 / 4, 4 / 3), random_area=(0.08, 1.0),
+                                               num_attempts=100)
+        images = fn.resize(images, device="gpu", resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                                          mirror=fn.random.coin_flip(probability=0.5))
+        return images, labels
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def val():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+        images = fn.resize(images, device="gpu", resize_shorter=256, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        return images, labels
+
+    pipe = (train if kind == "train" else val)()
+    pipe.build()
+    iterator = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", auto_reset=True)
+    while True:
+        for step in iterator:
+            yield step[0]["data"]
+
+
+def _cuda_synchronize():
+    import torch
+    torch.cuda.synchronize()
+
+
+TORCHVISION = "torchvision DataLoader (PIL)"
+TORCHVISION_TO_GPU = "torchvision DataLoader (PIL), copied to the GPU"
+
+
+def measure_torchvision(kind, data, batch_size, workers, count, device="cpu") -> Measurement:
     loader = torchvision_loader(kind, data, batch_size, workers)
-    batches = _loop_forever(loader)
+    batches = _loop_forever(loader, to_gpu=device == "gpu")
     worker_pids = lambda: [w.pid for w in getattr(getattr(loader, "_iterator", None), "_workers", [])]
-    images, seconds, cpu = time_batches(batches, count, pids=worker_pids)
+    images, seconds, cpu = time_batches(batches, count, pids=worker_pids,
+                                        finish=_cuda_synchronize if device == "gpu" else lambda: None)
     batches.close()
-    return Measurement("torchvision DataLoader (PIL)", kind, images / seconds, images, seconds, cpu / seconds)
+    return Measurement(TORCHVISION_TO_GPU if device == "gpu" else TORCHVISION, kind, images / seconds, images,
+                       seconds, cpu / seconds)
+
+
+def measure_dali(kind, data, batch_size, threads, count) -> Measurement:
+    batches = dali_batches(kind, data, batch_size, threads)
+    images, seconds, cpu = time_batches(batches, count, finish=_cuda_synchronize)
+    batches.close()
+    return Measurement("NVIDIA DALI", kind, images / seconds, images, seconds, cpu / seconds)
 
 
 def measure_penstock(kind, data, batch_size, threads, count, device="cpu", worker_processes=False) -> Measurement:
     batches = penstock_batches(kind, data, batch_size, threads, device, worker_processes)
     child_pids = lambda: [p.pid for p in multiprocessing.active_children() if p.name == "penstock-worker-process"]
-    images, seconds, cpu = time_batches(batches, count, pids=child_pids)
+    images, seconds, cpu = time_batches(batches, count, pids=child_pids,
+                                        finish=_cuda_synchronize if device == "gpu" else lambda: None)
     batches.close()
     runner = f"penstock ({device}{', worker processes' if worker_processes else ''})"
     return Measurement(runner, kind, images / seconds, images, seconds, cpu / seconds)
 
 
-def format_table(results: list[Measurement], baseline_name: str = "torchvision DataLoader (PIL)") -> str:
+def format_table(results: list[Measurement], baseline_name: str = TORCHVISION) -> str:
     lines = ["| pipeline | runner | images/s | vs torchvision | CPU cores |", "|---|---|---|---|---|"]
     baselines = {m.pipeline: m.images_per_second for m in results if m.name == baseline_name}
     for m in results:
@@ -139,32 +197,44 @@ def format_table(results: list[Measurement], baseline_name: str = "torchvision D
 
 
 def run_bench(args) -> list[Measurement]:
-    from penstock.demo import make_sample_dataset
+    from penstock.demo import default_device, make_sample_dataset
 
+    device = args.device or default_device()
+    if device == "gpu":
+        from penstock import registry
+        registry.implementation("decoders.image_random_crop", "mixed")  # says why not, where there is no GPU
     data = args.data or make_sample_dataset(os.path.join(args.work_dir, f"bench-data-{args.images}"), count=args.images)
     count_images = sum(len(files) for _, _, files in os.walk(data))
     batches = args.batches or max(1, count_images // args.batch_size)
     peers = [p for p in args.peers.split(",") if p and p != "none"]
+    # on the CPU, worker threads and worker processes; on the GPU, the pipeline's default (processes)
+    penstock_runs = (False, True) if device == "cpu" else (None,)
+    peer_runs = {"torchvision": lambda kind: measure_torchvision(kind, data, args.batch_size, args.threads,
+                                                                 batches, device),
+                 "dali": lambda kind: measure_dali(kind, data, args.batch_size, args.threads, batches)}
     results = []
     for kind in args.pipelines.split(","):
-        for processes in (False, True):
-            results.append(measure_penstock(kind, data, args.batch_size, args.threads, batches,
+        for processes in penstock_runs:
+            results.append(measure_penstock(kind, data, args.batch_size, args.threads, batches, device,
                                             worker_processes=processes))
             print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
-        if "torchvision" in peers:
+        for peer in peers:
+            if peer == "dali" and device != "gpu":
+                continue  # DALI's pipeline here is the GPU one
             try:
-                results.append(measure_torchvision(kind, data, args.batch_size, args.threads, batches))
+                results.append(peer_runs[peer](kind))
             except ImportError as error:
-                print(f"  torchvision peer skipped: {error}")
+                print(f"  {peer} peer skipped: {error}")
                 continue
             print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
     print(f"\n{count_images} images in {data}; batch {args.batch_size}; {args.threads} threads/workers; "
-          f"{batches} timed batches after 2 warm-up batches\n")
-    print(format_table(results))
+          f"{batches} timed batches after 2 warm-up batches; penstock on the {device.upper()}\n")
+    print(format_table(results, TORCHVISION_TO_GPU if device == "gpu" else TORCHVISION))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump([asdict(m) for m in results], handle, indent=2)
     return results
 
 
-__all__ = ["Measurement", "format_table", "measure_penstock", "measure_torchvision", "run_bench"]
+__all__ = ["Measurement", "dali_batches", "format_table", "measure_dali", "measure_penstock", "measure_torchvision",
+           "run_bench"]

@@ -28,13 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--device", choices=("cpu", "gpu"), help="default: gpu where there is a usable one")
 
     bench = commands.add_parser("bench", help="images/s of penstock's pipelines against torchvision's "
-                                              "DataLoader, in one run")
+                                              "DataLoader (and NVIDIA DALI on a GPU), in one run")
     bench.add_argument("--data", help="folder-per-class JPEGs (default: the demo's sample folder)")
     bench.add_argument("--images", type=int, default=1024, help="size of the sample folder if --data is not given")
     bench.add_argument("--batch-size", type=int, default=256)
     bench.add_argument("--threads", type=int, default=_default_threads())
     bench.add_argument("--batches", type=int, default=0, help="batches per measurement (default: one epoch)")
-    bench.add_argument("--peers", default="torchvision", help="comma-separated peers to run: torchvision, none")
+    bench.add_argument("--device", choices=("cpu", "gpu"), help="where penstock's pipelines run (default: gpu "
+                       "where there is a usable one)")
+    bench.add_argument("--peers", default="torchvision,dali", help="comma-separated peers to run: torchvision, "
+                       "dali (on the GPU, when installed), none")
     bench.add_argument("--pipelines", default="train,val", help="comma-separated: train, val")
     bench.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"))
     bench.add_argument("--json", help="also write the results as JSON here")
@@ -49,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "bench":
         from penstock.bench import run_bench
-        run_bench(args)
+        try:
+            run_bench(args)
+        except ValueError as error:  # asked for the GPU where there is none usable
+            print(f"penstock bench: {error}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "info":
         return _info()

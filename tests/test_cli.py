@@ -43,3 +43,12 @@ def test_importing_penstock_leaves_the_gpu_checks_for_later():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={k: v for k, v in os.environ.items() if k != "PENSTOCK_GPU_ON_CPU"})
     assert result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_bench_on_the_gpu_says_why_not_where_there_is_none(tmp_path, capsys):
+    import pytest
+    from conftest import CUDA
+    if CUDA:
+        pytest.skip("checks a machine without a GPU")
+    assert main(["bench", "--device", "gpu", "--images", "8", "--work-dir", str(tmp_path)]) == 2
+    assert "decoders.image_random_crop: device 'mixed' is not available here" in capsys.readouterr().err

@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--scaling-processes", action="store_true", help="scale worker processes, not threads")
     parser.add_argument("--json")
     args = parser.parse_args()
-    args.images, args.work_dir = 0, None
+    args.images, args.work_dir, args.device = 0, None, "cpu"
     results = run_bench(args)
     scaling = []
     for threads in [int(t) for t in args.scaling.split(",") if t]:

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from penstock.bench import _process_cpu_seconds, dali_batches, descendant_pids, torchvision_loader  # noqa: E402
+from penstock.bench import (LOADER_PREFETCH, _process_cpu_seconds, dali_batches, descendant_pids,  # noqa: E402
+                            loader_warmup, torchvision_loader)
 from penstock.recipes import IMAGENET_MEAN, IMAGENET_STD, imagenet_train, imagenet_val  # noqa: E402
 
 
@@ -188,7 +189,8 @@ def torchvision_nvjpeg_batches(kind, data, batch_size, threads):
             return np.fromfile(path, dtype=np.uint8), label  # numpy: no file descriptors between processes
 
     loader = torch.utils.data.DataLoader(Files(), batch_size=batch_size, shuffle=kind == "train", num_workers=threads,
-                                         collate_fn=lambda batch: batch, persistent_workers=True, drop_last=True)
+                                         collate_fn=lambda batch: batch, persistent_workers=True, drop_last=True,
+                                         prefetch_factor=LOADER_PREFETCH)
     if kind == "train":
         transform = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
     else:
@@ -240,13 +242,15 @@ def main():
     for kind in args.pipelines.split(","):
         for key in args.runners.split(","):
             name, make = runners[key]
+            warmup = loader_warmup(args.threads) if key in ("torchvision-nvjpeg", "dataloader") else 3
             try:
                 results.append(measure(name, kind, lambda: make(kind, args.data, args.batch_size, args.threads),
-                                       args.batches))
+                                       args.batches, warmup))
             except ImportError as error:
                 print(f"  {name}: skipped ({error})")
     print(f"\n{args.data}; batch {args.batch_size}; {args.threads} threads/workers; {args.batches} timed batches "
-          f"after 3 warm-up batches; FP16 CHW output; {torch.cuda.get_device_name()}\n")
+          f"after 3 warm-up batches ({loader_warmup(args.threads)} for the DataLoader-fed peers); FP16 CHW output; "
+          f"{torch.cuda.get_device_name()}\n")
     print("| pipeline | runner | images/s | vs DALI | peak GPU memory | CPU cores | JPEG engines busy |")
     print("|---|---|---|---|---|---|---|")
     dali = {r["pipeline"]: r["images_per_second"] for r in results if r["name"] == "NVIDIA DALI"}

@@ -90,6 +90,15 @@ def penstock_batches(kind: str, data: str, batch_size: int, threads: int, device
         pipe.close()
 
 
+LOADER_PREFETCH = 2  # batches each DataLoader worker prepares ahead (its prefetch_factor)
+
+
+def loader_warmup(workers: int) -> int:
+    """Warm-up batches for a DataLoader peer: its workers start together and hand over their first
+    ``workers * LOADER_PREFETCH`` batches in a burst; timed from there they would flatter it."""
+    return 2 + workers * LOADER_PREFETCH
+
+
 def torchvision_loader(kind: str, data: str, batch_size: int, workers: int):
     import torch
     from torchvision import datasets, transforms
@@ -104,7 +113,7 @@ def torchvision_loader(kind: str, data: str, batch_size: int, workers: int):
                                         transforms.ToTensor(), normalize, to_half])
     dataset = datasets.ImageFolder(data, transform)
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=(kind == "train"),
-                                       num_workers=workers, persistent_workers=True, prefetch_factor=2,
+                                       num_workers=workers, persistent_workers=True, prefetch_factor=LOADER_PREFETCH,
                                        drop_last=True)
 
 
@@ -162,7 +171,7 @@ def measure_torchvision(kind, data, batch_size, workers, count, device="cpu") ->
     loader = torchvision_loader(kind, data, batch_size, workers)
     batches = _loop_forever(loader, to_gpu=device == "gpu")
     worker_pids = lambda: [w.pid for w in getattr(getattr(loader, "_iterator", None), "_workers", [])]
-    images, seconds, cpu = time_batches(batches, count, pids=worker_pids,
+    images, seconds, cpu = time_batches(batches, count, warmup=loader_warmup(workers), pids=worker_pids,
                                         finish=_cuda_synchronize if device == "gpu" else lambda: None)
     batches.close()
     return Measurement(TORCHVISION_TO_GPU if device == "gpu" else TORCHVISION, kind, images / seconds, images,
@@ -228,7 +237,8 @@ def run_bench(args) -> list[Measurement]:
                 continue
             print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
     print(f"\n{count_images} images in {data}; batch {args.batch_size}; {args.threads} threads/workers; "
-          f"{batches} timed batches after 2 warm-up batches; penstock on the {device.upper()}\n")
+          f"{batches} timed batches after 2 warm-up batches ({loader_warmup(args.threads)} for the DataLoader, "
+          f"whose workers deliver their first batches in a burst); penstock on the {device.upper()}\n")
     print(format_table(results, TORCHVISION_TO_GPU if device == "gpu" else TORCHVISION))
     if args.json:
         with open(args.json, "w") as handle:

@@ -9,6 +9,7 @@ plans and kernel tables as on a GPU, and only the kernel launch is left out. Pri
 decoder-bound ceiling, and each of the process's threads' CPU time per batch.
 
 usage: PENSTOCK_GPU_ON_CPU=1 TRITON_INTERPRET=1 python benchmarks/host_side.py DATA [threads] [batches] [decode_ms]
+       [batch_size (default 256)]
 Compare two versions in one sitting (PYTHONPATH=the other checkout): machines differ. On a machine
 with fewer cores than worker processes + 3, the figures include time the threads wait for a core.
 """
@@ -30,6 +31,7 @@ DATA = sys.argv[1]
 THREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 BATCHES = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 DECODE_S = (float(sys.argv[4]) if len(sys.argv) > 4 else 9.8) / 1000
+BATCH_SIZE = int(sys.argv[5]) if len(sys.argv) > 5 else 256
 
 
 class StandInDecode:
@@ -101,7 +103,7 @@ def thread_cpu():
     return out
 
 
-pipe = imagenet_train(DATA, device="gpu", batch_size=256, num_threads=THREADS, device_id=0, seed=7)
+pipe = imagenet_train(DATA, device="gpu", batch_size=BATCH_SIZE, num_threads=THREADS, device_id=0, seed=7)
 pipe.build()
 for _ in range(5):
     pipe.run()
@@ -110,8 +112,8 @@ for _ in range(BATCHES):
     pipe.run()
 seconds = time.perf_counter() - started
 after = thread_cpu()
-rate = BATCHES * 256 / seconds
-print(f"{rate:8,.0f} images/s; decoder-bound ceiling {256 / (DECODE_S + 0.0001):,.0f}; decoder busy "
+rate = BATCHES * BATCH_SIZE / seconds
+print(f"{rate:8,.0f} images/s; decoder-bound ceiling {BATCH_SIZE / DECODE_S:,.0f}; decoder busy "
       f"{(decoder_busy[0] - busy0) / seconds:.0%}")
 total = 0
 for key in sorted(after, key=lambda k: -(after[k] - before.get(k, 0))):

@@ -110,3 +110,13 @@ def test_external_source_takes_cupy_and_cuda_tensor_samples():
         assert torch.equal(images.as_tensor()[:, 0, 0, 0].cpu(), torch.arange(4, dtype=torch.float32))
         assert torch.equal(labels.as_tensor().cpu().ravel(), torch.arange(4, dtype=torch.float32))
         pipe.close()
+
+
+def test_the_host_side_benchmark_runs(jpeg_folder):
+    """benchmarks/host_side.py stands in for the GPU inside the pipeline's internals: it must keep
+    up with them."""
+    result = subprocess.run([sys.executable, os.path.join(HERE, "..", "benchmarks", "host_side.py"), jpeg_folder,
+                             "2", "3", "1", "4"], env={**os.environ, "PENSTOCK_GPU_ON_CPU": "1", "TRITON_INTERPRET": "1"},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "images/s; decoder-bound ceiling 4,000" in result.stdout and "main process total" in result.stdout

@@ -158,9 +158,12 @@ def dali_batches(kind: str, data: str, batch_size: int, threads: int):
             yield step[0]["data"]
 
 
-def _cuda_synchronize():
+def _wait_for(device: str):
+    """What time_batches calls to wait for work still queued on ``device``."""
+    if device != "gpu":
+        return lambda: None
     import torch
-    torch.cuda.synchronize()
+    return torch.cuda.synchronize
 
 
 TORCHVISION = "torchvision DataLoader (PIL)"
@@ -172,7 +175,7 @@ def measure_torchvision(kind, data, batch_size, workers, count, device="cpu") ->
     batches = _loop_forever(loader, to_gpu=device == "gpu")
     worker_pids = lambda: [w.pid for w in getattr(getattr(loader, "_iterator", None), "_workers", [])]
     images, seconds, cpu = time_batches(batches, count, warmup=loader_warmup(workers), pids=worker_pids,
-                                        finish=_cuda_synchronize if device == "gpu" else lambda: None)
+                                        finish=_wait_for(device))
     batches.close()
     return Measurement(TORCHVISION_TO_GPU if device == "gpu" else TORCHVISION, kind, images / seconds, images,
                        seconds, cpu / seconds)
@@ -180,7 +183,7 @@ def measure_torchvision(kind, data, batch_size, workers, count, device="cpu") ->
 
 def measure_dali(kind, data, batch_size, threads, count) -> Measurement:
     batches = dali_batches(kind, data, batch_size, threads)
-    images, seconds, cpu = time_batches(batches, count, finish=_cuda_synchronize)
+    images, seconds, cpu = time_batches(batches, count, finish=_wait_for("gpu"))
     batches.close()
     return Measurement("NVIDIA DALI", kind, images / seconds, images, seconds, cpu / seconds)
 
@@ -189,7 +192,7 @@ def measure_penstock(kind, data, batch_size, threads, count, device="cpu", worke
     batches = penstock_batches(kind, data, batch_size, threads, device, worker_processes)
     child_pids = lambda: [p.pid for p in multiprocessing.active_children() if p.name == "penstock-worker-process"]
     images, seconds, cpu = time_batches(batches, count, pids=child_pids,
-                                        finish=_cuda_synchronize if device == "gpu" else lambda: None)
+                                        finish=_wait_for(device))
     batches.close()
     runner = f"penstock ({device}{', worker processes' if worker_processes else ''})"
     return Measurement(runner, kind, images / seconds, images, seconds, cpu / seconds)

@@ -42,7 +42,7 @@ class ImagePlan:
         channels = source_facts(sources)[0] if count else 3
         packed = isinstance(sources, PackedImages)  # kept packed: no view per image
         return cls(sources=sources if packed else list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
-                   sizes=sources.sizes if packed else [tuple(s.shape[:2]) for s in sources], flips=[(0, 0)] * count,
+                   sizes=_source_sizes(sources), flips=[(0, 0)] * count,
                    multipliers=[(1.0,) * channels] * count, addends=[(0.0,) * channels] * count,
                    fills=[(0.0,) * channels] * count)
 
@@ -58,7 +58,7 @@ class ImagePlan:
         return (not self.resized and self.dtype in (None, source_facts(self.sources)[1] if len(self.sources) else None)
                 and not self.chw and not self.pad_channels
                 and all(w == (0.0, 0.0, 1.0, 1.0) for w in self.windows)
-                and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, _source_sizes(self.sources)))
+                and all(tuple(s) == size for s, size in zip(self.sizes, _source_sizes(self.sources)))
                 and all(f == (0, 0) for f in self.flips)
                 and all(all(m == 1.0 for m in ms) for ms in self.multipliers)
                 and all(all(a == 0.0 for a in ad) for ad in self.addends))
@@ -139,7 +139,8 @@ class ImagePlan:
 
 
 def _source_sizes(sources) -> list:
-    return sources.sizes if isinstance(sources, PackedImages) else [source.shape[:2] for source in sources]
+    """(height, width) tuples of a batch's HWC sources, without a view per packed image."""
+    return sources.sizes if isinstance(sources, PackedImages) else [tuple(source.shape[:2]) for source in sources]
 
 
 def _per_channel(values, channels: int) -> tuple:

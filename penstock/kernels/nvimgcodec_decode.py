@@ -114,13 +114,12 @@ class GpuImageDecoder:
         self._hardware_load = hw_decoder_load
         if backends is None:  # the hardware decoders' share goes to nvJPEG directly, when they are there
             backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
-        loads = backends
-        self._backends = (capi.Backend * len(loads))(*[
+        self._backends = (capi.Backend * len(backends))(*[
             capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
                                                               load_hint_policy=capi.LOAD_HINT_FIXED))
-            for kind, load in loads])
+            for kind, load in backends])
         execution = capi.new(capi.ExecutionParams, max_num_cpu_threads=max(1, cpu_threads), device_id=device_id,
-                             num_backends=len(loads), backends=self._backends)
+                             num_backends=len(backends), backends=self._backends)
         # the hardware decoder sizes its buffers for this many images up front, not batch by batch
         options = f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size_hint}".encode() if batch_size_hint else None
         lib.check(lib.slow.nvimgcodecDecoderCreate(self._instance, ctypes.byref(self._decoder),
@@ -186,10 +185,7 @@ class GpuImageDecoder:
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:
-            self._queue(pending)
-            pending.upload_decoded()
-            self.seconds["code streams and images"] += time.perf_counter() - started
-            return pending
+            return self._start(pending, started)
         handles = self._handles(len(on_gpu))
         # plain addresses and the structures' field arrays, looked up once: this loop runs for every
         # image, on the thread that also launches the kernels
@@ -224,6 +220,11 @@ class GpuImageDecoder:
             if position & 31 == 31:
                 time.sleep(0)  # lets the decoder thread (and the workers' dispatcher) take the lock now
         pending.handles = handles
+        return self._start(pending, started)
+
+    def _start(self, pending: "PendingDecode", started: float) -> "PendingDecode":
+        """Queues the described batch for the decoder threads, then uploads what the CPU workers
+        decoded while they work."""
         self._queue(pending)
         pending.upload_decoded()
         self.seconds["code streams and images"] += time.perf_counter() - started
@@ -344,10 +345,10 @@ def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
 def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
     # its nvJPEG state's buffers were in use by an earlier batch, which has usually finished: asked
     # first, because waiting releases the interpreter lock, and retaking it can take a switch interval
-    if batch.finished is not None and not batch.finished.query():
-        batch.finished.synchronize()
-    else:
+    if batch.finished is None:
         batch.finished = torch.cuda.Event()
+    elif not batch.finished.query():
+        batch.finished.synchronize()
     hardware.decode(batch, stream.cuda_stream)
     batch.finished.record(stream)
 

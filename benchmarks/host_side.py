@@ -22,9 +22,9 @@ from dataclasses import replace
 
 import torch
 
-from penstock.operators import gpu
+from penstock.operators import decoders
 from penstock.kernels import triton_resample
-from penstock.kernels.packed_images import PackedImages
+from penstock.batch import PackedBatch
 from penstock.kernels.image_plan import ImagePlan
 
 DATA = sys.argv[1]
@@ -73,7 +73,7 @@ def run_batch(self, inputs, args, batch):
     buffer = torch.empty(total, dtype=torch.uint8)
     pending = StandInDecode()
     calls.put(pending)
-    return replace(ImagePlan.of(PackedImages(buffer, offsets, shapes)), pending=pending)
+    return replace(ImagePlan.of(PackedBatch(buffer, offsets, shapes)), pending=pending)
 
 
 class NoLaunch:
@@ -81,8 +81,8 @@ class NoLaunch:
         return lambda *a, **k: None
 
 
-gpu.MixedDecoder.prepare = gpu.MixedDecoder.encoded  # the real work, not the CPU emulation's decode
-gpu.MixedDecoder.run_batch = run_batch
+decoders.MixedDecoder.prepare = decoders.MixedDecoder.encoded  # the real work, not the CPU emulation's decode
+decoders.MixedDecoder.run_batch = run_batch
 triton_resample.resample_kernel = NoLaunch()
 
 from penstock.recipes import imagenet_train  # noqa: E402  (after the stand-ins are in place)

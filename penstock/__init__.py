@@ -5,7 +5,7 @@ Define a pipeline with ``@pipeline_def`` over ``fn.*`` operators or as a ``Pipel
 """
 from penstock import fn, ops, types
 from penstock.batch import Batch
-from penstock.executor.executor import PipelineError
+from penstock.executor import PipelineError
 from penstock.graph import DataNode, GpuFallbackWarning
 from penstock.pipeline import Pipeline, pipeline_def
 

@@ -1,14 +1,94 @@
 """Batches: N samples that may differ in shape, with one layout string.
 
-A CPU batch keeps one numpy array per sample. When every sample was written into one buffer
-(the usual case for a pipeline's final, fixed-size outputs) it also keeps that buffer, so the
-batch is a dense tensor without a copy.
+A CPU batch (``Batch``) keeps one numpy array per sample. When every sample was written into one
+buffer (the usual case for a pipeline's final, fixed-size outputs) it also keeps that buffer, so
+the batch is a dense tensor without a copy.
+
+On the GPU, a ragged batch is one flat buffer with a shape and an offset per sample
+(``PackedBatch``): what the decoders write, what the fused image kernel reads and writes, and what
+``GpuBatch`` (a pipeline output) hands over. Work on it may be deferred: a ``DeferredBatch`` (the
+fused image plan, a decode in flight) runs when ``materialize`` is called.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
+
+
+class PackedBatch:
+    """Samples of one element type in one flat buffer (a torch tensor): sample i is the
+    ``shapes[i]`` elements at ``offsets[i]`` (each sample's elements contiguous, row after row).
+    Reads as a sequence of per-sample views, made when asked for: a batch has hundreds, and each
+    view costs microseconds of the thread that launches the GPU work."""
+
+    def __init__(self, buffer, offsets: list, shapes: list):
+        self.buffer = buffer
+        self.offsets = offsets
+        self.shapes = shapes
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        offset, shape = self.offsets[index], self.shapes[index]
+        return self.buffer[offset:offset + _volume(shape)].view(shape)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def facts(self) -> tuple:
+        """(channels, dtype, device) of HWC samples, without making a view."""
+        return (self.shapes[0][-1] if self.shapes else 0), self.buffer.dtype, self.buffer.device
+
+    @property
+    def sizes(self) -> list:
+        """(height, width) of each HWC sample."""
+        return [(shape[0], shape[1]) for shape in self.shapes]
+
+    def uniform_shape(self) -> tuple | None:
+        """The one shape of every sample, or None when they differ (or there are none)."""
+        first = self.shapes[0] if self.shapes else None
+        return first if first is not None and all(shape == first for shape in self.shapes) else None
+
+    def dense(self):
+        """The batch as one [N, ...] view of the buffer when every sample has one shape and they
+        lie back to back, else None."""
+        shape = self.uniform_shape()
+        if shape is None or any(offset != index * _volume(shape) for index, offset in enumerate(self.offsets)):
+            return None
+        return self.buffer[:len(self.shapes) * _volume(shape)].view(len(self.shapes), *shape)
+
+    def layouts(self) -> np.ndarray:
+        """Per HWC sample: (address, height, width, row stride in elements), for kernel tables."""
+        table = np.empty((len(self.shapes), 4), np.int64)
+        if len(self.shapes):
+            table[:, 1:3] = [shape[:2] for shape in self.shapes]
+            table[:, 3] = table[:, 2] * self.shapes[0][2]
+            table[:, 0] = np.asarray(self.offsets, np.int64) * self.buffer.element_size() + self.buffer.data_ptr()
+        return table
+
+
+class DeferredBatch:
+    """GPU work planned for a batch and not yet run: the next operator may extend it, or call
+    ``materialize`` to get tensors. The executor materializes what reaches a pipeline output."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def materialize(self, per_sample: bool = True):
+        """Runs the planned work: (per-sample tensors, dense [N, ...] tensor or None); with
+        ``per_sample=False`` the list may be None when the dense tensor is there."""
+        raise NotImplementedError
+
+
+def _volume(shape) -> int:
+    total = 1
+    for extent in shape:
+        total *= extent
+    return total
 
 
 def not_dense_error(shapes: set) -> ValueError:
@@ -172,3 +252,12 @@ class GpuBatch:
 
     def __repr__(self):
         return f"GpuBatch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"
+
+
+def hwc_facts(samples) -> tuple:
+    """(channels, dtype, device) of a GPU batch of HWC samples, a PackedBatch or a list of tensors
+    (read from the first: the kernels take one of each per batch)."""
+    if isinstance(samples, PackedBatch):
+        return samples.facts()
+    first = samples[0]
+    return first.shape[2], first.dtype, first.device

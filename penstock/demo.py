@@ -102,7 +102,7 @@ def run_demo(data: str | None, batch_size: int, num_threads: int, out_path: str,
     grid = sample_grid(grid_batch)
     cv2.imwrite(out_path, cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
     print(f"{rate:,.0f} images/s over {seen} images after the first batch ({elapsed:.2f} s)")
-    engines = [", ".join(impl.engines) for impl in pipe._impls.values() if hasattr(impl, "engines")]
+    engines = [", ".join(names) for names in pipe.engines().values() if names]
     print(f"decoded by: {engines[0] if engines else 'libjpeg-turbo on CPU threads'}")
     print(f"wrote {min(len(grid_batch), 32)} augmented samples to {out_path}")
     return {"images_per_second": rate, "images": seen, "grid": out_path}

@@ -14,9 +14,6 @@ from typing import Any
 from penstock import registry
 from penstock.schema import OpSchema
 
-DEVICE_ORDER = {"cpu": 0, "gpu": 1}
-
-
 class DataNode:
     """A symbolic batch: the output ``index`` of an operator, living on ``device``."""
 
@@ -168,6 +165,7 @@ def current_graph(op_name: str) -> Graph:
 def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s)."""
     static, per_sample = schema.validate(kwargs)
+    schema.check_call(static, per_sample)
     return add_validated(schema, inputs, static, per_sample)
 
 

@@ -10,14 +10,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from penstock import devices, optimize, registry
 from penstock import graph as graph_module
-from penstock import optimize
-from penstock import registry
 from penstock.batch import Batch
-from penstock.executor import Executor, IterationResult
-from penstock.executor.executor import Step
+from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
+from penstock.executor import Executor, IterationResult, Step
 from penstock.graph import DataNode, Graph
-from penstock.operators.base import BatchOperator, BuildContext, EpochInfo, SourceOperator
 
 
 class Pipeline:
@@ -148,26 +146,39 @@ class Pipeline:
                                   len(node.outputs)))
         if not sources:
             raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
+        self._output_specs = self._declare_outputs()
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
         device = None
         if any(isinstance(step.impl, BatchOperator) for step in steps):
-            from penstock.operators.gpu import torch_device
-            device = torch_device(steps[0].impl.context)
+            device = devices.torch_device(self._device_id)
         return Executor(sources, steps, outputs, self._output_layouts(), self._batch_size,
                         self._num_threads, self._prefetch_depth, self._seed, device, self._worker_processes)
 
-    def _output_layouts(self) -> list[str]:
-        """The layout of each output, propagated from the sources through every operator."""
-        layouts = {}
+    def _declare_outputs(self) -> list[OutputSpec]:
+        """What each pipeline output holds, declared operator by operator from the sources on,
+        before anything runs: inputs an operator cannot take fail here, naming it."""
+        specs: dict[tuple[int, int], OutputSpec] = {}
         for node in self._nodes:
-            input_layouts = tuple(layouts[(dep.op_node.index, dep.index)] for dep in node.inputs)
-            node_layouts = self._impls[node.index].output_layout(input_layouts)
-            if isinstance(node_layouts, str):
-                node_layouts = (node_layouts,) * len(node.outputs)
-            for position, layout in enumerate(node_layouts):
-                layouts[(node.index, position)] = layout
-        return [layouts[(node.op_node.index, node.index)] for node in self._outputs]
+            inputs = tuple(specs[(dep.op_node.index, dep.index)] for dep in node.inputs)
+            declared = self._impls[node.index].declare_outputs(inputs)
+            if isinstance(declared, OutputSpec):
+                declared = (declared,) * len(node.outputs)
+            if len(declared) != len(node.outputs):
+                raise RuntimeError(f"{node.name}: declared {len(declared)} outputs, has {len(node.outputs)}")
+            for position, spec in enumerate(declared):
+                specs[(node.index, position)] = spec
+        return [specs[(node.op_node.index, node.index)] for node in self._outputs]
+
+    def _output_layouts(self) -> list[str]:
+        return [spec.layout for spec in self._output_specs]
+
+    @property
+    def output_specs(self) -> list[OutputSpec]:
+        """What each output holds (element type, dimensions, layout, shape when fixed), as declared
+        before running."""
+        self.build()
+        return list(self._output_specs)
 
     # ---- running ----------------------------------------------------------------------------
     def run(self) -> tuple[Batch, ...]:
@@ -182,8 +193,11 @@ class Pipeline:
             self._fed_runs += 1
         return self._last_result.outputs
 
+    def _fed_sources(self) -> list[FedSource]:
+        return [impl for impl in self._impls.values() if isinstance(impl, SourceOperator) and impl.fed]
+
     def _uses_feed_input(self) -> bool:
-        return any(getattr(impl, "needs_feed", False) for impl in self._impls.values())
+        return bool(self._fed_sources())
 
     def _feed_ahead(self) -> None:
         # the first run feeds the whole prefetch queue, as DALI does; later runs feed one batch.
@@ -207,25 +221,29 @@ class Pipeline:
             return
         for node in self._nodes:
             impl = self._impls[node.index]
-            if getattr(impl, "needs_feed", False) and not impl.has_data_for(self._fed_runs):
+            if isinstance(impl, SourceOperator) and impl.fed and not impl.has_data_for(self._fed_runs):
                 raise RuntimeError(f"feed_input: no data was fed to {node.name} for iteration {self._fed_runs}; "
                                    "call pipe.feed_input() for it in iter_setup(), or before run()")
 
     def _end_of_feed(self) -> None:
-        for impl in self._impls.values():
-            if getattr(impl, "needs_feed", False):
-                impl.feed_end()
+        for impl in self._fed_sources():
+            impl.feed_end()
 
     def feed_input(self, data_node: DataNode | str, data, layout: str | None = None, **kwargs) -> None:
         """Gives an external_source without ``source`` its data for one iteration."""
         self.build()
         node = self._graph.find(data_node) if isinstance(data_node, str) else data_node.op_node
-        if node.schema.name != "external_source":
+        if not issubclass(registry.implementation(node.schema.name, node.device), FedSource):
             raise TypeError(f"feed_input: {node.name} is not an external_source")
         impl = self._impls.get(node.index)
         if impl is None:
             raise ValueError(f"feed_input: {node.name} is not used by the pipeline's outputs")
-        if impl.feed(data, layout):
+        if not impl.fed:
+            raise TypeError(f"feed_input: {node.name} has a source of its own; feed_input is for an "
+                            "external_source made without one")
+        impl.feed(data, layout)
+        if layout is not None:
+            self._output_specs = self._declare_outputs()
             self._executor.set_output_layouts(self._output_layouts())
 
     def reset(self) -> None:
@@ -245,8 +263,11 @@ class Pipeline:
     def _reader(self, name: str | None):
         self.build()
         if name is not None:
-            return self._impls[self._graph.find(name).index]
-        readers = [impl for impl in self._impls.values() if hasattr(impl, "reader_meta")]
+            impl = self._impls.get(self._graph.find(name).index)
+            if not isinstance(impl, Reader):
+                raise ValueError(f"{name} has no epoch size: it is not a reader (or not used by the outputs)")
+            return impl
+        readers = [impl for impl in self._impls.values() if isinstance(impl, Reader)]
         if len(readers) != 1:
             raise ValueError(f"Pipeline: {len(readers)} readers in this pipeline; name one")
         return readers[0]
@@ -256,12 +277,16 @@ class Pipeline:
         self.build()
         if name is None:
             return {node.static_args.get("name") or node.name: self._impls[node.index].epoch_size()
-                    for node in self._graph.nodes if hasattr(self._impls.get(node.index), "reader_meta")}
+                    for node in self._graph.nodes if isinstance(self._impls.get(node.index), Reader)}
         return self._reader(name).epoch_size()
 
     def reader_meta(self, name: str | None = None) -> dict:
         """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard."""
         return self._reader(name).reader_meta()
+
+    def engines(self) -> dict[str, list[str]]:
+        """Per operator, which engines did its work so far, in words (decoders say CPU or GPU)."""
+        return {node.name: self._impls[node.index].engines for node in self._nodes} if self._executor else {}
 
     def stage_seconds(self) -> dict[str, float]:
         """Seconds spent so far in each operator and stage (CPU operators summed over threads)."""

@@ -5,18 +5,15 @@ Operator modules register a schema once and one implementation class per device 
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable
 
 from penstock.schema import OpSchema, closest
 
 _SCHEMAS: dict[str, OpSchema] = {}
 _IMPLEMENTATIONS: dict[tuple[str, str], type] = {}
-# (operator, device) -> a check that returns why it cannot run here, or None. Checked when first
-# needed, not at import: the GPU checks import PyTorch and load CUDA libraries.
+# (operator, device) -> a check that returns why it cannot run here, or None. Called when needed,
+# not at import (penstock.devices' checks import PyTorch and load CUDA libraries, once each).
 _REQUIREMENTS: dict[tuple[str, str], Callable[[], str | None]] = {}
-_checked: dict[Callable[[], str | None], str | None] = {}
-_checked_lock = threading.Lock()
 
 
 def register_schema(schema: OpSchema) -> OpSchema:
@@ -44,14 +41,9 @@ def register(op_name: str, device: str, requires: Callable[[], str | None] | Non
 
 
 def _problem(op_name: str, device: str) -> str | None:
-    """Why the implementation cannot run here (checked once per check), or None."""
+    """Why the implementation cannot run here, or None."""
     check = _REQUIREMENTS.get((op_name, device))
-    if check is None:
-        return None
-    with _checked_lock:
-        if check not in _checked:
-            _checked[check] = check()
-        return _checked[check]
+    return None if check is None else check()
 
 
 def schemas() -> dict[str, OpSchema]:
@@ -63,6 +55,11 @@ def get_schema(name: str) -> OpSchema:
         return _SCHEMAS[name]
     except KeyError:
         raise ValueError(f"unknown operator '{name}'{closest(name, list(_SCHEMAS))}") from None
+
+
+def implementations() -> dict[tuple[str, str], type]:
+    """Every (operator, device) and its implementation class."""
+    return dict(_IMPLEMENTATIONS)
 
 
 def devices(op_name: str) -> list[str]:

@@ -22,6 +22,23 @@ def _is_data_node(value: Any) -> bool:
     return getattr(value, "_is_penstock_data_node", False)
 
 
+def given(static: dict, per_sample: frozenset, name: str) -> bool:
+    """Whether a call gave the argument a value: a per-sample input, or a value that is not None, 0
+    or empty (the defaults that mean 'not given')."""
+    return name in per_sample or static.get(name) not in (None, 0, 0.0, (), "")
+
+
+def require_one_of(*groups: tuple[str, ...] | str, what: str):
+    """A check: at least one of ``groups`` is given (a group of several names: all of them)."""
+    groups = [(group,) if isinstance(group, str) else group for group in groups]
+
+    def check(static: dict, per_sample: frozenset) -> None:
+        if not any(all(given(static, per_sample, name) for name in group) for group in groups):
+            listed = " or ".join(" and ".join(group) for group in groups)
+            raise ArgError(f"give {what}: {listed}")
+    return check
+
+
 def closest(name: str, candidates: Sequence[str]) -> str:
     """A ' (did you mean 'x'?)' hint, or '' when nothing is close."""
     match = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
@@ -192,6 +209,9 @@ class OpSchema:
     num_outputs: int | Callable[[dict], int] = 1
     input_names: tuple[str, ...] = ("input",)
     is_source: bool = False  # produces whole batches (readers, external sources, random generators)
+    # checks of a call's arguments taken together (a size given, allowed combinations), run where
+    # the operator is called, for every device: check(static, per_sample_names) raises ArgError
+    checks: tuple[Callable[[dict, frozenset], None], ...] = ()
     all_args: dict[str, Arg] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -242,6 +262,17 @@ class OpSchema:
                 raise TypeError(f"{self.name}: missing required argument '{arg.name}'")
             static[arg.name] = arg.default
         return static, per_sample
+
+    def check_call(self, static: dict, per_sample: dict) -> None:
+        """Runs the schema's checks of the arguments taken together; raises TypeError / ValueError
+        naming the operator."""
+        names = frozenset(per_sample)
+        for check in self.checks:
+            try:
+                check(static, names)
+            except ArgError as error:
+                error_type = TypeError if isinstance(error, TypeError) else ValueError
+                raise error_type(f"{self.name}: {error}") from None
 
     def unique_args(self) -> list[Arg]:
         seen, result = set(), []

@@ -90,6 +90,19 @@ def to_numpy_dtype(value: DALIDataType | np.dtype | type | str) -> np.dtype:
     return np.dtype(value)
 
 
+_TORCH_DTYPE_NAMES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+
+
+def to_torch_dtype(value: DALIDataType | np.dtype | type | str):
+    """The torch dtype of a DALIDataType or numpy dtype: the one map between the two (torch is
+    imported only when this is called)."""
+    import torch
+    dtype = to_numpy_dtype(value)
+    if dtype.name not in _TORCH_DTYPE_NAMES:
+        raise TypeError(f"{dtype} has no torch counterpart here (supported: {', '.join(_TORCH_DTYPE_NAMES)})")
+    return getattr(torch, dtype.name)
+
+
 def layout_string(value: TensorLayout | str | None) -> str:
     """Turns ``types.NCHW`` or a plain string into the per-sample layout string."""
     if value is None:

@@ -167,15 +167,15 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
 
 def _mixed_and_cpu_decoders(name="decoders.image_random_crop"):
     from penstock import registry
-    from penstock.operators import decoders, gpu
-    from penstock.operators.base import BuildContext
+    from penstock.contract import BuildContext
+    from penstock.operators import decoders
     args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB})
     context = BuildContext(batch_size=4, num_threads=1, device_id=None, seed=3)
-    return gpu.MIXED_DECODERS[name](args, context), decoders.ImageRandomCrop(args, context), args
+    return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
 
 
 def test_the_workers_send_jpeg_headers_and_decode_other_formats_themselves():
-    from penstock.operators.base import SampleContext
+    from penstock.contract import SampleContext
     mixed, cpu, args = _mixed_and_cpu_decoders()
     draws = mixed.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 2)
     jpeg, png = KINDS["baseline 4:2:0"][0], KINDS["PNG"][0]

@@ -15,8 +15,9 @@ import torch
 
 from conftest import CUDA, smooth_image
 from penstock import types
-from penstock.operators import geometry, gpu, normalize
-from penstock.operators.base import BatchContext, BuildContext, SampleContext
+from penstock.contract import BatchContext, BuildContext, SampleContext
+from penstock.operators import geometry, normalize
+from penstock.operators.gpu_plan import kernel_filter
 from penstock.schema import REQUIRED
 
 DEVICE = torch.device("cuda") if CUDA else torch.device("cpu")
@@ -70,7 +71,7 @@ def _compare(got, want, mean_tol, max_tol):
 def test_resize_matches_cpu(interp, mean_tol, max_tol, size):
     samples = _ragged()
     kwargs = dict(resize_y=size[0], resize_x=size[1], interp_type=interp)
-    _compare(_run_gpu(gpu.Resize, "resize", samples, **kwargs),
+    _compare(_run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
              _run_cpu(geometry.Resize, "resize", samples, **kwargs), mean_tol, max_tol)
 
 
@@ -80,7 +81,7 @@ def test_nearest_resize_picks_the_cpu_pixels(size):
     # ((2y + 1) * in / (2 * out) an integer), which OpenCV's fixed-point arithmetic rounds either way
     samples = _ragged()
     kwargs = dict(resize_y=size[0], resize_x=size[1], interp_type=types.INTERP_NN)
-    for source, got, want in zip(samples, _run_gpu(gpu.Resize, "resize", samples, **kwargs),
+    for source, got, want in zip(samples, _run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
                                  _run_cpu(geometry.Resize, "resize", samples, **kwargs)):
         assert got.shape == want.shape
         tie_rows = [(2 * y + 1) * source.shape[0] % (2 * size[0]) == 0 for y in range(size[0])]
@@ -92,7 +93,7 @@ def test_nearest_resize_picks_the_cpu_pixels(size):
 
 def test_resize_shorter_gives_ragged_sizes_like_cpu():
     samples = _ragged()
-    got = _run_gpu(gpu.Resize, "resize", samples, resize_shorter=15)
+    got = _run_gpu(geometry.ResizeGpu, "resize", samples, resize_shorter=15)
     want = _run_cpu(geometry.Resize, "resize", samples, resize_shorter=15)
     assert [g.shape for g in got] == [w.shape for w in want]
     _compare(got, want, 1.0, 6)
@@ -103,20 +104,20 @@ def test_crop_is_exact_with_padding():
     per_sample = [{"crop_pos_x": 0.0, "crop_pos_y": 1.0}, {"crop_pos_x": 0.5, "crop_pos_y": 0.5},
                   {"crop_pos_x": 1.0, "crop_pos_y": 0.0}]
     kwargs = dict(crop=(20, 20), out_of_bounds_policy="pad", fill_values=(7, 8, 9))
-    _compare(_run_gpu(gpu.Crop, "crop", samples, per_sample, **kwargs),
+    _compare(_run_gpu(geometry.CropGpu, "crop", samples, per_sample, **kwargs),
              _run_cpu(geometry.Crop, "crop", samples, per_sample, **kwargs), 0, 0)
 
 
 def test_crop_out_of_bounds_error_names_operator():
     with pytest.raises(ValueError, match="crop"):
-        _run_gpu(gpu.Crop, "crop", _ragged(), crop=(30, 30))
+        _run_gpu(geometry.CropGpu, "crop", _ragged(), crop=(30, 30))
 
 
 def test_flip_is_exact():
     samples = _ragged()
     per_sample = [{"horizontal": 1, "vertical": 0}, {"horizontal": 0, "vertical": 1},
                   {"horizontal": 1, "vertical": 1}]
-    _compare(_run_gpu(gpu.Flip, "flip", samples, per_sample), _run_cpu(geometry.Flip, "flip", samples, per_sample),
+    _compare(_run_gpu(geometry.FlipGpu, "flip", samples, per_sample), _run_cpu(geometry.Flip, "flip", samples, per_sample),
              0, 0)
 
 
@@ -127,7 +128,7 @@ def test_crop_mirror_normalize_matches_cpu(dtype, layout, pad):
     per_sample = [{"mirror": 1}, {"mirror": 0}, {"mirror": 1}]
     kwargs = dict(crop=(16, 15), mean=(120.0, 110.0, 100.0), std=(50.0, 60.0, 70.0), dtype=dtype,
                   output_layout=layout, pad_output=pad, crop_pos_x=0.3, crop_pos_y=0.6)
-    got = _run_gpu(gpu.CropMirrorNormalize, "crop_mirror_normalize", samples, per_sample, **kwargs)
+    got = _run_gpu(normalize.CropMirrorNormalizeGpu, "crop_mirror_normalize", samples, per_sample, **kwargs)
     want = _run_cpu(normalize.CropMirrorNormalize, "crop_mirror_normalize", samples, per_sample, **kwargs)
     tolerance = {types.FLOAT: 1e-5, types.FLOAT16: 2e-3, types.UINT8: 1}[dtype]
     _compare(got, want, tolerance, tolerance)
@@ -139,8 +140,8 @@ def test_fused_resize_then_normalize_is_one_plan_matching_cpu():
     cmn_args = _args("crop_mirror_normalize", mean=(100.0,), std=(50.0,), dtype=types.FLOAT, output_layout="CHW")
     batch = BatchContext(None, [], None, DEVICE)
     tensors = [torch.from_numpy(s).to(DEVICE) for s in samples]
-    plan = gpu.Resize(resize_args, CONTEXT).run_batch([tensors], [resize_args] * 3, batch)
-    plan = gpu.CropMirrorNormalize(cmn_args, CONTEXT).run_batch([plan], [{**cmn_args, "mirror": 1}] * 3, batch)
+    plan = geometry.ResizeGpu(resize_args, CONTEXT).run_batch([tensors], [resize_args] * 3, batch)
+    plan = normalize.CropMirrorNormalizeGpu(cmn_args, CONTEXT).run_batch([plan], [{**cmn_args, "mirror": 1}] * 3, batch)
     samples_out, dense = plan.materialize()
     assert dense is not None and tuple(dense.shape) == (3, 3, 10, 12)
     cpu_resized = _run_cpu(geometry.Resize, "resize", samples, resize_x=12, resize_y=10)
@@ -151,22 +152,22 @@ def test_fused_resize_then_normalize_is_one_plan_matching_cpu():
 
 def test_cast_and_transpose_are_exact():
     samples = _ragged()
-    _compare(_run_gpu(gpu.Cast, "cast", samples, dtype=types.FLOAT),
+    _compare(_run_gpu(normalize.CastGpu, "cast", samples, dtype=types.FLOAT),
              _run_cpu(normalize.Cast, "cast", samples, dtype=types.FLOAT), 0, 0)
-    _compare(_run_gpu(gpu.Transpose, "transpose", samples, perm=(2, 0, 1)),
+    _compare(_run_gpu(geometry.TransposeGpu, "transpose", samples, perm=(2, 0, 1)),
              _run_cpu(geometry.Transpose, "transpose", samples, perm=(2, 0, 1)), 0, 0)
 
 
 def test_normalize_matches_cpu():
     samples = [s.astype(np.float32) for s in _ragged()]
-    _compare(_run_gpu(gpu.Normalize, "normalize", samples, axes=(0, 1)),
+    _compare(_run_gpu(normalize.NormalizeGpu, "normalize", samples, axes=(0, 1)),
              _run_cpu(normalize.Normalize, "normalize", samples, axes=(0, 1)), 1e-5, 1e-4)
 
 
 def test_one_and_four_channel_images():
     for channels in (1, 4):
         samples = _ragged(channels=channels)
-        _compare(_run_gpu(gpu.Resize, "resize", samples, resize_x=9, resize_y=11),
+        _compare(_run_gpu(geometry.ResizeGpu, "resize", samples, resize_x=9, resize_y=11),
                  _run_cpu(geometry.Resize, "resize", samples, resize_x=9, resize_y=11), 2.0, 8)
 
 
@@ -179,7 +180,7 @@ def test_required_marker_is_not_leaked():
 def test_resize_matches_pillow_antialiased_filters(interp, pil_filter):
     from PIL import Image
     samples = _ragged()
-    got = _run_gpu(gpu.Resize, "resize", samples, resize_x=11, resize_y=9, interp_type=interp)
+    got = _run_gpu(geometry.ResizeGpu, "resize", samples, resize_x=11, resize_y=9, interp_type=interp)
     want = [np.asarray(Image.fromarray(s).resize((11, 9), getattr(Image, pil_filter))) for s in samples]
     _compare(got, want, 0.75, 4)
 
@@ -188,7 +189,7 @@ def test_resize_matches_pillow_antialiased_filters(interp, pil_filter):
                                     dict(angle=15.0, interp_type=types.INTERP_NN)])
 def test_rotate_matches_cpu(kwargs):
     samples = _ragged()
-    got = _run_gpu(gpu.Rotate, "rotate", samples, **kwargs)
+    got = _run_gpu(geometry.RotateGpu, "rotate", samples, **kwargs)
     want = _run_cpu(geometry.Rotate, "rotate", samples, **kwargs)
     # interior pixels; bilinear sampling in float32 (GPU) and OpenCV's fixed point (CPU) differ by a level
     for g, w in zip(got, want):
@@ -201,7 +202,7 @@ def test_packed_images_give_the_same_plan_results_as_separate_tensors():
     """A batch decode's images in one buffer (gaps between them) resample as the same images as
     separate tensors: the kernel reads each at its address, row by row."""
     from penstock.kernels.image_plan import ImagePlan
-    from penstock.kernels.packed_images import PackedImages
+    from penstock.batch import PackedBatch
     samples = _ragged()
     shapes = [s.shape for s in samples]
     offsets, total = [], 0
@@ -211,11 +212,11 @@ def test_packed_images_give_the_same_plan_results_as_separate_tensors():
     buffer = torch.zeros(total, dtype=torch.uint8, device=DEVICE)
     for offset, sample in zip(offsets, samples):
         buffer[offset:offset + sample.size] = torch.from_numpy(sample.reshape(-1)).to(DEVICE)
-    packed = PackedImages(buffer, offsets, shapes)
+    packed = PackedBatch(buffer, offsets, shapes)
     assert [tuple(image.shape) for image in packed] == [tuple(shape) for shape in shapes]
     separate = [torch.from_numpy(s).to(DEVICE) for s in samples]
     results = []
     for sources in (packed, separate):
-        plan = ImagePlan.of(sources).with_resize([(10, 12)] * 3, gpu._filter_id(types.INTERP_LINEAR), True)
+        plan = ImagePlan.of(sources).with_resize([(10, 12)] * 3, kernel_filter(types.INTERP_LINEAR), True)
         results.append(plan.with_flips([(0, 1)] * 3).with_output(dtype=torch.float32).materialize()[1])
     assert torch.equal(results[0], results[1])

@@ -123,8 +123,14 @@ def test_crop_mirror_normalize_ragged_output_without_crop_is_not_dense():
 def test_crop_mirror_normalize_rejects_wrong_channel_counts_and_zero_std():
     with pytest.raises(penstock.PipelineError, match="'mean' has 2 values for 3-channel"):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0))
+    with pytest.raises(ValueError, match="crop_mirror_normalize: argument 'std' must not contain 0"):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], std=(1.0, 0.0, 1.0))  # at the call
+    with pytest.raises(ValueError, match="crop_mirror_normalize: arguments 'mean' and 'std' have 2 and 3"):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0), std=(1.0, 2.0, 3.0))
+    zero = np.zeros(3, np.float32)  # a per-sample std of 0 can only be seen when the sample runs
     with pytest.raises(penstock.PipelineError, match="'std' must not contain 0"):
-        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], std=(1.0, 0.0, 1.0))
+        run_operator(lambda images: fn.crop_mirror_normalize(
+            images, std=fn.external_source(source=lambda: [zero], batch=True)), [noise_image(8, 8)])
 
 
 # ---- normalize -------------------------------------------------------------------------------------------
@@ -167,7 +173,7 @@ def test_normalize_float_input_and_constant_samples():
 
 
 def test_normalize_batch_statistics_are_reported_as_unsupported():
-    with pytest.raises(penstock.PipelineError, match="batch=True"):
+    with pytest.raises(ValueError, match="normalize: argument 'batch': expected one of False"):
         run_operator(fn.normalize, [noise_image(4, 4)], batch=True)
 
 

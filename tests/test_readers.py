@@ -248,9 +248,9 @@ def test_inconsistent_sources_of_files_are_errors(flat_root):
     root, names = flat_root
     with pytest.raises(ValueError, match="2 labels for 3 files"):
         reader_pipeline(file_root=root, files=names[:3], labels=[0, 1]).build()
-    with pytest.raises(ValueError, match="give either file_list or files"):
+    with pytest.raises(ValueError, match="readers.file: give either 'file_list' or 'files'"):
         reader_pipeline(file_list="list.txt", files=names).build()
-    with pytest.raises(ValueError, match="give file_root, file_list or files"):
+    with pytest.raises(ValueError, match="readers.file: give the files to read: file_root or file_list or files"):
         reader_pipeline().build()
 
 

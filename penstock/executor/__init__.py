@@ -6,6 +6,6 @@ Stages, written down once:
   worker threads    for each sample: source.load, then every per-sample operator in graph order
   consumer (caller) waits for batch i, gets Batches; errors raised there, naming the sample's file
 """
-from penstock.executor.executor import Executor, IterationResult
+from penstock.executor.executor import Executor, IterationResult, PipelineError, Step
 
-__all__ = ["Executor", "IterationResult"]
+__all__ = ["Executor", "IterationResult", "PipelineError", "Step"]

@@ -23,7 +23,8 @@ import numpy as np
 from penstock.batch import Batch, GpuBatch
 from penstock.draws import UniformBlocks
 from penstock.executor.shared_ring import SharedRing
-from penstock.operators.base import BatchContext, BatchOperator, EpochInfo, SampleContext, SourceOperator
+from penstock.contract import (BatchContext, BatchOperator, DeferredBatch, EpochInfo, SampleContext, SourceOperator,
+                               random_stream)
 
 _POLL_SECONDS = 0.1
 # Python worker threads beyond this many cost more in contention for the interpreter lock than
@@ -145,7 +146,7 @@ class Executor:
         # worker processes: for CPU pipelines, and GPU pipelines whose batch operators prepare
         # nothing on the CPU or prepare plain data that can cross to this process
         can_use_processes = "fork" in multiprocessing.get_all_start_methods() and all(
-            getattr(step.impl, "portable", False) or not self._prepared_on_cpu(step) for step in self._gpu_steps)
+            step.impl.preparation_crosses_processes or not self._prepared_on_cpu(step) for step in self._gpu_steps)
         if worker_processes is None:  # by default for pipelines whose GPU stage takes per-sample preparation
             worker_processes = any(self._prepared_on_cpu(step) for step in self._gpu_steps)
         self._use_processes = worker_processes and can_use_processes
@@ -326,7 +327,7 @@ class Executor:
                 job.epoch_info = batch.epoch_info
         job.size = size or 0
         for step in self._steps:
-            rng = np.random.Generator(np.random.Philox(key=[step.impl.context.seed & (2**64 - 1), job.iteration]))
+            rng = random_stream(step.impl.context.seed, job.iteration)
             job.params[step.key] = step.impl.draw(rng, job.size)
         job.values = [[None] * job.size for _ in self._kept]
         job.buffers = [None] * len(self._kept)
@@ -538,7 +539,7 @@ class Executor:
         """Whether a batch operator's per-sample preparation runs on the CPU workers: it has one, and
         all its inputs are CPU data."""
         gpu_keys = {s.key for s in self._gpu_steps}
-        return getattr(step.impl, "prepares_on_cpu", False) and \
+        return step.impl.prepares_on_cpu and \
             not any(ref[0] in gpu_keys for ref in (*step.inputs, *step.arg_inputs.values()))
 
     def _find_dense_outputs(self) -> dict[int, int]:
@@ -851,7 +852,7 @@ def _call(op_name: str, source_info: str, function, *args):
 def _materialize(value) -> tuple[list, Any]:
     """A GPU value as (per-sample tensors, dense tensor or None); the per-sample list may be None
     when the dense tensor is there (a GpuBatch makes it when asked)."""
-    if hasattr(value, "materialize"):
+    if isinstance(value, DeferredBatch):
         return value.materialize(per_sample=False)
     return list(value), None
 

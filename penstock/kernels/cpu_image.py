@@ -142,12 +142,12 @@ def crop_window(image: np.ndarray, top: int, left: int, height: int, width: int,
     return result
 
 
-def normalize_table(mean: np.ndarray, std: np.ndarray, scale: float, shift: float, channels: int) -> np.ndarray:
-    """A 256-entry lookup table per channel: (v - mean) / std * scale + shift, for uint8 inputs."""
+def affine_table(multipliers, addends) -> np.ndarray:
+    """A 256-entry lookup table per channel, value * multiplier + addend, for uint8 inputs: float32
+    of shape (1, 256, channels)."""
     values = np.arange(256, dtype=np.float64)[:, None]
-    mean = np.broadcast_to(mean, (channels,))
-    std = np.broadcast_to(std, (channels,))
-    return ((values - mean) / std * scale + shift).astype(np.float32).reshape(1, 256, channels)
+    table = values * np.asarray(multipliers, np.float64) + np.asarray(addends, np.float64)
+    return table.astype(np.float32).reshape(1, 256, len(multipliers))
 
 
 def normalize_uint8(image: np.ndarray, table: np.ndarray) -> np.ndarray:

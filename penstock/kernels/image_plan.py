@@ -11,12 +11,12 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from penstock.kernels import triton_resample
-from penstock.kernels.packed_images import PackedImages, source_facts
+from penstock.batch import DeferredBatch, PackedBatch, hwc_facts
 from penstock.kernels.triton_resample import ResamplePlan, run_resample
 
 
 @dataclass
-class ImagePlan:
+class ImagePlan(DeferredBatch):
     """Per sample: a source HWC tensor, the window of it that is sampled (top, left, scale_y,
     scale_x), the output size, flips, and a per-channel affine map of the values; for the batch:
     the filter, output dtype and layout."""
@@ -39,8 +39,8 @@ class ImagePlan:
     @classmethod
     def of(cls, sources: list) -> "ImagePlan":
         count = len(sources)
-        channels = source_facts(sources)[0] if count else 3
-        packed = isinstance(sources, PackedImages)  # kept packed: no view per image
+        channels = hwc_facts(sources)[0] if count else 3
+        packed = isinstance(sources, PackedBatch)  # kept packed: no view per image
         return cls(sources=sources if packed else list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
                    sizes=_source_sizes(sources), flips=[(0, 0)] * count,
                    multipliers=[(1.0,) * channels] * count, addends=[(0.0,) * channels] * count,
@@ -51,11 +51,11 @@ class ImagePlan:
 
     @property
     def channels(self) -> int:
-        return source_facts(self.sources)[0] if len(self.sources) else 0
+        return hwc_facts(self.sources)[0] if len(self.sources) else 0
 
     @property
     def identity(self) -> bool:
-        return (not self.resized and self.dtype in (None, source_facts(self.sources)[1] if len(self.sources) else None)
+        return (not self.resized and self.dtype in (None, hwc_facts(self.sources)[1] if len(self.sources) else None)
                 and not self.chw and not self.pad_channels
                 and all(w == (0.0, 0.0, 1.0, 1.0) for w in self.windows)
                 and all(tuple(s) == size for s, size in zip(self.sizes, _source_sizes(self.sources)))
@@ -128,19 +128,18 @@ class ImagePlan:
             return list(self.sources), None
         plan = ResamplePlan(self.sources, self.windows, self.sizes, self.flips, self.multipliers, self.addends,
                             self.fills, self.filter if self.resized else triton_resample.FILTER_NEAREST,
-                            self.antialias and self.resized, self.dtype or source_facts(self.sources)[1], self.chw,
+                            self.antialias and self.resized, self.dtype or hwc_facts(self.sources)[1], self.chw,
                             self.pad_channels)
-        flat, offsets, shapes = run_resample(plan, block=block)
-        if len(set(shapes)) == 1:
-            dense = flat.view(len(shapes), *shapes[0])
+        packed = run_resample(plan, block=block)
+        dense = packed.dense()
+        if dense is not None:
             return (list(dense) if per_sample else None), dense
-        samples = [flat[offset:offset + _volume(shape)].view(shape) for offset, shape in zip(offsets, shapes)]
-        return samples, None
+        return list(packed), None
 
 
 def _source_sizes(sources) -> list:
     """(height, width) tuples of a batch's HWC sources, without a view per packed image."""
-    return sources.sizes if isinstance(sources, PackedImages) else [tuple(source.shape[:2]) for source in sources]
+    return sources.sizes if isinstance(sources, PackedBatch) else [tuple(source.shape[:2]) for source in sources]
 
 
 def _per_channel(values, channels: int) -> tuple:
@@ -150,10 +149,3 @@ def _per_channel(values, channels: int) -> tuple:
     if len(values) != channels:
         raise ValueError(f"{len(values)} values for {channels} channels")
     return values
-
-
-def _volume(shape) -> int:
-    total = 1
-    for extent in shape:
-        total *= extent
-    return total

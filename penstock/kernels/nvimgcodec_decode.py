@@ -18,7 +18,7 @@ import torch
 from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
-from penstock.kernels.packed_images import PackedImages
+from penstock.batch import PackedBatch
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 from penstock.types import DALIImageType
 
@@ -165,7 +165,7 @@ class GpuImageDecoder:
 
     def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
         """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (a
-        PackedImages of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
+        PackedBatch of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
         are to be read (by work queued on ``cuda_stream``) once its wait() returned."""
         quick = self._library.quick
         started = time.perf_counter()
@@ -180,7 +180,7 @@ class GpuImageDecoder:
             total += -(-height * width * channels // _ALIGN) * _ALIGN
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
-        pending = PendingDecode(self, items, PackedImages(packed, offsets, shapes), cuda_stream, describe)
+        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe)
         on_gpu = [index for index, item in enumerate(items) if item[0].ndim == 1 and image_codecs.is_jpeg(item[0])]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from penstock.types import to_torch_dtype
+
 _ALIGN = 16  # bytes: every array starts on such a boundary, whatever its dtype
 
 
@@ -49,20 +51,8 @@ def _bytes_of(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-TORCH_DTYPES = {np.dtype(name): getattr(torch, name) for name in
-                ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")}
-
-
-def torch_dtype(dtype) -> torch.dtype:
-    dtype = np.dtype(dtype)
-    if dtype not in TORCH_DTYPES:
-        raise TypeError(f"{dtype} arrays cannot be moved to the GPU (supported: "
-                        f"{', '.join(str(d) for d in TORCH_DTYPES)})")
-    return TORCH_DTYPES[dtype]
-
-
 def upload_arrays(staging: PinnedStaging, device, arrays: list) -> list[torch.Tensor]:
     """Each array as a tensor on ``device`` (views into one packed copy)."""
     packed, offsets = staging.upload(device, arrays)
-    return [packed[offset:offset + array.nbytes].view(torch_dtype(array.dtype)).view(array.shape)
+    return [packed[offset:offset + array.nbytes].view(to_torch_dtype(array.dtype)).view(array.shape)
             for array, offset in zip(arrays, offsets)]

@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from penstock.kernels.packed_images import PackedImages, source_facts
+from penstock import numeric, types
+from penstock.batch import PackedBatch, hwc_facts
 from penstock.kernels.pinned import PinnedStaging, upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -48,6 +49,14 @@ def _filter_weight(distance, FILTER: tl.constexpr):
     else:
         weight = tl.where(d <= 0.5, 1.0, 0.0)
     return weight
+
+
+@triton.jit
+def _round_half_to_even(value):
+    rounded = tl.floor(value + 0.5)
+    tie = (rounded - value) == 0.5
+    odd = (rounded - 2.0 * tl.floor(rounded * 0.5)) != 0.0
+    return tl.where(tie & odd, rounded - 1.0, rounded)
 
 
 @triton.jit
@@ -161,8 +170,9 @@ def resample_kernel(
             value = tl.where(inside, value, tl.load(floats + 4 + 2 * CHANNELS + channel).to(tl.float32))
         else:
             value = tl.zeros([BLOCK], dtype=tl.float32)
-        if ROUND:
-            value = tl.minimum(tl.maximum(tl.floor(value + 0.5), OUT_MIN), OUT_MAX)
+        if ROUND:  # penstock.numeric's rule: to nearest, halves to even; NaN to 0; saturate
+            value = _round_half_to_even(tl.where(value == value, value, 0.0))
+            value = tl.minimum(tl.maximum(value, OUT_MIN), OUT_MAX)
         if CHW:
             address = out_base + channel * plane + pixels
         else:
@@ -222,10 +232,10 @@ def _layouts(sources: list, channels: int, dtype) -> list:
 
 
 def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: int = 256):
-    """Runs the plan; returns (flat output, per-sample offsets in elements, per-sample shapes)."""
+    """Runs the plan; returns its output, a PackedBatch (``output``: the flat buffer to write, else a new one)."""
     count = len(plan.sources)
-    channels, dtype, device = source_facts(plan.sources)
-    if isinstance(plan.sources, PackedImages):  # one dtype and channel count by construction
+    channels, dtype, device = hwc_facts(plan.sources)
+    if isinstance(plan.sources, PackedBatch):  # one dtype and channel count by construction
         layouts = plan.sources.layouts()
     else:
         layouts = _layouts(plan.sources, channels, dtype)
@@ -239,7 +249,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     if output is None:
         output = torch.empty(total, dtype=plan.out_dtype, device=device)
     if count == 0:
-        return output, offsets, shapes
+        return PackedBatch(output, offsets, shapes)
 
     # every per-sample number in two tables, sent in two copies from pinned memory: the launch
     # does not wait for the work already queued on the stream (such as the decoding of the sources)
@@ -260,8 +270,8 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
             integers, reals = upload_arrays(_staging, device, [integers, reals])
     else:
         integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
-    rounding = not plan.out_dtype.is_floating_point
-    info = torch.iinfo(plan.out_dtype) if rounding else None
+    bounds = None if plan.out_dtype.is_floating_point or plan.out_dtype == torch.bool else \
+        numeric.integer_bounds(types.to_numpy_dtype(plan.out_dtype))
     max_pixels = max(h * w for h, w in plan.output_sizes)
     if INTERPRETED:  # each program costs the interpreter the same, whatever its size: use few
         block = min(4096, triton.next_power_of_2(max_pixels))
@@ -269,7 +279,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     resample_kernel[grid](
         integers, reals, output, count,
         CHANNELS=channels, OUT_CHANNELS=out_channels, CHW=plan.chw, FILTER=plan.filter,
-        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=rounding,
-        OUT_MIN=float(info.min) if rounding else 0.0, OUT_MAX=float(info.max) if rounding else 0.0,
+        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
+        OUT_MIN=bounds[0] if bounds else 0.0, OUT_MAX=bounds[1] if bounds else 0.0,
         BLOCK=block)
-    return output, offsets, shapes
+    return PackedBatch(output, offsets, shapes)

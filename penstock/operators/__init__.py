@@ -1,3 +1,3 @@
-"""Operator families; importing this package registers every operator."""
+"""Operator families, each with its schemas and its implementations for every device it has, side
+by side; importing this package registers every operator."""
 from penstock.operators import decoders, external, geometry, normalize, random, readers, transfer  # noqa: F401
-from penstock.operators import gpu  # noqa: F401  (after the CPU operators it builds on)

@@ -1,17 +1,23 @@
 """Image decoders: ``decoders.image``, ``decoders.image_random_crop``, ``decoders.image_crop`` and
-``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images."""
+``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images.
+
+On the CPU ('cpu') each sample is decoded on a worker, only its window, and smaller in the DCT
+domain when a fixed-size resize follows. On the GPU ('mixed') the CPU decoder of the same name
+chooses each window on the workers (so both devices choose the same windows for the same seed) and
+the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from penstock import registry, types
+from penstock import devices, registry, types
+from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image, image_codecs
 from penstock.operators import geometry
-from penstock.operators.base import SampleContext, SampleOperator
-from penstock.schema import Arg, OpSchema
+from penstock.schema import Arg, ArgError, OpSchema, given
 
 # Arguments every image decoder takes, documented once.
 DECODER_ARGS = (
@@ -59,10 +65,16 @@ SLICE_ARGS = (
 )
 
 
-def _decoder_schema(name, class_name, doc, extra_args=(), num_inputs=(1, 1)):
+def _one_slice_form(static: dict, per_sample: frozenset) -> None:
+    for relative, absolute in (("rel_start", "start"), ("rel_shape", "shape")):
+        if given(static, per_sample, relative) and given(static, per_sample, absolute):
+            raise ArgError(f"arguments '{relative}' and '{absolute}' exclude each other; give one")
+
+
+def _decoder_schema(name, class_name, doc, extra_args=(), num_inputs=(1, 1), checks=()):
     return registry.register_schema(OpSchema(
         name=name, class_name=class_name, doc=doc, args=(*DECODER_ARGS, *extra_args),
-        num_inputs=num_inputs, input_names=("data", "window_start", "window_shape")))
+        num_inputs=num_inputs, input_names=("data", "window_start", "window_shape"), checks=checks))
 
 
 _decoder_schema("decoders.image", "decoders.Image",
@@ -72,10 +84,12 @@ _decoder_schema("decoders.image_random_crop", "decoders.ImageRandomCrop",
                 "aspect ratio), chosen from the image's header before decoding so that only the window "
                 "is produced.", RANDOM_CROP_ARGS)
 _decoder_schema("decoders.image_crop", "decoders.ImageCrop",
-                "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS)
+                "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS,
+                checks=geometry.WINDOW_REQUIRED)
 _decoder_schema("decoders.image_slice", "decoders.ImageSlice",
                 "Decodes the window given by relative or absolute start and shape (arguments, or the "
-                "second and third inputs as (y, x) and (height, width)).", SLICE_ARGS, num_inputs=(1, 3))
+                "second and third inputs as (y, x) and (height, width)).", SLICE_ARGS, num_inputs=(1, 3),
+                checks=(_one_slice_form,))
 
 
 def random_crop_window(height: int, width: int, draws: np.ndarray, aspect_range, area_range) -> tuple:
@@ -107,10 +121,25 @@ def random_crop_window(height: int, width: int, draws: np.ndarray, aspect_range,
     return (height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width
 
 
-class ImageDecoder(SampleOperator):
+class DecoderDeclaration:
+    """What every image decoder declares, on both devices: encoded bytes in, HWC uint8 out."""
+
+    def declare_outputs(self, inputs):
+        data = inputs[0]
+        if (data.ndim is not None and data.ndim != 1) or (data.dtype is not None and data.dtype != np.uint8):
+            raise ValueError(f"{self.name}: expects encoded images (1-D uint8 arrays), but its input holds "
+                             f"{data.ndim}-dimensional {data.dtype} samples")
+        return OutputSpec(np.dtype(np.uint8), 3, "HWC")
+
+
+class ImageDecoder(DecoderDeclaration, SampleOperator):
     """Decodes whole images, or a window of each: subclasses choose the window."""
 
     shrink_target: tuple[int, int] | None = None  # set at build when a fixed-size resize follows
+    decodes_smaller = True
+
+    def decode_smaller_for(self, target):
+        self.shrink_target = target
 
     def window(self, height: int, width: int, inputs: tuple, args: dict, sample: SampleContext):
         return None
@@ -152,9 +181,6 @@ class ImageDecoder(SampleOperator):
         top, left, crop_height, crop_width = window
         return cpu_image.crop_window(image, top, left, crop_height, crop_width, policy="trim_to_shape")
 
-    def output_layout(self, input_layouts):
-        return "HWC"
-
 
 @registry.register("decoders.image", "cpu")
 class Image(ImageDecoder):
@@ -187,10 +213,7 @@ class FixedWindowDecoder(ImageDecoder):
 @registry.register("decoders.image_crop", "cpu")
 class ImageCrop(FixedWindowDecoder):
     def window(self, height, width, inputs, args, sample):
-        placement = geometry.crop_placement(height, width, args)
-        if placement is None:
-            raise ValueError("decoders.image_crop: give crop=(height, width) or crop_h and crop_w")
-        return placement
+        return geometry.crop_placement(height, width, args)
 
 
 @registry.register("decoders.image_slice", "cpu")
@@ -213,3 +236,109 @@ class ImageSlice(FixedWindowDecoder):
         top, left = (int(math.floor(value + 0.5)) for value in start)
         bottom, right = (int(math.floor(value + 0.5)) for value in end)
         return top, left, bottom - top, right - left
+
+
+class MixedDecoder(DecoderDeclaration, BatchOperator):
+    """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
+    fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
+    windows for the same seed) and tell which JPEGs the hardware decoders take; the GPU stage then
+    decodes the batch, ``hw_decoder_load`` of those on the hardware JPEG engines (one nvJPEG call)
+    and the rest through nvImageCodec on CUDA cores."""
+
+    cpu_class = None
+    prepares_on_cpu = True
+    preparation_crosses_processes = True  # prepare() returns plain data
+
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._windows = self.cpu_class(args, context)
+        self._engine = None
+        self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
+
+    def draw(self, rng, count):
+        return self._windows.draw(rng, count)
+
+    @property
+    def engines(self) -> list[str]:
+        if self._engine is None:
+            return ["CPU threads"]
+        engines = []
+        if self._engine.decoded_on_gpu:
+            engines.append("GPU (hardware JPEG engines and CUDA cores)")
+        if self._engine.decoded_on_cpu:
+            engines.append("CPU (formats the GPU decoders do not take)")
+        return engines
+
+    def prepare(self, inputs, args, sample):
+        """On a CPU worker (thread or process): an EncodedImage (the data, its size and window); the
+        decoded window itself when the GPU is emulated on the CPU."""
+        if self._emulated:
+            return np.asarray(self._windows.run(inputs, args, sample))
+        return self.encoded(inputs, args, sample)
+
+    def encoded(self, inputs, args, sample):
+        """The EncodedImage of one sample: a JPEG's data, size, window, and whether the hardware
+        JPEG decoders take it (from the header). Other formats, which the GPU decoders do not take,
+        are decoded here by the CPU decoder of the same name (the same window for the same draws)
+        and go to the GPU as pixels: decoded once, and not on the thread that launches the GPU work."""
+        from penstock.kernels.nvimgcodec_decode import EncodedImage
+        data = np.asarray(inputs[0])
+        if not image_codecs.is_jpeg(data):
+            image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
+            return EncodedImage((image, None, image.shape[0], image.shape[1], False))
+        height, width, hardware = image_codecs.jpeg_header(data)
+        return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width,
+                             hardware))
+
+    def _clipped_window(self, height, width, inputs, args, sample):
+        window = self._windows.window(height, width, inputs, args, sample)
+        if window is not None:
+            self._windows._check_window(window, height, width)
+            top, left, crop_height, crop_width = window
+            top, left = max(top, 0), max(left, 0)
+            window = (top, left, min(crop_height, height - top), min(crop_width, width - left))
+        return window
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        from penstock.kernels.image_plan import ImagePlan
+        prepared = inputs[0]
+        if self._emulated:
+            return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
+        if self._engine is None:
+            from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+            self._engine = GpuImageDecoder(batch.device.index or 0, self.context.num_threads,
+                                           self.args["output_type"], self.args["hw_decoder_load"],
+                                           batch_size_hint=self.context.batch_size)
+        def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
+            return f"{self.name} on '{batch.source_infos[index]}'" if batch.source_infos else \
+                f"{self.name} on sample {index}"
+
+        # the decode runs while the executor finishes the batch before this one; the plan waits
+        # for it before its kernel reads the images
+        pending = self._engine.submit(prepared, batch.stream, describe)
+        return replace(ImagePlan.of(pending.images), pending=pending)
+
+    def close(self):
+        if self._engine is not None:  # kept: its counts say which engines decoded
+            self._engine.close()
+
+
+@registry.register("decoders.image", "mixed", requires=devices.decoder_problem)
+class ImageMixed(MixedDecoder):
+    cpu_class = Image
+
+
+@registry.register("decoders.image_random_crop", "mixed", requires=devices.decoder_problem)
+class ImageRandomCropMixed(MixedDecoder):
+    cpu_class = ImageRandomCrop
+
+
+@registry.register("decoders.image_crop", "mixed", requires=devices.decoder_problem)
+class ImageCropMixed(MixedDecoder):
+    cpu_class = ImageCrop
+
+
+@registry.register("decoders.image_slice", "mixed", requires=devices.decoder_problem)
+class ImageSliceMixed(MixedDecoder):
+    cpu_class = ImageSlice

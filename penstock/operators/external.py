@@ -9,8 +9,8 @@ import threading
 import numpy as np
 
 from penstock import registry, types
-from penstock.operators.base import SampleContext, SourceBatch, SourceOperator
-from penstock.schema import Arg, OpSchema
+from penstock.contract import FedSource, OutputSpec, SampleContext, SourceBatch
+from penstock.schema import Arg, ArgError, OpSchema
 
 SCHEMA = registry.register_schema(OpSchema(
     name="external_source",
@@ -44,7 +44,15 @@ SCHEMA = registry.register_schema(OpSchema(
     num_outputs=lambda args: args["num_outputs"] or 1,
     input_names=(),
     is_source=True,
+    checks=(lambda static, per_sample: _check_cycle(static["cycle"]),),
 ))
+
+CYCLE_VALUES = (False, True, "quiet", "raise", "no")
+
+
+def _check_cycle(cycle) -> None:
+    if not any(cycle is value or (isinstance(value, str) and cycle == value) for value in CYCLE_VALUES):
+        raise ArgError(f"argument 'cycle' must be False, True, 'quiet' or 'raise', got {cycle!r}")
 
 
 class SampleInfo:
@@ -97,16 +105,13 @@ class _Ended:
 
 
 @registry.register("external_source", "cpu")
-class ExternalSource(SourceOperator):
+class ExternalSource(FedSource):
     def __init__(self, args, context):
         super().__init__(args, context)
         self.num_outputs = args["num_outputs"] or 1
         self.source = args["source"]
         self.cycle = args["cycle"]
-        if self.cycle not in (False, True, "quiet", "raise", "no"):
-            raise ValueError(f"external_source: argument 'cycle' must be False, True, 'quiet' or 'raise', "
-                             f"got {self.cycle!r}")
-        self.needs_feed = self.source is None
+        self.fed = self.source is None
         self._fed: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._last = None
@@ -140,21 +145,15 @@ class ExternalSource(SourceOperator):
                             f"{type(self.source).__name__}") from None
 
     # ---- feed_input ---------------------------------------------------------------------------
-    def feed(self, data, layout) -> bool:
-        """Queues one iteration's data; returns True when ``layout`` changes the source's layout."""
+    def feed(self, data, layout) -> None:
         if self.num_outputs != 1:
             raise ValueError("external_source: feed_input works with single-output sources")
         self._fed.put(self._check(split_batch(data, "feed_input"), 0))
         self._fed_batches += 1
-        if layout is None:
-            return False
-        layout = types.layout_string(layout)
-        changed = layout != self.output_layout(())
-        self._fed_layout = layout
-        return changed
+        if layout is not None:
+            self._fed_layout = types.layout_string(layout)
 
     def has_data_for(self, iteration: int) -> bool:
-        """Whether the batch of ``iteration`` (counted over every fed batch) was fed."""
         return self._fed_batches > iteration or (self.args["repeat_last"] and self._fed_batches > 0)
 
     def feed_end(self) -> None:
@@ -182,7 +181,7 @@ class ExternalSource(SourceOperator):
         return batch
 
     def _next_items(self) -> SourceBatch:
-        if self.needs_feed:
+        if self.fed:
             if self.args["repeat_last"] and self._fed.empty() and self._last is not None:
                 return SourceBatch(self._last)
             self._last = self._next_fed()
@@ -256,10 +255,11 @@ class ExternalSource(SourceOperator):
         if self._iterator is not None:
             self._iterator = iter(self.source)
 
-    def output_layout(self, input_layouts):
-        if self._fed_layout is not None:
-            return self._fed_layout
-        layout = self.args["layout"]
-        if isinstance(layout, (list, tuple)):
-            return tuple(types.layout_string(item) for item in layout)
-        return types.layout_string(layout)
+    def declare_outputs(self, inputs):
+        layout = self._fed_layout if self._fed_layout is not None else self.args["layout"]
+        layouts = [types.layout_string(item) for item in layout] if isinstance(layout, (list, tuple)) \
+            else [types.layout_string(layout)] * self.num_outputs
+        if len(layouts) != self.num_outputs:
+            raise ValueError(f"external_source: {len(layouts)} layouts for {self.num_outputs} outputs")
+        dtype = self.args["dtype"].numpy if self.args["dtype"] is not None else None
+        return tuple(OutputSpec(dtype, self.args["ndim"], item) for item in layouts)

@@ -1,15 +1,18 @@
-"""Geometry: ``resize``, ``crop``, ``flip``, ``transpose`` over HWC images (and other layouts where
-the operator's doc says so)."""
+"""Geometry: ``resize``, ``crop``, ``flip``, ``transpose`` and ``rotate`` over HWC images (and other
+layouts where the operator's doc says so): each operator's schema, its rules (output sizes, crop
+windows, filter choice: one function each, used by both devices), its CPU implementation (per
+sample, OpenCV and numpy) and its GPU implementation (per batch, folded into the fused image plan)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from penstock import registry, types
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.operators.base import SampleOperator
-from penstock.schema import REQUIRED, Arg, OpSchema
+from penstock.operators.gpu_plan import geometry_plan, kernel_filter, plan_of, tensors_of
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
 
 # Window arguments shared by crop, crop_mirror_normalize and decoders.image_crop, documented once.
 WINDOW_ARGS = (
@@ -22,6 +25,16 @@ WINDOW_ARGS = (
     Arg("crop_pos_y", "float", 0.5, "Vertical window position, 0 (top edge) to 1 (bottom edge).",
         per_sample=True, min=0.0, max=1.0),
 )
+
+
+def _one_window_form(static: dict, per_sample: frozenset) -> None:
+    if given(static, per_sample, "crop") and (given(static, per_sample, "crop_h") or given(static, per_sample, "crop_w")):
+        raise ArgError("give the window as crop=(height, width) or as crop_h and crop_w, not both")
+
+
+# the checks of a call that cuts a window of a fixed size (crop, decoders.image_crop)
+WINDOW_REQUIRED = (require_one_of("crop", ("crop_h", "crop_w"), what="the window size"), _one_window_form)
+
 CROP_ARGS = (
     *WINDOW_ARGS,
     Arg("out_of_bounds_policy", "str", "error", "A window reaching outside the image: 'error', 'pad' "
@@ -64,6 +77,8 @@ registry.register_schema(OpSchema(
         Arg("image_type", "image_type", None, "Accepted for DALI compatibility."),
         *INTERP_ARGS,
     ),
+    checks=(require_one_of("size", "resize_x", "resize_y", "resize_shorter", "resize_longer",
+                           what="the output size"),),
     input_names=("images",)))
 
 registry.register_schema(OpSchema(
@@ -71,6 +86,7 @@ registry.register_schema(OpSchema(
     doc="Cuts a (height, width) window out of HWC images, placed by crop_pos_x / crop_pos_y.",
     args=(*CROP_ARGS, Arg("image_type", "image_type", None, "Accepted for DALI compatibility."),
           Arg("dtype", "dtype", None, "Output type; default the input's.")),
+    checks=WINDOW_REQUIRED,
     input_names=("images",)))
 
 registry.register_schema(OpSchema(
@@ -88,7 +104,13 @@ registry.register_schema(OpSchema(
               "reverses them.", min=0),
           Arg("output_layout", "layout", "", "Layout of the result; default permutes the input's."),
           Arg("transpose_layout", "bool", True, "Permute the layout string with the axes.")),
+    checks=(lambda static, per_sample: _check_permutation(static["perm"]),),
     input_names=("input",)))
+
+
+def _check_permutation(perm) -> None:
+    if perm is not None and sorted(perm) != list(range(len(perm))):
+        raise ArgError(f"argument 'perm': {tuple(perm)} is not a permutation of 0..{len(perm) - 1}")
 
 
 def resized_shape(image_shape, args) -> tuple[int, int]:
@@ -103,6 +125,12 @@ def check_hwc(image: np.ndarray, op_name: str) -> None:
         raise ValueError(f"{op_name}: expected an HWC image (3 dimensions), got shape {image.shape}")
 
 
+def declare_hwc(spec: OutputSpec, op_name: str) -> None:
+    """Rejects, before anything runs, inputs declared with other than 3 dimensions."""
+    if spec.ndim is not None and spec.ndim != 3:
+        raise ValueError(f"{op_name}: expected HWC images (3 dimensions), but its input has {spec.ndim}")
+
+
 def fixed_resize_size(args: dict) -> tuple[int, int] | None:
     """The output (height, width) when it does not depend on the input, else None."""
     size = args.get("size")
@@ -112,8 +140,27 @@ def fixed_resize_size(args: dict) -> tuple[int, int] | None:
     return None
 
 
+def resize_filter(args: dict, shrinking: bool) -> types.DALIInterpType:
+    """The filter resize uses: min_filter when shrinking, mag_filter when enlarging, else interp_type."""
+    return (args["min_filter"] if shrinking else args["mag_filter"]) or args["interp_type"]
+
+
+class ResizeDeclaration:
+    """What resize declares on both devices."""
+
+    def declare_outputs(self, inputs):
+        declare_hwc(inputs[0], self.name)
+        fixed = self.fixed_resample_size()
+        channels = inputs[0].shape[2] if inputs[0].shape else None
+        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
+                             shape=(*fixed, channels) if fixed and channels else None)
+
+    def fixed_resample_size(self):
+        return fixed_resize_size(self.args)
+
+
 @registry.register("resize", "cpu")
-class Resize(SampleOperator):
+class Resize(ResizeDeclaration, SampleOperator):
     def output_spec(self, inputs, args):
         image = inputs[0]
         if image.ndim != 3:
@@ -124,17 +171,44 @@ class Resize(SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        if not any((args["size"], args["resize_x"], args["resize_y"], args["resize_shorter"], args["resize_longer"])):
-            raise ValueError("resize: give resize_x / resize_y, size, resize_shorter or resize_longer")
         height, width = resized_shape(image.shape, args)
-        shrinking = height * width < image.shape[0] * image.shape[1]
-        interp = (args["min_filter"] if shrinking else args["mag_filter"]) or args["interp_type"]
+        interp = resize_filter(args, height * width < image.shape[0] * image.shape[1])
         dtype = args["dtype"].numpy if args["dtype"] else image.dtype
-        if dtype != image.dtype:
-            result = cpu_image.resize(image.astype(dtype), height, width, interp, args["antialias"], out)
-        else:
-            result = cpu_image.resize(image, height, width, interp, args["antialias"], out)
-        return result
+        source = image.astype(dtype) if dtype != image.dtype else image
+        return cpu_image.resize(source, height, width, interp, args["antialias"], out)
+
+
+@registry.register("resize", "gpu", requires=devices.gpu_problem)
+class ResizeGpu(ResizeDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        plan = plan_of(inputs[0])
+        if plan.resized or plan.geometry_final:
+            plan = plan_of(plan.materialize()[0])
+        sizes = _resized_sizes(plan.sizes, args)
+        first = args[0]
+        shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
+        plan = plan.with_resize(sizes, kernel_filter(resize_filter(first, shrinking)), first["antialias"])
+        if first["dtype"] is not None:
+            plan = plan.with_output(dtype=types.to_torch_dtype(first["dtype"]))
+        return plan
+
+
+def _resized_sizes(sizes: list, args: list) -> list:
+    """Each sample's size after resize; worked out once per distinct input size when the batch
+    shares its arguments, once in all when the output size does not depend on the input."""
+    first = args[0] if args else None
+    if not all(a is first for a in args):
+        return [resized_shape(size, a) for size, a in zip(sizes, args)]
+    if sizes and fixed_resize_size(first) is not None:
+        return [resized_shape(sizes[0], first)] * len(sizes)
+    known: dict = {}
+    resized = []
+    for size in sizes:
+        key = tuple(size)
+        if key not in known:
+            known[key] = resized_shape(size, first)
+        resized.append(known[key])
+    return resized
 
 
 def crop_size(args) -> tuple[int, int] | None:
@@ -165,25 +239,63 @@ def crop_image(image: np.ndarray, args: dict, op_name: str) -> np.ndarray:
     return cpu_image.crop_window(image, *placement, args["fill_values"], args["out_of_bounds_policy"], op_name)
 
 
+def crop_windows(plan, args: list, op_name: str) -> list:
+    """Each sample's crop window for a GPU plan; worked out once per distinct (size, arguments):
+    samples share argument dictionaries when their per-sample arguments are equal."""
+    known: dict = {}
+    windows = []
+    for (height, width), a in zip(plan.sizes, args):
+        key = (height, width, id(a))
+        window = known.get(key)
+        if window is None:
+            placement = crop_placement(height, width, a) or (0, 0, height, width)
+            window = known[key] = cpu_image.fit_window(*placement, height, width, a["out_of_bounds_policy"], op_name)
+        windows.append(window)
+    return windows
+
+
+def with_crop_of(plan, args: list, op_name: str):
+    """The plan with each sample's window (crop / crop_mirror_normalize) and its fill values."""
+    return plan.with_crop(crop_windows(plan, args, op_name)).with_fills([a["fill_values"] for a in args])
+
+
+class CropDeclaration:
+    def declare_outputs(self, inputs):
+        declare_hwc(inputs[0], self.name)
+        size = None if self.args["out_of_bounds_policy"] == "trim_to_shape" else crop_size(self.args)
+        channels = inputs[0].shape[2] if inputs[0].shape else None
+        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
+                             shape=(*size, channels) if size and channels else None)
+
+
 @registry.register("crop", "cpu")
-class Crop(SampleOperator):
+class Crop(CropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        if crop_size(args) is None:
-            raise ValueError("crop: give crop=(height, width), or crop_h and crop_w")
         result = crop_image(image, args, self.name)
         dtype = args["dtype"].numpy if args["dtype"] else image.dtype
         return np.array(result, dtype=dtype, copy=True)
+
+
+@registry.register("crop", "gpu", requires=devices.gpu_problem)
+class CropGpu(CropDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        plan = with_crop_of(geometry_plan(inputs[0]), args, self.name)
+        if args[0]["dtype"] is not None:
+            plan = plan.with_output(dtype=types.to_torch_dtype(args[0]["dtype"]))
+        return plan
+
+
+FLIP_AXES = {"horizontal": -2, "vertical": -3, "depthwise": -4}  # from the end: HWC, DHWC
 
 
 @registry.register("flip", "cpu")
 class Flip(SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        layout_axes = {"horizontal": -2, "vertical": -3, "depthwise": -4}
         result = image
-        for name, axis in layout_axes.items():
+        for name, axis in FLIP_AXES.items():
             if args[name]:
                 if image.ndim < -axis:
                     raise ValueError(f"flip: '{name}' needs at least {-axis} dimensions, got shape {image.shape}")
@@ -191,26 +303,59 @@ class Flip(SampleOperator):
         return np.ascontiguousarray(result)
 
 
-@registry.register("transpose", "cpu")
-class Transpose(SampleOperator):
-    def run(self, inputs, args, sample, out=None):
-        array = inputs[0]
-        perm = args["perm"] or tuple(reversed(range(array.ndim)))
-        if sorted(perm) != list(range(array.ndim)):
-            raise ValueError(f"transpose: perm {perm} is not a permutation of the {array.ndim} axes of a "
-                             f"sample of shape {array.shape}")
-        return np.ascontiguousarray(array.transpose(perm))
+@registry.register("flip", "gpu", requires=devices.gpu_problem)
+class FlipGpu(BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        if any(a["depthwise"] for a in args):
+            raise ValueError("flip: 'depthwise' needs volumes (4 dimensions); images have 3")
+        return plan_of(inputs[0]).with_flips([(a["vertical"], a["horizontal"]) for a in args])
 
-    def output_layout(self, input_layouts):
+
+class TransposeDeclaration:
+    def declare_outputs(self, inputs):
+        spec = inputs[0]
+        perm = self.args["perm"]
+        if perm is not None and spec.ndim is not None and len(perm) != spec.ndim:
+            raise ValueError(f"transpose: perm {perm} has {len(perm)} axes, but its input has {spec.ndim}")
+        shape = tuple(spec.shape[axis] for axis in (perm or reversed(range(len(spec.shape))))) if spec.shape else None
+        return spec.but(layout=self._layout(spec.layout), shape=shape)
+
+    def _layout(self, layout: str) -> str:
         if self.args["output_layout"]:
             return self.args["output_layout"]
-        layout = input_layouts[0] if input_layouts else ""
         if not layout or not self.args["transpose_layout"]:
             return layout  # as DALI: without transpose_layout the input's layout is kept
         perm = self.args["perm"] or tuple(reversed(range(len(layout))))
         if sorted(perm) != list(range(len(layout))):
             return ""
         return "".join(layout[axis] for axis in perm)
+
+
+@registry.register("transpose", "cpu")
+class Transpose(TransposeDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        array = inputs[0]
+        perm = args["perm"] or tuple(reversed(range(array.ndim)))
+        if len(perm) != array.ndim:
+            raise ValueError(f"transpose: perm {perm} does not permute the {array.ndim} axes of a sample of "
+                             f"shape {array.shape}")
+        return np.ascontiguousarray(array.transpose(perm))
+
+
+@registry.register("transpose", "gpu", requires=devices.gpu_problem)
+class TransposeGpu(TransposeDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        from penstock.kernels.image_plan import ImagePlan
+        perm = args[0]["perm"]
+        plan = inputs[0] if isinstance(inputs[0], ImagePlan) else None
+        if plan is not None and tuple(perm or ()) == (2, 0, 1) and not plan.chw:
+            return plan.with_output(chw=True)
+        samples = tensors_of(inputs[0])
+        perm = perm or tuple(reversed(range(samples[0].dim())))
+        if len(perm) != samples[0].dim():
+            raise ValueError(f"transpose: perm {perm} does not permute the {samples[0].dim()} axes of a sample "
+                             f"of shape {tuple(samples[0].shape)}")
+        return [sample.permute(*perm).contiguous() for sample in samples]
 
 
 registry.register_schema(OpSchema(
@@ -258,8 +403,14 @@ def rotation_matrix(height: int, width: int, out_height: int, out_width: int, an
                      [-sin, cos, out_y + sin * in_x - cos * in_y]])
 
 
+class RotateDeclaration:
+    def declare_outputs(self, inputs):
+        declare_hwc(inputs[0], self.name)
+        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, shape=None)
+
+
 @registry.register("rotate", "cpu")
-class Rotate(SampleOperator):
+class Rotate(RotateDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
@@ -269,4 +420,45 @@ class Rotate(SampleOperator):
         result = cpu_image.warp_affine(image, matrix, out_height, out_width,
                                        args["interp_type"] is types.INTERP_NN, args["fill_value"])
         dtype = args["dtype"].numpy if args["dtype"] else image.dtype
-        return result.astype(dtype, copy=False)
+        return numeric.saturate(result, dtype)
+
+
+@registry.register("rotate", "gpu", requires=devices.gpu_problem)
+class RotateGpu(RotateDeclaration, BatchOperator):
+    """Rotation by bilinear (or nearest) sampling with torch's grid_sample: one call for the batch
+    when every sample has the same input and output size, else one per sample."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        import torch.nn.functional as functional
+        samples = tensors_of(inputs[0])
+        thetas, sizes = [], []
+        for sample, a in zip(samples, args):
+            height, width = sample.shape[:2]
+            out_height, out_width = rotated_size(height, width, a["angle"], a)
+            forward = np.vstack([rotation_matrix(height, width, out_height, out_width, a["angle"]), [0, 0, 1]])
+            # affine_grid works in normalized coordinates (align_corners=False): pixel centre x of an
+            # image W wide is at (2x + 1) / W - 1; theta maps output coordinates to input ones
+            from_output = np.array([[out_width / 2, 0, (out_width - 1) / 2], [0, out_height / 2, (out_height - 1) / 2],
+                                    [0, 0, 1]])
+            to_input = np.array([[2 / width, 0, 1 / width - 1], [0, 2 / height, 1 / height - 1], [0, 0, 1]])
+            thetas.append((to_input @ np.linalg.inv(forward) @ from_output)[:2])
+            sizes.append((height, width, out_height, out_width))
+        mode = "nearest" if args[0]["interp_type"] is types.INTERP_NN else "bilinear"
+        fill = args[0]["fill_value"]
+        dtype = types.to_torch_dtype(args[0]["dtype"]) if args[0]["dtype"] else samples[0].dtype
+
+        def rotate(images, theta, size):  # images [N, H, W, C] -> [N, H', W', C]
+            planes = images.permute(0, 3, 1, 2).float()
+            theta = torch.as_tensor(np.asarray(theta), dtype=torch.float32).to(images.device, non_blocking=True)
+            grid = functional.affine_grid(theta, [len(images), 1, size[2], size[3]], align_corners=False)
+            ones = torch.ones_like(planes[:, :1])
+            sampled = functional.grid_sample(torch.cat([planes, ones], 1), grid, mode=mode, padding_mode="zeros",
+                                             align_corners=False)
+            coverage = sampled[:, -1:]
+            values = sampled[:, :-1] + (1 - coverage) * fill  # outside the input: the fill value
+            return numeric.saturate_tensor(values.permute(0, 2, 3, 1), dtype)
+
+        if len(set(sizes)) == 1:
+            return list(rotate(torch.stack(samples), thetas, sizes[0]))
+        return [rotate(sample[None], [theta], size)[0] for sample, theta, size in zip(samples, thetas, sizes)]

@@ -1,16 +1,27 @@
-"""Arithmetic on pixels: ``crop_mirror_normalize`` (the fused last step of image pipelines),
-``normalize`` and ``cast``."""
+"""Arithmetic on values: ``crop_mirror_normalize`` (the fused last step of image pipelines),
+``normalize`` and ``cast``, each with its schema, CPU and GPU implementations; their conversion and
+normalization rules are penstock.numeric's, shared by both devices."""
 from __future__ import annotations
 
 import threading
 
 import numpy as np
 
-from penstock import registry, types
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.operators.base import SampleOperator
-from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size
-from penstock.schema import REQUIRED, Arg, OpSchema
+from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
+from penstock.operators.gpu_plan import geometry_plan, plan_of, tensors_of
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+
+def _check_mean_std(static: dict, per_sample: frozenset) -> None:
+    mean, std = static.get("mean"), static.get("std", static.get("stddev"))
+    if "std" in static and std is not None and any(value == 0 for value in std):
+        raise ArgError("argument 'std' must not contain 0")
+    if mean and std and len(mean) != len(std) and 1 not in (len(mean), len(std)):
+        raise ArgError(f"arguments 'mean' and 'std' have {len(mean)} and {len(std)} values; give one value "
+                       "or one per channel for each")
 
 registry.register_schema(OpSchema(
     name="crop_mirror_normalize", class_name="CropMirrorNormalize",
@@ -31,6 +42,7 @@ registry.register_schema(OpSchema(
         Arg("pad_output", "bool", False, "Pad 3-channel output with a fourth channel of zeros."),
         Arg("image_type", "image_type", None, "Accepted for DALI compatibility; channels come from the data."),
     ),
+    checks=(_check_mean_std,),
     input_names=("images",)))
 
 registry.register_schema(OpSchema(
@@ -42,8 +54,9 @@ registry.register_schema(OpSchema(
         Arg("stddev", "floats", None, "Standard deviation; default computed per sample.", per_sample=True,
             min=0.0),
         Arg("axes", "ints", None, "Axes the statistics reduce over; default all.", min=0),
-        Arg("axis_names", "str", None, "Axes by layout letters, e.g. 'HW'."),
-        Arg("batch", "bool", False, "Statistics over the whole batch (not supported on the CPU yet: raises)."),
+        Arg("axis_names", "str", None, "Axes by layout letters (not supported yet: pass axes)", choices=(None,)),
+        Arg("batch", "bool", False, "Statistics over the whole batch: not supported yet (only False)",
+            choices=(False,)),
         Arg("scale", "float", 1.0, "Multiplies the result."),
         Arg("shift", "float", 0.0, "Added after scale."),
         Arg("epsilon", "float", 0.0, "Added to the variance.", min=0.0),
@@ -55,7 +68,7 @@ registry.register_schema(OpSchema(
 registry.register_schema(OpSchema(
     name="cast", class_name="Cast",
     doc="Converts the element type; values converted to an integer type round to nearest (halves to "
-        "even) and saturate to its range.",
+        "even, on every device) and saturate to its range; NaN becomes 0.",
     args=(Arg("dtype", "dtype", REQUIRED, "Target type."),),
     input_names=("input",)))
 
@@ -63,7 +76,8 @@ registry.register_schema(OpSchema(
 class _TableCache:
     """Lookup tables by (mean, std, scale, shift, channels, dtype); shared by worker threads."""
 
-    def __init__(self):
+    def __init__(self, op_name: str):
+        self._op_name = op_name
         self._tables: dict = {}
         self._lock = threading.Lock()
 
@@ -71,9 +85,8 @@ class _TableCache:
         key = (mean, std, scale, shift, channels, dtype.str)
         table = self._tables.get(key)
         if table is None:
-            table = cpu_image.normalize_table(np.asarray(mean, np.float64), np.asarray(std, np.float64),
-                                              scale, shift, channels)
-            table = saturate(table, dtype)
+            multipliers, addends = numeric.normalization_affine(mean, std, scale, shift, channels, self._op_name)
+            table = numeric.saturate(cpu_image.affine_table(multipliers, addends), dtype)
             with self._lock:
                 if len(self._tables) > 64:
                     self._tables.clear()
@@ -81,47 +94,24 @@ class _TableCache:
         return table
 
 
-def _holds(float_type: np.dtype, value: int) -> bool:
-    """Whether the float type represents the integer exactly (float32 rounds 2**31 - 1 up to 2**31)."""
-    return value <= float(np.finfo(float_type).max) and int(float_type.type(value)) == value
-
-
-def saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Converts to dtype; to an integer type by rounding to nearest (halves to even) and clamping to
-    its range."""
-    dtype = np.dtype(dtype)
-    if dtype.kind in "iu" and values.dtype.kind in "iu":
-        info, source = np.iinfo(dtype), np.iinfo(values.dtype)
-        if source.min < info.min or source.max > info.max:  # clamp, as DALI's ConvertSat; never wrap
-            values = np.clip(values, max(info.min, source.min), min(info.max, source.max))
-        return values.astype(dtype, copy=False)
-    if dtype.kind in "iu" and values.dtype.kind == "f":
-        info = np.iinfo(dtype)
-        if not _holds(values.dtype, info.max):
-            values = values.astype(np.float64)
-        rounded = np.rint(values)
-        if _holds(values.dtype, info.max):
-            return np.clip(rounded, info.min, info.max).astype(dtype)
-        # not even float64 holds 2**63 - 1: values that reach it would overflow, so they saturate here
-        too_high = rounded >= float(info.max)
-        result = np.clip(np.where(too_high, 0, rounded), info.min, None).astype(dtype)
-        result[too_high] = info.max
-        return result
-    if dtype.kind == "b":
-        return values != 0
-    return values.astype(dtype, copy=False)
-
-
-def check_channels(values: tuple, channels: int, name: str, op_name: str) -> None:
-    if len(values) not in (1, channels):
-        raise ValueError(f"{op_name}: argument '{name}' has {len(values)} values for {channels}-channel images")
+class CropMirrorNormalizeDeclaration:
+    def declare_outputs(self, inputs):
+        declare_hwc(inputs[0], self.name)
+        args = self.args
+        size = None if args["out_of_bounds_policy"] == "trim_to_shape" else crop_size(args)
+        shape = None
+        if inputs[0].shape and (size or inputs[0].shape):
+            height, width = size or inputs[0].shape[:2]
+            channels = inputs[0].shape[2] + (1 if args["pad_output"] and inputs[0].shape[2] == 3 else 0)
+            shape = (channels, height, width) if args["output_layout"] == "CHW" else (height, width, channels)
+        return inputs[0].but(dtype=args["dtype"].numpy, ndim=3, layout=args["output_layout"], shape=shape)
 
 
 @registry.register("crop_mirror_normalize", "cpu")
-class CropMirrorNormalize(SampleOperator):
+class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
     def __init__(self, args, context):
         super().__init__(args, context)
-        self._tables = _TableCache()
+        self._tables = _TableCache(self.name)
 
     def output_spec(self, inputs, args):
         image = inputs[0]
@@ -139,17 +129,15 @@ class CropMirrorNormalize(SampleOperator):
         check_hwc(image, self.name)
         window = crop_image(image, args, self.name)
         channels = window.shape[2]
-        check_channels(args["mean"], channels, "mean", self.name)
-        check_channels(args["std"], channels, "std", self.name)
-        if any(value == 0 for value in args["std"]):
-            raise ValueError(f"{self.name}: argument 'std' must not contain 0")
         dtype = args["dtype"].numpy
         if window.dtype == np.uint8:
             table = self._tables.get(args["mean"], args["std"], args["scale"], args["shift"], channels, dtype)
             normalized = cpu_image.normalize_uint8(window, table)
         else:
-            mean, std = np.asarray(args["mean"], np.float32), np.asarray(args["std"], np.float32)
-            normalized = saturate((window.astype(np.float32) - mean) / std * args["scale"] + args["shift"], dtype)
+            multipliers, addends = numeric.normalization_affine(args["mean"], args["std"], args["scale"],
+                                                                args["shift"], channels, self.name)
+            values = window.astype(np.float32) * np.float32(multipliers) + np.float32(addends)
+            normalized = numeric.saturate(values, dtype)
         if args["mirror"]:
             normalized = normalized[:, ::-1]
         pad = args["pad_output"] and channels == 3
@@ -167,24 +155,48 @@ class CropMirrorNormalize(SampleOperator):
                 out[:, :, channels] = 0
         return out
 
-    def output_layout(self, input_layouts):
-        return self.args["output_layout"]
+
+@registry.register("crop_mirror_normalize", "gpu", requires=devices.gpu_problem)
+class CropMirrorNormalizeGpu(CropMirrorNormalizeDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        plan = geometry_plan(inputs[0])
+        channels = plan.channels
+        if any(crop_size(a) is not None for a in args):
+            plan = with_crop_of(plan, args, self.name)
+        plan = plan.with_flips([(0, a["mirror"]) for a in args])
+        affine_maps: dict = {}  # (mean, std, scale, shift) -> (multipliers, addends): usually one for the batch
+        multipliers, addends = [], []
+        for a in args:
+            key = (a["mean"], a["std"], a["scale"], a["shift"])
+            affine = affine_maps.get(key)
+            if affine is None:
+                affine = affine_maps[key] = numeric.normalization_affine(*key, channels, self.name)
+            multipliers.append(affine[0])
+            addends.append(affine[1])
+        first = args[0]
+        return plan.with_affine(multipliers, addends).with_output(
+            dtype=types.to_torch_dtype(first["dtype"]), chw=first["output_layout"] == "CHW",
+            pad_channels=first["pad_output"] and channels == 3)
+
+
+class NormalizeDeclaration:
+    def declare_outputs(self, inputs):
+        return inputs[0].but(dtype=self.args["dtype"].numpy)
+
+
+def _reduced_axes(args: dict, ndim: int, shape) -> tuple:
+    axes = tuple(args["axes"]) if args["axes"] is not None else tuple(range(ndim))
+    for axis in axes:
+        if axis >= ndim:
+            raise ValueError(f"normalize: axis {axis} out of range for a sample of shape {tuple(shape)}")
+    return axes
 
 
 @registry.register("normalize", "cpu")
-class Normalize(SampleOperator):
+class Normalize(NormalizeDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
-        if args["batch"]:
-            raise ValueError("normalize: batch=True (statistics over the whole batch) is not supported on the "
-                             "CPU; compute per-sample statistics (batch=False) or pass mean and stddev")
         data = inputs[0].astype(np.float32)
-        axes = args["axes"]
-        if args["axis_names"]:
-            raise ValueError("normalize: axis_names needs the input's layout; pass axes=(...) instead")
-        axes = tuple(axes) if axes is not None else tuple(range(data.ndim))
-        for axis in axes:
-            if axis >= data.ndim:
-                raise ValueError(f"normalize: axis {axis} out of range for a sample of shape {data.shape}")
+        axes = _reduced_axes(args, data.ndim, data.shape)
         mean = np.asarray(args["mean"], np.float32) if args["mean"] is not None else data.mean(axis=axes, keepdims=True)
         if args["stddev"] is not None:
             stddev = np.asarray(args["stddev"], np.float32)
@@ -196,17 +208,62 @@ class Normalize(SampleOperator):
         with np.errstate(divide="ignore", invalid="ignore"):
             result = (data - mean) / denominator
         result = np.where(denominator == 0, 0.0, result) * args["scale"] + args["shift"]
-        return saturate(result, args["dtype"].numpy)
+        return numeric.saturate(result, args["dtype"].numpy)
+
+
+@registry.register("normalize", "gpu", requires=devices.gpu_problem)
+class NormalizeGpu(NormalizeDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        import torch
+        results = []
+        for sample, a in zip(tensors_of(inputs[0]), args):
+            data = sample.to(torch.float32)
+            axes = _reduced_axes(a, data.dim(), data.shape)
+            mean = torch.tensor(a["mean"], device=data.device) if a["mean"] is not None else \
+                data.mean(dim=axes, keepdim=True)
+            if a["stddev"] is not None:
+                stddev = torch.tensor(a["stddev"], device=data.device)
+            else:
+                count = int(np.prod([data.shape[axis] for axis in axes]))
+                stddev = (((data - mean) ** 2).sum(dim=axes, keepdim=True) / max(count - a["ddof"], 1)).sqrt()
+            denominator = (stddev ** 2 + a["epsilon"]).sqrt()
+            result = torch.where(denominator == 0, torch.zeros_like(data), (data - mean) / denominator)
+            results.append(numeric.saturate_tensor(result * a["scale"] + a["shift"], types.to_torch_dtype(a["dtype"])))
+        return results
+
+
+class CastDeclaration:
+    def declare_outputs(self, inputs):
+        return inputs[0].but(dtype=self.args["dtype"].numpy)
 
 
 @registry.register("cast", "cpu")
-class Cast(SampleOperator):
+class Cast(CastDeclaration, SampleOperator):
     def output_spec(self, inputs, args):
         return inputs[0].shape, args["dtype"].numpy
 
     def run(self, inputs, args, sample, out=None):
-        result = saturate(np.asarray(inputs[0]), args["dtype"].numpy)
+        result = numeric.saturate(np.asarray(inputs[0]), args["dtype"].numpy)
         if out is not None:
             out[...] = result
             return out
         return result if result is not inputs[0] else result.copy()
+
+
+@registry.register("cast", "gpu", requires=devices.gpu_problem)
+class CastGpu(CastDeclaration, BatchOperator):
+    """Folded into the fused image plan for images of 8-bit or float values (its kernel rounds and
+    saturates by penstock.numeric's rule); other data is converted sample by sample."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        from penstock.kernels.image_plan import ImagePlan
+        value = inputs[0]
+        target = types.to_torch_dtype(args[0]["dtype"])
+        if isinstance(value, ImagePlan) or (value and value[0].dim() == 3 and not value[0].dtype.is_complex):
+            plan = plan_of(value)
+            if target != torch.bool and (plan.dtype is None or plan.dtype.is_floating_point
+                                         or plan.dtype == torch.uint8):
+                return plan.with_output(dtype=target)
+            value = plan.materialize()[0]
+        return [numeric.saturate_tensor(sample, target) for sample in value]

@@ -8,16 +8,25 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import registry, types
-from penstock.operators.base import SampleContext, SourceBatch, SourceOperator
-from penstock.schema import Arg, OpSchema
+from penstock.contract import OutputSpec, SampleContext, SourceBatch, SourceOperator, random_stream
+from penstock.schema import Arg, ArgError, OpSchema
 
 SHAPE_ARG = Arg("shape", "ints", None, "Shape of each sample's value; default a scalar.", min=0)
 
 
-def _schema(name, class_name, doc, args, default_dtype):
+def _schema(name, class_name, doc, args, default_dtype, checks=()):
     return registry.register_schema(OpSchema(
         name=name, class_name=class_name, doc=doc, num_inputs=(0, 0), input_names=(), is_source=True,
-        args=(*args, SHAPE_ARG, Arg("dtype", "dtype", default_dtype, "Element type of the values."))))
+        args=(*args, SHAPE_ARG, Arg("dtype", "dtype", default_dtype, "Element type of the values.")),
+        checks=checks))
+
+
+def _check_range(static: dict, per_sample: frozenset) -> None:
+    low, high = static["range"]
+    if high < low:
+        raise ArgError(f"argument 'range' must be [low, high] with low <= high, got {static['range']}")
+    if static["values"] is not None and not static["values"]:
+        raise ArgError("argument 'values' must hold at least one value")
 
 
 _schema("random.coin_flip", "random.CoinFlip", "Per-sample 0 or 1, 1 with the given probability.",
@@ -26,15 +35,19 @@ _schema("random.uniform", "random.Uniform", "Per-sample values drawn uniformly f
         "or from the discrete ``values``.",
         (Arg("range", "floats", (-1.0, 1.0), "The interval [low, high).", length=(2,)),
          Arg("values", "floats", None, "Discrete values to pick from uniformly, instead of range.")),
-        types.FLOAT)
+        types.FLOAT, checks=(_check_range,))
 _schema("random.normal", "random.Normal", "Per-sample values from a normal distribution.",
         (Arg("mean", "float", 0.0, "Mean of the distribution."),
          Arg("stddev", "float", 1.0, "Standard deviation.", min=0.0)), types.FLOAT)
 
 
 class RandomSource(SourceOperator):
+    def declare_outputs(self, inputs):
+        shape = tuple(self.args["shape"] or ())
+        return OutputSpec(self.args["dtype"].numpy, len(shape), "", shape)
+
     def next_batch(self, iteration: int) -> SourceBatch:
-        rng = np.random.Generator(np.random.Philox(key=[self.context.seed & (2**64 - 1), iteration]))
+        rng = random_stream(self.context.seed, iteration)
         shape = (self.context.batch_size, *(self.args["shape"] or ()))
         values = self.generate(rng, shape).astype(self.args["dtype"].numpy, copy=False)
         return SourceBatch([values[i, ...] for i in range(len(values))])
@@ -44,9 +57,6 @@ class RandomSource(SourceOperator):
 
     def load(self, item, sample: SampleContext) -> tuple:
         return (item,)
-
-    def output_layout(self, input_layouts):
-        return ""
 
 
 @registry.register("random.coin_flip", "cpu")
@@ -61,8 +71,6 @@ class Uniform(RandomSource):
         if self.args["values"] is not None:
             return np.asarray(self.args["values"])[rng.integers(0, len(self.args["values"]), shape)]
         low, high = self.args["range"]
-        if high < low:
-            raise ValueError(f"random.uniform: range must be [low, high], got {self.args['range']}")
         return rng.uniform(low, high, shape)
 
 

@@ -6,8 +6,8 @@ import os
 import numpy as np
 
 from penstock import registry
-from penstock.operators.base import EpochInfo, SampleContext, SourceBatch, SourceOperator
-from penstock.schema import Arg, OpSchema
+from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch
+from penstock.schema import Arg, ArgError, OpSchema, require_one_of
 
 FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
                    ".webp", ".gif", ".jp2", ".flac", ".ogg", ".wav")
@@ -52,7 +52,14 @@ FILE_SCHEMA = registry.register_schema(OpSchema(
     num_outputs=2,
     input_names=(),
     is_source=True,
+    checks=(require_one_of("file_root", "file_list", "files", what="the files to read"),
+            lambda static, per_sample: _one_list(static)),
 ))
+
+
+def _one_list(static: dict) -> None:
+    if static["file_list"] is not None and static["files"] is not None:
+        raise ArgError("give either 'file_list' or 'files', not both")
 
 
 def list_folder_tree(file_root: str, extensions: tuple[str, ...], case_sensitive: bool) -> tuple[list, list]:
@@ -173,7 +180,7 @@ def read_bytes(path: str) -> np.ndarray:
 
 
 @registry.register("readers.file", "cpu")
-class FileReader(SourceOperator):
+class FileReader(Reader):
     def __init__(self, args, context):
         super().__init__(args, context)
         self.paths, self.labels = self._list_files(args)
@@ -187,8 +194,6 @@ class FileReader(SourceOperator):
     @staticmethod
     def _list_files(args) -> tuple[list, np.ndarray]:
         root, file_list, files = args["file_root"], args["file_list"], args["files"]
-        if sum(value is not None for value in (file_list, files)) > 1:
-            raise ValueError("readers.file: give either file_list or files, not both")
         if files is not None:
             paths = [os.path.join(root, path) if root else path for path in files]
             labels = list(args["labels"]) if args["labels"] is not None else list(range(len(paths)))
@@ -200,8 +205,6 @@ class FileReader(SourceOperator):
             extensions = tuple(args["file_filters"] or FILE_EXTENSIONS)
             extensions = tuple(ext.lstrip("*") for ext in extensions)
             paths, labels = list_folder_tree(root, extensions, args["case_sensitive_filter"])
-        else:
-            raise ValueError("readers.file: give file_root, file_list or files")
         return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
 
     def next_batch(self, iteration: int) -> SourceBatch:
@@ -212,8 +215,8 @@ class FileReader(SourceOperator):
     def load(self, index, sample: SampleContext) -> tuple:
         return read_bytes(self.paths[index]), self.labels[index]
 
-    def output_layout(self, input_layouts):
-        return ("", "")
+    def declare_outputs(self, inputs):
+        return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))
 
     def epoch_size(self) -> int:
         return len(self.paths)

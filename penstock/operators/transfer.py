@@ -1,7 +1,10 @@
-"""Moving data between devices: ``DataNode.gpu()``."""
+"""Moving data between devices: ``DataNode.gpu()`` adds ``_to_gpu`` to the graph."""
 from __future__ import annotations
 
-from penstock import registry
+import numpy as np
+
+from penstock import devices, registry
+from penstock.contract import BatchOperator
 from penstock.schema import OpSchema
 
 registry.register_schema(OpSchema(
@@ -10,3 +13,21 @@ registry.register_schema(OpSchema(
     input_names=("input",)))
 
 
+@registry.register("_to_gpu", "mixed", requires=devices.gpu_problem)
+class ToGpu(BatchOperator):
+    """CPU samples to the GPU: one copy through pinned staging memory for the whole batch."""
+
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._staging = None
+
+    def run_batch(self, inputs, args, batch):
+        from penstock.kernels.pinned import PinnedStaging, upload_arrays
+        samples = [np.ascontiguousarray(sample) for sample in inputs[0]]
+        if not samples:
+            return []
+        if self._staging is None:
+            self._staging = PinnedStaging()
+        if len({(s.shape, s.dtype) for s in samples}) == 1:
+            return list(upload_arrays(self._staging, batch.device, [np.stack(samples)])[0])
+        return upload_arrays(self._staging, batch.device, samples)

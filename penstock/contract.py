@@ -1,0 +1,243 @@
+"""The operator contract: everything the pipeline and the executor know about an operator.
+
+An operator implementation is one class per (operator, device), registered in ``registry``. It is
+built with its validated arguments and a ``BuildContext``, and it is one of three kinds:
+
+- ``SourceOperator`` (readers, external sources, random generators) makes each batch's list of
+  per-sample items in order, on the producer thread (``next_batch``); the heavy part of turning an
+  item into data (reading a file) is ``load``, which runs on the worker threads or processes.
+- ``SampleOperator`` transforms one sample at a time on a worker (``run``), writing into ``out``
+  (a slot of the batch's output buffer) when it is given one.
+- ``BatchOperator`` runs on a whole batch at once on the GPU stage (devices 'mixed' and 'gpu',
+  ``run_batch``); what it returns may be a ``DeferredBatch`` that later operators extend and that
+  runs when a result is needed (the fused image kernel, a decode in flight).
+
+Random values are drawn for the whole batch beforehand (``draw``) from ``random_stream(seed,
+iteration)``, so results do not depend on which thread runs which sample.
+
+Every operator declares what it produces before anything runs (``declare_outputs``: element type,
+number of dimensions, layout and, when its inputs fix it, the shape of every sample), and every
+capability the engine asks about is a member of these classes, with its default here: readers
+(``Reader``: epoch size and metadata), fed sources (``FedSource``), decoders that may decode
+smaller (``decodes_smaller``), operators that resample to a fixed size (``fixed_resample_size``),
+and where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
+``preparation_crosses_processes``). The pipeline and the executor ask nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from penstock.batch import DeferredBatch
+
+__all__ = ["BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
+           "Operator", "OutputSpec", "Reader", "SampleContext", "SampleOperator", "SourceBatch",
+           "SourceOperator", "random_stream"]
+
+
+def random_stream(seed: int, iteration: int) -> np.random.Generator:
+    """The random stream of one operator (``seed``, already derived from the pipeline's) for one
+    iteration: the same numbers whatever thread, process or prefetch depth draws them."""
+    return np.random.Generator(np.random.Philox(key=[seed & (2**64 - 1), iteration]))
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What an implementation knows about the pipeline it belongs to."""
+
+    batch_size: int
+    num_threads: int
+    device_id: int | None
+    seed: int  # this operator's seed, already derived from the pipeline's
+    pipeline: Any = None
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What one output holds for every sample, known before anything runs: the element type
+    (None: not known until data arrives, such as an external source without ``dtype``), the number
+    of dimensions (None: unknown), the layout ('' for none) and the shape of every sample when it
+    does not depend on the data (None otherwise)."""
+
+    dtype: np.dtype | None = None
+    ndim: int | None = None
+    layout: str = ""
+    shape: tuple[int, ...] | None = None
+
+    def but(self, **changes) -> "OutputSpec":
+        return replace(self, **changes)
+
+
+UNKNOWN = OutputSpec()
+
+
+@dataclass
+class EpochInfo:
+    """Where a source's batch stands in its epoch: the first ``valid`` samples are real data of
+    epoch ``epoch``; the rest pad a short last batch. ``last`` marks the epoch's last batch."""
+
+    epoch: int
+    valid: int
+    last: bool
+
+
+@dataclass
+class SourceBatch:
+    """One batch from a source: per-sample items, and epoch bookkeeping when the source has epochs."""
+
+    items: list
+    epoch_info: EpochInfo | None = None
+    source_infos: list[str] | None = None
+
+
+@dataclass
+class SampleContext:
+    """One sample's place in its batch: its index, where it came from (for error messages) and
+    the operator's random draws for it (element ``index`` of what ``draw`` returned)."""
+
+    index: int
+    source_info: str = ""
+    params: Any = None
+
+
+@dataclass
+class BatchContext:
+    """What a batch operator gets besides its inputs: random draws (element i for sample i), the
+    samples' sources for error messages, and the CUDA stream and device its work goes to."""
+
+    params: Any
+    source_infos: list
+    stream: Any
+    device: Any
+
+
+class Operator:
+    """What every implementation has. ``schema`` is set by ``registry.register``."""
+
+    schema = None
+
+    def __init__(self, args: dict, context: BuildContext):
+        self.args = args
+        self.context = context
+
+    @property
+    def name(self) -> str:
+        return self.schema.name
+
+    @property
+    def device(self) -> str:
+        return self.args.get("device", "cpu")
+
+    def declare_outputs(self, inputs: tuple[OutputSpec, ...]) -> tuple[OutputSpec, ...] | OutputSpec:
+        """What each output holds, from what the inputs hold; one spec stands for every output.
+        The default passes the first input's spec through; raise ValueError (naming the operator)
+        for inputs the operator cannot take."""
+        return inputs[0] if inputs else UNKNOWN
+
+    def draw(self, rng: np.random.Generator, count: int) -> Any:
+        """Random parameters for ``count`` samples from this batch's stream; element i reaches
+        sample i (``SampleContext.params``, ``BatchContext.params``). None when it draws nothing."""
+        return None
+
+    @property
+    def engines(self) -> list[str]:
+        """Which engines did its work so far, in words (decoders say CPU or GPU)."""
+        return []
+
+    # ---- what build-time rewrites may ask (see penstock.optimize) ----
+    decodes_smaller = False  # may decode at 1/2, 1/4 or 1/8 scale for a resize that follows
+
+    def decode_smaller_for(self, target: tuple[int, int]) -> None:
+        """Every consumer resamples to at most ``target`` (height, width): decoding at a smaller
+        scale that stays at least that large changes nothing but the resampling tolerance."""
+        raise NotImplementedError(f"{self.name} does not decode smaller")
+
+    def fixed_resample_size(self) -> tuple[int, int] | None:
+        """(height, width) the operator resamples every input to, when that does not depend on
+        the input (a fixed-size resize), else None."""
+        return None
+
+
+class SourceOperator(Operator):
+    fed = False  # a FedSource: its data comes from Pipeline.feed_input
+
+    def next_batch(self, iteration: int) -> SourceBatch:
+        raise NotImplementedError
+
+    def load(self, item, sample: SampleContext) -> tuple:
+        """Turns one item of ``next_batch`` into the operator's outputs (runs on a worker)."""
+        return item
+
+    def reset(self) -> None:
+        """Starts over after the source signalled its end with StopIteration."""
+
+    def shutdown(self) -> None:
+        """Releases anything waiting on the user (fed inputs)."""
+
+
+class Reader(SourceOperator):
+    """A source with a data set of known size, read in epochs (and shards)."""
+
+    def epoch_size(self) -> int:
+        raise NotImplementedError
+
+    def reader_meta(self) -> dict:
+        """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard,
+        shard_size, batches_per_epoch."""
+        raise NotImplementedError
+
+
+class FedSource(SourceOperator):
+    """A source whose data the user feeds, one batch per iteration, through Pipeline.feed_input
+    (when it has no ``source`` of its own: ``fed`` says whether this one is fed)."""
+
+    def feed(self, data, layout: str | None) -> None:
+        """Queues one iteration's data (and the layout it names, if any)."""
+        raise NotImplementedError
+
+    def has_data_for(self, iteration: int) -> bool:
+        """Whether the batch of ``iteration`` (counted over every fed batch) was fed."""
+        raise NotImplementedError
+
+    def feed_end(self) -> None:
+        """No more data comes before reset(): the source ends once what was fed is used."""
+        raise NotImplementedError
+
+
+class SampleOperator(Operator):
+    def output_spec(self, inputs: tuple, args: dict) -> tuple[tuple[int, ...], np.dtype] | None:
+        """(shape, dtype) of the single output for these inputs of one sample, when known before
+        running it; lets the executor hand ``run`` a slot of a preallocated batch buffer as ``out``."""
+        return None
+
+    def run(self, inputs: tuple, args: dict, sample: SampleContext, out: np.ndarray | None = None):
+        """Returns the output (or a tuple of outputs) for one sample; writes into ``out`` if given."""
+        raise NotImplementedError
+
+
+class BatchOperator(Operator):
+    """Runs on a whole batch at once on the executor's GPU stage (devices 'mixed' and 'gpu').
+
+    Inputs arrive as the producing operator left them: a list of numpy arrays for CPU data, a
+    ``GpuBatch``-like list of tensors or a ``DeferredBatch`` for GPU data. ``args`` has one dict per
+    sample (samples with equal per-sample arguments share one dict).
+    """
+
+    # prepare() runs per sample on the CPU workers (when every input is CPU data), and run_batch
+    # gets what it returned instead of the inputs
+    prepares_on_cpu = False
+    # what prepare() returns is plain data that may come back from a worker process
+    preparation_crosses_processes = False
+
+    def prepare(self, inputs: tuple, args: dict, sample: SampleContext):
+        """Per-sample work on the CPU (parsing headers, choosing windows) ahead of run_batch."""
+        raise NotImplementedError
+
+    def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stops what the operator started (threads, native resources): the pipeline's GPU stage
+        has stopped and will not call it again."""

@@ -1,0 +1,85 @@
+"""Numeric rules that every device follows: one function each, used by the CPU operators (numpy),
+the GPU operators (torch) and, through the constants they give, the Triton kernels.
+
+Conversion to an integer type rounds to nearest with halves to even (IEEE 754's default, numpy's
+``rint`` and torch's ``round``: unbiased, so averaging many converted values does not drift) and
+saturates to the type's range; it never wraps. NaN becomes 0. DALI's own CPU and GPU differ here
+(halves away from zero on its CPU, to even on its GPU); penstock's are the same on both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+ROUNDING = "half to even"
+
+
+def integer_bounds(dtype) -> tuple[float, float] | None:
+    """(lowest, highest) an integer type holds, as floats for a kernel's clamp; None for float and
+    bool types, which are not rounded."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        return None
+    info = np.iinfo(dtype)
+    return float(info.min), float(info.max)
+
+
+def _holds(float_type: np.dtype, value: int) -> bool:
+    """Whether the float type represents the integer exactly (float32 rounds 2**31 - 1 up to 2**31)."""
+    return value <= float(np.finfo(float_type).max) and int(float_type.type(value)) == value
+
+
+def saturate(values: np.ndarray, dtype) -> np.ndarray:
+    """``values`` converted to ``dtype``: to an integer type by rounding (halves to even) and
+    clamping to its range; to bool by ``!= 0``; to a float type as numpy converts."""
+    dtype = np.dtype(dtype)
+    values = np.asarray(values)
+    if dtype.kind in "iu" and values.dtype.kind in "iub":
+        info, source = np.iinfo(dtype), np.iinfo(values.dtype) if values.dtype.kind != "b" else np.iinfo(np.uint8)
+        if source.min < info.min or source.max > info.max:  # clamp, never wrap
+            values = np.clip(values, max(info.min, source.min), min(info.max, source.max))
+        return values.astype(dtype, copy=False)
+    if dtype.kind in "iu" and values.dtype.kind == "f":
+        info = np.iinfo(dtype)
+        if not _holds(values.dtype, info.max):
+            values = values.astype(np.float64)
+        rounded = np.nan_to_num(np.rint(values), nan=0.0, posinf=np.inf, neginf=-np.inf)
+        if _holds(values.dtype, info.max):
+            return np.clip(rounded, info.min, info.max).astype(dtype)
+        # not even float64 holds 2**63 - 1: values that reach it would overflow, so they saturate here
+        too_high = rounded >= float(info.max)
+        result = np.clip(np.where(too_high, 0, rounded), info.min, None).astype(dtype)
+        result[too_high] = info.max
+        return result
+    if dtype.kind == "b":
+        return values != 0
+    return values.astype(dtype, copy=False)
+
+
+def saturate_tensor(tensor, dtype):
+    """``saturate`` for a torch tensor and a torch dtype (the same rule, on the tensor's device)."""
+    import torch
+    if dtype == torch.bool:
+        return tensor != 0
+    if dtype.is_floating_point:
+        return tensor.to(dtype)
+    info = torch.iinfo(dtype)
+    if tensor.dtype.is_floating_point:
+        tensor = torch.nan_to_num(torch.round(tensor.double() if info.bits > 16 else tensor), nan=0.0)
+        if info.bits == 64:  # float64 cannot hold the bounds of 64-bit types exactly: compare, then set
+            low, high = tensor <= float(info.min), tensor >= float(info.max)
+            result = tensor.clamp(float(info.min), float(info.max)).to(dtype)
+            return result.masked_fill(low, info.min).masked_fill(high, info.max)
+    return tensor.clamp(info.min, info.max).to(dtype)
+
+
+def normalization_affine(mean, std, scale: float, shift: float, channels: int, op_name: str) -> tuple[tuple, tuple]:
+    """``(x - mean) / std * scale + shift`` as per-channel (multipliers, addends): x * m + a.
+    ``mean`` and ``std`` hold one value or one per channel."""
+    if any(value == 0 for value in std):
+        raise ValueError(f"{op_name}: argument 'std' must not contain 0")
+    for name, values in (("mean", mean), ("std", std)):
+        if len(values) not in (1, channels):
+            raise ValueError(f"{op_name}: argument '{name}' has {len(values)} values for {channels}-channel images")
+    std = np.broadcast_to(np.asarray(std, np.float64), (channels,))
+    mean = np.broadcast_to(np.asarray(mean, np.float64), (channels,))
+    return tuple((scale / std).tolist()), tuple((shift - mean * scale / std).tolist())

@@ -1,0 +1,41 @@
+"""What the GPU image operators share: the batch's deferred ``ImagePlan``.
+
+GPU image operators do not launch work one by one: each extends the batch's plan (window, size,
+flips, per-channel affine map, type, layout), and the plan runs as one Triton kernel launch when a
+result is needed, so crop -> resize -> mirror -> normalize -> cast -> CHW is one pass over the
+pixels. Operators that cannot be folded into the plan materialize it and work on tensors.
+
+PyTorch and the kernels are imported when a GPU operator first runs, not when penstock is imported.
+"""
+from __future__ import annotations
+
+from penstock import types
+from penstock.batch import DeferredBatch
+
+
+def plan_of(value):
+    """The batch as an ImagePlan: the plan itself, or a new plan over its tensors."""
+    from penstock.kernels.image_plan import ImagePlan
+    return value if isinstance(value, ImagePlan) else ImagePlan.of(value)
+
+
+def geometry_plan(value):
+    """A plan that geometry steps (crop, resize) can still be folded into."""
+    from penstock.kernels.image_plan import ImagePlan
+    plan = plan_of(value)
+    if plan.geometry_final:
+        plan = ImagePlan.of(plan.materialize()[0])
+    return plan
+
+
+def tensors_of(value) -> list:
+    """The batch's samples as tensors, running deferred work first."""
+    return value.materialize()[0] if isinstance(value, DeferredBatch) else list(value)
+
+
+def kernel_filter(interp: types.DALIInterpType) -> int:
+    """The resample kernel's filter for an interpolation type (the CPU maps the same types to
+    OpenCV's filters in kernels.cpu_image)."""
+    from penstock.kernels import triton_resample as resample
+    return {types.INTERP_NN: resample.FILTER_NEAREST, types.INTERP_CUBIC: resample.FILTER_CUBIC,
+            types.INTERP_LANCZOS3: resample.FILTER_LANCZOS3}.get(interp, resample.FILTER_LINEAR)

@@ -13,10 +13,18 @@ from penstock import types
 from penstock.batch import DeferredBatch
 
 
+MAX_PLAN_CHANNELS = 4  # the fused kernel keeps one accumulator per channel, four at most
+
+
 def plan_of(value):
-    """The batch as an ImagePlan: the plan itself, or a new plan over its tensors."""
+    """The batch as an ImagePlan: the plan itself, or a new plan over its HWC tensors."""
     from penstock.kernels.image_plan import ImagePlan
-    return value if isinstance(value, ImagePlan) else ImagePlan.of(value)
+    if isinstance(value, ImagePlan):
+        return value
+    if len(value) and (value[0].dim() != 3 or value[0].shape[2] > MAX_PLAN_CHANNELS):
+        raise ValueError(f"GPU image operators take HWC images of 1 to {MAX_PLAN_CHANNELS} channels, got a "
+                         f"sample of shape {tuple(value[0].shape)}")
+    return ImagePlan.of(value)
 
 
 def geometry_plan(value):

@@ -11,7 +11,7 @@ from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
-from penstock.operators.gpu_plan import geometry_plan, plan_of, tensors_of
+from penstock.operators.gpu_plan import MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
@@ -260,7 +260,8 @@ class CastGpu(CastDeclaration, BatchOperator):
         from penstock.kernels.image_plan import ImagePlan
         value = inputs[0]
         target = types.to_torch_dtype(args[0]["dtype"])
-        if isinstance(value, ImagePlan) or (value and value[0].dim() == 3 and not value[0].dtype.is_complex):
+        if isinstance(value, ImagePlan) or (value and value[0].dim() == 3 and value[0].shape[2] <= MAX_PLAN_CHANNELS
+                                            and not value[0].dtype.is_complex):
             plan = plan_of(value)
             if target != torch.bool and (plan.dtype is None or plan.dtype.is_floating_point
                                          or plan.dtype == torch.uint8):

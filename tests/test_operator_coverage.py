@@ -1,0 +1,257 @@
+"""Every operator on every device it has, from the registry: against an independent reference
+(OpenCV, Pillow, numpy, torch) with a stated tolerance, and its GPU form against its CPU form.
+
+``CASES`` holds one case per operator. ``test_every_operator_and_device_has_a_case`` fails when an
+operator (or a device of one) is registered without a case here, so a new operator cannot land
+untested. ``run_case`` runs a case on any device: on the GPU where there is one, else on the
+emulated GPU (CPU tensors, the Triton kernels in Triton's interpreter), switched in-process.
+
+Tolerances, in grey levels unless said otherwise: geometry that only moves pixels is exact;
+resampling filters against Pillow's antialiased ones within a mean of 1 and a maximum of 5 (the
+CPU low-passes with a Gaussian, the GPU kernel uses the exact filter); JPEG decoding against
+Pillow within a mean of 0.5 and a maximum of 4 (two libjpeg-turbo builds, upsampling may differ);
+normalization within float32 rounding. GPU against CPU: within twice the reference's tolerance
+(each is within it, perhaps on opposite sides).
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Callable
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from conftest import CUDA, SEED, assert_close, encode, noise_image, pillow_decode, smooth_image
+from PIL import Image
+
+from penstock import devices, fn, pipeline_def, registry, types
+
+
+@dataclass
+class Case:
+    """How to test one operator. ``samples()`` gives the batch fed to it (numpy arrays; empty for
+    sources); ``build(node, device)`` calls the operator in a pipeline definition (``node`` is the
+    fed batch on the CPU, or None for sources); ``reference(samples, outputs)`` returns the
+    expected outputs (a list of arrays, compared within ``max_abs`` / ``mean_abs`` / ``rtol``) or
+    checks the outputs itself and returns None (random generators: their distribution)."""
+
+    samples: Callable[[], list]
+    build: Callable
+    reference: Callable
+    max_abs: float = 0.0
+    mean_abs: float | None = None
+    rtol: float = 0.0
+
+
+def _on(node, device):
+    """The fed batch where an operator on ``device`` takes it."""
+    return node.gpu() if device == "gpu" else node
+
+
+def image_op(name, **kwargs):
+    """build() of an image operator that takes one image batch."""
+    def build(node, device):
+        operator = fn
+        for part in name.split("."):
+            operator = getattr(operator, part)
+        return operator(_on(node, device), device=device, **kwargs)
+    return build
+
+
+def ragged_images(channels=3, smooth=True):
+    make = smooth_image if smooth else noise_image
+    return [make(23, 31, channels, seed=1), make(40, 27, channels, seed=2), make(17, 17, channels, seed=3)]
+
+
+def pillow_resize(image, size, resample=Image.BILINEAR):
+    planes = [np.asarray(Image.fromarray(image[:, :, c]).resize(size[::-1], resample)) for c in range(image.shape[2])]
+    return np.stack(planes, axis=2)
+
+
+def cv2_rotate(image, angle):
+    """OpenCV's rotation about the centre into the bounding box of the rotated image (a reference
+    written from OpenCV's own getRotationMatrix2D, not penstock's matrix)."""
+    height, width = image.shape[:2]
+    radians = np.radians(angle)
+    out_w = int(np.ceil(width * abs(np.cos(radians)) + height * abs(np.sin(radians)) - 1e-6))
+    out_h = int(np.ceil(width * abs(np.sin(radians)) + height * abs(np.cos(radians)) - 1e-6))
+    out_w += (out_w - width) % 2
+    out_h += (out_h - height) % 2
+    matrix = cv2.getRotationMatrix2D(((width - 1) / 2, (height - 1) / 2), angle, 1.0)
+    matrix[:, 2] += ((out_w - width) / 2, (out_h - height) / 2)
+    return cv2.warpAffine(image, matrix, (out_w, out_h), flags=cv2.INTER_LINEAR, borderValue=(0, 0, 0))
+
+
+def encoded(images, fmt="PNG", **save_args):
+    return [np.frombuffer(encode(image, fmt, **save_args), np.uint8) for image in images]
+
+
+def decoded_originals(samples):
+    return [pillow_decode(sample.tobytes()) for sample in samples]
+
+
+def found_window(output, original):
+    """Whether ``output`` is a window of ``original`` (noise images: the match is exact and unique)."""
+    height, width = output.shape[:2]
+    for top in range(original.shape[0] - height + 1):
+        for left in range(original.shape[1] - width + 1):
+            if np.array_equal(original[top:top + height, left:left + width], output):
+                return True
+    return False
+
+
+def check_random_windows(samples, outputs):
+    for output, original in zip(outputs, decoded_originals(samples)):
+        area = output.shape[0] * output.shape[1] / (original.shape[0] * original.shape[1])
+        assert 0.08 * 0.9 <= area <= 1.0 and found_window(output, original), output.shape
+
+
+def check_distribution(low, high, mean, std, tolerance):
+    def check(samples, outputs):
+        values = np.concatenate([np.ravel(output) for output in outputs]).astype(np.float64)
+        assert values.min() >= low and values.max() <= high
+        assert abs(values.mean() - mean) <= tolerance and abs(values.std() - std) <= tolerance
+    return check
+
+
+def anchor(size, crop, position):
+    return int(np.floor(position * (size - crop) + 0.5))  # DALI's rounding of the window's start
+
+
+FEED = [np.arange(12, dtype=np.float32).reshape(3, 4) + i for i in range(5)]
+MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)
+
+CASES: dict[str, Case] = {
+    "resize": Case(ragged_images, image_op("resize", size=(12, 14)),
+                   lambda samples, _: [pillow_resize(s, (12, 14)) for s in samples], max_abs=5, mean_abs=1.0),
+    "crop": Case(lambda: ragged_images(smooth=False), image_op("crop", crop=(15, 12), crop_pos_x=0.3),
+                 lambda samples, _: [s[anchor(s.shape[0], 15, 0.5):][:15, anchor(s.shape[1], 12, 0.3):][:, :12]
+                                     for s in samples]),
+    "flip": Case(lambda: ragged_images(smooth=False), image_op("flip", horizontal=1, vertical=1),
+                 lambda samples, _: [cv2.flip(s, -1) for s in samples]),
+    "transpose": Case(lambda: ragged_images(smooth=False), image_op("transpose", perm=(2, 0, 1)),
+                      lambda samples, _: [torch.from_numpy(s).permute(2, 0, 1).numpy() for s in samples]),
+    "rotate": Case(ragged_images, image_op("rotate", angle=30.0),
+                   lambda samples, _: [cv2_rotate(s, 30.0) for s in samples], max_abs=60, mean_abs=1.5),
+    "crop_mirror_normalize": Case(
+        ragged_images, image_op("crop_mirror_normalize", crop=(16, 16), mirror=1, mean=MEAN, std=STD),
+        lambda samples, _: [((s[anchor(s.shape[0], 16, 0.5):][:16, anchor(s.shape[1], 16, 0.5):][:, :16][:, ::-1]
+                              - np.float32(MEAN)) / np.float32(STD)).transpose(2, 0, 1) for s in samples],
+        max_abs=1e-5, rtol=1e-5),
+    "normalize": Case(ragged_images, image_op("normalize", axes=(0, 1)),
+                      lambda samples, _: [(s - s.mean((0, 1))) / s.std((0, 1)) for s in
+                                          (x.astype(np.float64) for x in samples)], max_abs=1e-4),
+    "cast": Case(lambda: [np.array([[[0.5, 1.5, 2.5]], [[-0.5, 254.5, 300.0]]], np.float32)],
+                 image_op("cast", dtype=types.UINT8),
+                 lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
+    "decoders.image": Case(lambda: encoded(ragged_images(), "JPEG", quality=90), image_op("decoders.image"),
+                           lambda samples, _: decoded_originals(samples), max_abs=4, mean_abs=0.5),
+    "decoders.image_random_crop": Case(lambda: encoded(ragged_images(smooth=False)),
+                                       image_op("decoders.image_random_crop"), check_random_windows),
+    "decoders.image_crop": Case(lambda: encoded(ragged_images(smooth=False)),
+                                image_op("decoders.image_crop", crop=(16, 14), crop_pos_y=0.2),
+                                lambda samples, _: [s[anchor(s.shape[0], 16, 0.2):][:16, anchor(s.shape[1], 14, 0.5):]
+                                                    [:, :14] for s in decoded_originals(samples)]),
+    "decoders.image_slice": Case(lambda: encoded(ragged_images(smooth=False)),
+                                 image_op("decoders.image_slice", start=(2, 3), shape=(10, 9)),
+                                 lambda samples, _: [s[2:12, 3:12] for s in decoded_originals(samples)]),
+    "external_source": Case(lambda: FEED, lambda node, device: node, lambda samples, _: samples),
+    "_to_gpu": Case(lambda: FEED, lambda node, device: node.gpu(), lambda samples, _: samples),
+    "random.coin_flip": Case(list, lambda node, device: fn.random.coin_flip(probability=0.3, shape=(64,)),
+                             check_distribution(0, 1, 0.3, np.sqrt(0.3 * 0.7), 0.05)),
+    "random.uniform": Case(list, lambda node, device: fn.random.uniform(range=(2.0, 4.0), shape=(64,)),
+                           check_distribution(2.0, 4.0, 3.0, 2 / np.sqrt(12), 0.05)),
+    "random.normal": Case(list, lambda node, device: fn.random.normal(mean=1.0, stddev=2.0, shape=(64,)),
+                          check_distribution(-20, 20, 1.0, 2.0, 0.15)),
+}
+
+
+def _file_reader_case(tmp_path_factory) -> Case:
+    root = tmp_path_factory.mktemp("reader")
+    contents = {}
+    for index in range(5):
+        folder = root / f"class_{index % 2}"
+        folder.mkdir(exist_ok=True)
+        data = encode(noise_image(5 + index, 6, seed=index), "PNG")
+        (folder / f"{index}.png").write_bytes(data)
+        contents[data] = index % 2
+
+    def reference(samples, outputs):  # what Python's open() reads, with the folder's class
+        for data, label in zip(*outputs):
+            assert contents[bytes(data)] == int(label[0])
+    return Case(list, lambda node, device: fn.readers.file(file_root=str(root)), reference)
+
+
+def run_case(case: Case, device: str) -> tuple[list, list]:
+    """(samples fed, outputs as numpy arrays: a list, or a list per output) of one case."""
+    samples = case.samples()
+    batch_size = len(samples) or 5
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED)
+    def pipeline():
+        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC") if samples else None
+        return case.build(node, device)
+
+    emulated = device != "cpu" and not CUDA
+    with devices.emulated_gpu(emulated):
+        pipe = pipeline()
+        try:
+            outputs = pipe.run()
+        finally:
+            pipe.close()
+    arrays = [[np.asarray(sample) for sample in batch.as_cpu()] for batch in outputs]
+    return samples, arrays[0] if len(arrays) == 1 else arrays
+
+
+def _compare(case: Case, outputs, expected, where: str) -> None:
+    assert len(outputs) == len(expected), where
+    for index, (output, want) in enumerate(zip(outputs, expected)):
+        assert_close(output, np.asarray(want), case.max_abs, case.mean_abs, case.rtol, where=f"{where}, sample {index}")
+
+
+PAIRS = sorted(registry.implementations())
+
+
+def test_every_operator_and_device_has_a_case():
+    missing = sorted({name for name, _ in PAIRS} - set(CASES) - {"readers.file"})
+    assert not missing, f"operators without a case in {__file__}: {missing}"
+
+
+@pytest.mark.parametrize("name, device", PAIRS, ids=[f"{name}-{device}" for name, device in PAIRS])
+def test_operator_matches_its_reference(name, device, tmp_path_factory):
+    case = _file_reader_case(tmp_path_factory) if name == "readers.file" else CASES[name]
+    samples, outputs = run_case(case, device)
+    expected = case.reference(samples, outputs)
+    if expected is not None:
+        _compare(case, outputs, expected, f"{name} on {device}")
+
+
+GPU_PAIRS = [(name, device) for name, device in PAIRS if device != "cpu" and (name, "cpu") in PAIRS]
+
+
+@pytest.mark.parametrize("name, device", GPU_PAIRS, ids=[f"{name}-{device}" for name, device in GPU_PAIRS])
+def test_gpu_form_matches_the_cpu_form(name, device):
+    case = CASES[name]
+    _, on_gpu = run_case(case, device)
+    _, on_cpu = run_case(case, "cpu")
+    for index, (gpu_output, cpu_output) in enumerate(zip(on_gpu, on_cpu)):
+        assert gpu_output.dtype == cpu_output.dtype, f"{name}: sample {index}"
+        # each within the reference's tolerance, perhaps on opposite sides of it
+        assert_close(gpu_output, cpu_output, 2 * case.max_abs, case.mean_abs and 2 * case.mean_abs, 2 * case.rtol,
+                     where=f"{name} gpu vs cpu, sample {index}")
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_cast_rounds_halves_to_even_and_saturates_on_every_device(device):
+    values = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, 254.5, 255.5, 300.0, -3.0, np.nan]], np.float32)[:, :, None]
+    case = Case(lambda: [values], image_op("cast", dtype=types.UINT8), None)
+    _, [output] = run_case(case, device)
+    np.testing.assert_array_equal(output[0, :, 0], [0, 2, 2, 0, 0, 254, 255, 255, 0, 0])
+    case = Case(lambda: [values], image_op("cast", dtype=types.INT8), None)
+    _, [output] = run_case(case, device)
+    np.testing.assert_array_equal(output[0, :, 0], [0, 2, 2, 0, -2, 127, 127, 127, -3, 0])
+    case = Case(lambda: [values.reshape(1, 1, 10)], image_op("cast", dtype=types.UINT8), None)  # 10 channels
+    _, [output] = run_case(case, device)
+    np.testing.assert_array_equal(output[0, 0], [0, 2, 2, 0, 0, 254, 255, 255, 0, 0])

@@ -39,9 +39,33 @@ def make_namespaces(root: pytypes.ModuleType, members: dict) -> None:
         setattr(namespace, leaf, member)
 
 
+IGNORED = "Accepted for DALI compatibility"  # how an argument's doc starts when penstock ignores it
+
+
+def ignored_arguments_markdown() -> str:
+    """The table of arguments penstock accepts from DALI programs and ignores (docs/dali.md), from
+    the schemas: each argument whose doc says so, with the operators that take it."""
+    from penstock import operators  # noqa: F401  (registers every operator)
+    from penstock import registry
+    takers: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
+    for name, schema in sorted(registry.schemas().items()):
+        for arg in schema.unique_args():
+            if arg.doc.startswith(IGNORED) and not name.startswith("_"):
+                takers.setdefault(arg.name, []).append(name)
+                reason = arg.doc[len(IGNORED):].lstrip(" .;:")
+                reasons.setdefault(arg.name, f"ignored: {reason}" if reason else "ignored")
+    lines = ["| argument | operators | in penstock |", "|---|---|---|"]
+    for arg_name, names in sorted(takers.items()):
+        where = "every operator" if len(names) == len([n for n in registry.schemas() if not n.startswith("_")]) \
+            else ", ".join(f"`{n}`" for n in names)
+        lines.append(f"| `{arg_name}` | {where} | {reasons[arg_name]} |")
+    return "\n".join(lines) + "\n"
+
+
 def reference_markdown() -> str:
     """The operator reference, from the schemas: what ``penstock docs`` prints (docs/operators.md)."""
-    from penstock import ops  # noqa: F401  (registers every operator)
+    from penstock import operators  # noqa: F401  (registers every operator)
     from penstock import registry
     from penstock.schema import COMMON_ARGS, devices_line
 

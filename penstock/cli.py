@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", help="also write the results as JSON here")
 
     commands.add_parser("info", help="versions, and which devices and codecs are available")
-    commands.add_parser("docs", help="print the operator reference (Markdown), generated from the schemas")
+    docs = commands.add_parser("docs", help="print the operator reference (Markdown), generated from the schemas")
+    docs.add_argument("--ignored", action="store_true", help="print the table of arguments accepted from DALI "
+                                                             "programs and ignored (docs/dali.md) instead")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -61,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "docs":
-        from penstock.api import reference_markdown
-        sys.stdout.write(reference_markdown())
+        from penstock.api import ignored_arguments_markdown, reference_markdown
+        sys.stdout.write(ignored_arguments_markdown() if args.ignored else reference_markdown())
         return 0
     return 2
 

@@ -16,6 +16,7 @@ from penstock.batch import Batch
 from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
 from penstock.executor import Executor, IterationResult, Step
 from penstock.graph import DataNode, Graph
+from penstock.kernels import cpu_image
 
 
 class Pipeline:
@@ -74,6 +75,7 @@ class Pipeline:
         self._fed_runs = 0  # runs that used a fed batch (of every feed_input source)
         self._last_result: IterationResult | None = None
         self._build_lock = threading.Lock()
+        self._claims_opencv = False
 
     # ---- definition --------------------------------------------------------------------------
     def __enter__(self) -> "Pipeline":
@@ -113,6 +115,8 @@ class Pipeline:
                     outputs = self.define_graph()
                 self.set_outputs(*_flatten_outputs((outputs,)))
             self._executor = self._make_executor()
+            cpu_image.claim_opencv()
+            self._claims_opencv = True
 
     def _make_executor(self) -> Executor:
         nodes = self._graph.needed_nodes(self._outputs)
@@ -296,11 +300,13 @@ class Pipeline:
         """Stops the background threads. The pipeline cannot run afterwards."""
         if self._executor is not None:
             self._executor.shutdown()
+        if self._claims_opencv:
+            self._claims_opencv = False
+            cpu_image.release_opencv()
 
     def __del__(self):
-        executor = getattr(self, "_executor", None)
-        if executor is not None:
-            executor.shutdown()
+        if getattr(self, "_build_lock", None) is not None:  # __init__ ran to the end
+            self.close()
 
     # ---- properties -----------------------------------------------------------------------
     @property

@@ -15,12 +15,6 @@ import simplejpeg
 from penstock.kernels import turbojpeg3
 from penstock.types import DALIImageType
 
-try:
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # bad files raise; no stderr noise
-except AttributeError:
-    pass
-cv2.setNumThreads(1)  # each worker thread decodes one image; OpenCV's own threads would oversubscribe
-
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _MAGIC = (
     (_JPEG_MAGIC, "jpeg"),

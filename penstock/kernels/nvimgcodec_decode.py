@@ -98,7 +98,7 @@ class GpuImageDecoder:
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
-                 batch_size_hint: int = 0, backends: list[tuple[int, float]] | None = None):
+                 batch_size_hint: int = 0):
         self._library = lib = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
@@ -109,11 +109,10 @@ class GpuImageDecoder:
                                extension_modules_path=lib.extensions)
         lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
                   "nvimgcodecInstanceCreate")
-        self._hardware = self._hardware_decoder(device_id, output_type, hw_decoder_load, batch_size_hint) \
-            if backends is None else None
+        self._hardware = self._hardware_decoder(device_id, output_type, hw_decoder_load, batch_size_hint)
         self._hardware_load = hw_decoder_load
-        if backends is None:  # the hardware decoders' share goes to nvJPEG directly, when they are there
-            backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
+        # the hardware decoders' share goes to nvJPEG directly, when they are there
+        backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
         self._backends = (capi.Backend * len(backends))(*[
             capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
                                                               load_hint_policy=capi.LOAD_HINT_FIXED))

@@ -40,6 +40,8 @@ class GenericIterator:
     ``size`` (samples per epoch, summed over the pipelines), else from the pipeline's sources ending
     (StopIteration). ``last_batch_policy`` decides the short last batch; every sample of the epoch
     is delivered exactly once (FILL adds padding, DROP leaves the short batch out).
+    ``last_batch_padded`` is accepted from DALI programs and changes nothing: the readers count
+    their padding, and the iterator uses that count (docs/dali.md).
     """
 
     def __init__(self, pipelines: Pipeline | Sequence[Pipeline], output_map: Sequence[str], size: int = -1,
@@ -58,7 +60,6 @@ class GenericIterator:
             last_batch_policy = LastBatchPolicy[last_batch_policy.upper()]
         self._policy = last_batch_policy
         self._auto_reset = auto_reset in (True, "yes")
-        self._last_batch_padded = last_batch_padded
         self._size = size
         self._reader_name = reader_name
         if size > 0 and reader_name is not None:

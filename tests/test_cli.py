@@ -19,10 +19,20 @@ def test_demo_runs_an_epoch_and_writes_the_grid(tmp_path, capsys):
 
 
 def test_bench_prints_a_table(tmp_path, capsys):
-    assert main(["bench", "--images", "16", "--batch-size", "4", "--threads", "2", "--batches", "1",
-                 "--peers", "none", "--pipelines", "val", "--work-dir", str(tmp_path)]) == 0
+    assert main(["bench", "--device", "cpu", "--images", "16", "--batch-size", "4", "--threads", "2",
+                 "--batches", "1", "--peers", "none", "--pipelines", "val", "--work-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "| val | penstock (cpu) |" in printed and "worker processes" in printed
+
+
+def test_bench_on_the_gpu_prints_the_gpu_table(tmp_path, capsys):
+    import pytest
+    from conftest import CUDA
+    if not CUDA:
+        pytest.skip("needs a CUDA GPU (the machine without one is checked below)")
+    assert main(["bench", "--device", "gpu", "--images", "16", "--batch-size", "4", "--threads", "2",
+                 "--batches", "1", "--peers", "none", "--pipelines", "val", "--work-dir", str(tmp_path)]) == 0
+    assert "| val | penstock (gpu) |" in capsys.readouterr().out
 
 
 def test_info_and_docs(capsys):

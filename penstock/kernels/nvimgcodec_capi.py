@@ -12,8 +12,11 @@ tests/test_nvimgcodec_capi.py checks every size and field offset against that he
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
+import shutil
+import tempfile
 from ctypes import POINTER, Structure, Union, c_char, c_char_p, c_float, c_int, c_size_t, c_uint8, c_uint32, c_void_p
 
 MAX_CODEC_NAME_SIZE = 256
@@ -152,6 +155,23 @@ def load_twice(path: str, signatures: dict) -> tuple:
     return quick, slow
 
 
+def _jpeg_extensions(folder: str) -> str:
+    """A folder with only the extension penstock decodes with (nvJPEG's: hardware, CUDA and hybrid
+    JPEG backends): nvImageCodec loads every extension of the folder it is given, and those whose
+    libraries are not installed (JPEG 2000, TIFF) print errors each time a decoder is made. The
+    folder is made once per process and removed at exit; without an nvJPEG extension, the whole
+    folder is used."""
+    names = [name for name in os.listdir(folder) if "nvjpeg" in name and "nvjpeg2k" not in name] \
+        if os.path.isdir(folder) else []
+    if not names:
+        return folder
+    chosen = tempfile.mkdtemp(prefix="penstock-nvimgcodec-")
+    atexit.register(shutil.rmtree, chosen, ignore_errors=True)
+    for name in names:
+        os.symlink(os.path.join(folder, name), os.path.join(chosen, name))
+    return chosen
+
+
 class Library:
     """The loaded library: ``quick`` calls keep the interpreter lock (microseconds of work),
     ``slow`` calls release it (the decode, and waiting for it)."""
@@ -160,7 +180,7 @@ class Library:
         import nvidia.nvimgcodec as module  # loads the library and the nvJPEG it needs
         directory = os.path.dirname(module.__file__)
         path = os.path.join(directory, "libnvimgcodec.so.0")
-        self.extensions = os.path.join(directory, "extensions").encode()
+        self.extensions = _jpeg_extensions(os.path.join(directory, "extensions")).encode()
         self.quick, self.slow = load_twice(path, _SIGNATURES)
         properties = new(Properties)
         self.check(self.quick.nvimgcodecGetProperties(ctypes.byref(properties)), "nvimgcodecGetProperties")

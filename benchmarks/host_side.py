@@ -64,7 +64,7 @@ def run_batch(self, inputs, args, batch):
     items = inputs[0]
     shapes, offsets, total = [], [], 0
     for item in items:
-        window, height, width = item[1], item[2], item[3]
+        window, height, width = item.window, item.height, item.width
         if window is not None:
             height, width = window[2], window[3]
         shapes.append((height, width, 3))

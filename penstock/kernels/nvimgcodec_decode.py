@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
 import queue
 import threading
 import time
@@ -42,13 +43,19 @@ def library() -> capi.Library:
 
 
 class EncodedImage(tuple):
-    """EncodedImage((data, window or None, height, width, hardware)): what the CPU workers hand the
-    GPU decoder for one image: its encoded bytes (1-D), or, for a format the GPU decoders do not
-    take, the image already decoded on the worker (HWC uint8, window None); ``hardware``: a JPEG
-    the hardware decoders take. Plain data, so that it can come from a worker process (a tuple
-    without a __new__ of its own unpickles without running Python code)."""
+    """EncodedImage((data, window, height, width, hardware)): what the CPU workers hand the GPU
+    decoder for one image. ``data``: its encoded bytes (1-D), or, for a format the GPU decoders do
+    not take, the image already decoded on the worker (HWC uint8, window None); ``window``: (top,
+    left, height, width) to decode, or None for the whole image; ``height``, ``width``: the whole
+    image's size; ``hardware``: a JPEG the hardware decoders take. A tuple without a __new__ of its
+    own, so that it comes back from a worker process without running Python code per image."""
 
     __slots__ = ()
+    data = property(operator.itemgetter(0))
+    window = property(operator.itemgetter(1))
+    height = property(operator.itemgetter(2))
+    width = property(operator.itemgetter(3))
+    hardware = property(operator.itemgetter(4))
 
 
 def _address(data) -> int:
@@ -171,7 +178,7 @@ class GpuImageDecoder:
         channels = self._channels
         shapes, offsets, total = [], [], 0
         for item in items:
-            window, height, width = item[1], item[2], item[3]
+            window, height, width = item.window, item.height, item.width
             if window is not None:
                 height, width = window[2], window[3]
             shapes.append((height, width, channels))
@@ -180,7 +187,7 @@ class GpuImageDecoder:
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
         pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe)
-        on_gpu = [index for index, item in enumerate(items) if item[0].ndim == 1 and image_codecs.is_jpeg(item[0])]
+        on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1 and image_codecs.is_jpeg(item.data)]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:
@@ -198,7 +205,7 @@ class GpuImageDecoder:
         create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
         decoding = pending.decoding
         for index in on_gpu:
-            data, window = items[index][0], items[index][1]
+            data, window = items[index].data, items[index].window
             height, width, _ = shapes[index]
             position = len(decoding)
             slot = position * 8  # byte offset of this image's handles in the arrays
@@ -233,16 +240,16 @@ class GpuImageDecoder:
                            offsets: list, base: int) -> list:
         """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
         share = math.ceil(len(on_gpu) * self._hardware_load)
-        chosen = [index for index in on_gpu if items[index][4]][:share]
+        chosen = [index for index in on_gpu if items[index].hardware][:share]
         if not chosen:
             return on_gpu
-        addresses = [_address(items[index][0]) for index in chosen]
-        lengths = [items[index][0].nbytes for index in chosen]
+        addresses = [_address(items[index].data) for index in chosen]
+        lengths = [items[index].data.nbytes for index in chosen]
         outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
         row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
         pending.hardware = chosen
         pending.hardware_batch = self._hardware.describe(addresses, lengths, outputs, row_bytes,
-                                                         [items[index][1] for index in chosen])
+                                                         [items[index].window for index in chosen])
         taken = set(chosen)
         return [index for index in on_gpu if index not in taken]
 
@@ -373,7 +380,7 @@ class PendingDecode:
     def upload_decoded(self) -> None:
         """Queues the upload of the images the CPU workers decoded, while the decoders work (this
         thread would otherwise only wait for them)."""
-        indices = [index for index, item in enumerate(self._items) if item[0].ndim == 3]
+        indices = [index for index, item in enumerate(self._items) if item.data.ndim == 3]
         if indices:
             self._decode_on_cpu(self._items, indices)
             self.uploaded = indices
@@ -452,7 +459,7 @@ class PendingDecode:
         decoder = self._decoder
         arrays = []
         for index in indices:
-            data, window = items[index][0], items[index][1]
+            data, window = items[index].data, items[index].window
             if data.ndim == 3:  # decoded on a CPU worker already
                 arrays.append(data)
                 continue

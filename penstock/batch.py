@@ -101,6 +101,8 @@ def not_dense_error(shapes: set) -> ValueError:
 class Batch:
     """A batch of samples on the CPU, as ``pipe.run()`` returns it."""
 
+    device = "cpu"
+
     def __init__(self, samples: Sequence[np.ndarray], layout: str = "", dense: np.ndarray | None = None):
         self._samples = list(samples)
         self._layout = layout

@@ -176,7 +176,7 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
         expected = str(low) if low == high else f"{low} to {high}"
         raise TypeError(f"{schema.name}: expected {expected} input(s), got {len(inputs)}")
     for position, node in enumerate(inputs):
-        if not getattr(node, "_is_penstock_data_node", False):
+        if not isinstance(node, DataNode):
             raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), "
                             f"got {type(node).__name__}")
     device = static["device"]

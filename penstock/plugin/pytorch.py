@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from penstock.batch import Batch
+from penstock.batch import Batch, GpuBatch
 from penstock.pipeline import Pipeline
 
 
@@ -23,9 +23,9 @@ class LastBatchPolicy(enum.Enum):
     PARTIAL = "partial"
 
 
-def to_torch(batch: Batch) -> torch.Tensor:
+def to_torch(batch: Batch | GpuBatch) -> torch.Tensor:
     """A dense batch as a tensor sharing its memory (CPU numpy via from_numpy, GPU via DLPack)."""
-    if getattr(batch, "device", "cpu") == "gpu":
+    if isinstance(batch, GpuBatch):
         return torch.from_dlpack(batch)
     array = batch.as_array()
     if not array.flags.writeable:

@@ -1,0 +1,45 @@
+"""docs/architecture.md's worked example of adding an operator runs as written: the operator
+registers, passes its case on both devices, and its GPU form matches its CPU form."""
+import pathlib
+import re
+
+import numpy as np
+import pytest
+from conftest import assert_close
+from test_operator_coverage import Case, image_op, ragged_images, run_case
+
+from penstock import registry
+
+DOC = pathlib.Path(__file__).parent.parent / "docs" / "architecture.md"
+
+
+@pytest.fixture
+def scratch_registry():
+    """The registry as it was, after the test registered its operator."""
+    schemas, implementations, requirements = (dict(registry._SCHEMAS), dict(registry._IMPLEMENTATIONS),
+                                              dict(registry._REQUIREMENTS))
+    yield
+    for table, saved in ((registry._SCHEMAS, schemas), (registry._IMPLEMENTATIONS, implementations),
+                         (registry._REQUIREMENTS, requirements)):
+        table.clear()
+        table.update(saved)
+
+
+def test_the_worked_example_adds_an_operator_on_both_devices(scratch_registry):
+    operator_code, case_code = re.findall(r"```python\n(.*?)```", DOC.read_text().split("## Adding an operator")[1],
+                                          re.S)
+    exec(compile(operator_code, str(DOC), "exec"), {})
+    assert registry.devices("invert") == ["cpu", "gpu"]
+    from penstock import fn  # fn's functions are made when penstock is imported: make invert's here
+    from penstock.fn import _make_function
+    fn.invert = _make_function(registry.get_schema("invert"))
+    try:
+        case = eval(case_code.strip().split(": ", 1)[1].rstrip(","), {"Case": Case, "image_op": image_op,
+                                                                      "ragged_images": ragged_images})
+        outputs = {}
+        for device in ("cpu", "gpu"):
+            samples, outputs[device] = run_case(case, device)
+            for output, expected in zip(outputs[device], case.reference(samples, None)):
+                assert_close(output, np.asarray(expected), where=f"invert on {device}")
+    finally:
+        del fn.invert

@@ -33,7 +33,8 @@ print(json.dumps({"before": before, "after_import": after_import, "while_running
 
 def test_import_changes_no_setting_of_another_library():
     result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])})
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["after_import"] == report["before"], report

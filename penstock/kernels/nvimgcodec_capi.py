@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -177,9 +178,15 @@ class Library:
     ``slow`` calls release it (the decode, and waiting for it)."""
 
     def __init__(self):
-        import nvidia.nvimgcodec as module  # loads the library and the nvJPEG it needs
-        directory = os.path.dirname(module.__file__)
+        # the wheel's folder, found without importing its Python module: importing it loads every
+        # extension, and those whose libraries are missing print errors
+        spec = importlib.util.find_spec("nvidia.nvimgcodec")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("nvImageCodec is not installed (nvidia-nvimgcodec-cu13)")
+        directory = spec.submodule_search_locations[0]
         path = os.path.join(directory, "libnvimgcodec.so.0")
+        from penstock.kernels.nvjpeg_hardware import load_nvjpeg_globally
+        load_nvjpeg_globally()  # the JPEG extension finds nvJPEG by name, wherever it was loaded from
         self.extensions = _jpeg_extensions(os.path.join(directory, "extensions")).encode()
         self.quick, self.slow = load_twice(path, _SIGNATURES)
         properties = new(Properties)

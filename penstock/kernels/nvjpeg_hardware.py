@@ -52,6 +52,15 @@ _SIGNATURES = {
 }
 
 
+def load_nvjpeg_globally() -> None:
+    """Loads nvJPEG with its symbols visible to libraries loaded later (nvImageCodec's JPEG
+    extension, which looks for it by name); a missing nvJPEG is left for them to report."""
+    try:
+        ctypes.CDLL(_library_path(), mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass
+
+
 def _library_path() -> str:
     """libnvjpeg from the nvidia-nvjpeg wheel (or an older CUDA's), else the system's."""
     try:

@@ -21,12 +21,13 @@ capability the engine asks about is a member of these classes, with its default 
 (``Reader``: epoch size and metadata), fed sources (``FedSource``), decoders that may decode
 smaller (``decodes_smaller``), operators that resample to a fixed size (``fixed_resample_size``),
 and where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
-``preparation_crosses_processes``). The pipeline and the executor ask nothing else.
+``preparation_crosses_processes``), and which blocking calls it hands to threads of the executor
+(``lanes``). The pipeline and the executor ask nothing else.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -102,15 +103,23 @@ class SampleContext:
     params: Any = None
 
 
+def run_now(lane: str, call: Callable[[], None]) -> None:
+    """Runs a lane's call at once, in the calling thread (where no executor runs the lanes)."""
+    call()
+
+
 @dataclass
 class BatchContext:
     """What a batch operator gets besides its inputs: random draws (element i for sample i), the
-    samples' sources for error messages, and the CUDA stream and device its work goes to."""
+    samples' sources for error messages, the CUDA stream and device its work goes to, and
+    ``run_call(lane, call)``, which hands a blocking call to the executor's thread for that lane
+    (one of the operator's ``lanes``)."""
 
     params: Any
     source_infos: list
     stream: Any
     device: Any
+    run_call: Callable[[str, Callable[[], None]], None] = run_now
 
 
 class Operator:
@@ -230,6 +239,11 @@ class BatchOperator(Operator):
     prepares_on_cpu = False
     # what prepare() returns is plain data that may come back from a worker process
     preparation_crosses_processes = False
+    # names of the operator's lanes: each is a thread of the executor's decode stage that runs
+    # the blocking calls run_batch hands to BatchContext.run_call (in order, one at a time), so
+    # that the GPU stage goes on with other batches while they work. A call reports its own
+    # errors to the batch that waits for it.
+    lanes: tuple[str, ...] = ()
 
     def prepare(self, inputs: tuple, args: dict, sample: SampleContext):
         """Per-sample work on the CPU (parsing headers, choosing windows) ahead of run_batch."""

@@ -203,3 +203,9 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():
     _check_against_cpu([items[0], *items[2:]], [pending.images[0], *pending.images[2:]])
     assert decoder.decoded_on_cpu == 1 and decoder.decoded_on_gpu == 3
     decoder.close()
+
+
+def test_the_mixed_decoders_declare_the_lanes_their_engine_uses():
+    from penstock.kernels.nvimgcodec_decode import LANES
+    from penstock.operators.decoders import MixedDecoder
+    assert MixedDecoder.lanes == LANES

@@ -7,9 +7,9 @@ JPEG they refuse) are decoded on the CPU and uploaded.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import operator
-import queue
 import threading
 import time
 
@@ -98,10 +98,22 @@ class _Handles:
         self.capacity = 0
 
 
+HARDWARE_LANE, CUDA_LANE = "nvJPEG hardware decode", "nvImageCodec decode"
+LANES = (HARDWARE_LANE, CUDA_LANE)
+
+
+def run_now(lane: str, call) -> None:
+    """A ``run_call`` that makes the decode call in the calling thread."""
+    call()
+
+
 class GpuImageDecoder:
-    """One nvImageCodec decoder for one pipeline; call from one thread. Batches overlap: ``submit``
-    describes a batch to nvImageCodec and queues it for the decoder's own thread, which makes the
-    (blocking, lock-free) decode call; the caller goes on with other work and ``wait``s for it later.
+    """The GPU decoders of one pipeline; ``submit`` from one thread. ``submit`` describes a batch to
+    the decoders and hands their blocking decode calls (which release the interpreter lock) to
+    ``run_call(lane, call)``: the executor's decode stage runs each lane's calls one after another
+    on a thread of its own (LANES: the hardware decoders' share of one batch and the CUDA
+    decoders' share of another, or the same, decode at once), and the caller goes on with other
+    work and ``wait``s for the batch later. The decoder itself starts no thread.
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
@@ -142,19 +154,13 @@ class GpuImageDecoder:
         self._plane, self._region_start, self._region_end = plane, self._view.region.start, self._view.region.end
         self._staging = PinnedStaging()
         self._free_handles: list[_Handles] = []
-        self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        # two threads make the calls: the hardware decoders' share of one batch and the CUDA
-        # decoders' share of another (or the same) decode at once. Two calls to the same decoder
-        # at once were slower than one after the other (25,500 against 29,800 windows/s on an
-        # H200): each decoder takes one call at a time.
-        self._hardware_lock = threading.Lock()
-        self._nvimgcodec_lock = threading.Lock()
+        # each decoder takes one call at a time (its lane): two calls to the same decoder at once
+        # were slower than one after the other (25,500 against 29,800 windows/s on an H200)
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.refused_by_hardware = 0  # images of batches nvJPEG's hardware backend refused
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
-                        "decode call (decoder thread)": 0.0}
+                        "decode call (decode stage)": 0.0}
 
     @staticmethod
     def _hardware_decoder(device_id: int, output_type: DALIImageType, load: float, batch_size_hint: int):
@@ -169,10 +175,12 @@ class GpuImageDecoder:
         except (OSError, RuntimeError):
             return None
 
-    def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}") -> "PendingDecode":
+    def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}",
+               run_call=run_now) -> "PendingDecode":
         """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (a
         PackedBatch of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
-        are to be read (by work queued on ``cuda_stream``) once its wait() returned."""
+        are to be read (by work queued on ``cuda_stream``) once its wait() returned. The decode
+        calls go to ``run_call(lane, call)`` (see the class)."""
         quick = self._library.quick
         started = time.perf_counter()
         channels = self._channels
@@ -186,7 +194,7 @@ class GpuImageDecoder:
             total += -(-height * width * channels // _ALIGN) * _ALIGN
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
-        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe)
+        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe, run_call)
         on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1 and image_codecs.is_jpeg(item.data)]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
@@ -224,12 +232,12 @@ class GpuImageDecoder:
                 continue
             decoding.append(index)  # its handles stay at this position
             if position & 31 == 31:
-                time.sleep(0)  # lets the decoder thread (and the workers' dispatcher) take the lock now
+                time.sleep(0)  # lets the decode stage (and the workers' dispatcher) take the lock now
         pending.handles = handles
         return self._start(pending, started)
 
     def _start(self, pending: "PendingDecode", started: float) -> "PendingDecode":
-        """Queues the described batch for the decoder threads, then uploads what the CPU workers
+        """Hands the described batch to the decode stage, then uploads what the CPU workers
         decoded while they work."""
         self._queue(pending)
         pending.upload_decoded()
@@ -254,15 +262,47 @@ class GpuImageDecoder:
         return [index for index in on_gpu if index not in taken]
 
     def _queue(self, pending: "PendingDecode") -> None:
-        calls = ([(pending, "hardware")] if pending.hardware else []) + \
-            ([(pending, "nvimgcodec")] if pending.decoding else [])
-        if calls:
+        lanes = ([HARDWARE_LANE] if pending.hardware else []) + ([CUDA_LANE] if pending.decoding else [])
+        if lanes:
             pending.decoded = threading.Event()
-            pending.calls_left = len(calls)
-            self._start_threads()
-            for call in calls:
-                self._calls.put(call)
-            time.sleep(0)  # hands the lock over: the decoder threads start now, not at the next switch
+            pending.calls_left = len(lanes)
+            for lane in lanes:
+                pending.run_call(lane, functools.partial(self._decode_share, pending, lane))
+            time.sleep(0)  # hands the lock over: the decode stage starts now, not at the next switch
+
+    def _decode_share(self, pending: "PendingDecode", lane: str) -> None:
+        """One decoder's share of a batch (the hardware decoders' share to nvJPEG, the rest to
+        nvImageCodec), without the interpreter lock while it works; returns once the share is
+        decoded or queued on the GPU. Errors are raised by the batch's wait(). The statuses are
+        read by the thread that waits: each hand-over of the interpreter lock between threads can
+        take a switch interval (5 ms), so the decode stage takes it little."""
+        lib = self._library
+        try:
+            started = time.perf_counter()
+            torch.cuda.set_device(self.device)
+            if lane == HARDWARE_LANE:
+                _decode_on_hardware(self._hardware, pending.hardware_batch, pending._stream)
+            else:
+                count = len(pending.decoding)
+                handles = pending.handles
+                if count == handles.capacity:
+                    decoded, images = handles.decoded, handles.images
+                else:
+                    decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
+                    images = (ctypes.c_void_p * count).from_buffer(handles.images)
+                future = ctypes.c_void_p()
+                status = lib.slow.nvimgcodecDecoderDecode(self._decoder, decoded, images, count,
+                                                          ctypes.byref(self._params), ctypes.byref(future))
+                lib.check(status, "nvimgcodecDecoderDecode")
+                pending.future = future
+            self.seconds["decode call (decode stage)"] += time.perf_counter() - started
+        except BaseException as error:  # raised by wait(), in the thread that submitted the batch
+            pending.error = error
+        with pending.lock:
+            pending.calls_left -= 1
+            finished = pending.calls_left == 0
+        if finished:
+            pending.decoded.set()
 
     def _handles(self, count: int) -> _Handles:
         handles = self._free_handles.pop() if self._free_handles else _Handles(count)
@@ -271,22 +311,9 @@ class GpuImageDecoder:
             handles = _Handles(count)
         return handles
 
-    def _start_threads(self) -> None:
-        if not self._threads:
-            self._threads = [threading.Thread(target=_decode_calls, name="penstock-gpu-decoder", daemon=True,
-                                              args=(self, self._calls))
-                             for _ in range(2 if self._hardware is not None else 1)]
-            for thread in self._threads:
-                thread.start()
-
     def close(self) -> None:
-        """Stops the decoder's threads (after the batches queued for them) and frees its handles."""
-        for _ in self._threads:
-            self._calls.put(None)
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join()
-        self._threads = []
+        """Frees the decoder's handles; its decode calls have all been made (the decode stage has
+        stopped)."""
         for handles in self._free_handles:
             handles.destroy(self._library.quick)
         self._free_handles = []
@@ -305,49 +332,6 @@ class GpuImageDecoder:
             pass
 
 
-def _decode_calls(decoder: GpuImageDecoder, calls: queue.SimpleQueue) -> None:
-    """A decoder thread: one call after another, each a share of a batch (the hardware decoders'
-    share to nvJPEG, the rest to nvImageCodec), without the interpreter lock while it works (it
-    returns once its share is decoded or queued on the GPU).
-    The batch's statuses are read by the thread that waits for it: each hand-over of the lock
-    between threads can take a switch interval (5 ms), so this thread takes it little."""
-    lib, seconds = decoder._library, decoder.seconds
-    torch.cuda.set_device(decoder.device)
-    while True:
-        call = calls.get()
-        if call is None:
-            return
-        pending, share = call
-        try:
-            started = time.perf_counter()
-            if share == "hardware":
-                with decoder._hardware_lock:
-                    _decode_on_hardware(decoder._hardware, pending.hardware_batch, pending._stream)
-            else:
-                count = len(pending.decoding)
-                handles = pending.handles
-                if count == handles.capacity:
-                    decoded, images = handles.decoded, handles.images
-                else:
-                    decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
-                    images = (ctypes.c_void_p * count).from_buffer(handles.images)
-                future = ctypes.c_void_p()
-                with decoder._nvimgcodec_lock:
-                    status = lib.slow.nvimgcodecDecoderDecode(decoder._decoder, decoded, images, count,
-                                                              ctypes.byref(decoder._params), ctypes.byref(future))
-                lib.check(status, "nvimgcodecDecoderDecode")
-                pending.future = future
-            seconds["decode call (decoder thread)"] += time.perf_counter() - started
-        except BaseException as error:  # raised by wait(), in the thread that submitted the batch
-            pending.error = error
-        with pending.lock:
-            pending.calls_left -= 1
-            finished = pending.calls_left == 0
-        if finished:
-            pending.decoded.set()
-        del pending, call  # not kept alive while this thread waits for the next call
-
-
 def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
     # its nvJPEG state's buffers were in use by an earlier batch, which has usually finished: asked
     # first, because waiting releases the interpreter lock, and retaking it can take a switch interval
@@ -362,18 +346,19 @@ def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, st
 class PendingDecode:
     """One batch's decode in flight (GpuImageDecoder.submit)."""
 
-    def __init__(self, decoder: GpuImageDecoder, items: list, images: list, cuda_stream, describe):
+    def __init__(self, decoder: GpuImageDecoder, items: list, images: list, cuda_stream, describe, run_call):
         self.images = images
         self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
+        self.run_call = run_call
         self.handles: _Handles | None = None
         self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
         self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
         self.hardware_batch = None
         self.calls_left = 0  # decoder calls of this batch not yet made
         self.lock = threading.Lock()
-        self.decoded: threading.Event | None = None  # set by the decoder's thread
+        self.decoded: threading.Event | None = None  # set when the decode stage made the last call
         self.statuses: list = []
-        self.future = None  # nvImageCodec's future of the batch, once the decoder thread made the call
+        self.future = None  # nvImageCodec's future of the batch, once the decode stage made the call
         self.error: BaseException | None = None
         self.uploaded: list = []  # indices of images decoded on the CPU workers, already uploaded
 
@@ -431,7 +416,7 @@ class PendingDecode:
         nvImageCodec instead, which says image by image what it refuses (then decoded on the CPU)."""
         self._decoder.refused_by_hardware += len(indices)
         again = self._decoder.submit([EncodedImage((*items[index][:4], False)) for index in indices], self._stream,
-                                     lambda position: self._describe(indices[position]))
+                                     lambda position: self._describe(indices[position]), self.run_call)
         again.wait()
         with torch.cuda.stream(self._stream):
             for position, index in enumerate(indices):
@@ -450,7 +435,7 @@ class PendingDecode:
             self._decoder._free_handles.append(self.handles)
             self.handles = None
         if self.hardware_batch is not None and self._decoder._hardware is not None:
-            # reusable once its decode has run on the GPU: a decoder thread waits for that
+            # reusable once its decode has run on the GPU: its lane waits for that
             self._decoder._hardware.release(self.hardware_batch)
         self.hardware_batch = None
 

@@ -188,7 +188,7 @@ class HardwareJpegDecoder:
         The state is set up for a batch size once, as nvJPEG's header allows ("called once for
         decoding batches of this specific size, also used to reset failed batches"), not for every
         batch: each call here is one more wait for the interpreter lock when it returns, and the
-        decoder thread makes the calls that keep the hardware busy."""
+        decode stage's hardware lane makes the calls that keep the hardware busy."""
         slow = self.library.slow
         status = STATUS_SUCCESS
         if batch.initialized_for != batch.count:

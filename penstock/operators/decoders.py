@@ -248,6 +248,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     cpu_class = None
     prepares_on_cpu = True
     preparation_crosses_processes = True  # prepare() returns plain data
+    lanes = ("nvJPEG hardware decode", "nvImageCodec decode")  # kernels.nvimgcodec_decode.LANES
 
     def __init__(self, args, context):
         super().__init__(args, context)
@@ -316,7 +317,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
         # the decode runs while the executor finishes the batch before this one; the plan waits
         # for it before its kernel reads the images
-        pending = self._engine.submit(prepared, batch.stream, describe)
+        pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call)
         return replace(ImagePlan.of(pending.images), pending=pending)
 
     def close(self):

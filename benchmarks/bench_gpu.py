@@ -152,19 +152,19 @@ def profile_gpu_stage(path):
     import cProfile
     import pstats
 
-    from penstock.executor import executor
+    from penstock.executor.gpu_stage import GpuStage
     profiler = cProfile.Profile()
-    originals = {name: getattr(executor.Executor, name) for name in ("_start_gpu", "_finish_gpu")}
+    originals = {name: getattr(GpuStage, name) for name in ("_start_batch", "_finish_batch")}
 
     def profiled(original):
         return lambda self, *args: profiler.runcall(original, self, *args)
 
     for name, original in originals.items():
-        setattr(executor.Executor, name, profiled(original))
+        setattr(GpuStage, name, profiled(original))
 
     def report():
         for name, original in originals.items():
-            setattr(executor.Executor, name, original)
+            setattr(GpuStage, name, original)
         with open(path, "w") as handle:
             pstats.Stats(profiler, stream=handle).sort_stats("cumulative").print_stats(40)
     return report

@@ -156,8 +156,8 @@ class Pipeline:
         device = None
         if any(isinstance(step.impl, BatchOperator) for step in steps):
             device = devices.torch_device(self._device_id)
-        return Executor(sources, steps, outputs, self._output_layouts(), self._batch_size,
-                        self._num_threads, self._prefetch_depth, self._seed, device, self._worker_processes)
+        return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
+                        device, self._worker_processes)
 
     def _declare_outputs(self) -> list[OutputSpec]:
         """What each pipeline output holds, declared operator by operator from the sources on,

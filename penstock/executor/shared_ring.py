@@ -98,5 +98,9 @@ class SharedRing:
 
 
 def _rebuilt(kind: type, items: list):
-    """A tuple or list of class ``kind`` (named tuples and tuple subclasses too)."""
-    return kind(*items) if hasattr(kind, "_make") else kind(items)  # named tuples take fields one by one
+    """A tuple or list of class ``kind`` holding ``items``: lists, tuples and tuple classes without a
+    __new__ of their own (EncodedImage) take the items as one iterable; a tuple class with its own
+    __new__ (a named tuple) takes them one by one."""
+    if issubclass(kind, list) or kind.__new__ is tuple.__new__:
+        return kind(items)
+    return kind(*items)

@@ -1,0 +1,158 @@
+"""The GPU stage: one thread that runs the batch operators (devices 'mixed' and 'gpu') on whole
+batches, in order, and makes the batches' GPU outputs."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import queue
+import threading
+import time
+from typing import Any
+
+from penstock.batch import GpuBatch
+from penstock.contract import BatchContext, DeferredBatch
+from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, as_tuple, call_operator
+from penstock.executor.plan import PREPARED, ExecutionPlan
+from penstock.executor.samples import batch_args
+
+GPU_BATCHES_IN_FLIGHT = 2  # the GPU stage starts a batch before finishing the one before it
+
+
+class GpuStage:
+    """Takes batches from ``in_flight`` (their CPU stage may still be running), runs their batch
+    operators and hands them on to ``ready``. ``output_layouts`` is the executor's list, which it
+    changes in place when a fed layout arrives."""
+
+    def __init__(self, plan: ExecutionPlan, device, output_layouts: list[str], in_flight: queue.Queue,
+                 ready: queue.Queue, stopping: threading.Event, times: StageTimes):
+        self._plan = plan
+        self._device = device
+        self._output_layouts = output_layouts
+        self._in_flight = in_flight
+        self._ready = ready
+        self._stopping = stopping
+        self._timer = times.of_this_thread
+        self._pending: collections.deque = collections.deque()  # (event, inputs kept alive until it)
+        self._streams: list = []  # one CUDA stream per batch in flight (None on a device that is not CUDA)
+        self._started: Job | None = None  # a batch whose operators ran, outputs not yet made
+        self._taken: Job | None = None  # the next batch, taken from the queue; its CPU stage may still be running
+        self._finishing: Job | None = None  # the batch whose outputs are being made
+
+    def close(self) -> None:
+        """Closes the batch operators, once this stage's thread has stopped."""
+        for step in self._plan.gpu_steps:
+            step.impl.close()
+
+    def run(self) -> None:
+        """Batches in order, two at a time: batch i+1's operators are started (its decode queued on
+        the decoders) before batch i's outputs are made (waiting for its decode, launching its
+        kernel), so the decoders have the next batch while this thread works on the current one.
+        Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
+        decode.
+
+        CUDA objects (streams, the batches in progress) hang off this object, which the executor
+        holds, not off this thread's frame: when another pipeline forks its worker processes, the
+        child discards the frames of the threads it did not inherit, and a CUDA object freed there
+        aborts it."""
+        import torch
+        self._streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
+                         for _ in range(GPU_BATCHES_IN_FLIGHT)]
+        while not self._stopping.is_set():
+            if self._taken is None:
+                try:
+                    self._taken = self._in_flight.get(timeout=POLL_SECONDS) if self._started is None \
+                        else self._in_flight.get_nowait()
+                except queue.Empty:
+                    pass
+            taken = self._taken
+            if taken is None or not taken.done.wait(timeout=POLL_SECONDS if self._started is None else 0):
+                if self._started is not None:  # nothing to start now: finish the started batch rather than wait
+                    self._finishing, self._started = self._started, None
+                    self._finish_batch(self._finishing)
+                    self._finishing = None
+                continue
+            self._start_batch(taken, self._streams[taken.iteration % GPU_BATCHES_IN_FLIGHT])
+            self._finishing, self._started, self._taken = self._started, taken, None
+            del taken
+            if self._finishing is not None:
+                self._finish_batch(self._finishing)
+                self._finishing = None
+
+    def _start_batch(self, job: Job, stream) -> None:
+        """The batch operators of one batch, in graph order, queued on ``stream``; what they
+        return may be deferred (an ImagePlan, a decode in flight)."""
+        job.gpu_stream = stream
+        if job.error is not None or job.stop or job.size == 0:
+            return
+        import torch
+        kept = self._plan.kept
+        values: dict[tuple[int, int], Any] = {}
+        job.gpu_values = values  # (filled below) held by the job, not only by this frame
+
+        def batch_value(ref):
+            return values[ref] if ref in values else job.values[kept[ref]]
+
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                for step in self._plan.gpu_steps:
+                    impl = step.impl
+                    prepared = (step.key, PREPARED) in kept
+                    inputs = [batch_value((step.key, PREPARED))] if prepared else \
+                        [batch_value(ref) for ref in step.inputs]
+                    if step.arg_inputs:
+                        args = batch_args(impl, {name: batch_value(ref) for name, ref in step.arg_inputs.items()},
+                                          job.size)
+                    else:
+                        args = [impl.args] * job.size
+                    context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
+                    begun = time.perf_counter()
+                    result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context),
+                                      step.num_outputs)
+                    self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - begun
+                    for position, value in enumerate(result):
+                        values[(step.key, position)] = value
+        except BaseException as error:  # surfaces in the consumer's thread
+            job.error = error
+
+    def _finish_batch(self, job: Job) -> None:
+        """Makes the batch's outputs (running deferred work), then hands the batch on."""
+        stream = job.gpu_stream
+        if job.error is None and not job.stop and job.size > 0:
+            try:
+                import torch
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    self._make_outputs(job, stream)
+            except BaseException as error:
+                job.error = error
+        job.gpu_values = None
+        for link, end in job.ring_ends.items():  # the GPU stage has read this batch's inputs
+            link.ring.release(end)
+        self._ready.put(job)
+
+    def _make_outputs(self, job: Job, stream) -> None:
+        values = job.gpu_values
+        ready = None
+        if stream is not None:
+            import torch
+            ready = torch.cuda.Event()
+        for output_index, ref in enumerate(self._plan.outputs):
+            if ref not in values:
+                continue
+            begun = time.perf_counter()
+            samples, dense = _materialize(values[ref])
+            self._timer()["decode wait + fused image kernel (gpu, launch)"] += time.perf_counter() - begun
+            job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
+        if ready is not None:
+            ready.record(stream)
+            # the inputs (decoded images, staging copies) stay referenced until the GPU has used them
+            self._pending.append((ready, values))
+            while self._pending and self._pending[0][0].query():
+                self._pending.popleft()
+
+
+def _materialize(value) -> tuple[list, Any]:
+    """A GPU value as (per-sample tensors, dense tensor or None); the per-sample list may be None
+    when the dense tensor is there (a GpuBatch makes it when asked)."""
+    if isinstance(value, DeferredBatch):
+        return value.materialize(per_sample=False)
+    return list(value), None

@@ -1,0 +1,110 @@
+"""The batches in flight and what is recorded while they run: errors, each naming its operator and
+sample, and the seconds every thread spends in each operator and stage."""
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from penstock.batch import Batch
+from penstock.contract import EpochInfo
+
+POLL_SECONDS = 0.1  # how often a waiting thread looks whether the pipeline is shutting down
+
+
+class PipelineError(RuntimeError):
+    """An operator failed on a sample; the message names the operator and the sample's source."""
+
+
+@dataclass
+class IterationResult:
+    outputs: tuple[Batch, ...]
+    epoch_info: EpochInfo | None
+    iteration: int
+
+
+@dataclass
+class Job:
+    """One batch in flight."""
+
+    iteration: int
+    size: int = 0
+    source_items: dict = field(default_factory=dict)
+    source_infos: list = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    values: list = field(default_factory=list)  # per kept value (see ExecutionPlan.kept): per-sample values
+    buffers: list = field(default_factory=list)  # per kept value: dense buffer or None
+    ragged: list = field(default_factory=list)
+    gpu_outputs: dict = field(default_factory=dict)  # output index -> GpuBatch
+    ring_ends: dict = field(default_factory=dict)  # worker process link -> end of this batch's data in its ring
+    gpu_stream: Any = None  # the CUDA stream of this batch's GPU stage
+    gpu_values: Any = None  # what its batch operators returned, until its outputs are made
+    epoch_info: EpochInfo | None = None
+    finished: Any = None  # itertools.count: how many samples the workers have finished
+    error: BaseException | None = None
+    stop: bool = False  # a source ended (StopIteration)
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record_error(self, error: BaseException) -> None:
+        """Keeps the batch's first error; the consumer raises it."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+
+
+def finish_samples(tasks: list, error: BaseException | None = None) -> None:
+    """Counts the samples of ``tasks`` ((job, index) pairs) as finished, failed with ``error`` when
+    one is given; a job whose samples have all finished is done."""
+    for job, _ in tasks:
+        if error is not None:
+            job.record_error(error)
+        if next(job.finished) == job.size - 1:
+            job.done.set()
+
+
+def call_operator(op_name: str, source_info: str, function, *args):
+    """``function(*args)``, its exceptions turned into a PipelineError naming the operator and the
+    sample's source."""
+    try:
+        return function(*args)
+    except PipelineError:
+        raise
+    except Exception as error:
+        where = f" on sample from '{source_info}'" if source_info else ""
+        raise PipelineError(f"{op_name} failed{where}: {type(error).__name__}: {error}") from error
+
+
+def as_tuple(result, count: int) -> tuple:
+    """An operator's result as the tuple of its ``count`` outputs."""
+    if count == 1:
+        return (result,)
+    return tuple(result)
+
+
+class StageTimes:
+    """Seconds spent in each operator and stage: every thread adds to a dictionary of its own (no
+    lock while running), and ``totals`` sums them."""
+
+    def __init__(self):
+        self._local = threading.local()
+        self._per_thread: list[dict] = []
+        self._lock = threading.Lock()
+
+    def of_this_thread(self) -> dict:
+        """The calling thread's dictionary, stage -> seconds."""
+        timings = getattr(self._local, "timings", None)
+        if timings is None:
+            timings = self._local.timings = collections.defaultdict(float)
+            with self._lock:
+                self._per_thread.append(timings)
+        return timings
+
+    def totals(self) -> dict[str, float]:
+        totals: dict[str, float] = collections.defaultdict(float)
+        with self._lock:
+            for timings in self._per_thread:
+                for stage, seconds in list(timings.items()):
+                    totals[stage] += seconds
+        return dict(totals)

@@ -1,0 +1,98 @@
+"""What the executor works out once, before the first batch: which operator runs on which stage,
+which per-sample values outlive the CPU stage and where a batch keeps them, which outputs may be
+written straight into a batch buffer, and whether worker processes can run the CPU stage."""
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import dataclass
+from typing import Any
+
+from penstock.contract import BatchOperator, SourceOperator
+
+PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
+
+Ref = tuple[int, int]  # (operator key, output position): one value of a sample
+
+
+@dataclass
+class Step:
+    """One operator of the plan, with where its inputs come from (keys into a sample's values)."""
+
+    key: int
+    impl: Any
+    inputs: tuple[Ref, ...]
+    arg_inputs: dict[str, Ref]
+    num_outputs: int
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """The operators by stage and the slots of the values a batch keeps, fixed at build time."""
+
+    sources: tuple[tuple[int, SourceOperator, int], ...]  # (key, operator, number of outputs)
+    source_keys: tuple[int, ...]
+    steps: tuple[Step, ...]  # every other operator in graph order: each draws its random values
+    cpu_steps: tuple[Step, ...]  # per-sample operators, run by the CPU stage
+    gpu_steps: tuple[Step, ...]  # batch operators, run by the GPU stage
+    prepared_on_cpu: tuple[Step, ...]  # batch operators whose per-sample preparation the CPU stage runs
+    outputs: tuple[Ref, ...]  # the pipeline's outputs, in order
+    # the per-sample values kept after the CPU stage (pipeline outputs computed on the CPU, and the
+    # CPU values the GPU stage reads), each with its slot in a job's ``values``
+    kept: dict[Ref, int]
+    dense_slots: frozenset[int]  # kept slots of pipeline outputs: stored in one batch buffer when they fit
+    dense_outputs: dict[int, int]  # step key -> kept slot of the pipeline output it may write into directly
+    prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
+    can_use_processes: bool  # fork exists and every preparation may cross to this process
+
+    @classmethod
+    def build(cls, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
+              outputs: list[Ref]) -> "ExecutionPlan":
+        cpu_steps = tuple(step for step in steps if not isinstance(step.impl, BatchOperator))
+        gpu_steps = tuple(step for step in steps if isinstance(step.impl, BatchOperator))
+        gpu_keys = {step.key for step in gpu_steps}
+        prepared_on_cpu = tuple(step for step in gpu_steps if _prepares_on_cpu(step, gpu_keys))
+        kept = _kept_values(outputs, gpu_steps, prepared_on_cpu, gpu_keys)
+        return cls(
+            sources=tuple(sources), source_keys=tuple(key for key, _, _ in sources), steps=tuple(steps),
+            cpu_steps=cpu_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
+            kept=kept, dense_slots=frozenset(kept[ref] for ref in outputs if ref in kept),
+            dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
+            prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
+            can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
+                step.impl.preparation_crosses_processes for step in prepared_on_cpu))
+
+    def uses_processes(self, requested: bool | None) -> bool:
+        """Whether worker processes run the CPU stage: when ``requested`` (None: when a batch operator
+        takes per-sample preparation, so that the GPU stage has this interpreter to itself) and they
+        can be used."""
+        if requested is None:
+            requested = bool(self.prepared_on_cpu)
+        return bool(requested) and self.can_use_processes
+
+
+def _prepares_on_cpu(step: Step, gpu_keys: set[int]) -> bool:
+    """Whether a batch operator's per-sample preparation runs on the CPU stage: it has one, and all
+    its inputs are CPU data."""
+    return step.impl.prepares_on_cpu and \
+        not any(ref[0] in gpu_keys for ref in (*step.inputs, *step.arg_inputs.values()))
+
+
+def _kept_values(outputs: list[Ref], gpu_steps: tuple[Step, ...], prepared_on_cpu: tuple[Step, ...],
+                 gpu_keys: set[int]) -> dict[Ref, int]:
+    wanted = [ref for ref in outputs if ref[0] not in gpu_keys]
+    prepared_keys = {step.key for step in prepared_on_cpu}
+    for step in gpu_steps:
+        if step.key in prepared_keys:
+            wanted.append((step.key, PREPARED))
+        else:
+            wanted.extend(ref for ref in (*step.inputs, *step.arg_inputs.values()) if ref[0] not in gpu_keys)
+    return {ref: slot for slot, ref in enumerate(dict.fromkeys(wanted))}
+
+
+def _dense_outputs(outputs: list[Ref], cpu_steps: tuple[Step, ...], kept: dict[Ref, int]) -> dict[int, int]:
+    dense = {}
+    for ref in outputs:
+        step = next((s for s in cpu_steps if s.key == ref[0]), None)
+        if step is not None and step.num_outputs == 1 and ref[0] not in dense and ref in kept:
+            dense[ref[0]] = kept[ref]
+    return dense

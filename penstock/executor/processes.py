@@ -1,0 +1,304 @@
+"""The CPU stage in forked worker processes: Python runs in parallel across processes, without one
+interpreter lock. One dispatcher thread in the pipeline's process hands queued samples to idle
+processes and stores what they send back; each process runs the sample runner.
+
+The messages, pickled through each process's pipe:
+
+request (dispatcher -> process), made by ``_requests``: a list with one block per batch that the
+    request's samples belong to, each block a tuple (indices, infos, items, param_keys, params):
+    indices     the samples' indices in their batch;
+    infos       their source infos (file names, for error messages), or None when the batch has none;
+    items       per source, in plan order, its items of those samples, as a ``_column``;
+    param_keys  the key of every step (other than the sources), in plan order (the job's params);
+    params      per step, its draws of those samples: None when it draws nothing, the batch's array
+                (or UniformBlocks) taken at ``indices``, else the list of the samples' draws.
+    None instead of a request stops the process.
+reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns):
+    errors      per sample of the request, in order: None, or a new PipelineError with the message
+                of its failure (which names the operator and the sample's source when an operator
+                failed);
+    columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
+                not fail, in order, as a ``_column``. In per-sample preparations (the GPU stage's
+                inputs), arrays large enough are written into the process's shared ring when it has
+                room, and travel as RingRefs (see shared_ring).
+"""
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import multiprocessing.connection
+import queue
+import signal
+import threading
+import warnings
+
+import numpy as np
+
+from penstock.draws import UniformBlocks
+from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, finish_samples
+from penstock.executor.samples import SampleRunner
+from penstock.executor.shared_ring import SharedRing
+
+PROCESS_CHUNK = 32  # samples per message to a worker process, at most
+
+
+class WorkerProcesses:
+    """``count`` forked worker processes, and the loop of the one thread that feeds them: every
+    further Python thread here would compete with the GPU stage for the interpreter lock."""
+
+    def __init__(self, runner: SampleRunner, count: int, tasks: queue.SimpleQueue, stopping: threading.Event):
+        self.count = count
+        self._runner = runner
+        self._tasks = tasks  # (job, sample index), or None: shut down
+        self._stopping = stopping
+        self._links: list[ProcessLink] = []
+        self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples are queued
+
+    def start(self) -> None:
+        """Forks the processes; call it before the pipeline's threads exist."""
+        self._links = [ProcessLink(self._runner) for _ in range(self.count)]
+
+    def wake(self) -> None:
+        """Wakes the dispatcher: samples were queued, or the pipeline stops."""
+        self._doorbell[1].send_bytes(b"")
+
+    def close(self) -> None:
+        for link in self._links:
+            link.close()
+
+    def dispatch(self) -> None:
+        """The dispatcher thread: hands queued samples to idle worker processes, up to PROCESS_CHUNK
+        per message (one message carries several samples, which saves hand-offs here), and stores
+        their results."""
+        busy: dict = {}  # connection -> (link, tasks)
+        try:
+            self._dispatch_loop(busy)
+        except BaseException as error:  # fails the batches in flight rather than leave the consumer waiting
+            for _, tasks in busy.values():
+                finish_samples(tasks, error)
+            while not self._stopping.is_set():
+                try:
+                    task = self._tasks.get(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    continue
+                if task is None:
+                    return
+                finish_samples([task], error)
+
+    def _dispatch_loop(self, busy: dict) -> None:
+        idle = list(self._links)
+        doorbell = self._doorbell[0]
+        source_keys = self._runner.plan.source_keys
+        prepared_slots = self._runner.plan.prepared_slots
+        store = self._runner.store
+        closing = False
+        while not self._stopping.is_set():
+            while idle and not closing:
+                tasks = self._waiting_tasks(max(1, min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))))
+                if tasks and tasks[-1] is None:
+                    closing = True
+                    tasks.pop()
+                tasks = [(job, index) for job, index in tasks if not self._skip(job)]
+                if not tasks:
+                    break
+                link = idle.pop()
+                busy[link.connection] = (link, tasks)
+                try:
+                    link.send(_requests(tasks, source_keys))
+                except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
+                    del busy[link.connection]
+                    finish_samples(tasks, error)
+                    continue
+            if closing and not busy:
+                return
+            for connection in multiprocessing.connection.wait([doorbell, *busy], timeout=POLL_SECONDS):
+                if connection is doorbell:
+                    doorbell.recv_bytes()
+                    continue
+                link, tasks = busy.pop(connection)
+                try:
+                    replies = link.receive()
+                except RuntimeError as error:
+                    finish_samples(tasks, error)
+                    continue
+                ring = link.ring
+                for (job, index), (error, payload) in zip(tasks, _replies(replies)):
+                    if error is not None:
+                        job.record_error(error)
+                        continue
+                    for slot, value in enumerate(payload):
+                        if slot in prepared_slots:
+                            value, end = ring.resolve(value)
+                            if end > job.ring_ends.get(link, 0):
+                                job.ring_ends[link] = end
+                        if job.error is None:
+                            job.values[slot][index] = store(job, slot, index, value)
+                finish_samples(tasks)
+                idle.append(link)
+
+    def _waiting_tasks(self, count: int) -> list:
+        """Up to ``count`` queued tasks, without waiting; a None (shut down) ends the list."""
+        tasks = []
+        while len(tasks) < count and (not tasks or tasks[-1] is not None):
+            try:
+                tasks.append(self._tasks.get_nowait())
+            except queue.Empty:
+                break
+        return tasks
+
+    def _skip(self, job: Job) -> bool:
+        """Whether a task's batch already failed (its other samples are not computed)."""
+        if job.error is None and not self._stopping.is_set():
+            return False
+        finish_samples([(job, None)])
+        return True
+
+
+class ProcessLink:
+    """A forked worker process that computes samples for the dispatcher thread: it is sent requests
+    and sends back replies (see this module's docstring). The process gets the sample runner (and
+    through it the plan), and a shared ring when the plan has per-sample preparations."""
+
+    def __init__(self, runner: SampleRunner):
+        context = multiprocessing.get_context("fork")
+        self._connection, child = context.Pipe()
+        self.ring = SharedRing() if runner.plan.prepared_slots else None
+        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring), daemon=True,
+                                        name="penstock-worker-process")
+        with warnings.catch_warnings():
+            # Python 3.12 warns about forking a process that has threads; the child only runs
+            # operators, which take no locks those threads could hold
+            warnings.simplefilter("ignore", DeprecationWarning)
+            # the child must never free what it inherits: garbage not yet collected here may hold
+            # CUDA objects (events, tensors), and freeing one in a forked child aborts it. Frozen
+            # objects are left alone by the child's collector (and stay unshared pages there).
+            gc.freeze()
+            try:
+                self._process.start()
+            finally:
+                gc.unfreeze()
+        child.close()
+
+    @property
+    def connection(self):
+        return self._connection
+
+    def send(self, request: list) -> None:
+        """Sends a request; receive() gets its reply."""
+        try:
+            self._connection.send(request)
+        except (OSError, BrokenPipeError):
+            raise self._stopped() from None
+
+    def receive(self) -> tuple:
+        """The reply to the last send()."""
+        try:
+            return self._connection.recv()
+        except (EOFError, OSError):
+            raise self._stopped() from None
+
+    def _stopped(self) -> RuntimeError:
+        self._process.join(timeout=1)
+        return RuntimeError(f"a penstock worker process stopped unexpectedly (exit code {self._process.exitcode})")
+
+    def close(self) -> None:
+        try:
+            self._connection.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout=5)
+        self._connection.close()
+
+
+def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) -> None:
+    """The worker process: answers each request with its reply until it gets None or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+    plan = runner.plan
+    kept_count = len(plan.kept)
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        errors, computed = [], []
+        for items, params, index, source_info in _unpacked(plan.source_keys, message):
+            try:
+                kept = runner.compute(items, params, index, source_info)
+                for slot in plan.prepared_slots:
+                    kept[slot] = ring.put(kept[slot])
+                computed.append(kept)
+                errors.append(None)
+            except Exception as error:
+                failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
+                errors.append(PipelineError(str(failure)))
+        connection.send((errors, [_column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
+
+
+def _requests(tasks: list, source_keys: tuple) -> list:
+    """The request for the samples of ``tasks`` ((job, index) pairs). A block carries a draws array
+    once, sliced for its samples, rather than one small array per sample: pickling is what the
+    dispatcher thread spends most on."""
+    blocks, by_job = [], {}
+    for job, index in tasks:
+        if id(job) not in by_job:
+            by_job[id(job)] = []
+            blocks.append((job, by_job[id(job)]))
+        by_job[id(job)].append(index)
+    message = []
+    for job, indices in blocks:
+        infos = [job.source_infos[index] for index in indices] if job.source_infos else None
+        items = [_column([job.source_items[key][index] for index in indices]) for key in source_keys]
+        params = [None if draws is None else draws[indices] if isinstance(draws, (np.ndarray, UniformBlocks))
+                  else [draws[index] for index in indices] for draws in job.params.values()]
+        message.append((indices, infos, items, list(job.params), params))
+    return message
+
+
+def _unpacked(source_keys: tuple, message: list):
+    """(items, draws, index, source info) of each sample of a request."""
+    for indices, infos, items, param_keys, params in message:
+        items = [_rows(values) for values in items]
+        for position, index in enumerate(indices):
+            yield ({key: values[position] for key, values in zip(source_keys, items)},
+                   {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},
+                   index, infos[position] if infos is not None else "")
+
+
+def _replies(reply: tuple):
+    """(error or None, kept values) per sample of a reply."""
+    errors, columns = reply
+    columns = [_rows(column) for column in columns]
+    position = 0
+    for error in errors:
+        if error is not None:
+            yield error, None
+            continue
+        yield None, [column[position] for column in columns]
+        position += 1
+
+
+def _column(values: list):
+    """One value of several samples, for the pipe: arrays of one shape and type stacked into one
+    array (one pickled object, not one per sample; the other end takes views of its rows, see
+    _rows), anything else as the list."""
+    first = values[0] if values else None
+    if isinstance(first, np.ndarray) and not first.dtype.hasobject and all(
+            isinstance(value, np.ndarray) and value.shape == first.shape and value.dtype == first.dtype
+            for value in values):
+        return np.stack(values)
+    return values
+
+
+def _rows(column) -> list:
+    """The per-sample values of a _column: views of a stacked array's rows (0-d arrays for a
+    column of scalars, not numpy scalars), or the list itself."""
+    if not isinstance(column, np.ndarray):
+        return column
+    if column.ndim > 1:
+        return list(column)
+    return [column[index, ...] for index in range(len(column))]

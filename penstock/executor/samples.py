@@ -1,0 +1,163 @@
+"""The sample runner: what a worker thread, or a forked worker process, runs for one sample (the
+sources' load, every per-sample operator in graph order, the per-sample preparation of batch
+operators), and how per-sample argument values become an operator's arguments."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from penstock.contract import SampleContext
+from penstock.executor.buffers import BufferPool
+from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
+from penstock.executor.plan import PREPARED, ExecutionPlan, Step
+
+
+class SampleRunner:
+    """Computes one sample at a time from the plan. Given the sample's job, it writes the pipeline
+    outputs straight into the job's batch buffers (taken from ``pools``, one per kept value);
+    ``store`` does the same for values computed elsewhere (in a worker process)."""
+
+    def __init__(self, plan: ExecutionPlan, pools: list[BufferPool], times: StageTimes):
+        self.plan = plan
+        self._pools = pools
+        self._timer = times.of_this_thread
+
+    def request(self, job: Job, index: int) -> tuple:
+        """What computing one sample of ``job`` needs: (source items, random draws, index, source info)."""
+        source_info = job.source_infos[index] if job.source_infos else ""
+        items = {key: job.source_items[key][index] for key in self.plan.source_keys}
+        params = {key: (None if draws is None else draws[index]) for key, draws in job.params.items()}
+        return items, params, index, source_info
+
+    def compute(self, items: dict, params: dict, index: int, source_info: str, job: Job | None = None) -> list:
+        """Every per-sample CPU step for one sample; returns the kept values in slot order. With
+        ``job``, outputs are written straight into the job's batch buffers."""
+        plan = self.plan
+        values: dict[tuple[int, int], Any] = {}
+        timings = self._timer()
+        clock = time.perf_counter
+        for key, source, num_outputs in plan.sources:
+            sample = SampleContext(index, source_info)
+            started = clock()
+            result = call_operator(source.name, source_info, source.load, items[key], sample)
+            timings[source.name] += clock() - started
+            for position, value in enumerate(result):
+                values[(key, position)] = value
+        for step in plan.cpu_steps:
+            inputs = tuple(values[ref] for ref in step.inputs)
+            args = step.impl.args
+            if step.arg_inputs:
+                args = call_operator(step.impl.name, source_info, sample_args, step.impl, step.arg_inputs, values)
+            sample = SampleContext(index, source_info, params[step.key])
+            out = self._output_slot(job, step, inputs, args, index) if job is not None else None
+            started = clock()
+            result = as_tuple(call_operator(step.impl.name, source_info, step.impl.run, inputs, args, sample, out),
+                              step.num_outputs)
+            timings[step.impl.name] += clock() - started
+            for position, value in enumerate(result):
+                values[(step.key, position)] = value
+        for step in plan.prepared_on_cpu:
+            inputs = tuple(values[ref] for ref in step.inputs)
+            args = step.impl.args
+            if step.arg_inputs:
+                args = call_operator(step.impl.name, source_info, sample_args, step.impl, step.arg_inputs, values)
+            sample = SampleContext(index, source_info, params[step.key])
+            started = clock()
+            values[(step.key, PREPARED)] = call_operator(step.impl.name, source_info, step.impl.prepare, inputs,
+                                                         args, sample)
+            timings[f"{step.impl.name} (cpu part)"] += clock() - started
+        return [values[ref] for ref in plan.kept]
+
+    def _output_slot(self, job: Job, step: Step, inputs: tuple, args: dict, index: int):
+        """The sample's row of the batch buffer that ``step`` may write its output into, or None."""
+        output_index = self.plan.dense_outputs.get(step.key)
+        if output_index is None or job.ragged[output_index]:
+            return None
+        spec = step.impl.output_spec(inputs, args)
+        if spec is None:
+            return None
+        shape, dtype = tuple(spec[0]), np.dtype(spec[1])
+        buffer = job.buffers[output_index]
+        if buffer is None:  # the first sample allocates; checked again under the lock
+            with job.lock:
+                buffer = job.buffers[output_index]
+                if buffer is None:
+                    buffer = self._pools[output_index].acquire((job.size, *shape), dtype)
+                    job.buffers[output_index] = buffer
+        if buffer.shape[1:] != shape or buffer.dtype != dtype:
+            job.ragged[output_index] = True
+            return None
+        return buffer[index]
+
+    def store(self, job: Job, slot: int, index: int, value):
+        """A value computed in a worker process: copied into its output's batch buffer when dense."""
+        if slot not in self.plan.dense_slots or job.ragged[slot] or not isinstance(value, np.ndarray):
+            return value
+        buffer = job.buffers[slot]
+        if buffer is None:
+            with job.lock:
+                buffer = job.buffers[slot]
+                if buffer is None:
+                    buffer = job.buffers[slot] = self._pools[slot].acquire((job.size, *value.shape), value.dtype)
+        if buffer.shape[1:] != value.shape or buffer.dtype != value.dtype:
+            job.ragged[slot] = True
+            return value
+        buffer[index] = value
+        return buffer[index]
+
+
+def sample_args(impl, arg_inputs: dict, values: dict) -> dict:
+    """The operator's arguments for one sample, with its per-sample arguments filled in."""
+    args = dict(impl.args)
+    for name, ref in arg_inputs.items():
+        args[name] = _per_sample_value(impl, name, values[ref])
+    return args
+
+
+def batch_args(impl, columns: dict, size: int) -> list:
+    """Each sample's arguments for a batch operator, its per-sample arguments (``columns``: name ->
+    per-sample values) filled in. A batch's samples share few distinct values (a coin flip has
+    two): each is converted once, and samples with the same values share one dictionary."""
+    converted: dict = {}
+    combined: dict = {}
+    names = list(columns)
+    args = []
+    for index in range(size):
+        keys = []
+        for name in names:
+            value = columns[name][index]
+            key = (name, _value_key(value))
+            if key not in converted:
+                converted[key] = call_operator(impl.name, "", _per_sample_value, impl, name, value)
+            keys.append(key)
+        keys = tuple(keys)
+        args_of_sample = combined.get(keys)
+        if args_of_sample is None:
+            args_of_sample = combined[keys] = {**impl.args, **{key[0]: converted[key] for key in keys}}
+        args.append(args_of_sample)
+    return args
+
+
+def _value_key(value):
+    """A hashable stand-in for a per-sample argument's value."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.str, value.shape, value.tobytes()
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return type(value), value
+
+
+def _per_sample_value(impl, name: str, value):
+    """A per-sample argument's array, converted to the plain value the schema describes."""
+    arg = impl.schema.all_args[name]
+    array = np.asarray(value)
+    plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
+        else array.tolist()
+    try:
+        return arg.convert(plain)
+    except ValueError as error:
+        raise ValueError(f"per-sample argument '{name}': {error}") from None

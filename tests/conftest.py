@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from penstock import fn, pipeline_def
+from penstock import fn, pipeline_def, registry
 
 SEED = 1234
 
@@ -161,3 +161,16 @@ def check_operator(op: Callable, samples: Sequence[np.ndarray], reference: Calla
         assert_close(output, expected, max_abs, mean_abs, rtol, where=f"sample {index} of shape {sample.shape}")
         np.testing.assert_array_equal(sample, originals[index], err_msg=f"sample {index}: input was modified")
     return outputs
+
+
+# ---- operators registered by a test ------------------------------------------------------------------
+@pytest.fixture
+def scratch_registry():
+    """The registry as it was, after the test registered its operator."""
+    schemas, implementations, requirements = (dict(registry._SCHEMAS), dict(registry._IMPLEMENTATIONS),
+                                              dict(registry._REQUIREMENTS))
+    yield
+    for table, saved in ((registry._SCHEMAS, schemas), (registry._IMPLEMENTATIONS, implementations),
+                         (registry._REQUIREMENTS, requirements)):
+        table.clear()
+        table.update(saved)

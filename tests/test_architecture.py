@@ -4,25 +4,12 @@ import pathlib
 import re
 
 import numpy as np
-import pytest
 from conftest import assert_close
 from test_operator_coverage import Case, image_op, ragged_images, run_case
 
 from penstock import registry
 
 DOC = pathlib.Path(__file__).parent.parent / "docs" / "architecture.md"
-
-
-@pytest.fixture
-def scratch_registry():
-    """The registry as it was, after the test registered its operator."""
-    schemas, implementations, requirements = (dict(registry._SCHEMAS), dict(registry._IMPLEMENTATIONS),
-                                              dict(registry._REQUIREMENTS))
-    yield
-    for table, saved in ((registry._SCHEMAS, schemas), (registry._IMPLEMENTATIONS, implementations),
-                         (registry._REQUIREMENTS, requirements)):
-        table.clear()
-        table.update(saved)
 
 
 def test_the_worked_example_adds_an_operator_on_both_devices(scratch_registry):

@@ -14,7 +14,7 @@ from typing import Callable
 from penstock.batch import Batch
 from penstock.contract import SourceOperator, random_stream
 from penstock.executor.buffers import BufferPool
-from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage
+from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage, Lanes
 from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, finish_samples
 from penstock.executor.plan import ExecutionPlan, Step
 from penstock.executor.processes import WorkerProcesses
@@ -74,8 +74,9 @@ class Executor:
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping) \
             if plan.uses_processes(worker_processes) else None
+        lanes = Lanes(plan)
         gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
-                       self._times) if plan.gpu_steps else None
+                       self._times, lanes) if plan.gpu_steps else None
 
         # The stages, in the order a batch goes through them, one line each: the threads are made from
         # this list. The consumer is the caller's thread: next() takes batches from _ready, or from
@@ -90,7 +91,11 @@ class Executor:
         stages.append(samples)
         if gpu is not None:
             stages.append(Stage("gpu", gpu.run, threads=1, takes="_in_flight", gives="_ready"))
+        for step_key, lane in lanes.queues:  # the decode stage: a thread per lane of a batch operator
+            stages.append(Stage(f"lane-{step_key}-{lane.replace(' ', '-')}", lanes.loop((step_key, lane)), threads=1,
+                                takes="calls the GPU stage hands over", gives="the batch's pending decode"))
         self._threads = {stage.name: stage.make_threads() for stage in stages}
+        self._lanes = lanes
         self._samples = samples  # its threads each stop at a None from _tasks
         self._processes = processes
         self._gpu = gpu
@@ -110,6 +115,8 @@ class Executor:
 
     def next(self) -> IterationResult:
         """The next batch, in order; raises StopIteration at a source's end, or the worker's error."""
+        if self._failure is None and self._lanes.failure is not None:
+            self._failure = self._lanes.failure
         if self._failure is not None:
             raise self._failure
         if self._stopping.is_set():  # closed: batches prepared ahead are not handed out any more
@@ -163,18 +170,27 @@ class Executor:
         if self._processes is not None:
             self._processes.wake()
         current = threading.current_thread()
-        for thread in self._all_threads():
+        lane_threads = [thread for name in self._lane_names() for thread in self._threads[name]]
+        for thread in self._all_threads():  # the GPU stage may wait for lanes: they stop after it
+            if thread.is_alive() and thread is not current and thread not in lane_threads:
+                thread.join(timeout=10)
+        self._lanes.stop()
+        for thread in lane_threads:
             if thread.is_alive() and thread is not current:
                 thread.join(timeout=10)
         if self._processes is not None:
             self._processes.close()
-        if self._gpu is not None and not any(thread.is_alive() for thread in self._threads["gpu"]):
+        if self._gpu is not None and not any(thread.is_alive() for name in ("gpu", *self._lane_names())
+                                             for thread in self._threads[name]):
             self._gpu.close()
 
     def stage_seconds(self) -> dict[str, float]:
         """Seconds spent so far in each operator and stage, summed over threads (CPU operators run on
         several threads at once, so their sum can exceed the wall time)."""
         return self._times.totals()
+
+    def _lane_names(self) -> list[str]:
+        return [name for name in self._threads if name.startswith("lane-")]
 
     def _all_threads(self) -> list[threading.Thread]:
         return [thread for threads in self._threads.values() for thread in threads]

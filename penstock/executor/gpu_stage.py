@@ -1,5 +1,6 @@
 """The GPU stage: one thread that runs the batch operators (devices 'mixed' and 'gpu') on whole
-batches, in order, and makes the batches' GPU outputs."""
+batches, in order, and makes the batches' GPU outputs; and the decode stage: one thread per lane
+that a batch operator declares, running the blocking calls (GPU decodes) it hands over."""
 from __future__ import annotations
 
 import collections
@@ -7,7 +8,7 @@ import contextlib
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from penstock.batch import GpuBatch
 from penstock.contract import BatchContext, DeferredBatch
@@ -18,14 +19,55 @@ from penstock.executor.samples import batch_args
 GPU_BATCHES_IN_FLIGHT = 2  # the GPU stage starts a batch before finishing the one before it
 
 
+class Lanes:
+    """The decode stage: a queue and a thread (``loop(key)``) per (batch operator, lane) that the
+    operators declare (``BatchOperator.lanes``). A lane runs its calls one after another, in the
+    order they were handed over; the calls release the interpreter lock while they work, and
+    report their errors to the batch that waits for them."""
+
+    def __init__(self, plan: ExecutionPlan):
+        self.queues = {(step.key, lane): queue.SimpleQueue() for step in plan.gpu_steps for lane in step.impl.lanes}
+        self.failure: BaseException | None = None  # a call that broke the contract (raised)
+
+    def run_call_for(self, step) -> Callable[[str, Callable[[], None]], None]:
+        """The ``BatchContext.run_call`` of one operator."""
+        queues = {lane: self.queues[(step.key, lane)] for lane in step.impl.lanes}
+
+        def run_call(lane: str, call: Callable[[], None]) -> None:
+            if lane not in queues:
+                raise ValueError(f"{step.impl.name}: no lane '{lane}'; it declares {', '.join(queues) or 'none'}")
+            queues[lane].put(call)
+        return run_call
+
+    def loop(self, key) -> Callable[[], None]:
+        calls = self.queues[key]
+
+        def run() -> None:
+            while True:
+                call = calls.get()
+                if call is None:  # shut down, after the calls handed over before
+                    return
+                try:
+                    call()
+                except BaseException as error:  # the call should have reported it to its batch
+                    self.failure = self.failure or error
+                del call  # not kept alive while waiting for the next one
+        return run
+
+    def stop(self) -> None:
+        for calls in self.queues.values():
+            calls.put(None)
+
+
 class GpuStage:
     """Takes batches from ``in_flight`` (their CPU stage may still be running), runs their batch
     operators and hands them on to ``ready``. ``output_layouts`` is the executor's list, which it
     changes in place when a fed layout arrives."""
 
     def __init__(self, plan: ExecutionPlan, device, output_layouts: list[str], in_flight: queue.Queue,
-                 ready: queue.Queue, stopping: threading.Event, times: StageTimes):
+                 ready: queue.Queue, stopping: threading.Event, times: StageTimes, lanes: Lanes):
         self._plan = plan
+        self._run_calls = {step.key: lanes.run_call_for(step) for step in plan.gpu_steps}
         self._device = device
         self._output_layouts = output_layouts
         self._in_flight = in_flight
@@ -104,7 +146,8 @@ class GpuStage:
                                           job.size)
                     else:
                         args = [impl.args] * job.size
-                    context = BatchContext(job.params[step.key], job.source_infos, stream, self._device)
+                    context = BatchContext(job.params[step.key], job.source_infos, stream, self._device,
+                                           self._run_calls[step.key])
                     begun = time.perf_counter()
                     result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context),
                                       step.num_outputs)

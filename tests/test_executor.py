@@ -257,3 +257,36 @@ def test_error_in_a_source_reaches_the_caller_unchanged():
     pipe = counting_pipeline(source)
     with deadline(10), pytest.raises(ValueError, match="the database is gone"):
         pipe.run()
+
+
+def test_output_buffers_are_reused_once_nothing_refers_to_them():
+    from penstock.executor.buffers import BufferPool
+    pool = BufferPool(keep=4)
+    first = pool.acquire((2, 3), np.dtype(np.float32))
+    held = pool.acquire((2, 3), np.dtype(np.float32))
+    assert held is not first  # the first is still referred to (by `first`)
+    first_id = id(first)
+    del first
+    assert id(pool.acquire((2, 3), np.dtype(np.float32))) == first_id
+    view = held[0]  # a view (a row handed out as a sample) keeps its buffer from reuse
+    del held
+    assert pool.acquire((2, 3), np.dtype(np.float32)) is not view.base
+
+
+def test_a_pipeline_reuses_the_buffers_of_batches_nobody_holds():
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, prefetch_queue_depth=1)
+    def pipe():
+        return fn.cast(fn.external_source(source=lambda: [np.ones((2, 2), np.uint8)] * 4, batch=True),
+                       dtype=penstock.types.FLOAT)
+
+    import weakref
+    p = pipe()
+    earlier, reused = [], False  # weak references: ids of freed arrays may come back for new ones
+    for _ in range(12):
+        (batch,) = p.run()
+        array = batch.as_array()
+        reused = reused or any(ref() is array for ref in earlier)
+        earlier.append(weakref.ref(array))
+        del batch, array
+    p.close()
+    assert reused

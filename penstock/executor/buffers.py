@@ -21,7 +21,7 @@ class BufferPool:
 
     def acquire(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         with self._lock:
-            for position, buffer in enumerate(self._buffers):
+            for buffer in self._buffers:  # not enumerate(): its reused result tuple holds a reference
                 # references: the list, the loop variable, getrefcount's argument
                 if buffer.shape == shape and buffer.dtype == dtype and sys.getrefcount(buffer) <= 3:
                     return buffer

@@ -74,7 +74,7 @@ class Executor:
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping) \
             if plan.uses_processes(worker_processes) else None
-        lanes = Lanes(plan)
+        lanes = Lanes(plan, device)
         gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
                        self._times, lanes) if plan.gpu_steps else None
 

@@ -25,8 +25,9 @@ class Lanes:
     order they were handed over; the calls release the interpreter lock while they work, and
     report their errors to the batch that waits for them."""
 
-    def __init__(self, plan: ExecutionPlan):
+    def __init__(self, plan: ExecutionPlan, device):
         self.queues = {(step.key, lane): queue.SimpleQueue() for step in plan.gpu_steps for lane in step.impl.lanes}
+        self._device = device
         self.failure: BaseException | None = None  # a call that broke the contract (raised)
 
     def run_call_for(self, step) -> Callable[[str, Callable[[], None]], None]:
@@ -43,6 +44,9 @@ class Lanes:
         calls = self.queues[key]
 
         def run() -> None:
+            if self._device is not None and self._device.type == "cuda":  # once: the calls' current device
+                import torch
+                torch.cuda.set_device(self._device)
             while True:
                 call = calls.get()
                 if call is None:  # shut down, after the calls handed over before

@@ -113,7 +113,8 @@ class GpuImageDecoder:
     ``run_call(lane, call)``: the executor's decode stage runs each lane's calls one after another
     on a thread of its own (LANES: the hardware decoders' share of one batch and the CUDA
     decoders' share of another, or the same, decode at once), and the caller goes on with other
-    work and ``wait``s for the batch later. The decoder itself starts no thread.
+    work and ``wait``s for the batch later. The decoder itself starts no thread; the threads that
+    make its calls have its device as their current CUDA device.
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
@@ -279,7 +280,6 @@ class GpuImageDecoder:
         lib = self._library
         try:
             started = time.perf_counter()
-            torch.cuda.set_device(self.device)
             if lane == HARDWARE_LANE:
                 _decode_on_hardware(self._hardware, pending.hardware_batch, pending._stream)
             else:

@@ -112,7 +112,7 @@ def run_now(lane: str, call: Callable[[], None]) -> None:
 class BatchContext:
     """What a batch operator gets besides its inputs: random draws (element i for sample i), the
     samples' sources for error messages, the CUDA stream and device its work goes to, and
-    ``run_call(lane, call)``, which hands a blocking call to the executor's thread for that lane
+    ``run_call(lane, call)``, which hands a blocking call to the executor's threads of that lane
     (one of the operator's ``lanes``)."""
 
     params: Any
@@ -239,11 +239,11 @@ class BatchOperator(Operator):
     prepares_on_cpu = False
     # what prepare() returns is plain data that may come back from a worker process
     preparation_crosses_processes = False
-    # names of the operator's lanes: each is a thread of the executor's decode stage that runs
-    # the blocking calls run_batch hands to BatchContext.run_call (in order, one at a time), so
-    # that the GPU stage goes on with other batches while they work. A call reports its own
-    # errors to the batch that waits for it.
-    lanes: tuple[str, ...] = ()
+    # the operator's lanes, (name, threads) each: a lane is a queue of the executor's decode
+    # stage, whose threads run the blocking calls run_batch hands to BatchContext.run_call (in the
+    # order given), so that the GPU stage goes on with other batches while they work. A call
+    # reports its own errors to the batch that waits for it.
+    lanes: tuple[tuple[str, int], ...] = ()
 
     def prepare(self, inputs: tuple, args: dict, sample: SampleContext):
         """Per-sample work on the CPU (parsing headers, choosing windows) ahead of run_batch."""

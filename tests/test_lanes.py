@@ -16,7 +16,7 @@ def _register_probe(lane_used: str):
 
     @registry.register("_lane_probe", "gpu")
     class LaneProbe(BatchOperator):
-        lanes = ("slow call",)
+        lanes = (("slow call", 2),)
         seen: list = []
 
         def run_batch(self, inputs, args, batch):
@@ -47,7 +47,7 @@ def test_lane_calls_run_on_the_executors_lane_thread(scratch_registry):
             (out,) = pipe.run()
             np.testing.assert_array_equal(out.as_cpu().as_array()[1], np.ones(3))
         pipe.close()
-    assert probe.seen and all(name.startswith("penstock-lane-") and name.endswith("slow-call") for name in probe.seen)
+    assert probe.seen and all(name.startswith("penstock-lane-") and "slow-call-" in name for name in probe.seen)
     assert not [t for t in threading.enumerate() if t.name.startswith("penstock-lane-")]
 
 

@@ -91,9 +91,9 @@ class Executor:
         stages.append(samples)
         if gpu is not None:
             stages.append(Stage("gpu", gpu.run, threads=1, takes="_in_flight", gives="_ready"))
-        for step_key, lane in lanes.queues:  # the decode stage: a thread per lane of a batch operator
-            stages.append(Stage(f"lane-{step_key}-{lane.replace(' ', '-')}", lanes.loop((step_key, lane)), threads=1,
-                                takes="calls the GPU stage hands over", gives="the batch's pending decode"))
+        for (step_key, lane), threads in lanes.threads.items():  # the decode stage: the lanes of batch operators
+            stages.append(Stage(f"lane-{step_key}-{lane.replace(' ', '-')}", lanes.loop((step_key, lane)), threads=threads,
+                                numbered=True, takes="calls the GPU stage hands over", gives="the batch's pending decode"))
         self._threads = {stage.name: stage.make_threads() for stage in stages}
         self._lanes = lanes
         self._samples = samples  # its threads each stop at a None from _tasks

@@ -20,19 +20,20 @@ GPU_BATCHES_IN_FLIGHT = 2  # the GPU stage starts a batch before finishing the o
 
 
 class Lanes:
-    """The decode stage: a queue and a thread (``loop(key)``) per (batch operator, lane) that the
-    operators declare (``BatchOperator.lanes``). A lane runs its calls one after another, in the
-    order they were handed over; the calls release the interpreter lock while they work, and
-    report their errors to the batch that waits for them."""
+    """The decode stage: a queue per (batch operator, lane) that the operators declare
+    (``BatchOperator.lanes``: name and threads), and its threads (``loop(key)``), which take the
+    calls in the order they were handed over; the calls release the interpreter lock while they
+    work, and report their errors to the batch that waits for them."""
 
     def __init__(self, plan: ExecutionPlan, device):
-        self.queues = {(step.key, lane): queue.SimpleQueue() for step in plan.gpu_steps for lane in step.impl.lanes}
+        self.queues = {(step.key, lane): queue.SimpleQueue() for step in plan.gpu_steps for lane, _ in step.impl.lanes}
+        self.threads = {(step.key, lane): threads for step in plan.gpu_steps for lane, threads in step.impl.lanes}
         self._device = device
         self.failure: BaseException | None = None  # a call that broke the contract (raised)
 
     def run_call_for(self, step) -> Callable[[str, Callable[[], None]], None]:
         """The ``BatchContext.run_call`` of one operator."""
-        queues = {lane: self.queues[(step.key, lane)] for lane in step.impl.lanes}
+        queues = {lane: self.queues[(step.key, lane)] for lane, _ in step.impl.lanes}
 
         def run_call(lane: str, call: Callable[[], None]) -> None:
             if lane not in queues:
@@ -59,8 +60,9 @@ class Lanes:
         return run
 
     def stop(self) -> None:
-        for calls in self.queues.values():
-            calls.put(None)
+        for key, calls in self.queues.items():
+            for _ in range(self.threads[key]):
+                calls.put(None)
 
 
 class GpuStage:

@@ -98,8 +98,13 @@ class _Handles:
         self.capacity = 0
 
 
-HARDWARE_LANE, CUDA_LANE = "nvJPEG hardware decode", "nvImageCodec decode"
-LANES = (HARDWARE_LANE, CUDA_LANE)
+# the decode calls' lane and how many threads serve it: the hardware decoders' share of one batch
+# and the CUDA decoders' share of another (or the same) decode at once, each decoder one call at a
+# time. Two threads taking either share, not one thread per decoder: with one per decoder, each
+# thread's next call waited for it to take the interpreter lock back, and the training pipeline
+# ran about 10% slower on an H200 (BENCHMARKS.md).
+LANES = (("GPU decode", 2),)
+DECODE_LANE = LANES[0][0]
 
 
 def run_now(lane: str, call) -> None:
@@ -110,10 +115,8 @@ def run_now(lane: str, call) -> None:
 class GpuImageDecoder:
     """The GPU decoders of one pipeline; ``submit`` from one thread. ``submit`` describes a batch to
     the decoders and hands their blocking decode calls (which release the interpreter lock) to
-    ``run_call(lane, call)``: the executor's decode stage runs each lane's calls one after another
-    on a thread of its own (LANES: the hardware decoders' share of one batch and the CUDA
-    decoders' share of another, or the same, decode at once), and the caller goes on with other
-    work and ``wait``s for the batch later. The decoder itself starts no thread; the threads that
+    ``run_call(lane, call)``: the executor's decode stage runs them on the threads of the lane
+    (LANES), and the caller goes on with other work and ``wait``s for the batch later. The decoder itself starts no thread; the threads that
     make its calls have its device as their current CUDA device.
     """
 
@@ -155,8 +158,10 @@ class GpuImageDecoder:
         self._plane, self._region_start, self._region_end = plane, self._view.region.start, self._view.region.end
         self._staging = PinnedStaging()
         self._free_handles: list[_Handles] = []
-        # each decoder takes one call at a time (its lane): two calls to the same decoder at once
-        # were slower than one after the other (25,500 against 29,800 windows/s on an H200)
+        # each decoder takes one call at a time: two calls to the same decoder at once were slower
+        # than one after the other (25,500 against 29,800 windows/s on an H200)
+        self._hardware_lock = threading.Lock()
+        self._nvimgcodec_lock = threading.Lock()
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.refused_by_hardware = 0  # images of batches nvJPEG's hardware backend refused
@@ -263,15 +268,15 @@ class GpuImageDecoder:
         return [index for index in on_gpu if index not in taken]
 
     def _queue(self, pending: "PendingDecode") -> None:
-        lanes = ([HARDWARE_LANE] if pending.hardware else []) + ([CUDA_LANE] if pending.decoding else [])
-        if lanes:
+        shares = (["hardware"] if pending.hardware else []) + (["nvimgcodec"] if pending.decoding else [])
+        if shares:
             pending.decoded = threading.Event()
-            pending.calls_left = len(lanes)
-            for lane in lanes:
-                pending.run_call(lane, functools.partial(self._decode_share, pending, lane))
+            pending.calls_left = len(shares)
+            for share in shares:
+                pending.run_call(DECODE_LANE, functools.partial(self._decode_share, pending, share))
             time.sleep(0)  # hands the lock over: the decode stage starts now, not at the next switch
 
-    def _decode_share(self, pending: "PendingDecode", lane: str) -> None:
+    def _decode_share(self, pending: "PendingDecode", share: str) -> None:
         """One decoder's share of a batch (the hardware decoders' share to nvJPEG, the rest to
         nvImageCodec), without the interpreter lock while it works; returns once the share is
         decoded or queued on the GPU. Errors are raised by the batch's wait(). The statuses are
@@ -280,8 +285,9 @@ class GpuImageDecoder:
         lib = self._library
         try:
             started = time.perf_counter()
-            if lane == HARDWARE_LANE:
-                _decode_on_hardware(self._hardware, pending.hardware_batch, pending._stream)
+            if share == "hardware":
+                with self._hardware_lock:
+                    _decode_on_hardware(self._hardware, pending.hardware_batch, pending._stream)
             else:
                 count = len(pending.decoding)
                 handles = pending.handles
@@ -291,8 +297,9 @@ class GpuImageDecoder:
                     decoded = (ctypes.c_void_p * count).from_buffer(handles.decoded)
                     images = (ctypes.c_void_p * count).from_buffer(handles.images)
                 future = ctypes.c_void_p()
-                status = lib.slow.nvimgcodecDecoderDecode(self._decoder, decoded, images, count,
-                                                          ctypes.byref(self._params), ctypes.byref(future))
+                with self._nvimgcodec_lock:
+                    status = lib.slow.nvimgcodecDecoderDecode(self._decoder, decoded, images, count,
+                                                              ctypes.byref(self._params), ctypes.byref(future))
                 lib.check(status, "nvimgcodecDecoderDecode")
                 pending.future = future
             self.seconds["decode call (decode stage)"] += time.perf_counter() - started

@@ -248,7 +248,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     cpu_class = None
     prepares_on_cpu = True
     preparation_crosses_processes = True  # prepare() returns plain data
-    lanes = ("nvJPEG hardware decode", "nvImageCodec decode")  # kernels.nvimgcodec_decode.LANES
+    lanes = (("GPU decode", 2),)  # kernels.nvimgcodec_decode.LANES
 
     def __init__(self, args, context):
         super().__init__(args, context)

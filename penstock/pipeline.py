@@ -14,7 +14,7 @@ from penstock import devices, optimize, registry
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
-from penstock.executor import Executor, IterationResult, Step
+from penstock.executor import Executor, IterationResult, Source, Step
 from penstock.graph import DataNode, Graph
 from penstock.kernels import cpu_image
 
@@ -142,7 +142,7 @@ class Pipeline:
             impl = cls(node.static_args, context)
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):
-                sources.append((node.index, impl, len(node.outputs)))
+                sources.append(Source(node.index, impl, len(node.outputs)))
             else:
                 steps.append(Step(node.index, impl,
                                   tuple((dep.op_node.index, dep.index) for dep in node.inputs),

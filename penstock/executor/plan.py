@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import multiprocessing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from penstock.contract import BatchOperator, SourceOperator
 
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 
 Ref = tuple[int, int]  # (operator key, output position): one value of a sample
+
+
+class Source(NamedTuple):
+    """One source of the plan: its key in a sample's values, the operator and its output count."""
+
+    key: int
+    impl: SourceOperator
+    num_outputs: int
 
 
 @dataclass
@@ -29,7 +37,7 @@ class Step:
 class ExecutionPlan:
     """The operators by stage and the slots of the values a batch keeps, fixed at build time."""
 
-    sources: tuple[tuple[int, SourceOperator, int], ...]  # (key, operator, number of outputs)
+    sources: tuple[Source, ...]
     source_keys: tuple[int, ...]
     steps: tuple[Step, ...]  # every other operator in graph order: each draws its random values
     cpu_steps: tuple[Step, ...]  # per-sample operators, run by the CPU stage
@@ -45,7 +53,7 @@ class ExecutionPlan:
     can_use_processes: bool  # fork exists and every preparation may cross to this process
 
     @classmethod
-    def build(cls, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
+    def build(cls, sources: list[Source], steps: list[Step],
               outputs: list[Ref]) -> "ExecutionPlan":
         cpu_steps = tuple(step for step in steps if not isinstance(step.impl, BatchOperator))
         gpu_steps = tuple(step for step in steps if isinstance(step.impl, BatchOperator))

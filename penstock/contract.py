@@ -20,8 +20,8 @@ number of dimensions, layout and, when its inputs fix it, the shape of every sam
 capability the engine asks about is a member of these classes, with its default here: readers
 (``Reader``: epoch size and metadata), fed sources (``FedSource``), decoders that may decode
 smaller (``decodes_smaller``), operators that resample to a fixed size (``fixed_resample_size``),
-and where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
-``preparation_crosses_processes``), and which blocking calls it hands to threads of the executor
+where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
+``preparation_crosses_processes``) and which blocking calls it hands to threads of the executor
 (``lanes``). The pipeline and the executor ask nothing else.
 """
 from __future__ import annotations

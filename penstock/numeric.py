@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-ROUNDING = "half to even"
-
-
 def integer_bounds(dtype) -> tuple[float, float] | None:
     """(lowest, highest) an integer type holds, as floats for a kernel's clamp; None for float and
     bool types, which are not rounded."""

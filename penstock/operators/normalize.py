@@ -94,16 +94,21 @@ class _TableCache:
         return table
 
 
+def _normalized_shape(image_shape: tuple, args: dict) -> tuple | None:
+    """The output shape for an HWC image of ``image_shape``; None where the data decides it (a
+    window trimmed to the image)."""
+    if args["out_of_bounds_policy"] == "trim_to_shape":
+        return None
+    height, width = crop_size(args) or image_shape[:2]
+    channels = image_shape[2] + (1 if args["pad_output"] and image_shape[2] == 3 else 0)
+    return (channels, height, width) if args["output_layout"] == "CHW" else (height, width, channels)
+
+
 class CropMirrorNormalizeDeclaration:
     def declare_outputs(self, inputs):
         declare_hwc(inputs[0], self.name)
         args = self.args
-        size = None if args["out_of_bounds_policy"] == "trim_to_shape" else crop_size(args)
-        shape = None
-        if inputs[0].shape and (size or inputs[0].shape):
-            height, width = size or inputs[0].shape[:2]
-            channels = inputs[0].shape[2] + (1 if args["pad_output"] and inputs[0].shape[2] == 3 else 0)
-            shape = (channels, height, width) if args["output_layout"] == "CHW" else (height, width, channels)
+        shape = _normalized_shape(inputs[0].shape, args) if inputs[0].shape else None
         return inputs[0].but(dtype=args["dtype"].numpy, ndim=3, layout=args["output_layout"], shape=shape)
 
 
@@ -114,15 +119,8 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
         self._tables = _TableCache(self.name)
 
     def output_spec(self, inputs, args):
-        image = inputs[0]
-        if image.ndim != 3:
-            return None
-        height, width = crop_size(args) or image.shape[:2]
-        if args["out_of_bounds_policy"] == "trim_to_shape":
-            return None
-        channels = image.shape[2] + (1 if args["pad_output"] and image.shape[2] == 3 else 0)
-        shape = (channels, height, width) if args["output_layout"] == "CHW" else (height, width, channels)
-        return shape, args["dtype"].numpy
+        shape = _normalized_shape(inputs[0].shape, args) if inputs[0].ndim == 3 else None
+        return None if shape is None else (shape, args["dtype"].numpy)
 
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]

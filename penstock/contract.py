@@ -108,18 +108,27 @@ def run_now(lane: str, call: Callable[[], None]) -> None:
     call()
 
 
+def run_all_now(calls: list[Callable[[], None]]) -> None:
+    """Runs CPU calls at once, in the calling thread (where no executor has CPU workers)."""
+    for call in calls:
+        call()
+
+
 @dataclass
 class BatchContext:
     """What a batch operator gets besides its inputs: random draws (element i for sample i), the
-    samples' sources for error messages, the CUDA stream and device its work goes to, and
+    samples' sources for error messages, the CUDA stream and device its work goes to,
     ``run_call(lane, call)``, which hands a blocking call to the executor's threads of that lane
-    (one of the operator's ``lanes``)."""
+    (one of the operator's ``lanes``), and ``run_on_workers(calls)``, which runs CPU work on the
+    executor's CPU workers (rather than on the GPU stage's thread) and returns once all of it ran,
+    raising the first call's error."""
 
     params: Any
     source_infos: list
     stream: Any
     device: Any
     run_call: Callable[[str, Callable[[], None]], None] = run_now
+    run_on_workers: Callable[[list[Callable[[], None]]], None] = run_all_now
 
 
 class Operator:

@@ -15,7 +15,7 @@ from penstock.batch import Batch
 from penstock.contract import SourceOperator, random_stream
 from penstock.executor.buffers import BufferPool
 from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage, Lanes
-from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, finish_samples
+from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, WorkerCalls, finish_samples
 from penstock.executor.plan import ExecutionPlan, Step
 from penstock.executor.processes import WorkerProcesses
 from penstock.executor.samples import SampleRunner
@@ -74,9 +74,13 @@ class Executor:
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping) \
             if plan.uses_processes(worker_processes) else None
+        # CPU work the GPU stage hands back (images the GPU decoders refused): the worker threads,
+        # or the thread that feeds the worker processes, take it before their next samples
+        self._worker_calls = calls = processes.calls if processes is not None else \
+            WorkerCalls(lambda: self._tasks.put(WorkerCalls.WAKE), self._stopping)
         lanes = Lanes(plan, device)
         gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
-                       self._times, lanes) if plan.gpu_steps else None
+                       self._times, lanes, calls) if plan.gpu_steps else None
 
         # The stages, in the order a batch goes through them, one line each: the threads are made from
         # this list. The consumer is the caller's thread: next() takes batches from _ready, or from
@@ -284,10 +288,15 @@ class Executor:
     def _work(self) -> None:
         """A worker thread: computes queued samples with the sample runner until it takes a None."""
         runner = self._runner
+        calls = self._worker_calls
         while True:
             task = self._tasks.get()
+            if calls:
+                calls.run_waiting()
             if task is None:  # shut down
                 return
+            if task is WorkerCalls.WAKE:
+                continue
             job, index = task
             if job.error is None and not self._stopping.is_set():
                 try:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from penstock.batch import GpuBatch
 from penstock.contract import BatchContext, DeferredBatch
-from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, as_tuple, call_operator
+from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, WorkerCalls, as_tuple, call_operator
 from penstock.executor.plan import PREPARED, ExecutionPlan
 from penstock.executor.samples import batch_args
 
@@ -71,8 +71,10 @@ class GpuStage:
     changes in place when a fed layout arrives."""
 
     def __init__(self, plan: ExecutionPlan, device, output_layouts: list[str], in_flight: queue.Queue,
-                 ready: queue.Queue, stopping: threading.Event, times: StageTimes, lanes: Lanes):
+                 ready: queue.Queue, stopping: threading.Event, times: StageTimes, lanes: Lanes,
+                 worker_calls: WorkerCalls):
         self._plan = plan
+        self._worker_calls = worker_calls
         self._run_calls = {step.key: lanes.run_call_for(step) for step in plan.gpu_steps}
         self._device = device
         self._output_layouts = output_layouts
@@ -153,7 +155,7 @@ class GpuStage:
                     else:
                         args = [impl.args] * job.size
                     context = BatchContext(job.params[step.key], job.source_infos, stream, self._device,
-                                           self._run_calls[step.key])
+                                           self._run_calls[step.key], self._worker_calls.run)
                     begun = time.perf_counter()
                     result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context),
                                       step.num_outputs)

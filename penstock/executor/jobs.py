@@ -108,3 +108,58 @@ class StageTimes:
                 for stage, seconds in list(timings.items()):
                     totals[stage] += seconds
         return dict(totals)
+
+
+class WorkerCalls:
+    """CPU work that the GPU stage hands back to the CPU workers (images the GPU decoders refused):
+    the workers take these calls before their next sample. ``wake`` rouses an idle worker; the
+    thread that hands calls over waits for them (``run``) and stops waiting when the pipeline
+    shuts down."""
+
+    WAKE = object()  # put among the worker threads' tasks: take the waiting calls
+
+    def __init__(self, wake, stopping: threading.Event):
+        self._calls: collections.deque = collections.deque()
+        self._wake = wake
+        self._stopping = stopping
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def run(self, calls: list) -> None:
+        """Runs ``calls`` on the workers; returns once all have run, raising the first one's error."""
+        if not calls:
+            return
+        left = [len(calls)]
+        errors: dict = {}  # position of the call -> its error
+        lock, finished = threading.Lock(), threading.Event()
+
+        def counted(position, call):
+            def run_counted():
+                try:
+                    call()
+                except BaseException as error:
+                    errors[position] = error
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        finished.set()
+            return run_counted
+
+        for position, call in enumerate(calls):
+            self._calls.append(counted(position, call))
+            self._wake()
+        while not finished.wait(timeout=POLL_SECONDS):
+            if self._stopping.is_set():
+                raise RuntimeError("the pipeline was shut down")
+        if errors:
+            raise errors[min(errors)]
+
+    def run_waiting(self) -> None:
+        """Runs the calls handed over so far (a worker's side)."""
+        while True:
+            try:
+                call = self._calls.popleft()
+            except IndexError:
+                return
+            call()

@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 
 from penstock.draws import UniformBlocks
-from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, finish_samples
+from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
 from penstock.executor.shared_ring import SharedRing
 
@@ -52,14 +52,15 @@ class WorkerProcesses:
         self._tasks = tasks  # (job, sample index), or None: shut down
         self._stopping = stopping
         self._links: list[ProcessLink] = []
-        self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples are queued
+        self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples or calls are queued
+        self.calls = WorkerCalls(self.wake, stopping)  # run by the dispatcher thread, in this process
 
     def start(self) -> None:
         """Forks the processes; call it before the pipeline's threads exist."""
         self._links = [ProcessLink(self._runner) for _ in range(self.count)]
 
     def wake(self) -> None:
-        """Wakes the dispatcher: samples were queued, or the pipeline stops."""
+        """Wakes the dispatcher: samples or calls were queued, or the pipeline stops."""
         self._doorbell[1].send_bytes(b"")
 
     def close(self) -> None:
@@ -92,7 +93,10 @@ class WorkerProcesses:
         prepared_slots = self._runner.plan.prepared_slots
         store = self._runner.store
         closing = False
+        calls = self.calls
         while not self._stopping.is_set():
+            if calls:
+                calls.run_waiting()
             while idle and not closing:
                 tasks = self._waiting_tasks(max(1, min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))))
                 if tasks and tasks[-1] is None:

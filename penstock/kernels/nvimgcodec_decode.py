@@ -1,8 +1,9 @@
 """GPU image decoding: JPEG on the GPU's hardware decoding engines (A100, H100, H200 class)
 through nvJPEG's batched call, the JPEGs they do not take (or all, where there are none) through
 nvImageCodec on CUDA cores (Huffman on CPU threads); a window per image decodes only that region,
-straight into one buffer for the batch. Images the GPU decoders do not take (other formats, and any
-JPEG they refuse) are decoded on the CPU and uploaded.
+straight into one buffer for the batch. Images the GPU decoders do not take are decoded on the CPU
+workers and uploaded: other formats before the batch reaches the GPU stage, and any JPEG the
+decoders refuse when the GPU stage finds out.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
 from penstock.batch import PackedBatch
-from penstock.kernels.pinned import PinnedStaging, upload_arrays
+from penstock.kernels.pinned import upload_arrays
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
@@ -112,6 +113,12 @@ def run_now(lane: str, call) -> None:
     call()
 
 
+def run_all_now(calls: list) -> None:
+    """A ``run_on_workers`` that decodes refused images in the calling thread."""
+    for call in calls:
+        call()
+
+
 class GpuImageDecoder:
     """The GPU decoders of one pipeline; ``submit`` from one thread. ``submit`` describes a batch to
     the decoders and hands their blocking decode calls (which release the interpreter lock) to
@@ -156,7 +163,6 @@ class GpuImageDecoder:
         self._view = capi.new(capi.CodeStreamView)
         self._view.region.ndim = 2
         self._plane, self._region_start, self._region_end = plane, self._view.region.start, self._view.region.end
-        self._staging = PinnedStaging()
         self._free_handles: list[_Handles] = []
         # each decoder takes one call at a time: two calls to the same decoder at once were slower
         # than one after the other (25,500 against 29,800 windows/s on an H200)
@@ -182,11 +188,12 @@ class GpuImageDecoder:
             return None
 
     def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}",
-               run_call=run_now) -> "PendingDecode":
+               run_call=run_now, run_on_workers=run_all_now) -> "PendingDecode":
         """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (a
         PackedBatch of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
         are to be read (by work queued on ``cuda_stream``) once its wait() returned. The decode
-        calls go to ``run_call(lane, call)`` (see the class)."""
+        calls go to ``run_call(lane, call)`` (see the class); the images the GPU decoders refuse
+        are decoded by the calls given to ``run_on_workers(calls)``, which returns once they ran."""
         quick = self._library.quick
         started = time.perf_counter()
         channels = self._channels
@@ -200,7 +207,8 @@ class GpuImageDecoder:
             total += -(-height * width * channels // _ALIGN) * _ALIGN
         with torch.cuda.stream(cuda_stream):
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
-        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe, run_call)
+        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe, run_call,
+                                run_on_workers)
         on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1 and image_codecs.is_jpeg(item.data)]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
@@ -353,10 +361,12 @@ def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, st
 class PendingDecode:
     """One batch's decode in flight (GpuImageDecoder.submit)."""
 
-    def __init__(self, decoder: GpuImageDecoder, items: list, images: list, cuda_stream, describe, run_call):
+    def __init__(self, decoder: GpuImageDecoder, items: list, images: list, cuda_stream, describe, run_call,
+                 run_on_workers):
         self.images = images
         self._decoder, self._items, self._stream, self._describe = decoder, items, cuda_stream, describe
         self.run_call = run_call
+        self._run_on_workers = run_on_workers
         self.handles: _Handles | None = None
         self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
         self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
@@ -374,12 +384,12 @@ class PendingDecode:
         thread would otherwise only wait for them)."""
         indices = [index for index, item in enumerate(self._items) if item.data.ndim == 3]
         if indices:
-            self._decode_on_cpu(self._items, indices)
+            self._upload(indices, [self._items[index].data for index in indices])
             self.uploaded = indices
 
     def wait(self) -> None:
-        """Returns once every image is decoded or queued on the stream: images the GPU decoders do
-        not take (other formats, JPEGs they refuse) are decoded here on the CPU and uploaded."""
+        """Returns once every image is decoded or queued on the stream: the JPEGs the GPU decoders
+        refuse are decoded on the CPU workers (``run_on_workers``) and uploaded."""
         if self._items is None:
             return
         decoder = self._decoder
@@ -423,7 +433,8 @@ class PendingDecode:
         nvImageCodec instead, which says image by image what it refuses (then decoded on the CPU)."""
         self._decoder.refused_by_hardware += len(indices)
         again = self._decoder.submit([EncodedImage((*items[index][:4], False)) for index in indices], self._stream,
-                                     lambda position: self._describe(indices[position]), self.run_call)
+                                     lambda position: self._describe(indices[position]), self.run_call,
+                                     self._run_on_workers)
         again.wait()
         with torch.cuda.stream(self._stream):
             for position, index in enumerate(indices):
@@ -447,30 +458,36 @@ class PendingDecode:
         self.hardware_batch = None
 
     def _decode_on_cpu(self, items: list, indices: list) -> None:
-        """Images the GPU decoders did not take, decoded here (or on a worker already) and uploaded."""
+        """Images the GPU decoders refused, decoded by the executor's CPU workers and uploaded."""
+        arrays = [None] * len(indices)
+
+        def decode(position: int, index: int):
+            def call():
+                arrays[position] = self._decoded_on_cpu(items[index], index)
+            return call
+        self._run_on_workers([decode(position, index) for position, index in enumerate(indices)])
+        self._upload(indices, arrays)
+
+    def _decoded_on_cpu(self, item: EncodedImage, index: int) -> np.ndarray:
+        try:
+            image = image_codecs.decode(item.data, self._decoder._output_type)
+        except image_codecs.DecodeError as error:
+            raise image_codecs.DecodeError(f"{self._describe(index)}: {error}") from None
+        if item.window is not None:
+            top, left, height, width = item.window
+            image = image[top:top + height, left:left + width]
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if tuple(image.shape) != tuple(self.images[index].shape):
+            raise image_codecs.DecodeError(
+                f"{self._describe(index)}: decoded to {tuple(image.shape)}, but its header gave "
+                f"{tuple(self.images[index].shape)}")
+        return image
+
+    def _upload(self, indices: list, arrays: list) -> None:
         decoder = self._decoder
-        arrays = []
-        for index in indices:
-            data, window = items[index].data, items[index].window
-            if data.ndim == 3:  # decoded on a CPU worker already
-                arrays.append(data)
-                continue
-            try:
-                image = image_codecs.decode(data, decoder._output_type)
-            except image_codecs.DecodeError as error:
-                raise image_codecs.DecodeError(f"{self._describe(index)}: {error}") from None
-            if window is not None:
-                top, left, height, width = window
-                image = image[top:top + height, left:left + width]
-            if image.ndim == 2:
-                image = image[:, :, None]
-            if tuple(image.shape) != tuple(self.images[index].shape):
-                raise image_codecs.DecodeError(
-                    f"{self._describe(index)}: decoded to {tuple(image.shape)}, but its header gave "
-                    f"{tuple(self.images[index].shape)}")
-            arrays.append(image)
         with torch.cuda.stream(self._stream):
-            for index, tensor in zip(indices, upload_arrays(decoder._staging, decoder.device, arrays)):
+            for index, tensor in zip(indices, upload_arrays(decoder.device, arrays)):
                 self.images[index].copy_(tensor)
         decoder.decoded_on_cpu += len(indices)
 

@@ -1,7 +1,10 @@
-"""Host-to-GPU copies through reused pinned buffers: one copy for many arrays, queued on the
-current CUDA stream without waiting for the work already on it. Allocating pinned memory
-(cudaHostAlloc) for each copy would stall the device, so each ``PinnedStaging`` keeps a small ring
-of buffers and reuses one once the copy that last read it has finished."""
+"""Host-to-GPU copies of many arrays in one copy, from pinned memory, queued on the current CUDA
+stream without waiting for the work already on it.
+
+The pinned buffer comes from PyTorch's caching host allocator: allocating pinned memory
+(cudaHostAlloc) for each copy would stall the device, and the allocator reuses a freed buffer only
+once the copies that read it have finished (it records an event on the stream of each copy). So
+this module keeps no buffers of its own, and a forked worker process inherits none."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,47 +15,26 @@ from penstock.types import to_torch_dtype
 _ALIGN = 16  # bytes: every array starts on such a boundary, whatever its dtype
 
 
-class PinnedStaging:
-    SLOTS = 4
-
-    def __init__(self):
-        self._slots = [None] * self.SLOTS  # (pinned uint8 buffer, event after its copy)
-        self._next = 0
-
-    def upload(self, device, arrays: list) -> tuple[torch.Tensor, list[int]]:
-        """The arrays packed into one uint8 tensor on ``device``, and each one's byte offset in it."""
-        offsets, total = [], 0
-        for array in arrays:
-            offsets.append(total)
-            total += -(-array.nbytes // _ALIGN) * _ALIGN
-        if device.type != "cuda":
-            packed = np.empty(max(total, 1), np.uint8)
-            for array, offset in zip(arrays, offsets):
-                packed[offset:offset + array.nbytes] = _bytes_of(array)
-            return torch.from_numpy(packed), offsets
-        slot = self._next
-        self._next = (slot + 1) % self.SLOTS
-        buffer, event = self._slots[slot] or (None, None)
-        if event is not None:
-            event.synchronize()  # the copy that last read this buffer (long done, in practice)
-        if buffer is None or buffer.numel() < total:
-            buffer = torch.empty(max(total + total // 2, 1 << 16), dtype=torch.uint8, pin_memory=True)
-        host = buffer.numpy()
-        for array, offset in zip(arrays, offsets):
-            host[offset:offset + array.nbytes] = _bytes_of(array)
-        moved = buffer[:max(total, 1)].to(device, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
-        self._slots[slot] = (buffer, event)
-        return moved, offsets
+def upload(device, arrays: list) -> tuple[torch.Tensor, list[int]]:
+    """The arrays packed into one uint8 tensor on ``device``, and each one's byte offset in it."""
+    offsets, total = [], 0
+    for array in arrays:
+        offsets.append(total)
+        total += -(-array.nbytes // _ALIGN) * _ALIGN
+    on_cuda = device.type == "cuda"
+    packed = torch.empty(max(total, 1), dtype=torch.uint8, pin_memory=on_cuda)
+    host = packed.numpy()
+    for array, offset in zip(arrays, offsets):
+        host[offset:offset + array.nbytes] = _bytes_of(array)
+    return (packed.to(device, non_blocking=True) if on_cuda else packed), offsets
 
 
 def _bytes_of(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-def upload_arrays(staging: PinnedStaging, device, arrays: list) -> list[torch.Tensor]:
+def upload_arrays(device, arrays: list) -> list[torch.Tensor]:
     """Each array as a tensor on ``device`` (views into one packed copy)."""
-    packed, offsets = staging.upload(device, arrays)
+    packed, offsets = upload(device, arrays)
     return [packed[offset:offset + array.nbytes].view(to_torch_dtype(array.dtype)).view(array.shape)
             for array, offset in zip(arrays, offsets)]

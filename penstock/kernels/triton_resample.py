@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +22,7 @@ import triton.language as tl
 
 from penstock import numeric, types
 from penstock.batch import PackedBatch, hwc_facts
-from penstock.kernels.pinned import PinnedStaging, upload_arrays
+from penstock.kernels.pinned import upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
 FILTER_RADIUS = {FILTER_NEAREST: 0.5, FILTER_LINEAR: 1.0, FILTER_CUBIC: 2.0, FILTER_LANCZOS3: 3.0}
@@ -180,13 +179,6 @@ def resample_kernel(
         tl.store(address, value.to(out_base.dtype.element_ty), mask=active)
 
 
-# The kernel tables' staging buffers, shared by every thread that launches the kernel. Not one per
-# thread in a threading.local: a forked worker process discards the other threads' locals, and the
-# CUDA events freed with them there abort it.
-_staging = PinnedStaging()
-_staging_lock = threading.Lock()
-
-
 @dataclass
 class ResamplePlan:
     """What the kernel does to each sample; tensors on the device of the sources (tables on the
@@ -266,8 +258,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     reals[:, 4 + channels:4 + 2 * channels] = plan.addends
     reals[:, 4 + 2 * channels:] = plan.fills
     if device.type == "cuda":
-        with _staging_lock:
-            integers, reals = upload_arrays(_staging, device, [integers, reals])
+        integers, reals = upload_arrays(device, [integers, reals])
     else:
         integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
     bounds = None if plan.out_dtype.is_floating_point or plan.out_dtype == torch.bool else \

@@ -69,6 +69,7 @@ def _load():
         library.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
         library.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
                                        ctypes.c_int, ctypes.c_int]
+        library.tj3Destroy.argtypes = [ctypes.c_void_p]
         library.tj3GetErrorStr.restype = ctypes.c_char_p
         library.tj3GetErrorStr.argtypes = [ctypes.c_void_p]
         return library
@@ -76,7 +77,18 @@ def _load():
 
 
 _library = _load()
-_handles = threading.local()
+# one decompressor per thread (a TurboJPEG handle serves one call at a time), destroyed with the
+# thread's locals when the thread ends: a pipeline's worker threads end when it closes
+_decompressors = threading.local()
+
+
+class _Decompressor:
+    def __init__(self):
+        self.handle = _library.tj3Init(_INIT_DECOMPRESS)
+
+    def __del__(self):
+        if self.handle and _library is not None:
+            _library.tj3Destroy(self.handle)
 
 
 def available() -> bool:
@@ -84,10 +96,10 @@ def available() -> bool:
 
 
 def _handle():
-    handle = getattr(_handles, "handle", None)
-    if handle is None:
-        handle = _handles.handle = _library.tj3Init(_INIT_DECOMPRESS)
-    return handle
+    decompressor = getattr(_decompressors, "decompressor", None)
+    if decompressor is None:
+        decompressor = _decompressors.decompressor = _Decompressor()
+    return decompressor.handle
 
 
 def _check(handle, status: int) -> None:

@@ -317,7 +317,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
         # the decode runs while the executor finishes the batch before this one; the plan waits
         # for it before its kernel reads the images
-        pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call)
+        pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call, batch.run_on_workers)
         return replace(ImagePlan.of(pending.images), pending=pending)
 
     def close(self):

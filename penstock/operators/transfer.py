@@ -15,19 +15,13 @@ registry.register_schema(OpSchema(
 
 @registry.register("_to_gpu", "mixed", requires=devices.gpu_problem)
 class ToGpu(BatchOperator):
-    """CPU samples to the GPU: one copy through pinned staging memory for the whole batch."""
-
-    def __init__(self, args, context):
-        super().__init__(args, context)
-        self._staging = None
+    """CPU samples to the GPU: one copy from pinned memory for the whole batch."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.kernels.pinned import PinnedStaging, upload_arrays
+        from penstock.kernels.pinned import upload_arrays
         samples = [np.ascontiguousarray(sample) for sample in inputs[0]]
         if not samples:
             return []
-        if self._staging is None:
-            self._staging = PinnedStaging()
         if len({(s.shape, s.dtype) for s in samples}) == 1:
-            return list(upload_arrays(self._staging, batch.device, [np.stack(samples)])[0])
-        return upload_arrays(self._staging, batch.device, samples)
+            return list(upload_arrays(batch.device, [np.stack(samples)])[0])
+        return upload_arrays(batch.device, samples)

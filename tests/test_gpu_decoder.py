@@ -103,13 +103,19 @@ def test_every_kind_of_image_in_one_batch_decodes_as_on_the_cpu(output_type):
     import torch
     decoder = _gpu_decoder(output_type)
     items = _items(list(KINDS) * 2)
-    pending = decoder.submit(items, torch.cuda.current_stream())
+    handed_back = []
+
+    def run_on_workers(calls):  # the executor's CPU workers, here: records what is handed back
+        handed_back.append(len(calls))
+        for call in calls:
+            call()
+    pending = decoder.submit(items, torch.cuda.current_stream(), run_on_workers=run_on_workers)
     pending.wait()
     torch.cuda.synchronize()
     _check_against_cpu(items, pending.images, output_type)
     if decoder._hardware is not None:  # a GPU with hardware JPEG decoders
         assert sorted(pending.hardware) == [i for i, item in enumerate(items) if item[4]]
-    assert decoder.decoded_on_cpu >= 2  # the PNGs
+    assert decoder.decoded_on_cpu >= 2 and sum(handed_back) == decoder.decoded_on_cpu  # the PNGs at least
     decoder.close()
 
 

@@ -171,8 +171,9 @@ class Batch:
 
 
 class GpuBatch:
-    """A batch on the GPU: one torch tensor per sample, and one dense [N, ...] tensor when the
-    samples were produced together with one shape.
+    """A batch on the GPU: one torch tensor per sample (a list, or a PackedBatch whose views are
+    made when asked for), and one dense [N, ...] tensor when the samples were produced together
+    with one shape.
 
     The pipeline's work on it was queued on the pipeline's CUDA stream; every accessor makes the
     caller's current stream wait for that work first (and tells PyTorch's allocator the memory is
@@ -181,9 +182,9 @@ class GpuBatch:
 
     device = "gpu"
 
-    def __init__(self, samples: list | None, layout: str = "", dense=None, ready=None):
+    def __init__(self, samples, layout: str = "", dense=None, ready=None):
         """``samples`` may be None when ``dense`` is given: its rows are made when first asked for."""
-        self._sample_list = None if samples is None else list(samples)
+        self._sample_list = samples if samples is None or isinstance(samples, PackedBatch) else list(samples)
         self._layout = layout
         self._dense = dense
         self._ready = ready  # a torch.cuda.Event recorded after the batch was written, or None
@@ -214,6 +215,8 @@ class GpuBatch:
         return (self.at(i) for i in range(len(self)))
 
     def shape(self) -> list[tuple[int, ...]]:
+        if isinstance(self._sample_list, PackedBatch):
+            return [tuple(shape) for shape in self._sample_list.shapes]
         return [tuple(sample.shape) for sample in self._samples]
 
     def layout(self) -> str:
@@ -221,15 +224,17 @@ class GpuBatch:
 
     @property
     def dtype(self):
-        return self._samples[0].dtype if self._samples else None
+        if isinstance(self._sample_list, PackedBatch):
+            return self._sample_list.buffer.dtype
+        return self._samples[0].dtype if len(self._samples) else None
 
     def is_dense_tensor(self) -> bool:
-        return self._dense is not None or len({tuple(s.shape) for s in self._samples}) <= 1
+        return self._dense is not None or len(set(self.shape())) <= 1
 
     def as_tensor(self):
         """The batch as one [N, ...] tensor on the GPU: without a copy when it was produced dense."""
         if self._dense is None:
-            shapes = {tuple(sample.shape) for sample in self._samples}
+            shapes = set(self.shape())
             if len(shapes) > 1:
                 raise not_dense_error(shapes)
             if not shapes:

@@ -220,3 +220,29 @@ def test_packed_images_give_the_same_plan_results_as_separate_tensors():
         plan = ImagePlan.of(sources).with_resize([(10, 12)] * 3, kernel_filter(types.INTERP_LINEAR), True)
         results.append(plan.with_flips([(0, 1)] * 3).with_output(dtype=torch.float32).materialize()[1])
     assert torch.equal(results[0], results[1])
+
+
+def test_a_ragged_gpu_output_keeps_its_packed_buffer_and_reads_as_its_samples():
+    """The pipeline's ragged GPU output is the kernel's one buffer (a PackedBatch): shapes and dtype
+    are read without a view per sample, and the samples match the CPU pipeline's."""
+    from penstock import devices, fn, pipeline_def
+    from penstock.batch import PackedBatch
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=0, seed=1)
+    def resized(device):
+        data = fn.external_source(source=lambda: [smooth_image(8 + 3 * i, 6, seed=i) for i in range(3)], batch=True)
+        return fn.resize(data.gpu() if device == "gpu" else data, resize_shorter=4, device=device,
+                         interp_type=types.INTERP_NN)
+
+    with devices.emulated_gpu():
+        pipe = resized("gpu")
+        (gpu_out,) = pipe.run()
+        pipe.close()
+    cpu_pipe = resized("cpu")
+    (cpu_out,) = cpu_pipe.run()
+    cpu_pipe.close()
+    assert isinstance(gpu_out._sample_list, PackedBatch)
+    assert gpu_out.shape() == cpu_out.shape() == [(5, 4, 3), (7, 4, 3), (9, 4, 3)]
+    assert gpu_out.dtype == torch.uint8 and not gpu_out.is_dense_tensor()
+    for gpu_sample, cpu_sample in zip(gpu_out.as_cpu(), cpu_out):
+        assert np.abs(gpu_sample.astype(int) - cpu_sample).max() <= 1

@@ -118,8 +118,9 @@ class ImagePlan(DeferredBatch):
                        pad_channels=self.pad_channels if pad_channels is None else pad_channels)
 
     def materialize(self, block: int = 256, per_sample: bool = True):
-        """Runs the plan: (list of per-sample tensors, dense [N, ...] tensor or None); the list is
-        None with ``per_sample=False`` when the dense tensor is there."""
+        """Runs the plan: (per-sample tensors, dense [N, ...] tensor or None); the per-sample
+        tensors are a list, or with ``per_sample=False`` the PackedBatch of a ragged result (its
+        views made when asked for), or None when the dense tensor is there."""
         if self.pending is not None:
             self.pending.wait()
         if not len(self.sources):
@@ -134,7 +135,7 @@ class ImagePlan(DeferredBatch):
         dense = packed.dense()
         if dense is not None:
             return (list(dense) if per_sample else None), dense
-        return list(packed), None
+        return (list(packed) if per_sample else packed), None
 
 
 def _source_sizes(sources) -> list:

@@ -5,9 +5,9 @@ Define a pipeline with ``@pipeline_def`` over ``fn.*`` operators or as a ``Pipel
 """
 from penstock import fn, ops, types
 from penstock.batch import Batch
-from penstock.executor import PipelineError
+from penstock.executor import PipelineError, Skipped
 from penstock.graph import DataNode, GpuFallbackWarning
 from penstock.pipeline import Pipeline, pipeline_def
 
 __version__ = "0.1.0"
-__all__ = ["Batch", "DataNode", "GpuFallbackWarning", "Pipeline", "PipelineError", "fn", "ops", "pipeline_def", "types"]
+__all__ = ["Batch", "DataNode", "GpuFallbackWarning", "Pipeline", "PipelineError", "Skipped", "fn", "ops", "pipeline_def", "types"]

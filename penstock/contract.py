@@ -77,11 +77,13 @@ UNKNOWN = OutputSpec()
 @dataclass
 class EpochInfo:
     """Where a source's batch stands in its epoch: the first ``valid`` samples are real data of
-    epoch ``epoch``; the rest pad a short last batch. ``last`` marks the epoch's last batch."""
+    epoch ``epoch``; the rest pad a short last batch. ``last`` marks the epoch's last batch, and
+    ``index`` is the batch's place in its epoch (0 for the first)."""
 
     epoch: int
     valid: int
     last: bool
+    index: int = 0
 
 
 @dataclass
@@ -180,6 +182,7 @@ class Operator:
 
 class SourceOperator(Operator):
     fed = False  # a FedSource: its data comes from Pipeline.feed_input
+    lends_samples = False  # a Reader: a replacement is taken out of its epoch (see replacement)
 
     def next_batch(self, iteration: int) -> SourceBatch:
         raise NotImplementedError
@@ -194,9 +197,24 @@ class SourceOperator(Operator):
     def shutdown(self) -> None:
         """Releases anything waiting on the user (fed inputs)."""
 
+    def replacement(self, item, epoch_info: "EpochInfo | None") -> tuple | None:
+        """(item, source info or None to keep the sample's) for a sample that replaces one an
+        operator failed on (``on_error="skip"``), or None when this source has none (the sample is
+        then left out of its batch). By default the same item: what a source makes per sample
+        without data (random draws) holds for the replacement too. Readers lend instead (below)."""
+        return item, None
+
 
 class Reader(SourceOperator):
-    """A source with a data set of known size, read in epochs (and shards)."""
+    """A source with a data set of known size, read in epochs (and shards).
+
+    Under ``on_error="skip"`` a failed sample is replaced by the last sample of its epoch's order
+    still in the epoch (``lend``), which leaves the epoch: the epoch ends one sample sooner, and
+    the batch that held that sample pads it out (``epoch_end`` tells how far each epoch now goes).
+    Taking from the end makes the result depend only on which samples fail, not on how far ahead
+    the pipeline has read."""
+
+    lends_samples = True
 
     def epoch_size(self) -> int:
         raise NotImplementedError
@@ -205,6 +223,16 @@ class Reader(SourceOperator):
         """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard,
         shard_size, batches_per_epoch."""
         raise NotImplementedError
+
+    def lend(self, epoch: int, position: int) -> tuple | None:
+        """(item, source info) of the last sample still in ``epoch`` when it comes after
+        ``position`` (in the epoch's order), taken out of the epoch; else None (and when the sample
+        at ``position`` is itself the last, it leaves the epoch)."""
+        return None
+
+    def epoch_end(self, epoch: int) -> int | None:
+        """How many samples of ``epoch``'s order are still in it (None: all of them)."""
+        return None
 
 
 class FedSource(SourceOperator):
@@ -222,6 +250,9 @@ class FedSource(SourceOperator):
     def feed_end(self) -> None:
         """No more data comes before reset(): the source ends once what was fed is used."""
         raise NotImplementedError
+
+    def replacement(self, item, epoch_info):
+        return None  # what the user fed for a batch has no spare samples
 
 
 class SampleOperator(Operator):

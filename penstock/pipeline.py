@@ -46,13 +46,20 @@ class Pipeline:
             instead of threads, so that their Python runs in parallel (where fork exists). None (the
             default) chooses processes for pipelines that decode on the GPU ('mixed' decoders), whose
             GPU stage then has this process's interpreter to itself, and threads otherwise.
+        on_error: what a sample that an operator fails on (a file that cannot be read or decoded)
+            does: "raise" (the default) raises a PipelineError naming the file, the operator and the
+            reason; "skip" leaves the sample out and refills its batch with the next sample of the
+            same shard that no batch holds yet (the epoch then ends one sample sooner, and every
+            other sample of it is still delivered once), and ``skipped()`` lists what was left out.
+            A batch keeps its size unless no such sample is left (near the end of an epoch, or for
+            fed data), then it is one sample shorter. Failures found on the GPU stage still raise.
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
-                 gpu_fallback: bool = True):
+                 gpu_fallback: bool = True, on_error: str = "raise"):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
         if isinstance(prefetch_queue_depth, dict):
@@ -66,6 +73,9 @@ class Pipeline:
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
         self._worker_processes = None if worker_processes is None else bool(worker_processes)
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"Pipeline: argument 'on_error' must be 'raise' or 'skip', got {on_error!r}")
+        self._on_error = on_error
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None
@@ -157,7 +167,7 @@ class Pipeline:
         if any(isinstance(step.impl, BatchOperator) for step in steps):
             device = devices.torch_device(self._device_id)
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
-                        device, self._worker_processes)
+                        device, self._worker_processes, skip_failures=self._on_error == "skip")
 
     def _declare_outputs(self) -> list[OutputSpec]:
         """What each pipeline output holds, declared operator by operator from the sources on,
@@ -196,6 +206,17 @@ class Pipeline:
         if feeds:
             self._fed_runs += 1
         return self._last_result.outputs
+
+    def skipped(self, epoch: int | None = None) -> list:
+        """What ``on_error="skip"`` left out of the batches of ``epoch`` handed out so far (default:
+        the epoch of the last batch run() returned): one ``Skipped(source, operator, reason)`` per
+        failed sample, in the order of the batches."""
+        if self._executor is None:
+            return []
+        if epoch is None:
+            info = self._last_result.epoch_info if self._last_result is not None else None
+            epoch = info.epoch if info is not None else 0
+        return self._executor.skipped(epoch)
 
     def _fed_sources(self) -> list[FedSource]:
         return [impl for impl in self._impls.values() if isinstance(impl, SourceOperator) and impl.fed]

@@ -20,7 +20,7 @@ dispatcher and their messages), shared_ring (arrays from the processes in shared
 (the GPU stage and the decode stage's lanes), executor (the stages and the consumer's side).
 """
 from penstock.executor.executor import Executor
-from penstock.executor.jobs import IterationResult, PipelineError
+from penstock.executor.jobs import IterationResult, PipelineError, Skipped
 from penstock.executor.plan import Source, Step
 
-__all__ = ["Executor", "IterationResult", "PipelineError", "Source", "Step"]
+__all__ = ["Executor", "IterationResult", "PipelineError", "Skipped", "Source", "Step"]

@@ -19,6 +19,7 @@ from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTime
 from penstock.executor.plan import ExecutionPlan, Step
 from penstock.executor.processes import WorkerProcesses
 from penstock.executor.samples import SampleRunner
+from penstock.executor.skipping import refill
 
 # Python worker threads beyond this many cost more in contention for the interpreter lock than
 # they add: on the 16-core H200 machine the CPU training pipeline ran at 2,837 images/s with 8
@@ -54,8 +55,15 @@ class Executor:
 
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], num_threads: int,
-                 prefetch_depth: int, device=None, worker_processes: bool | None = False):
+                 prefetch_depth: int, device=None, worker_processes: bool | None = False,
+                 skip_failures: bool = False):
         self._plan = plan = ExecutionPlan.build(sources, steps, outputs)
+        self._skip_failures = skip_failures  # on_error="skip" (executor.skipping)
+        readers = [source.name for _, source, _ in plan.sources if source.lends_samples]
+        if skip_failures and len(readers) > 1:
+            raise ValueError(f"on_error='skip' refills batches from one reader; this pipeline has {len(readers)} "
+                             f"({', '.join(readers)})")
+        self._skipped: dict[int, list] = {}  # epoch -> Skipped records of the batches handed out
         self._output_layouts = list(output_layouts)  # the GPU stage reads this list: changed in place
         # batches prepared ahead of the consumer: prefetch_depth finished or in the CPU stage, and,
         # as each stage has its own in DALI, the GPU stage's own (GPU_BATCHES_IN_FLIGHT): else
@@ -80,7 +88,7 @@ class Executor:
             WorkerCalls(lambda: self._tasks.put(WorkerCalls.WAKE), self._stopping)
         lanes = Lanes(plan, device)
         gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
-                       self._times, lanes, calls) if plan.gpu_steps else None
+                       self._times, lanes, calls, self._refill) if plan.gpu_steps else None
 
         # The stages, in the order a batch goes through them, one line each: the threads are made from
         # this list. The consumer is the caller's thread: next() takes batches from _ready, or from
@@ -131,6 +139,8 @@ class Executor:
         try:
             job = self._wait(self._ready if self._gpu is not None else self._in_flight)
             self._wait_event(job.done)
+            if self._gpu is None:  # else the GPU stage did, in the same order
+                self._refill(job)
         except BaseException:
             self.shutdown()
             raise
@@ -142,7 +152,13 @@ class Executor:
         if job.stop:
             self._end_delivered = True
             raise StopIteration
+        if job.skipped:
+            self._skipped.setdefault(job.epoch_info.epoch if job.epoch_info else 0, []).extend(job.skipped)
         return IterationResult(self._assemble(job), job.epoch_info, job.iteration)
+
+    def skipped(self, epoch: int) -> list:
+        """The samples left out under on_error="skip" in the batches of ``epoch`` handed out so far."""
+        return list(self._skipped.get(epoch, ()))
 
     @property
     def ended(self) -> bool:
@@ -193,6 +209,11 @@ class Executor:
         several threads at once, so their sum can exceed the wall time)."""
         return self._times.totals()
 
+    def _refill(self, job: Job) -> None:
+        """Replaces the samples of a finished batch that operators failed on (on_error="skip")."""
+        if self._skip_failures and job.error is None and not job.stop and job.size > 0:
+            refill(job, self._plan, self._runner, self._worker_calls.run)
+
     def _lane_names(self) -> list[str]:
         return [name for name in self._threads if name.startswith("lane-")]
 
@@ -238,7 +259,7 @@ class Executor:
                     return
             if self._stopping.is_set():
                 return
-            job = Job(iteration=self._next_iteration)
+            job = Job(iteration=self._next_iteration, skip_failures=self._skip_failures)
             started = time.perf_counter()
             try:
                 self._prepare(job)
@@ -302,7 +323,7 @@ class Executor:
                 try:
                     kept = runner.compute(*runner.request(job, index), job)
                 except BaseException as error:
-                    job.record_error(error)
+                    job.record_failure(index, error)
                 else:
                     for slot, value in enumerate(kept):
                         job.values[slot][index] = value

@@ -72,9 +72,10 @@ class GpuStage:
 
     def __init__(self, plan: ExecutionPlan, device, output_layouts: list[str], in_flight: queue.Queue,
                  ready: queue.Queue, stopping: threading.Event, times: StageTimes, lanes: Lanes,
-                 worker_calls: WorkerCalls):
+                 worker_calls: WorkerCalls, refill: Callable[[Job], None]):
         self._plan = plan
         self._worker_calls = worker_calls
+        self._refill = refill  # replaces the samples operators failed on (on_error="skip"), in order
         self._run_calls = {step.key: lanes.run_call_for(step) for step in plan.gpu_steps}
         self._device = device
         self._output_layouts = output_layouts
@@ -132,6 +133,10 @@ class GpuStage:
         """The batch operators of one batch, in graph order, queued on ``stream``; what they
         return may be deferred (an ImagePlan, a decode in flight)."""
         job.gpu_stream = stream
+        try:
+            self._refill(job)
+        except BaseException as error:  # surfaces in the consumer's thread
+            job.error = error
         if job.error is not None or job.stop or job.size == 0:
             return
         import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from penstock.batch import Batch
 from penstock.contract import EpochInfo
@@ -14,7 +14,24 @@ POLL_SECONDS = 0.1  # how often a waiting thread looks whether the pipeline is s
 
 
 class PipelineError(RuntimeError):
-    """An operator failed on a sample; the message names the operator and the sample's source."""
+    """An operator failed on a sample; the message names the operator and the sample's source,
+    which ``operator``, ``source`` and ``reason`` also hold (empty where unknown)."""
+
+    def __init__(self, message: str, operator: str = "", source: str = "", reason: str = ""):
+        super().__init__(message)
+        self.operator, self.source, self.reason = operator, source, reason
+
+    def __reduce__(self):  # from a worker process: the message and fields, not the chained causes
+        return PipelineError, (str(self), self.operator, self.source, self.reason)
+
+
+class Skipped(NamedTuple):
+    """A sample left out under ``on_error="skip"``: where it came from, the operator that failed
+    on it and why."""
+
+    source: str
+    operator: str
+    reason: str
 
 
 @dataclass
@@ -46,12 +63,24 @@ class Job:
     stop: bool = False  # a source ended (StopIteration)
     done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    skip_failures: bool = False  # on_error="skip": a sample an operator fails on is left out
+    failed: dict = field(default_factory=dict)  # sample index -> its PipelineError, under skip_failures
+    skipped: list = field(default_factory=list)  # Skipped records of this batch, once refilled
 
     def record_error(self, error: BaseException) -> None:
         """Keeps the batch's first error; the consumer raises it."""
         with self.lock:
             if self.error is None:
                 self.error = error
+
+    def record_failure(self, index: int, error: BaseException) -> None:
+        """A sample failed: under ``skip_failures`` an operator's failure leaves the sample to be
+        replaced (``executor.skipping``), anything else fails the batch."""
+        if self.skip_failures and isinstance(error, PipelineError):
+            with self.lock:
+                self.failed[index] = error
+        else:
+            self.record_error(error)
 
 
 def finish_samples(tasks: list, error: BaseException | None = None) -> None:
@@ -73,7 +102,8 @@ def call_operator(op_name: str, source_info: str, function, *args):
         raise
     except Exception as error:
         where = f" on sample from '{source_info}'" if source_info else ""
-        raise PipelineError(f"{op_name} failed{where}: {type(error).__name__}: {error}") from error
+        reason = f"{type(error).__name__}: {error}"
+        raise PipelineError(f"{op_name} failed{where}: {reason}", op_name, source_info, reason) from error
 
 
 def as_tuple(result, count: int) -> tuple:

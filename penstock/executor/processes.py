@@ -14,7 +14,7 @@ request (dispatcher -> process), made by ``_requests``: a list with one block pe
                 (or UniformBlocks) taken at ``indices``, else the list of the samples' draws.
     None instead of a request stops the process.
 reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns):
-    errors      per sample of the request, in order: None, or a new PipelineError with the message
+    errors      per sample of the request, in order: None, or a PipelineError (its message and fields)
                 of its failure (which names the operator and the sample's source when an operator
                 failed);
     columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
@@ -128,7 +128,7 @@ class WorkerProcesses:
                 ring = link.ring
                 for (job, index), (error, payload) in zip(tasks, _replies(replies)):
                     if error is not None:
-                        job.record_error(error)
+                        job.record_failure(index, error)
                         continue
                     for slot, value in enumerate(payload):
                         if slot in prepared_slots:
@@ -238,8 +238,8 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) ->
                 computed.append(kept)
                 errors.append(None)
             except Exception as error:
-                failure = error if isinstance(error, PipelineError) else PipelineError(f"{type(error).__name__}: {error}")
-                errors.append(PipelineError(str(failure)))
+                errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
+                              PipelineError(f"{type(error).__name__}: {error}"))
         connection.send((errors, [_column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
 
 

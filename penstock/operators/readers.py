@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -122,6 +123,9 @@ class ShardedEpochs:
         self.batches_per_epoch = -(-largest_shard // batch_size)
         self.epoch, self.batch_in_epoch = 0, 0
         self._order = self._epoch_order(0)
+        self._orders = {0: self._order}  # of this epoch and the two before it, which batches in flight may be of
+        self._ends: dict[int, int] = {}  # epoch -> samples of its order still in it, once some were lent out
+        self._lock = threading.Lock()  # lend() is called by another thread than next_batch()
 
     def shard_bounds(self, shard: int) -> tuple[int, int]:
         return self.total * shard // self.num_shards, self.total * (shard + 1) // self.num_shards
@@ -135,21 +139,42 @@ class ShardedEpochs:
         return order
 
     def next_batch(self) -> tuple[np.ndarray, EpochInfo]:
-        begin = self.batch_in_epoch * self.batch_size
-        indices = self._order[begin:begin + self.batch_size]
-        valid = len(indices)
-        if valid < self.batch_size:
-            if self.pad_last_batch or len(self._order) == 0:
-                filler = np.full(self.batch_size - valid, self._order[-1])
-            else:
-                filler = np.resize(self._order, self.batch_size - valid)
-            indices = np.concatenate([indices, filler])
-        info = EpochInfo(self.epoch, valid, last=self.batch_in_epoch + 1 == self.batches_per_epoch)
-        self.batch_in_epoch += 1
-        if info.last:
-            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-            self._order = self._epoch_order(self.epoch)
-        return indices, info
+        with self._lock:
+            begin = self.batch_in_epoch * self.batch_size
+            indices = self._order[begin:begin + self.batch_size]
+            valid = len(indices)
+            if valid < self.batch_size:
+                if self.pad_last_batch or len(self._order) == 0:
+                    filler = np.full(self.batch_size - valid, self._order[-1])
+                else:
+                    filler = np.resize(self._order, self.batch_size - valid)
+                indices = np.concatenate([indices, filler])
+            info = EpochInfo(self.epoch, valid, self.batch_in_epoch + 1 == self.batches_per_epoch, self.batch_in_epoch)
+            self.batch_in_epoch += 1
+            if info.last:
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+                self._orders = {epoch: order for epoch, order in self._orders.items() if epoch >= self.epoch - 2}
+                self._ends = {epoch: end for epoch, end in self._ends.items() if epoch >= self.epoch - 2}
+                self._order = self._orders[self.epoch] = self._epoch_order(self.epoch)
+            return indices, info
+
+    def lend(self, epoch: int, position: int) -> int | None:
+        """The last sample still in ``epoch`` when it comes after ``position``, taken out of the
+        epoch (see Reader.lend). Batches keep their samples as the order gave them: the batches
+        that hold samples lent out pad them out (``epoch_end``)."""
+        with self._lock:
+            order = self._orders.get(epoch)
+            if order is None:
+                raise RuntimeError(f"the order of epoch {epoch} is no longer kept")
+            end = self._ends.get(epoch, len(order))
+            if end - 1 < position:
+                return None
+            self._ends[epoch] = end - 1
+            return None if end - 1 == position else int(order[end - 1])
+
+    def epoch_end(self, epoch: int) -> int | None:
+        with self._lock:
+            return self._ends.get(epoch)
 
     def shard_size(self) -> int:
         start, stop = self.shard_bounds(self.shard_id)
@@ -214,6 +239,13 @@ class FileReader(Reader):
 
     def load(self, index, sample: SampleContext) -> tuple:
         return read_bytes(self.paths[index]), self.labels[index]
+
+    def lend(self, epoch: int, position: int) -> tuple | None:
+        index = self.epochs.lend(epoch, position)
+        return None if index is None else (index, self.paths[index])
+
+    def epoch_end(self, epoch: int) -> int | None:
+        return self.epochs.epoch_end(epoch)
 
     def declare_outputs(self, inputs):
         return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))

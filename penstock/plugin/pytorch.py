@@ -187,6 +187,12 @@ class GenericIterator:
     def size(self) -> int:
         return self._size
 
+    @property
+    def skipped_count(self) -> int:
+        """Samples that pipelines made with on_error="skip" left out in the current epoch (the
+        epoch of the last batch delivered); ``pipe.skipped()`` says which and why."""
+        return sum(len(pipe.skipped()) for pipe in self._pipes)
+
 
 class ClassificationIterator(GenericIterator):
     """A GenericIterator over pipelines with two outputs, named "data" and "label"."""

@@ -1,6 +1,10 @@
 """Numeric rules that every device follows: one function each, used by the CPU operators (numpy),
 the GPU operators (torch) and, through the constants they give, the Triton kernels.
 
+Nearest-neighbour resampling takes the source pixel whose area holds the output pixel's centre;
+a centre exactly on the boundary of two pixels takes the later one (Pillow's NEAREST and torch's
+'nearest-exact' do the same; OpenCV's fixed-point arithmetic rounds such ties either way).
+
 Conversion to an integer type rounds to nearest with halves to even (IEEE 754's default, numpy's
 ``rint`` and torch's ``round``: unbiased, so averaging many converted values does not drift) and
 saturates to the type's range; it never wraps. NaN becomes 0. DALI's own CPU and GPU differ here
@@ -9,6 +13,19 @@ saturates to the type's range; it never wraps. NaN becomes 0. DALI's own CPU and
 from __future__ import annotations
 
 import numpy as np
+
+# added to a sample position (float64) before the kernel takes its floor: a position that is
+# exactly a pixel boundary but computed a rounding error below it counts as on it. Positions that
+# are not boundaries lie at least 1 / (2 * output size) from one.
+NEAREST_TIE_EPSILON = 1e-9
+
+
+def nearest_indices(in_size: int, out_size: int) -> np.ndarray:
+    """The source index each output index of a nearest-neighbour resize samples: the floor of
+    (i + 0.5) * in_size / out_size, in exact integer arithmetic."""
+    positions = (2 * np.arange(out_size, dtype=np.int64) + 1) * in_size // (2 * out_size)
+    return np.minimum(positions, in_size - 1)
+
 
 def integer_bounds(dtype) -> tuple[float, float] | None:
     """(lowest, highest) an integer type holds, as floats for a kernel's clamp; None for float and

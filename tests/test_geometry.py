@@ -22,7 +22,13 @@ def round_half_up(value: float) -> int:
 
 
 def pillow_resize(image: np.ndarray, height: int, width: int, pillow_filter) -> np.ndarray:
-    """The reference resize: Pillow, one channel at a time ('L' for uint8, 'F' for float32)."""
+    """The reference resize: Pillow, one channel at a time ('L' for uint8, 'F' for float32); for
+    nearest-neighbour, torch's 'nearest-exact' (Pillow's float arithmetic sends some exact ties,
+    4.5 * 40/30 = 6, to the pixel before; numeric.nearest_indices and torch to the one after)."""
+    if pillow_filter == Resampling.NEAREST:
+        tensor = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].double()
+        resized = torch.nn.functional.interpolate(tensor, size=(height, width), mode="nearest-exact")
+        return resized[0].permute(1, 2, 0).numpy().astype(image.dtype)
     planes = [np.asarray(Image.fromarray(np.ascontiguousarray(image[:, :, c])).resize((width, height), pillow_filter))
               for c in range(image.shape[2])]
     return np.stack(planes, axis=2)

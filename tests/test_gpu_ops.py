@@ -75,20 +75,23 @@ def test_resize_matches_cpu(interp, mean_tol, max_tol, size):
              _run_cpu(geometry.Resize, "resize", samples, **kwargs), mean_tol, max_tol)
 
 
-@pytest.mark.parametrize("size", [(12, 14), (30, 45)])
+@pytest.mark.parametrize("size", [(12, 14), (30, 45), (5, 4)])
 def test_nearest_resize_picks_the_cpu_pixels(size):
-    # exact, except on rows / columns whose sample position falls exactly between two pixels
-    # ((2y + 1) * in / (2 * out) an integer), which OpenCV's fixed-point arithmetic rounds either way
-    samples = _ragged()
+    """Exact, ties included: a sample position on a pixel boundary ((2y + 1) * in / (2 * out) an
+    integer: 27 -> 30 rows has such ties, 8 -> 5 too) takes the later pixel on both devices."""
+    samples = _ragged() + [smooth_image(8, 6, seed=9)]
     kwargs = dict(resize_y=size[0], resize_x=size[1], interp_type=types.INTERP_NN)
-    for source, got, want in zip(samples, _run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
-                                 _run_cpu(geometry.Resize, "resize", samples, **kwargs)):
-        assert got.shape == want.shape
-        tie_rows = [(2 * y + 1) * source.shape[0] % (2 * size[0]) == 0 for y in range(size[0])]
-        tie_columns = [(2 * x + 1) * source.shape[1] % (2 * size[1]) == 0 for x in range(size[1])]
-        keep = ~(np.asarray(tie_rows)[:, None] | np.asarray(tie_columns)[None, :])
-        assert keep.mean() > 0.5
-        np.testing.assert_array_equal(got[keep], want[keep])
+    for got, want in zip(_run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
+                         _run_cpu(geometry.Resize, "resize", samples, **kwargs)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_nearest_indices_take_the_later_pixel_at_ties_as_torch_nearest_exact():
+    from penstock import numeric
+    for in_size, out_size in ((8, 5), (40, 30), (27, 30), (7, 3), (3, 7), (100, 33), (1, 4), (4, 1)):
+        nearest_exact = torch.nn.functional.interpolate(torch.arange(in_size, dtype=torch.float64)[None, None],
+                                                        size=out_size, mode="nearest-exact")[0, 0].numpy()
+        np.testing.assert_array_equal(numeric.nearest_indices(in_size, out_size), nearest_exact)
 
 
 def test_resize_shorter_gives_ragged_sizes_like_cpu():

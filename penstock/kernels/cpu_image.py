@@ -7,10 +7,10 @@ import threading
 import cv2
 import numpy as np
 
+from penstock import numeric
 from penstock.types import DALIInterpType
 
-_FILTERS = {
-    DALIInterpType.INTERP_NN: cv2.INTER_NEAREST_EXACT if hasattr(cv2, "INTER_NEAREST_EXACT") else cv2.INTER_NEAREST,
+_FILTERS = {  # nearest-neighbour is numeric.nearest_indices, not OpenCV's (see resize)
     DALIInterpType.INTERP_LINEAR: cv2.INTER_LINEAR,
     DALIInterpType.INTERP_TRIANGULAR: cv2.INTER_LINEAR,
     DALIInterpType.INTERP_CUBIC: cv2.INTER_CUBIC,
@@ -87,8 +87,14 @@ def resize(image: np.ndarray, height: int, width: int, interp: DALIInterpType, a
         out[...] = image
         return out
     channels = image.shape[2]
+    if interp is DALIInterpType.INTERP_NN:  # the rule both devices follow, exact at ties
+        result = image[numeric.nearest_indices(in_height, height)][:, numeric.nearest_indices(in_width, width)]
+        if out is None:
+            return result
+        out[...] = result
+        return out
     source = image if channels <= 4 and _opencv_compatible(image) else np.ascontiguousarray(image)
-    if antialias and interp is not DALIInterpType.INTERP_NN:
+    if antialias:
         sigma_y, sigma_x = antialias_sigma(in_height / height), antialias_sigma(in_width / width)
         if max(sigma_x, sigma_y) > 0.2:
             source = cv2.GaussianBlur(source, (0, 0), sigmaX=max(sigma_x, 1e-3), sigmaY=max(sigma_y, 1e-3))

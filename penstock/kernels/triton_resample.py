@@ -28,6 +28,7 @@ FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
 FILTER_RADIUS = {FILTER_NEAREST: 0.5, FILTER_LINEAR: 1.0, FILTER_CUBIC: 2.0, FILTER_LANCZOS3: 3.0}
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+NEAREST_TIE_EPSILON = tl.constexpr(numeric.NEAREST_TIE_EPSILON)
 
 _TORCH_TO_TRITON = {torch.uint8: tl.uint8, torch.float32: tl.float32, torch.float16: tl.float16,
                     torch.int16: tl.int16, torch.int32: tl.int32, torch.bfloat16: tl.bfloat16}
@@ -93,7 +94,7 @@ def resample_kernel(
     window_x = tl.load(floats + 1)
     scale_y = tl.load(floats + 2)
     scale_x = tl.load(floats + 3)
-    # positions in float64: exact ties (4.5 * 40/30) then round as in OpenCV and PIL
+    # positions in float64: a tie (4.5 * 40/30 = 6) is a tie, not 5.9999
     edge_y = window_y + (out_y_source.to(tl.float64) + 0.5) * scale_y
     edge_x = window_x + (out_x_source.to(tl.float64) + 0.5) * scale_x
     center_y = (edge_y - 0.5).to(tl.float32)
@@ -107,9 +108,9 @@ def resample_kernel(
     else:
         stretch_y = 1.0
         stretch_x = 1.0
-    if FILTER == 0:  # exact ties (4.5 * 40/30 = 6) go to the lower pixel, as in OpenCV
-        first_y = tl.floor(edge_y - 1e-6).to(tl.int32)
-        first_x = tl.floor(edge_x - 1e-6).to(tl.int32)
+    if FILTER == 0:  # numeric.nearest_indices: a centre on a pixel boundary takes the later pixel
+        first_y = tl.floor(edge_y + NEAREST_TIE_EPSILON).to(tl.int32)
+        first_x = tl.floor(edge_x + NEAREST_TIE_EPSILON).to(tl.int32)
     else:
         radius = 1.0 if FILTER == 1 else (2.0 if FILTER == 2 else 3.0)
         first_y = tl.floor(center_y - radius * stretch_y).to(tl.int32) + 1

@@ -159,6 +159,7 @@ class Arg:
     max: float | None = None
     length: tuple[int, ...] = ()  # allowed lengths of a sequence value
     aliases: tuple[str, ...] = ()  # older names that mean the same argument
+    nullable: bool = False  # None is a value (as when the default is None)
 
     @property
     def required(self) -> bool:
@@ -247,7 +248,7 @@ class OpSchema:
                                     f"(a DataNode); pass a plain value")
                 per_sample[arg.name] = value
                 continue
-            if value is None and not arg.required and arg.default is None:
+            if value is None and not arg.required and (arg.default is None or arg.nullable):
                 static[arg.name] = None
                 continue
             try:

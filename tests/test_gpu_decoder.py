@@ -52,7 +52,7 @@ def test_a_first_scan_without_every_component_is_not_for_the_hardware():
     start_of_scan = bytes(encoded).find(b"\xff\xda")
     assert encoded[start_of_scan + 4] == 3
     encoded[start_of_scan + 4] = 1  # a non-interleaved baseline JPEG: one component a scan
-    assert image_codecs.jpeg_header(encoded) == (48, 64, False)
+    assert image_codecs.jpeg_header(encoded)[:3] == (48, 64, False)
 
 
 def test_jpeg_header_names_truncated_headers_and_takes_restart_markers():

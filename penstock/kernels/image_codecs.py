@@ -12,7 +12,7 @@ import numpy as np
 import cv2
 import simplejpeg
 
-from penstock.kernels import turbojpeg3
+from penstock.kernels import image_headers, turbojpeg3
 from penstock.types import DALIImageType
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
@@ -28,6 +28,10 @@ _MAGIC = (
 
 class DecodeError(ValueError):
     """The data is not a decodable image."""
+
+
+class ImageTooLarge(DecodeError):
+    """The image's header claims more pixels than the decoder's limit (``max_pixels``)."""
 
 
 def is_jpeg(data: np.ndarray) -> bool:
@@ -67,12 +71,17 @@ _HARDWARE_SAMPLINGS = {(1, 1), (2, 1), (2, 2), (1, 2)}
 class JpegHeader(NamedTuple):
     height: int
     width: int
-    hardware: bool  # whether the GPU's hardware JPEG decoders take it
+    hardware: bool  # the GPU's hardware JPEG decoders take it
+    gpu: bool = False  # the GPU's CUDA decoders take it: Huffman-coded 8-bit, gray or three components
+    cmyk: bool = False  # four components, CMYK or YCCK
+    adobe: bool = False  # an Adobe APP14 marker: four components are stored inverted
+    orientation: int = 1  # the EXIF orientation, 1 to 8
 
 
 def jpeg_header(data: np.ndarray) -> JpegHeader:
-    """A JPEG's size, and whether the GPU's hardware JPEG decoders take it: baseline (SOF0), 8-bit,
-    gray or three components in a supported subsampling, all components in the first scan.
+    """A JPEG's size, EXIF orientation, colour model, and which GPU decoders take it: the hardware
+    decoders baseline (SOF0), 8-bit, gray or three components in a supported subsampling, all
+    components in the first scan.
 
     Reads only the markers before the first scan, a few microseconds a file. A baseline JPEG codes
     each component in exactly one scan, so a first scan with every component is the only one.
@@ -80,6 +89,7 @@ def jpeg_header(data: np.ndarray) -> JpegHeader:
     to libjpeg-turbo, which reads the size or says what is wrong."""
     raw = memoryview(np.ascontiguousarray(data, np.uint8)).cast("B")
     size, position, frame = len(raw), 2, None
+    orientation, adobe = 1, False
     while position + 4 <= size and raw[position] == 0xFF:
         marker = raw[position + 1]
         if marker == 0xFF:  # fill byte
@@ -89,40 +99,64 @@ def jpeg_header(data: np.ndarray) -> JpegHeader:
         if marker == 0xDA:  # start of scan
             if frame is None or not frame[0]:
                 break
-            height, width, components, hardware = frame
-            return JpegHeader(height, width, hardware and position + 4 < size and raw[position + 4] == components)
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+            height, width, components, hardware, gpu = frame
+            hardware = hardware and position + 4 < size and raw[position + 4] == components
+            return JpegHeader(height, width, hardware, gpu, components == 4, adobe, orientation)
+        if marker == 0xE1 and bytes(raw[position + 4:position + 10]) == b"Exif\x00\x00":
+            orientation = image_headers.exif_orientation(bytes(raw[position + 10:position + 2 + length]))
+        elif marker == 0xEE and bytes(raw[position + 4:position + 9]) == b"Adobe":
+            adobe = True
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
             if position + 10 + 3 * raw[position + 9] > size:
                 break
-            components = raw[position + 9]
+            components, precision = raw[position + 9], raw[position + 4]
             factors = [(raw[position + 11 + 3 * index] >> 4, raw[position + 11 + 3 * index] & 15)
                        for index in range(components)]
-            hardware = marker == 0xC0 and raw[position + 4] == 8 and (
+            hardware = marker == 0xC0 and precision == 8 and (
                 components == 1 or components == 3 and factors[0] in _HARDWARE_SAMPLINGS
                 and factors[1] == (1, 1) and factors[2] == (1, 1))
+            gpu = marker in (0xC0, 0xC1, 0xC2) and precision == 8 and components in (1, 3)
             frame = (raw[position + 5] << 8 | raw[position + 6], raw[position + 7] << 8 | raw[position + 8],
-                     components, hardware)
+                     components, hardware, gpu)
         position += 2 + length
     return JpegHeader(*jpeg_size(data), False)
 
 
 def image_size(data: np.ndarray) -> tuple[int, int]:
-    """(height, width) of any supported image; cheap for JPEG, a full decode otherwise."""
-    if image_format(data) == "jpeg":
+    """(height, width) of any supported image as stored, from its header."""
+    kind = image_format(data)
+    if kind == "jpeg":
         return jpeg_size(data)
-    return decode(data, DALIImageType.RGB).shape[:2]
+    try:
+        return image_headers.image_size(data, kind)
+    except image_headers.HeaderError as error:
+        raise DecodeError(str(error)) from None
 
 
-def decode(data: np.ndarray, output_type: DALIImageType, min_height: int = 0, min_width: int = 0) -> np.ndarray:
-    """Decodes to HWC uint8 (C = 3, or 1 for GRAY).
+def check_pixels(height: int, width: int, max_pixels: int | None) -> None:
+    """Raises ImageTooLarge when an image of that size holds more than ``max_pixels`` (None: any)."""
+    if max_pixels is not None and height * width > max_pixels:
+        raise ImageTooLarge(f"its header claims {height} x {width} = {height * width:,} pixels, more than the "
+                            f"decoder's max_pixels={max_pixels:,} (give a larger max_pixels, or None, to decode it)")
 
-    For JPEG, a non-zero min_height / min_width lets libjpeg-turbo scale down by 1/2, 1/4 or 1/8 in
-    the DCT domain while keeping at least that size, which skips most of the decoding work.
+
+def decode(data: np.ndarray, output_type: DALIImageType, min_height: int = 0, min_width: int = 0,
+           adjust_orientation: bool = False) -> np.ndarray:
+    """Decodes to HWC uint8 (C = 3, or 1 for GRAY), as stored, or as displayed with
+    ``adjust_orientation`` (the EXIF orientation applied).
+
+    For JPEG, a non-zero min_height / min_width (of the image as stored) lets libjpeg-turbo scale
+    down by 1/2, 1/4 or 1/8 in the DCT domain while keeping at least that size, which skips most
+    of the decoding work.
     """
     kind = image_format(data)
     if kind == "jpeg":
-        return _decode_jpeg(data, output_type, min_height, min_width)
+        image = _decode_jpeg(data, output_type, min_height, min_width)
+        orientation = jpeg_header(data).orientation if adjust_orientation else 1
+        return image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
     flag = cv2.IMREAD_GRAYSCALE if output_type is DALIImageType.GRAY else cv2.IMREAD_COLOR
+    if not adjust_orientation:
+        flag |= cv2.IMREAD_IGNORE_ORIENTATION
     image = cv2.imdecode(data, flag)
     if image is None and kind == "gif":  # OpenCV before 4.11 has no GIF decoder
         return _decode_with_pillow(data, output_type)
@@ -142,45 +176,73 @@ def _colorspace(output_type: DALIImageType) -> str:
 
 
 def decode_jpeg_window(data: np.ndarray, output_type: DALIImageType, window: tuple[int, int, int, int],
-                       scale: int = 1) -> np.ndarray:
-    """The (top, left, height, width) window of a JPEG, at 1/scale size (scale 1, 2, 4 or 8).
+                       scale: int = 1, adjust_orientation: bool = False) -> np.ndarray:
+    """The (top, left, height, width) window of a JPEG, at 1/scale size (scale 1, 2, 4 or 8); with
+    ``adjust_orientation``, a window of the image as displayed (EXIF orientation applied).
 
     With TurboJPEG 3 only the window is decoded; otherwise the whole image is (DCT-scaled) and the
     window cut out of it. The window is clipped to the image.
     """
+    header = jpeg_header(data)
+    orientation = header.orientation if adjust_orientation else 1
+    if orientation != 1:
+        window = image_headers.stored_window(window, header.height, header.width, orientation)
     if turbojpeg3.available():
-        try:
-            image = turbojpeg3.decode_window(data, window, scale, _colorspace(output_type))
-        except ValueError as error:
-            raise DecodeError(f"corrupt or truncated JPEG data ({error})") from None
-        if image is not None:
-            return image
-    height, width = jpeg_size(data)
-    image = decode(data, output_type, min_height=-(-height // scale) if scale > 1 else 0,
-                   min_width=-(-width // scale) if scale > 1 else 0)
-    factor_y, factor_x = image.shape[0] / height, image.shape[1] / width
-    top, left, window_height, window_width = window
-    top, left = int(top * factor_y), int(left * factor_x)
-    return image[top:top + max(1, int(round(window_height * factor_y))),
-                 left:left + max(1, int(round(window_width * factor_x)))]
+        image = _turbojpeg_window(data, output_type, window, scale, header)
+    else:
+        image = decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
+                       min_width=-(-header.width // scale) if scale > 1 else 0)
+        factor_y, factor_x = image.shape[0] / header.height, image.shape[1] / header.width
+        top, left, window_height, window_width = window
+        top, left = int(top * factor_y), int(left * factor_x)
+        image = image[top:top + max(1, int(round(window_height * factor_y))),
+                      left:left + max(1, int(round(window_width * factor_x)))]
+    return image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
+
+
+def _turbojpeg_window(data, output_type, window, scale, header: JpegHeader) -> np.ndarray:
+    try:
+        if header.cmyk:
+            return cmyk_to(turbojpeg3.decode_window(data, window, scale, "CMYK"), header.adobe, output_type)
+        return turbojpeg3.decode_window(data, window, scale, _colorspace(output_type))
+    except ValueError as error:
+        raise DecodeError(f"corrupt or truncated JPEG data ({error})") from None
+
+
+def cmyk_to(cmyk: np.ndarray, adobe: bool, output_type: DALIImageType) -> np.ndarray:
+    """The stored components of a CMYK (or YCCK, converted by libjpeg) JPEG as RGB, BGR or gray:
+    Adobe's marker says the ink values are stored inverted; the conversion is Pillow's
+    (R = (255 - K) - C (255 - K) / 255, rounded)."""
+    ink = 255 - cmyk.astype(np.uint16) if adobe else cmyk.astype(np.uint16)
+    white = 255 - ink[:, :, 3:]
+    product = ink[:, :, :3] * white + 128
+    rgb = (white - ((product + (product >> 8)) >> 8)).astype(np.uint8)
+    if output_type is DALIImageType.GRAY:
+        return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)[:, :, None]
+    return np.ascontiguousarray(rgb[:, :, ::-1]) if output_type is DALIImageType.BGR else rgb
 
 
 def _decode_jpeg(data, output_type, min_height, min_width) -> np.ndarray:
-    colorspace = _colorspace(output_type)
-    try:
-        image = simplejpeg.decode_jpeg(data, colorspace=colorspace, min_height=min_height, min_width=min_width)
-    except ValueError as error:
-        return _decode_jpeg_fallback(data, output_type, error)
-    return image
-
-
-def _decode_jpeg_fallback(data, output_type, error) -> np.ndarray:
-    # libjpeg-turbo's strict mode rejects CMYK and some rare files that OpenCV still reads;
-    # truncated or corrupt data fails in both.
-    message = str(error)
-    if "Corrupt" in message or "Premature" in message or "truncated" in message.lower():
-        raise DecodeError(f"corrupt or truncated JPEG data ({message})") from None
-    flag = cv2.IMREAD_GRAYSCALE if output_type is DALIImageType.GRAY else cv2.IMREAD_COLOR
+    header = jpeg_header(data)
+    message = "CMYK"
+    if not header.cmyk:  # simplejpeg converts CMYK itself, as if every file had Adobe's marker
+        try:
+            return simplejpeg.decode_jpeg(data, colorspace=_colorspace(output_type), min_height=min_height,
+                                          min_width=min_width)
+        except ValueError as error:
+            # libjpeg-turbo through simplejpeg takes 8-bit samples only: TurboJPEG 3 decodes the
+            # rest (12-bit, lossless), or OpenCV where it is missing
+            message = str(error)
+            if "Corrupt" in message or "Premature" in message or "truncated" in message.lower():
+                raise DecodeError(f"corrupt or truncated JPEG data ({message})") from None
+    if turbojpeg3.available():
+        scale = 1
+        while scale < 8 and -(-header.height // (2 * scale)) >= min_height and \
+                -(-header.width // (2 * scale)) >= min_width and (min_height or min_width):
+            scale *= 2
+        return _turbojpeg_window(data, output_type, (0, 0, header.height, header.width), scale, header)
+    flag = (cv2.IMREAD_GRAYSCALE if output_type is DALIImageType.GRAY else cv2.IMREAD_COLOR) | \
+        cv2.IMREAD_IGNORE_ORIENTATION
     image = cv2.imdecode(data, flag)
     if image is None:
         raise DecodeError(f"corrupt or truncated JPEG data ({message})") from None

@@ -19,8 +19,9 @@ import threading
 import numpy as np
 
 _INIT_DECOMPRESS = 1
-_PARAM_SUBSAMP, _PARAM_JPEGWIDTH, _PARAM_JPEGHEIGHT = 4, 5, 6
-_PIXEL_FORMATS = {"RGB": (0, 3), "BGR": (1, 3), "GRAY": (6, 1)}
+_PARAM_SUBSAMP, _PARAM_JPEGWIDTH, _PARAM_JPEGHEIGHT, _PARAM_PRECISION, _PARAM_LOSSLESS = 4, 5, 6, 7, 15
+# pixel formats: CMYK is the stored components as they are (image_codecs converts them)
+_PIXEL_FORMATS = {"RGB": (0, 3), "BGR": (1, 3), "GRAY": (6, 1), "CMYK": (11, 4)}
 # width and height of an iMCU for each TJSAMP value (444, 422, 420, GRAY, 440, 411, 441)
 _MCU_WIDTH = (8, 16, 16, 8, 8, 32, 8)
 
@@ -61,14 +62,17 @@ def _load():
         if not hasattr(library, "tj3SetCroppingRegion"):
             continue  # TurboJPEG 2.x has no cropped decode
         library.decompress = releasing.tj3Decompress8
+        library.decompress12 = releasing.tj3Decompress12  # 9 to 12-bit samples
+        library.decompress16 = releasing.tj3Decompress16  # lossless JPEG, 13 to 16 bits
         library.tj3Init.restype = ctypes.c_void_p
         library.tj3Init.argtypes = [ctypes.c_int]
         library.tj3DecompressHeader.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         library.tj3Get.argtypes = [ctypes.c_void_p, ctypes.c_int]
         library.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _ScalingFactor]
         library.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
-        library.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
-                                       ctypes.c_int, ctypes.c_int]
+        for decompress in (library.decompress, library.decompress12, library.decompress16):
+            decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                   ctypes.c_int, ctypes.c_int]
         library.tj3Destroy.argtypes = [ctypes.c_void_p]
         library.tj3GetErrorStr.restype = ctypes.c_char_p
         library.tj3GetErrorStr.argtypes = [ctypes.c_void_p]
@@ -107,14 +111,18 @@ def _check(handle, status: int) -> None:
         raise ValueError(_library.tj3GetErrorStr(handle).decode(errors="replace"))
 
 
-def decode_window(data: np.ndarray, window: tuple[int, int, int, int], scale: int, colorspace: str) -> np.ndarray | None:
+def decode_window(data: np.ndarray, window: tuple[int, int, int, int], scale: int, pixel_format: str) -> np.ndarray:
     """Decodes ``window`` = (top, left, height, width) of a JPEG, in full-resolution pixels, at
-    1/``scale`` size; returns HWC uint8, or None for files TurboJPEG cannot crop (then decode whole)."""
+    1/``scale`` size, as HWC uint8 in ``pixel_format`` (RGB, BGR, GRAY, or CMYK: the stored
+    components of a CMYK or YCCK JPEG). Samples of more than 8 bits (12-bit and lossless JPEGs)
+    are scaled to 8. Where TurboJPEG cannot crop (an unusual subsampling) or scale (lossless), the
+    whole image is decoded, at full size when it cannot be scaled, and the window cut out."""
     handle = _handle()
     _check(handle, _library.tj3DecompressHeader(handle, data.ctypes.data, data.size))
     subsampling = _library.tj3Get(handle, _PARAM_SUBSAMP)
-    if not 0 <= subsampling < len(_MCU_WIDTH):
-        return None
+    precision = _library.tj3Get(handle, _PARAM_PRECISION)
+    if _library.tj3Get(handle, _PARAM_LOSSLESS):
+        scale = 1  # lossless JPEGs have no DCT to scale in
     _check(handle, _library.tj3SetScalingFactor(handle, _ScalingFactor(1, scale)))
     top, left, height, width = window
     top, left = top // scale, left // scale
@@ -122,14 +130,28 @@ def decode_window(data: np.ndarray, window: tuple[int, int, int, int], scale: in
     scaled_height = -(-_library.tj3Get(handle, _PARAM_JPEGHEIGHT) // scale)
     scaled_width = -(-_library.tj3Get(handle, _PARAM_JPEGWIDTH) // scale)
     height, width = min(height, scaled_height - top), min(width, scaled_width - left)
-    mcu_width = max(1, _MCU_WIDTH[subsampling] // scale)
-    # TurboJPEG crops from an iMCU boundary; one more iMCU on each side gives the edge columns the
-    # same chroma upsampling context as a whole-image decode
-    aligned_left = max(0, left // mcu_width * mcu_width - mcu_width)
-    right = min(scaled_width, left + width + mcu_width)
-    _check(handle, _library.tj3SetCroppingRegion(handle, _Region(aligned_left, top, right - aligned_left, height)))
-    pixel_format, channels = _PIXEL_FORMATS[colorspace]
-    decoded = np.empty((height, right - aligned_left, channels), np.uint8)
-    _check(handle, _library.decompress(handle, data.ctypes.data, data.size, decoded.ctypes.data,
-                                       decoded.strides[0], pixel_format))
-    return decoded[:, left - aligned_left:left - aligned_left + width]
+    if 0 <= subsampling < len(_MCU_WIDTH):
+        mcu_width = max(1, _MCU_WIDTH[subsampling] // scale)
+        # TurboJPEG crops from an iMCU boundary; one more iMCU on each side gives the edge columns
+        # the same chroma upsampling context as a whole-image decode
+        first_row, rows = top, height
+        aligned_left = max(0, left // mcu_width * mcu_width - mcu_width)
+        right = min(scaled_width, left + width + mcu_width)
+    else:
+        first_row, rows, aligned_left, right = 0, scaled_height, 0, scaled_width
+    region = _Region(aligned_left, first_row, right - aligned_left, rows) if (rows, right - aligned_left) != \
+        (scaled_height, scaled_width) else _Region(0, 0, 0, 0)  # (0, 0, 0, 0): uncropped
+    _check(handle, _library.tj3SetCroppingRegion(handle, region))
+    format_code, channels = _PIXEL_FORMATS[pixel_format]
+    if precision <= 8:
+        decoded = np.empty((rows, right - aligned_left, channels), np.uint8)
+        _check(handle, _library.decompress(handle, data.ctypes.data, data.size, decoded.ctypes.data,
+                                           decoded.strides[0], format_code))
+    else:
+        wide = np.empty((rows, right - aligned_left, channels), np.uint16)
+        decompress = _library.decompress12 if precision <= 12 else _library.decompress16
+        _check(handle, decompress(handle, data.ctypes.data, data.size, wide.ctypes.data, wide.strides[0] // 2,
+                                  format_code))
+        top_value = (1 << precision) - 1  # to 8 bits, rounding to nearest
+        decoded = ((wide.astype(np.uint32) * 255 + top_value // 2) // top_value).astype(np.uint8)
+    return decoded[top - first_row:top - first_row + height, left - aligned_left:left - aligned_left + width]

@@ -15,7 +15,7 @@ import numpy as np
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator
 from penstock.draws import UniformBlocks
-from penstock.kernels import cpu_image, image_codecs
+from penstock.kernels import cpu_image, image_codecs, image_headers
 from penstock.operators import geometry
 from penstock.schema import Arg, ArgError, OpSchema, given
 
@@ -40,8 +40,13 @@ DECODER_ARGS = (
     Arg("split_stages", "bool", False, "Accepted for DALI compatibility."),
     Arg("memory_stats", "bool", False, "Accepted for DALI compatibility."),
     Arg("jpeg_fancy_upsampling", "bool", False, "Accepted for DALI compatibility."),
-    Arg("adjust_orientation", "bool", True, "Accepted for DALI compatibility; EXIF orientation is not "
-        "applied."),
+    Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation: the image (and any window chosen "
+        "in it) is the image as displayed, as in DALI. JPEG orientation is read by penstock; other formats' "
+        "as OpenCV reads it."),
+    Arg("max_pixels", "int", image_headers.PILLOW_MAX_IMAGE_PIXELS, "Largest image (height x width, as its "
+        "header claims) decoded: larger ones fail, naming the file and the size, before any memory is "
+        "allocated for them (a decompression bomb of a few KiB can claim billions of pixels). The default "
+        "is Pillow's MAX_IMAGE_PIXELS; None lifts the limit.", min=1, nullable=True),
     Arg("dtype", "dtype", types.UINT8, "Output element type; only UINT8 is supported.", choices=(types.UINT8,)),
 )
 
@@ -148,21 +153,27 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
         data = inputs[0]
         if data.ndim != 1 or data.dtype != np.uint8:
             raise TypeError(f"expected encoded bytes (a 1-D uint8 array), got {data.dtype} of shape {data.shape}")
-        output_type = args["output_type"]
+        output_type, adjust = args["output_type"], args["adjust_orientation"]
         kind = image_codecs.image_format(data)
-        height, width = image_codecs.jpeg_size(data) if kind == "jpeg" else (None, None)
-        if height is None:
-            image = image_codecs.decode(data, output_type)
-            height, width = image.shape[:2]
-            window = self.window(height, width, inputs, args, sample)
+        if kind != "jpeg":
+            image_codecs.check_pixels(*image_codecs.image_size(data), args["max_pixels"])
+            image = image_codecs.decode(data, output_type, adjust_orientation=adjust)
+            window = self.window(*image.shape[:2], inputs, args, sample)
             return image if window is None else self._cut(image, window)
+        header = image_codecs.jpeg_header(data)
+        image_codecs.check_pixels(header.height, header.width, args["max_pixels"])
+        height, width = header.height, header.width
+        if adjust and image_headers.orientation_swaps_axes(header.orientation):
+            height, width = width, height  # as displayed: the window is chosen in that image
         window = self.window(height, width, inputs, args, sample)
         if window is None:
             scale = self._dct_scale(height, width)
-            return image_codecs.decode(data, output_type, min_height=-(-height // scale) if scale > 1 else 0,
-                                       min_width=-(-width // scale) if scale > 1 else 0)
+            return image_codecs.decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
+                                       min_width=-(-header.width // scale) if scale > 1 else 0,
+                                       adjust_orientation=adjust)
         self._check_window(window, height, width)
-        return image_codecs.decode_jpeg_window(data, output_type, window, self._dct_scale(*window[2:]))
+        return image_codecs.decode_jpeg_window(data, output_type, window, self._dct_scale(*window[2:]),
+                                               adjust_orientation=adjust)
 
     def _check_window(self, window, height: int, width: int) -> None:
         """Windows reaching outside the image are cut to it (random crops) or rejected (fixed crops)."""
@@ -279,17 +290,20 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
     def encoded(self, inputs, args, sample):
         """The EncodedImage of one sample: a JPEG's data, size, window, and whether the hardware
-        JPEG decoders take it (from the header). Other formats, which the GPU decoders do not take,
-        are decoded here by the CPU decoder of the same name (the same window for the same draws)
-        and go to the GPU as pixels: decoded once, and not on the thread that launches the GPU work."""
+        JPEG decoders take it (from the header, checked against ``max_pixels``). What the GPU
+        decoders do not take (other formats; CMYK, YCCK, 12-bit, lossless and arithmetic-coded
+        JPEGs; JPEGs to be shown rotated or flipped) is decoded here by the CPU decoder of the same
+        name (the same window for the same draws) and goes to the GPU as pixels: decoded once, and
+        not on the thread that launches the GPU work."""
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])
-        if not image_codecs.is_jpeg(data):
+        header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
+        if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1):
             image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
             return EncodedImage((image, None, image.shape[0], image.shape[1], False))
-        height, width, hardware = image_codecs.jpeg_header(data)
-        return EncodedImage((data, self._clipped_window(height, width, inputs, args, sample), height, width,
-                             hardware))
+        image_codecs.check_pixels(header.height, header.width, args["max_pixels"])
+        return EncodedImage((data, self._clipped_window(header.height, header.width, inputs, args, sample),
+                             header.height, header.width, header.hardware))
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)

@@ -59,13 +59,24 @@ class BuildContext:
 class OutputSpec:
     """What one output holds for every sample, known before anything runs: the element type
     (None: not known until data arrives, such as an external source without ``dtype``), the number
-    of dimensions (None: unknown), the layout ('' for none) and the shape of every sample when it
-    does not depend on the data (None otherwise)."""
+    of dimensions (None: unknown), the layout ('' for none), the shape of every sample when it
+    does not depend on the data (None otherwise) and, for images, the number of channels when
+    it does not (a decoder's output)."""
 
     dtype: np.dtype | None = None
     ndim: int | None = None
     layout: str = ""
     shape: tuple[int, ...] | None = None
+    channels: int | None = None  # of images (the size of the layout's C axis), when known
+
+    @property
+    def known_channels(self) -> int | None:
+        """The channel count: declared, or read from a fixed shape."""
+        if self.channels is not None:
+            return self.channels
+        if self.shape is not None and "C" in self.layout and len(self.layout) == len(self.shape):
+            return self.shape[self.layout.index("C")]
+        return None
 
     def but(self, **changes) -> "OutputSpec":
         return replace(self, **changes)

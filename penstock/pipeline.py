@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import os
 import threading
 import weakref
@@ -55,26 +56,20 @@ class Pipeline:
             fed data), then it is one sample shorter. Failures found on the GPU stage still raise.
     """
 
-    def __init__(self, batch_size: int = -1, num_threads: int = -1, device_id: int | None = -1,
+    def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
                  gpu_fallback: bool = True, on_error: str = "raise"):
-        if batch_size is None or int(batch_size) < 1:
-            raise ValueError(f"Pipeline: argument 'batch_size' must be a positive int, got {batch_size!r}")
-        if isinstance(prefetch_queue_depth, dict):
+        check_pipeline_arguments(locals())
+        if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
-        if int(prefetch_queue_depth) < 1:
-            raise ValueError(f"Pipeline: argument 'prefetch_queue_depth' must be at least 1, "
-                             f"got {prefetch_queue_depth!r}")
         self._batch_size = int(batch_size)
-        self._num_threads = os.cpu_count() or 1 if num_threads is None or num_threads < 1 else int(num_threads)
-        self._device_id = device_id
+        self._num_threads = os.cpu_count() or 1 if num_threads is None else int(num_threads)
+        self._device_id = None if device_id is None else int(device_id)
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
         self._worker_processes = None if worker_processes is None else bool(worker_processes)
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"Pipeline: argument 'on_error' must be 'raise' or 'skip', got {on_error!r}")
         self._on_error = on_error
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
@@ -356,6 +351,60 @@ class Pipeline:
 PIPELINE_ARGS = tuple(name for name in inspect.signature(Pipeline.__init__).parameters if name != "self")
 
 
+def _integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _flag(value) -> bool:
+    return isinstance(value, (bool, np.bool_)) or (_integer(value) and value in (0, 1))
+
+
+def _depth(value) -> bool:
+    if isinstance(value, dict):
+        return set(value) <= {"cpu_size", "gpu_size"} and bool(value) and \
+            all(_integer(depth) and depth >= 1 for depth in value.values())
+    return _integer(value) and value >= 1
+
+
+# What each pipeline argument takes: (test, what to say when it fails). As in DALI, -1 stands for
+# "not given" in batch_size (which must then be given), device_id (the current GPU) and seed (a
+# random one); num_threads not given (None) is every core, and -1 is refused as DALI refuses it.
+PIPELINE_ARGUMENT_RULES = {
+    "batch_size": (lambda v: _integer(v) and v >= 1, "a positive int (samples per batch)"),
+    "num_threads": (lambda v: v is None or (_integer(v) and v >= 1),
+                    "a positive int (CPU threads), or None for every core"),
+    "device_id": (lambda v: v is None or (_integer(v) and v >= -1),
+                  "a GPU index >= 0, -1 for the current GPU, or None for a CPU-only pipeline"),
+    "seed": (lambda v: v is None or _integer(v), "an int (-1 or None: a random seed)"),
+    "prefetch_queue_depth": (_depth, "a positive int, or a dict with 'cpu_size' and 'gpu_size'"),
+    "exec_async": (_flag, "True or False"),
+    "exec_pipelined": (_flag, "True or False"),
+    "set_affinity": (_flag, "True or False"),
+    "py_num_workers": (lambda v: _integer(v) and v >= 1, "a positive int"),
+    "py_start_method": (lambda v: v in ("fork", "spawn"), "'fork' or 'spawn'"),
+    "enable_memory_stats": (_flag, "True or False"),
+    "worker_processes": (lambda v: v is None or _flag(v), "True, False or None (penstock chooses)"),
+    "gpu_fallback": (_flag, "True or False"),
+    "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
+}
+
+
+def check_pipeline_arguments(arguments: dict, where: str = "Pipeline") -> None:
+    """Raises, naming the argument and the value, when a pipeline argument is of the wrong type
+    or out of range; ``arguments`` may hold other names (they are not checked here)."""
+    for name, (test, expected) in PIPELINE_ARGUMENT_RULES.items():
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if name == "batch_size" and value == -1 and _integer(value):
+            raise ValueError(f"{where}: argument 'batch_size' must be given (a positive int, samples per batch)")
+        if not test(value):  # a value of the right type out of range is a ValueError
+            right_type = isinstance(value, str) if name in ("py_start_method", "on_error") else \
+                _integer(value) or isinstance(value, dict)
+            raise (ValueError if right_type else TypeError)(f"{where}: argument '{name}' must be {expected}, "
+                                                            f"got {value!r}")
+
+
 def _flatten_outputs(outputs) -> list:
     flat = []
     for item in outputs:
@@ -379,6 +428,7 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
         from penstock.schema import closest
         raise TypeError(f"pipeline_def: unknown pipeline argument '{name}'{closest(name, PIPELINE_ARGS)}")
     pipeline_kwargs.pop("enable_conditionals", None)
+    check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
 
     def decorate(func: Callable) -> Callable[..., Pipeline]:
         function_parameters = inspect.signature(func).parameters

@@ -82,3 +82,21 @@ def test_declared_outputs_say_what_the_pipeline_gives_before_it_runs():
         images, labels = train(root).output_specs
     assert (images.dtype, images.ndim, images.layout, images.shape) == (np.dtype(np.float16), 3, "CHW", None)
     assert (labels.dtype, labels.shape) == (np.dtype(np.int32), (1,))
+
+
+def test_mean_and_std_lengths_are_checked_against_the_declared_channels_at_build(tmp_path):
+    from helpers_data import make_class_tree
+    make_class_tree(str(tmp_path), {"a": 2})
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+    def normalized(output_type, mean):
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        images = fn.decoders.image(jpegs, output_type=output_type)
+        return fn.crop_mirror_normalize(fn.resize(images, size=(8, 8)), mean=mean, std=[1.0])
+    with pytest.raises(ValueError, match="crop_mirror_normalize: argument 'mean' has 3 values for 1-channel images"):
+        normalized(types.GRAY, [1.0, 2.0, 3.0]).build()
+    with pytest.raises(ValueError, match="argument 'mean' has 2 values for 3-channel images"):
+        normalized(types.RGB, [1.0, 2.0]).build()
+    pipe = normalized(types.GRAY, [1.0])
+    assert pipe.run()[0].as_array().shape == (2, 1, 8, 8)
+    pipe.close()

@@ -97,7 +97,7 @@ def test_pipeline_def_errors_name_the_problem():
 def test_pipeline_arguments_are_checked():
     with pytest.raises(ValueError, match="'batch_size' must be a positive int"):
         Pipeline(batch_size=0)
-    with pytest.raises(ValueError, match="'prefetch_queue_depth' must be at least 1"):
+    with pytest.raises(ValueError, match="'prefetch_queue_depth' must be a positive int"):
         Pipeline(batch_size=2, prefetch_queue_depth=0)
     with pytest.raises(RuntimeError, match="can only be called while a pipeline is being defined"):
         fn.random.coin_flip()

@@ -134,7 +134,7 @@ class DecoderDeclaration:
         if (data.ndim is not None and data.ndim != 1) or (data.dtype is not None and data.dtype != np.uint8):
             raise ValueError(f"{self.name}: expects encoded images (1-D uint8 arrays), but its input holds "
                              f"{data.ndim}-dimensional {data.dtype} samples")
-        return OutputSpec(np.dtype(np.uint8), 3, "HWC")
+        return OutputSpec(np.dtype(np.uint8), 3, "HWC", channels=1 if self.args["output_type"] is types.GRAY else 3)
 
 
 class ImageDecoder(DecoderDeclaration, SampleOperator):

@@ -108,8 +108,17 @@ class CropMirrorNormalizeDeclaration:
     def declare_outputs(self, inputs):
         declare_hwc(inputs[0], self.name)
         args = self.args
+        channels = inputs[0].known_channels
+        if channels is not None:  # mean and std against the channels the input declares
+            for name in ("mean", "std"):
+                values = args[name]
+                if values is not None and len(values) not in (1, channels):
+                    raise ValueError(f"{self.name}: argument '{name}' has {len(values)} values for "
+                                     f"{channels}-channel images; give one, or one per channel")
+            channels += 1 if args["pad_output"] and channels == 3 else 0
         shape = _normalized_shape(inputs[0].shape, args) if inputs[0].shape else None
-        return inputs[0].but(dtype=args["dtype"].numpy, ndim=3, layout=args["output_layout"], shape=shape)
+        return inputs[0].but(dtype=args["dtype"].numpy, ndim=3, layout=args["output_layout"], shape=shape,
+                             channels=channels)
 
 
 @registry.register("crop_mirror_normalize", "cpu")

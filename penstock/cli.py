@@ -4,11 +4,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 
 def _default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def default_work_dir() -> str:
+    """The user's cache folder for penstock's sample data: $XDG_CACHE_HOME/penstock or
+    ~/.cache/penstock. Not a folder named penstock in the temporary folder: scripts run from
+    there would import it as a namespace package instead of penstock."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "penstock")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,27 +36,28 @@ def main(argv: list[str] | None = None) -> int:
                                             "a grid of augmented samples")
     demo.add_argument("--data", help="a folder with one sub-folder of images per class (default: a "
                                      "sample folder made from the bundled photographs)")
-    demo.add_argument("--images", type=int, default=512, help="size of the sample folder (default 512)")
-    demo.add_argument("--batch-size", type=int, default=64)
-    demo.add_argument("--threads", type=int, default=_default_threads())
+    demo.add_argument("--images", type=_positive, default=512, help="size of the sample folder (default 512)")
+    demo.add_argument("--batch-size", type=_positive, default=64)
+    demo.add_argument("--threads", type=_positive, default=_default_threads())
     demo.add_argument("--out", default="penstock_demo.png", help="where to write the PNG grid")
-    demo.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"),
-                      help="where the sample folder is made")
+    demo.add_argument("--work-dir", default=default_work_dir(),
+                      help="where the sample folder is made (default: %(default)s)")
     demo.add_argument("--device", choices=("cpu", "gpu"), help="default: gpu where there is a usable one")
 
     bench = commands.add_parser("bench", help="images/s of penstock's pipelines against torchvision's "
                                               "DataLoader (and NVIDIA DALI on a GPU), in one run")
     bench.add_argument("--data", help="folder-per-class JPEGs (default: the demo's sample folder)")
-    bench.add_argument("--images", type=int, default=1024, help="size of the sample folder if --data is not given")
-    bench.add_argument("--batch-size", type=int, default=256)
-    bench.add_argument("--threads", type=int, default=_default_threads())
+    bench.add_argument("--images", type=_positive, default=1024, help="size of the sample folder if --data is not given")
+    bench.add_argument("--batch-size", type=_positive, default=256)
+    bench.add_argument("--threads", type=_positive, default=_default_threads())
     bench.add_argument("--batches", type=int, default=0, help="batches per measurement (default: one epoch)")
     bench.add_argument("--device", choices=("cpu", "gpu"), help="where penstock's pipelines run (default: gpu "
                        "where there is a usable one)")
     bench.add_argument("--peers", default="torchvision,dali", help="comma-separated peers to run: torchvision, "
                        "dali (on the GPU, when installed), none")
     bench.add_argument("--pipelines", default="train,val", help="comma-separated: train, val")
-    bench.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "penstock"))
+    bench.add_argument("--work-dir", default=default_work_dir(), help="where the sample folder is made "
+                       "(default: %(default)s)")
     bench.add_argument("--json", help="also write the results as JSON here")
 
     commands.add_parser("info", help="versions, and which devices and codecs are available")
@@ -48,18 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                                                              "programs and ignored (docs/dali.md) instead")
 
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from penstock.demo import run_demo
-        run_demo(args.data, args.batch_size, args.threads, args.out, args.work_dir, args.images, args.device)
-        return 0
-    if args.command == "bench":
-        from penstock.bench import run_bench
-        try:
-            run_bench(args)
-        except ValueError as error:  # asked for the GPU where there is none usable
-            print(f"penstock bench: {error}", file=sys.stderr)
-            return 2
-        return 0
+    if args.command in ("demo", "bench"):
+        return _run_job(args)
     if args.command == "info":
         return _info()
     if args.command == "docs":
@@ -67,6 +75,26 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(ignored_arguments_markdown() if args.ignored else reference_markdown())
         return 0
     return 2
+
+
+def _run_job(args) -> int:
+    """Runs the demo or the benchmark; a mistake in what the user gave (a folder that is not one,
+    a file that does not decode, no usable GPU) is one line saying what to do, not a traceback."""
+    from penstock import PipelineError
+    try:
+        if args.command == "demo":
+            from penstock.demo import run_demo
+            run_demo(args.data, args.batch_size, args.threads, args.out, args.work_dir, args.images, args.device)
+        else:
+            from penstock.bench import run_bench
+            run_bench(args)
+    except (ValueError, OSError, PipelineError) as error:
+        print(f"penstock {args.command}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\npenstock {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
 
 
 def _info() -> int:

@@ -58,7 +58,8 @@ def sample_grid(batch: np.ndarray, columns: int = 8, count: int = 32) -> np.ndar
     return grid
 
 
-def progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
+def progress(done: int, total: int, started: float, stream=None) -> None:
+    stream = stream or sys.stderr  # the current one, looked up at each call
     width = 30
     filled = int(width * done / max(total, 1))
     elapsed = time.perf_counter() - started
@@ -73,36 +74,62 @@ def default_device() -> str:
     return "gpu" if "mixed" in registry.available_devices("decoders.image_random_crop") else "cpu"
 
 
+def check_class_folder(data: str) -> None:
+    """Raises, saying what a folder-per-class data set looks like, when ``data`` is not one."""
+    if not os.path.isdir(data):
+        raise FileNotFoundError(f"--data '{data}' is not a folder; give a folder with one sub-folder of images "
+                                "per class (data/cat/1.jpg, data/dog/2.jpg, ...)")
+    entries = list(os.scandir(data))
+    if not any(entry.is_dir() for entry in entries):
+        held = f"it holds {len(entries)} files directly" if entries else "it is empty"
+        raise ValueError(f"--data '{data}' has no class sub-folders ({held}); put the images of each class in a "
+                         "sub-folder of its own (data/cat/1.jpg, data/dog/2.jpg, ...)")
+
+
 def run_demo(data: str | None, batch_size: int, num_threads: int, out_path: str, work_dir: str,
              images: int, device: str | None = None) -> dict:
     device = device or default_device()
     if data is None:
         data = make_sample_dataset(os.path.join(work_dir, f"demo-data-{images}"), count=images)
         print(f"made an ImageNet-like folder of {images} JPEGs from the bundled photographs in {data}")
+    check_class_folder(data)
     pipe = imagenet_train(data, device=device, batch_size=batch_size, num_threads=num_threads,
                           device_id=None if device == "cpu" else 0, seed=42)
+    try:
+        return _run_epoch(pipe, data, device, batch_size, num_threads, out_path)
+    finally:
+        pipe.close()
+
+
+def _run_epoch(pipe, data, device, batch_size, num_threads, out_path) -> dict:
     pipe.build()
     total = pipe.epoch_size("Reader")
     print(f"ResNet-50 training pipeline on {device.upper()}: file reader -> random-crop decode -> resize 224 "
           f"-> flip + normalize (FP16, CHW); batch {batch_size}, {num_threads} threads, {total} images")
     from penstock.plugin.pytorch import ClassificationIterator, LastBatchPolicy
     iterator = ClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
-    first = next(iterator)[0]["data"]  # the first batch includes start-up (threads, file list)
-    grid_batch = first.cpu().numpy()
     started = time.perf_counter()
+    first = next(iterator)[0]["data"]  # the first batch includes start-up (threads, file list)
+    first_done = time.perf_counter()
+    grid_batch = first.cpu().numpy()
     seen = 0
-    progress(seen, total - len(first), started)
+    progress(len(first), total, started)
     for step in iterator:
         seen += len(step[0]["data"])
-        progress(seen, total - len(first), started)
-    elapsed = time.perf_counter() - started
+        progress(len(first) + seen, total, started)
+    finished = time.perf_counter()
     sys.stderr.write("\n")
-    rate = seen / elapsed if elapsed > 0 else float("nan")
-    pipe.close()
     grid = sample_grid(grid_batch)
     cv2.imwrite(out_path, cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
-    print(f"{rate:,.0f} images/s over {seen} images after the first batch ({elapsed:.2f} s)")
+    if seen:
+        rate = seen / (finished - first_done)
+        print(f"{rate:,.0f} images/s over the {seen} images after the first batch ({finished - first_done:.2f} s; "
+              f"the first batch of {len(first)}, start-up included, took {first_done - started:.2f} s)")
+    else:  # the whole folder fits in one batch: its time includes starting the pipeline
+        rate = len(first) / (finished - started)
+        print(f"{rate:,.0f} images/s over all {len(first)} images, one batch, start-up included "
+              f"({finished - started:.2f} s); a folder of several batches measures the steady rate")
     engines = [", ".join(names) for names in pipe.engines().values() if names]
     print(f"decoded by: {engines[0] if engines else 'libjpeg-turbo on CPU threads'}")
     print(f"wrote {min(len(grid_batch), 32)} augmented samples to {out_path}")
-    return {"images_per_second": rate, "images": seen, "grid": out_path}
+    return {"images_per_second": rate, "images": len(first) + seen, "grid": out_path}

@@ -62,3 +62,50 @@ def test_bench_on_the_gpu_says_why_not_where_there_is_none(tmp_path, capsys):
         pytest.skip("checks a machine without a GPU")
     assert main(["bench", "--device", "gpu", "--images", "8", "--work-dir", str(tmp_path)]) == 2
     assert "decoders.image_random_crop: device 'mixed' is not available here" in capsys.readouterr().err
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def test_demo_answers_a_wrong_data_folder_in_one_line(tmp_path, capsys):
+    common = ["--device", "cpu", "--batch-size", "4", "--threads", "1", "--out", str(tmp_path / "g.png")]
+    missing = _one_line_error(capsys, ["demo", "--data", str(tmp_path / "nowhere"), *common])
+    assert missing.startswith("penstock demo: --data") and "is not a folder" in missing
+    (tmp_path / "empty").mkdir()
+    assert "no class sub-folders (it is empty)" in _one_line_error(capsys, ["demo", "--data", str(tmp_path / "empty"),
+                                                                          *common])
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    cv2.imwrite(str(flat / "a.jpg"), cv2.UMat(8, 8, cv2.CV_8UC3).get())
+    message = _one_line_error(capsys, ["demo", "--data", str(flat), *common])
+    assert "no class sub-folders (it holds 1 files directly)" in message and "sub-folder of its own" in message
+
+
+def test_cli_rejects_numbers_that_make_no_sense(capsys):
+    import pytest
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--batch-size", "0"])
+    assert exit_info.value.code == 2
+    assert "expected a positive whole number, got 0" in capsys.readouterr().err
+
+
+def test_demo_on_a_folder_smaller_than_a_batch_reports_a_real_figure(tmp_path, capsys):
+    from helpers_data import make_class_tree
+    make_class_tree(str(tmp_path / "small"), {"a": 2, "b": 1}, height=64, width=80)
+    assert main(["demo", "--data", str(tmp_path / "small"), "--batch-size", "8", "--threads", "1", "--device", "cpu",
+                 "--out", str(tmp_path / "grid.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "over all 3 images, one batch, start-up included" in printed and " 0 images/s" not in printed
+
+
+def test_the_sample_data_lives_in_the_users_cache_not_in_the_temporary_folder(monkeypatch, tmp_path):
+    from penstock.cli import default_work_dir
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_work_dir() == str(tmp_path / "penstock")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_work_dir() == os.path.join(os.path.expanduser("~"), ".cache", "penstock")

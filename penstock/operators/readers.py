@@ -68,6 +68,11 @@ def list_folder_tree(file_root: str, extensions: tuple[str, ...], case_sensitive
     if not os.path.isdir(file_root):
         raise FileNotFoundError(f"readers.file: file_root '{file_root}' is not a folder")
     classes = sorted(entry.name for entry in os.scandir(file_root) if entry.is_dir())
+    if not classes:
+        held = sum(1 for entry in os.scandir(file_root) if entry.is_file())
+        raise ValueError(f"readers.file: file_root '{file_root}' has no class sub-folders ({held} files directly in "
+                         "it); it takes one sub-folder of files per class, or give the files with files= or "
+                         "file_list=")
     if not case_sensitive:
         extensions = tuple(ext.lower() for ext in extensions)
     paths, labels = [], []

@@ -54,13 +54,17 @@ class Pipeline:
             other sample of it is still delivered once), and ``skipped()`` lists what was left out.
             A batch keeps its size unless no such sample is left (near the end of an epoch, or for
             fed data), then it is one sample shorter. Failures found on the GPU stage still raise.
+        timeout: seconds run() waits for a batch before raising TimeoutError, which says what the
+            pipeline's producer thread is doing (an external_source callback that never returns,
+            for example; that thread cannot be stopped while it is in the user's code). None or 0
+            (the default, as in PyTorch's DataLoader): no limit.
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
-                 gpu_fallback: bool = True, on_error: str = "raise"):
+                 gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None):
         check_pipeline_arguments(locals())
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
@@ -71,6 +75,7 @@ class Pipeline:
         self._prefetch_depth = int(prefetch_queue_depth)
         self._worker_processes = None if worker_processes is None else bool(worker_processes)
         self._on_error = on_error
+        self._timeout = None if not timeout else float(timeout)
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None
@@ -162,7 +167,8 @@ class Pipeline:
         if any(isinstance(step.impl, BatchOperator) for step in steps):
             device = devices.torch_device(self._device_id)
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
-                        device, self._worker_processes, skip_failures=self._on_error == "skip")
+                        device, self._worker_processes, skip_failures=self._on_error == "skip",
+                        timeout=self._timeout)
 
     def _declare_outputs(self) -> list[OutputSpec]:
         """What each pipeline output holds, declared operator by operator from the sources on,
@@ -386,6 +392,8 @@ PIPELINE_ARGUMENT_RULES = {
     "worker_processes": (lambda v: v is None or _flag(v), "True, False or None (penstock chooses)"),
     "gpu_fallback": (_flag, "True or False"),
     "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
+    "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
+                "a number of seconds >= 0, or None (0 and None: no limit)"),
 }
 
 

@@ -26,6 +26,7 @@ from penstock.executor.skipping import refill
 # worker threads and 2,056 with 16 (BENCHMARKS.md, CPU pipelines). A pipeline's num_threads above
 # it still sizes native thread pools (nvImageCodec's CPU threads) and the number of worker processes.
 MAX_PYTHON_WORKERS = 8
+THREAD_STOP_SECONDS = 1.5  # how long shutdown waits for the stages' threads, all together
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
 
@@ -56,9 +57,11 @@ class Executor:
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], num_threads: int,
                  prefetch_depth: int, device=None, worker_processes: bool | None = False,
-                 skip_failures: bool = False):
+                 skip_failures: bool = False, timeout: float | None = None):
         self._plan = plan = ExecutionPlan.build(sources, steps, outputs)
         self._skip_failures = skip_failures  # on_error="skip" (executor.skipping)
+        self._timeout = timeout or None  # seconds next() waits for a batch; None (or 0): no limit
+        self._producer_in = "waiting"  # what the producer thread is doing, for a timeout's message
         readers = [source.name for _, source, _ in plan.sources if source.lends_samples]
         if skip_failures and len(readers) > 1:
             raise ValueError(f"on_error='skip' refills batches from one reader; this pipeline has {len(readers)} "
@@ -191,13 +194,18 @@ class Executor:
             self._processes.wake()
         current = threading.current_thread()
         lane_threads = [thread for name in self._lane_names() for thread in self._threads[name]]
+        # every stage looks at the stop at least every POLL_SECONDS, or finishes the sample or GPU
+        # call it is in: within the deadline, unless it is inside the user's code (a source that
+        # does not return), which no thread can be stopped in; such a thread is left behind
+        # (a daemon) rather than holding up the caller
+        deadline = time.monotonic() + THREAD_STOP_SECONDS
         for thread in self._all_threads():  # the GPU stage may wait for lanes: they stop after it
             if thread.is_alive() and thread is not current and thread not in lane_threads:
-                thread.join(timeout=10)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._lanes.stop()
         for thread in lane_threads:
             if thread.is_alive() and thread is not current:
-                thread.join(timeout=10)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._processes is not None:
             self._processes.close()
         if self._gpu is not None and not any(thread.is_alive() for name in ("gpu", *self._lane_names())
@@ -221,17 +229,25 @@ class Executor:
         return [thread for threads in self._threads.values() for thread in threads]
 
     def _wait(self, source_queue: queue.Queue):
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
             try:
                 return source_queue.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                if self._stopping.is_set():
-                    raise RuntimeError("the pipeline was shut down") from None
+                self._check_waiting(deadline)
 
     def _wait_event(self, event: threading.Event) -> None:
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while not event.wait(timeout=POLL_SECONDS):
-            if self._stopping.is_set():
-                raise RuntimeError("the pipeline was shut down")
+            self._check_waiting(deadline)
+
+    def _check_waiting(self, deadline: float | None) -> None:
+        if self._stopping.is_set():
+            raise RuntimeError("the pipeline was shut down")
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"no batch came within the pipeline's timeout of {self._timeout:g} s; the producer "
+                               f"thread is {self._producer_in} (a source that does not return, or a sample that "
+                               "takes longer than that)")
 
     def _assemble(self, job: Job) -> tuple:
         batches = []
@@ -285,7 +301,9 @@ class Executor:
     def _prepare(self, job: Job) -> None:
         size = None
         for key, source, _ in self._plan.sources:
+            self._producer_in = f"in {source.name}'s next batch (iteration {job.iteration})"
             batch = source.next_batch(job.iteration)
+            self._producer_in = "waiting for a free slot (the consumer) or done"
             if size is not None and len(batch.items) != size:
                 raise ValueError(f"{source.name}: gave {len(batch.items)} samples while another source "
                                  f"gave {size} for the same batch")

@@ -30,6 +30,7 @@ import multiprocessing.connection
 import queue
 import signal
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -40,6 +41,7 @@ from penstock.executor.samples import SampleRunner
 from penstock.executor.shared_ring import SharedRing
 
 PROCESS_CHUNK = 32  # samples per message to a worker process, at most
+STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
 
 
 class WorkerProcesses:
@@ -56,16 +58,28 @@ class WorkerProcesses:
         self.calls = WorkerCalls(self.wake, stopping)  # run by the dispatcher thread, in this process
 
     def start(self) -> None:
-        """Forks the processes; call it before the pipeline's threads exist."""
-        self._links = [ProcessLink(self._runner) for _ in range(self.count)]
+        """Forks the processes; call it before the pipeline's threads exist. When one cannot be
+        made (no memory for its shared ring, no more processes), those already made are stopped."""
+        try:
+            for _ in range(self.count):
+                self._links.append(ProcessLink(self._runner))
+        except OSError as error:
+            self.close()
+            raise OSError(error.errno, f"penstock could not start its worker processes ({error.strerror or error}); "
+                                       "free memory, or make the pipeline with worker_processes=False") from None
 
     def wake(self) -> None:
         """Wakes the dispatcher: samples or calls were queued, or the pipeline stops."""
         self._doorbell[1].send_bytes(b"")
 
     def close(self) -> None:
+        """Stops every process within about a second, busy or not: all are told at once, and the
+        ones still computing after STOP_SECONDS are terminated."""
         for link in self._links:
-            link.close()
+            link.ask_to_stop()
+        deadline = time.monotonic() + STOP_SECONDS
+        for link in self._links:
+            link.close(deadline)
 
     def dispatch(self) -> None:
         """The dispatcher thread: hands queued samples to idle worker processes, up to PROCESS_CHUNK
@@ -111,7 +125,7 @@ class WorkerProcesses:
                     link.send(_requests(tasks, source_keys))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
                     del busy[link.connection]
-                    finish_samples(tasks, error)
+                    finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
             if closing and not busy:
                 return
@@ -122,8 +136,8 @@ class WorkerProcesses:
                 link, tasks = busy.pop(connection)
                 try:
                     replies = link.receive()
-                except RuntimeError as error:
-                    finish_samples(tasks, error)
+                except RuntimeError as error:  # the process died: its samples fail, naming them
+                    finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
                 ring = link.ring
                 for (job, index), (error, payload) in zip(tasks, _replies(replies)):
@@ -203,18 +217,40 @@ class ProcessLink:
 
     def _stopped(self) -> RuntimeError:
         self._process.join(timeout=1)
-        return RuntimeError(f"a penstock worker process stopped unexpectedly (exit code {self._process.exitcode})")
+        return RuntimeError(f"a penstock worker process stopped unexpectedly ({_exit_reason(self._process.exitcode)})")
 
-    def close(self) -> None:
+    def ask_to_stop(self) -> None:
+        """Tells the process to stop after its current request (close() then makes sure it did)."""
         try:
             self._connection.send(None)
-        except (OSError, BrokenPipeError):
+        except (OSError, BrokenPipeError, ValueError):
             pass
-        self._process.join(timeout=5)
+
+    def close(self, deadline: float) -> None:
+        """Stops the process: it has until ``deadline`` (time.monotonic) to finish its request and
+        exit, then it is terminated, and killed if it does not go. The pipeline is closing: what it
+        was computing is not wanted any more."""
+        self._process.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
             self._process.terminate()
-            self._process.join(timeout=5)
+            self._process.join(timeout=0.5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=1)
         self._connection.close()
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (out of memory?)" if -exitcode == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {exitcode}"
 
 
 def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) -> None:
@@ -241,6 +277,18 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) ->
                 errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
                               PipelineError(f"{type(error).__name__}: {error}"))
         connection.send((errors, [_column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
+
+
+def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:
+    """The error of the samples a worker process was computing when it died."""
+    sources = [job.source_infos[index] for job, index in tasks if job.source_infos]
+    if sources:
+        shown = ", ".join(f"'{source}'" for source in sources[:3]) + (f" and {len(sources) - 3} more"
+                                                                      if len(sources) > 3 else "")
+        where = f" while computing the samples from {shown}"
+    else:
+        where = f" while computing {len(tasks)} samples"
+    return PipelineError(f"{error}{where}", "worker process", sources[0] if sources else "", str(error))
 
 
 def _requests(tasks: list, source_keys: tuple) -> list:

@@ -81,4 +81,9 @@ def torch_device(device_id: int | None):
     import torch
     if _emulated:
         return torch.device("cpu")
-    return torch.device("cuda", device_id if device_id not in (None, -1) else 0)
+    if device_id in (None, -1):  # not given: the local rank's GPU in a distributed job, else the current one
+        from penstock import distributed
+        device_id = distributed.device_id()
+        if device_id is None:
+            device_id = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return torch.device("cuda", device_id)

@@ -30,3 +30,17 @@ def test_streaming_rotate(tmp_path):
     chart = tmp_path / "chart.png"
     printed = run("streaming_rotate.py", "--samples", "64", "--batch-size", "16", "--out", str(chart))
     assert "| penstock, CPU |" in printed and "(16, 200, 200, 3)" in printed and chart.exists()
+
+
+def test_ddp_training_under_torchrun(tmp_path):
+    from helpers_data import make_class_tree
+    make_class_tree(str(tmp_path / "data"), {"a": 11, "b": 10}, height=40, width=48)
+    environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29611",
+                             os.path.join(EXAMPLES, "ddp_training.py"), "--data", str(tmp_path / "data"),
+                             "--batch-size", "4", "--size", "32", "--epochs", "2"],
+                            capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("epoch")]
+    # 21 files: shards of 10 and 11, so every rank takes 2 full batches (DROP) each epoch
+    assert lines == [line for line in lines if "2 steps on each of 2 processes" in line] and len(lines) == 2

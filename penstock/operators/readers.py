@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from penstock import registry
+from penstock import distributed, registry
 from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch
 from penstock.schema import Arg, ArgError, OpSchema, require_one_of
 
@@ -19,8 +19,10 @@ READER_ARGS = (
         "derived from the seed)."),
     Arg("initial_fill", "int", 1024, "Accepted for DALI compatibility: penstock shuffles the whole "
         "shard each epoch instead of through a buffer of this size.", min=1),
-    Arg("shard_id", "int", 0, "Which shard this pipeline reads.", min=0),
-    Arg("num_shards", "int", 1, "Into how many contiguous parts the data set is split.", min=1),
+    Arg("shard_id", "int", None, "Which shard this pipeline reads. Default: this process's rank in a "
+        "distributed job (torch.distributed or torchrun; penstock.distributed), else 0.", min=0),
+    Arg("num_shards", "int", None, "Into how many contiguous parts the data set is split. Default: the "
+        "distributed job's world size, else 1.", min=1),
     Arg("stick_to_shard", "bool", False, "Read the same shard every epoch; otherwise shard k reads part "
         "(k + epoch) % num_shards in each epoch."),
     Arg("pad_last_batch", "bool", False, "Pad a short last batch by repeating the epoch's last sample; "
@@ -217,7 +219,8 @@ class FileReader(Reader):
         if not self.paths:
             where = args["file_root"] or args["file_list"] or "files"
             raise ValueError(f"readers.file: no files found in '{where}'")
-        self.epochs = ShardedEpochs(len(self.paths), context.batch_size, args["shard_id"], args["num_shards"],
+        shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], "readers.file")
+        self.epochs = ShardedEpochs(len(self.paths), context.batch_size, shard_id, num_shards,
                                     args["stick_to_shard"], args["random_shuffle"], args["pad_last_batch"],
                                     context.seed, "readers.file")
 

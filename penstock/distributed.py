@@ -1,0 +1,73 @@
+"""Where a pipeline stands among the processes of a distributed job (torch.distributed, torchrun).
+
+When a reader is given no ``shard_id``/``num_shards`` and the process belongs to a distributed job,
+it reads the shard of this process's rank among the job's world size; and a pipeline whose
+``device_id`` is left at -1 uses the GPU of the process's local rank. Explicit arguments always
+win; ``PENSTOCK_AUTO_SHARD=0`` in the environment turns the defaults off (every process then reads
+the whole data set, as without a distributed job).
+
+A job is recognised by an initialized torch.distributed process group (its rank and world size),
+or else by the environment torchrun and other launchers set (RANK, WORLD_SIZE, LOCAL_RANK).
+PyTorch is not imported for this: a process that has not imported it has no process group.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+
+class Place(NamedTuple):
+    rank: int
+    world_size: int
+    local_rank: int | None
+
+
+def auto_shard_enabled() -> bool:
+    return os.environ.get("PENSTOCK_AUTO_SHARD", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def place() -> Place | None:
+    """This process's rank, the job's world size and the local rank, or None outside a
+    distributed job of more than one process (or with the defaults turned off)."""
+    if not auto_shard_enabled():
+        return None
+    local_rank = _int_env("LOCAL_RANK")
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        rank, world_size = distributed.get_rank(), distributed.get_world_size()
+    else:
+        rank, world_size = _int_env("RANK"), _int_env("WORLD_SIZE")
+        if rank is None or world_size is None:
+            return None
+    if world_size <= 1:
+        return None
+    return Place(rank, world_size, local_rank)
+
+
+def shard(shard_id: int | None, num_shards: int | None, name: str) -> tuple[int, int]:
+    """(shard_id, num_shards) of a reader: those given, else this process's rank and the job's
+    world size in a distributed job, else (0, 1)."""
+    if shard_id is not None and num_shards is not None:
+        return shard_id, num_shards
+    job = place()
+    if job is None:
+        return shard_id or 0, num_shards or 1
+    if num_shards is not None and num_shards != job.world_size or shard_id is not None and num_shards is None:
+        raise ValueError(f"{name}: give both shard_id and num_shards, or neither (this process is rank "
+                         f"{job.rank} of {job.world_size}, which they default to)")
+    return job.rank, job.world_size
+
+
+def device_id() -> int | None:
+    """The GPU of this process in a distributed job (its local rank), or None."""
+    job = place()
+    return None if job is None else job.local_rank
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,5 +1,6 @@
 """Ready-made pipelines: the ImageNet (ResNet-50) training and validation pipelines that the demo, the
-benchmarks and the examples run."""
+benchmarks and the examples run. Without shard_id/num_shards they read the shard of the process's
+rank in a distributed job (docs/distributed.md), else the whole data set."""
 from __future__ import annotations
 
 from penstock import fn, types
@@ -19,7 +20,8 @@ def _decoder_tuning(hw_decoder_load: float | None) -> dict:
 
 
 @pipeline_def
-def imagenet_train(data_dir: str, device: str = "cpu", crop: int = 224, shard_id: int = 0, num_shards: int = 1,
+def imagenet_train(data_dir: str, device: str = "cpu", crop: int = 224, shard_id: int | None = None,
+                   num_shards: int | None = None,
                    dtype=types.FLOAT16, hw_decoder_load: float | None = None):
     """file reader -> random-crop decode -> resize to crop x crop -> coin-flip mirror + normalize, CHW."""
     jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True, shard_id=shard_id,
@@ -35,8 +37,8 @@ def imagenet_train(data_dir: str, device: str = "cpu", crop: int = 224, shard_id
 
 
 @pipeline_def
-def imagenet_val(data_dir: str, device: str = "cpu", crop: int = 224, size: int = 256, shard_id: int = 0,
-                 num_shards: int = 1, dtype=types.FLOAT16, hw_decoder_load: float | None = None):
+def imagenet_val(data_dir: str, device: str = "cpu", crop: int = 224, size: int = 256, shard_id: int | None = None,
+                 num_shards: int | None = None, dtype=types.FLOAT16, hw_decoder_load: float | None = None):
     """file reader -> decode -> resize shorter side to size -> centre crop + normalize, CHW."""
     jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=False, shard_id=shard_id,
                                     num_shards=num_shards, pad_last_batch=True, name="Reader")

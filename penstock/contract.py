@@ -208,6 +208,15 @@ class SourceOperator(Operator):
     def shutdown(self) -> None:
         """Releases anything waiting on the user (fed inputs)."""
 
+    def state(self) -> dict | None:
+        """What this source needs to go on from here after a restore (penstock.checkpoints): a
+        JSON-able value, or None when each batch depends on the iteration alone (random draws).
+        Raises TypeError when the source cannot be resumed (an iterator cannot be rewound)."""
+        return None
+
+    def restore(self, state) -> None:
+        """Goes back to ``state`` (what ``state()`` returned), before the first batch."""
+
     def replacement(self, item, epoch_info: "EpochInfo | None") -> tuple | None:
         """(item, source info or None to keep the sample's) for a sample that replaces one an
         operator failed on (``on_error="skip"``), or None when this source has none (the sample is
@@ -244,6 +253,11 @@ class Reader(SourceOperator):
     def epoch_end(self, epoch: int) -> int | None:
         """How many samples of ``epoch``'s order are still in it (None: all of them)."""
         return None
+
+    def lent(self) -> dict:
+        """The samples lent out so far, as the part of ``state()`` that says so: the executor
+        records it when a batch is refilled, after the producer recorded the rest."""
+        return {}
 
 
 class FedSource(SourceOperator):

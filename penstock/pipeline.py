@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from penstock import devices, optimize, registry
+from penstock import checkpoints, devices, optimize, registry
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
@@ -58,13 +58,19 @@ class Pipeline:
             pipeline's producer thread is doing (an external_source callback that never returns,
             for example; that thread cannot be stopped while it is in the user's code). None or 0
             (the default, as in PyTorch's DataLoader): no limit.
+        enable_checkpointing: record what ``checkpoint()`` needs (as in DALI; it costs nothing
+            measurable). ``checkpoint``: a string from ``checkpoint()`` to resume from: the pipeline
+            (of the same definition) then gives exactly the batches the checkpointed one would
+            have given next, with its seed. An external_source fed by an iterator cannot be
+            checkpointed (it cannot be rewound): give it a callable taking the sample or batch info.
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
-                 gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None):
+                 gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None,
+                 enable_checkpointing: bool = False, checkpoint: str | bytes | None = None):
         check_pipeline_arguments(locals())
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
@@ -76,6 +82,9 @@ class Pipeline:
         self._worker_processes = None if worker_processes is None else bool(worker_processes)
         self._on_error = on_error
         self._timeout = None if not timeout else float(timeout)
+        self._enable_checkpointing = bool(enable_checkpointing)
+        self._restore_from = checkpoint  # read at build
+        self._fingerprint = None
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._executor: Executor | None = None
@@ -131,6 +140,11 @@ class Pipeline:
     def _make_executor(self) -> Executor:
         nodes = self._graph.needed_nodes(self._outputs)
         self._nodes = nodes
+        self._fingerprint = checkpoints.fingerprint(nodes, self._batch_size)
+        restored = None
+        if self._restore_from is not None:
+            restored = checkpoints.load(self._restore_from, self._fingerprint)
+            self._seed = int(restored["seed"])  # its random choices are those of the checkpointed pipeline
         sources, steps = [], []
         # operators are numbered for their seeds without the data movements (.gpu()) between them, so
         # that a pipeline makes the same random choices on the CPU and on the GPU
@@ -160,6 +174,10 @@ class Pipeline:
                                   len(node.outputs)))
         if not sources:
             raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
+        if restored is not None:
+            for key, source, _ in sources:
+                if restored["sources"].get(key) is not None:
+                    source.restore(restored["sources"][key])
         self._output_specs = self._declare_outputs()
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
@@ -168,7 +186,42 @@ class Pipeline:
             device = devices.torch_device(self._device_id)
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
-                        timeout=self._timeout)
+                        timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
+                        start_iteration=int(restored["iteration"]) if restored is not None else 0)
+
+    def checkpoint(self, filename: str | None = None, iterator_state: dict | None = None) -> str:
+        """The pipeline's state after the last batch run() returned, as a string (written to
+        ``filename`` too when given); ``Pipeline(checkpoint=...)`` resumes from it (as in DALI).
+        ``iterator_state``: what an iterator over the pipeline keeps with it (penstock.plugin)."""
+        if not self._enable_checkpointing and self._restore_from is None:
+            raise RuntimeError("checkpoint: make the pipeline with enable_checkpointing=True to take checkpoints")
+        self.build()
+        iteration, states = self._executor.checkpoint_state()
+        text = checkpoints.dump(self._seed, iteration, self._fingerprint, states, iterator_state)
+        if filename is not None:
+            with open(filename, "w") as handle:
+                handle.write(text)
+        return text
+
+    def restore(self, checkpoint) -> None:
+        """Resumes from ``checkpoint`` (as ``Pipeline(checkpoint=...)`` does), before the first run()."""
+        if self._executor is not None and self._executor.started:
+            raise RuntimeError("restore: the pipeline has run already; restore a checkpoint into a new pipeline, "
+                               "or before its first run()")
+        if self._executor is not None:  # built, never started: built again from the checkpoint
+            self._executor.shutdown()
+            self._executor = None
+            self._impls = {}
+        self._restore_from = checkpoint
+        self.build()
+
+    @property
+    def restored_iterator_state(self) -> dict | None:
+        """The iterator state that came with the checkpoint this pipeline was restored from."""
+        if self._restore_from is None:
+            return None
+        self.build()
+        return checkpoints.load(self._restore_from, self._fingerprint).get("iterator")
 
     def _declare_outputs(self) -> list[OutputSpec]:
         """What each pipeline output holds, declared operator by operator from the sources on,
@@ -392,6 +445,9 @@ PIPELINE_ARGUMENT_RULES = {
     "worker_processes": (lambda v: v is None or _flag(v), "True, False or None (penstock chooses)"),
     "gpu_fallback": (_flag, "True or False"),
     "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
+    "enable_checkpointing": (_flag, "True or False"),
+    "checkpoint": (lambda v: v is None or isinstance(v, (str, bytes, bytearray)),
+                   "what pipe.checkpoint() returned (a str, or bytes read from its file)"),
     "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
                 "a number of seconds >= 0, or None (0 and None: no limit)"),
 }

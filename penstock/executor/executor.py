@@ -57,8 +57,13 @@ class Executor:
     def __init__(self, sources: list[tuple[int, SourceOperator, int]], steps: list[Step],
                  outputs: list[tuple[int, int]], output_layouts: list[str], num_threads: int,
                  prefetch_depth: int, device=None, worker_processes: bool | None = False,
-                 skip_failures: bool = False, timeout: float | None = None):
+                 skip_failures: bool = False, timeout: float | None = None, checkpointing: bool = False,
+                 start_iteration: int = 0):
         self._plan = plan = ExecutionPlan.build(sources, steps, outputs)
+        # checkpoints (penstock.checkpoints): the sources' states after each batch, recorded by the
+        # producer; the one of the last batch handed out is the pipeline's checkpoint
+        self._checkpointing = checkpointing
+        self._delivered_state = (start_iteration, self._source_states()) if checkpointing else None
         self._skip_failures = skip_failures  # on_error="skip" (executor.skipping)
         self._timeout = timeout or None  # seconds next() waits for a batch; None (or 0): no limit
         self._producer_in = "waiting"  # what the producer thread is doing, for a timeout's message
@@ -80,7 +85,7 @@ class Executor:
         self._ready: queue.Queue = queue.Queue()  # batches whose GPU stage has run
         self._resume = threading.Event()
         self._stopping = threading.Event()
-        self._next_iteration = 0
+        self._next_iteration = start_iteration
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping) \
@@ -154,14 +159,29 @@ class Executor:
             raise job.error
         if job.stop:
             self._end_delivered = True
+            if self._checkpointing:  # the sources ended: the next batch is this iteration's, after reset()
+                self._delivered_state = (job.iteration, job.source_states)
             raise StopIteration
         if job.skipped:
             self._skipped.setdefault(job.epoch_info.epoch if job.epoch_info else 0, []).extend(job.skipped)
+        if self._checkpointing:
+            self._delivered_state = (job.iteration + 1, job.source_states)
         return IterationResult(self._assemble(job), job.epoch_info, job.iteration)
+
+    def checkpoint_state(self) -> tuple[int, dict]:
+        """(the next iteration, each source's state) after the last batch handed out."""
+        return self._delivered_state
+
+    def _source_states(self) -> dict:
+        return {key: source.state() for key, source, _ in self._plan.sources}
 
     def skipped(self, epoch: int) -> list:
         """The samples left out under on_error="skip" in the batches of ``epoch`` handed out so far."""
         return list(self._skipped.get(epoch, ()))
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     @property
     def ended(self) -> bool:
@@ -221,6 +241,10 @@ class Executor:
         """Replaces the samples of a finished batch that operators failed on (on_error="skip")."""
         if self._skip_failures and job.error is None and not job.stop and job.size > 0:
             refill(job, self._plan, self._runner, self._worker_calls.run)
+            if job.source_states is not None:  # the samples lent out by this batch's refill
+                for key, source, _ in self._plan.sources:
+                    if source.lends_samples:
+                        job.source_states[key] = {**job.source_states[key], **source.lent()}
 
     def _lane_names(self) -> list[str]:
         return [name for name in self._threads if name.startswith("lane-")]
@@ -284,6 +308,11 @@ class Executor:
                 self._resume.clear()
             except BaseException as error:  # surfaces in the consumer's thread
                 job.error = error
+            if self._checkpointing and job.error is None:
+                try:
+                    job.source_states = self._source_states()
+                except BaseException as error:
+                    job.error = error
             self._times.of_this_thread()["sources, random draws (producer thread)"] += time.perf_counter() - started
             if job.stop or job.error is not None or job.size == 0:
                 job.done.set()

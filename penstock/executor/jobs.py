@@ -66,6 +66,7 @@ class Job:
     skip_failures: bool = False  # on_error="skip": a sample an operator fails on is left out
     failed: dict = field(default_factory=dict)  # sample index -> its PipelineError, under skip_failures
     skipped: list = field(default_factory=list)  # Skipped records of this batch, once refilled
+    source_states: dict | None = None  # with checkpointing: each source's state after this batch
 
     def record_error(self, error: BaseException) -> None:
         """Keeps the batch's first error; the consumer raises it."""

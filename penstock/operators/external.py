@@ -248,6 +248,17 @@ class ExternalSource(FedSource):
     def load(self, item, sample: SampleContext) -> tuple:
         return item if isinstance(item, tuple) else (item,)
 
+    def state(self) -> dict:
+        if self._iterator is not None:
+            raise TypeError("external_source: its source is an iterable, which cannot be rewound, so the pipeline "
+                            "cannot be checkpointed; give a callable that takes the sample or batch info")
+        return {"epoch": self._epoch, "iteration_in_epoch": self._iteration_in_epoch,
+                "samples_in_epoch": self._samples_in_epoch}
+
+    def restore(self, state: dict) -> None:
+        self._epoch, self._iteration_in_epoch = int(state["epoch"]), int(state["iteration_in_epoch"])
+        self._samples_in_epoch = int(state["samples_in_epoch"])
+
     def reset(self) -> None:
         self._samples_in_epoch = 0
         self._iteration_in_epoch = 0

@@ -183,6 +183,20 @@ class ShardedEpochs:
         with self._lock:
             return self._ends.get(epoch)
 
+    def state(self) -> dict:
+        with self._lock:
+            return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, **self.lent()}
+
+    def lent(self) -> dict:
+        return {"ends": {str(epoch): end for epoch, end in self._ends.items()}}
+
+    def restore(self, state: dict) -> None:
+        with self._lock:
+            self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
+            self._ends = {int(epoch): int(end) for epoch, end in state.get("ends", {}).items()}
+            self._orders = {epoch: self._epoch_order(epoch) for epoch in {self.epoch, *self._ends}}
+            self._order = self._orders[self.epoch]
+
     def shard_size(self) -> int:
         start, stop = self.shard_bounds(self.shard_id)
         return stop - start
@@ -254,6 +268,15 @@ class FileReader(Reader):
 
     def epoch_end(self, epoch: int) -> int | None:
         return self.epochs.epoch_end(epoch)
+
+    def state(self) -> dict:
+        return self.epochs.state()
+
+    def lent(self) -> dict:
+        return self.epochs.lent()
+
+    def restore(self, state: dict) -> None:
+        self.epochs.restore(state)
 
     def declare_outputs(self, inputs):
         return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))

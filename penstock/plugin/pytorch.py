@@ -70,6 +70,9 @@ class GenericIterator:
         self._delivered = [0] * len(self._pipes)
         self._steps = 0  # steps delivered in the current epoch
         self._epoch_done = False
+        restored = self._pipes[0].restored_iterator_state
+        if restored is not None:  # the pipelines resume from checkpoints this iterator's kind took
+            self._take_state(restored)
 
     def _choose_mode(self) -> str:
         if self._reader_name is not None:
@@ -186,6 +189,31 @@ class GenericIterator:
     @property
     def size(self) -> int:
         return self._size
+
+    # ---- checkpoints (as DALI's iterators, and torchdata's StatefulDataLoader protocol) -------
+    def checkpoints(self) -> list[str]:
+        """One checkpoint per pipeline (made with enable_checkpointing=True), with this iterator's
+        place in the epoch: pipelines made with ``checkpoint=`` these, and an iterator over them,
+        give exactly the steps this one would give next."""
+        state = {"steps": self._steps, "delivered": list(self._delivered), "epoch_done": self._epoch_done}
+        return [pipe.checkpoint(iterator_state=state) for pipe in self._pipes]
+
+    def state_dict(self) -> dict:
+        return {"checkpoints": self.checkpoints()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes from ``state_dict()``'s value; before the first step."""
+        checkpoints = state["checkpoints"]
+        if len(checkpoints) != len(self._pipes):
+            raise ValueError(f"load_state_dict: {len(checkpoints)} checkpoints for {len(self._pipes)} pipelines")
+        for pipe, checkpoint in zip(self._pipes, checkpoints):
+            pipe.restore(checkpoint)
+        self._take_state(self._pipes[0].restored_iterator_state or {})
+
+    def _take_state(self, state: dict) -> None:
+        self._steps = int(state.get("steps", 0))
+        self._delivered = list(state.get("delivered", [0] * len(self._pipes)))
+        self._epoch_done = bool(state.get("epoch_done", False))
 
     @property
     def skipped_count(self) -> int:

@@ -40,7 +40,8 @@ def main():
     parser.add_argument("--size", type=int, default=64)
     args = parser.parse_args()
 
-    gpu = torch.cuda.is_available()
+    # GPUs when there is one for each process of this machine (every process decides the same)
+    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     dist.init_process_group("nccl" if gpu else "gloo")
     rank, local_rank = dist.get_rank(), int(os.environ.get("LOCAL_RANK", 0))
     if gpu:

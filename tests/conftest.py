@@ -27,6 +27,16 @@ if not CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU, in numpy
 
 
+def gpu_or_emulated():
+    """Where pipeline tests run their 'mixed' and 'gpu' operators: the GPU when there is one, else
+    the emulated GPU path (CPU tensors, Triton's interpreter). Not the emulated path on a GPU
+    machine: Triton's interpreter is chosen for the whole process when it starts."""
+    import contextlib
+
+    from penstock import devices
+    return contextlib.nullcontext() if CUDA else devices.emulated_gpu()
+
+
 # ---- test images ---------------------------------------------------------------------------------
 def smooth_image(height: int, width: int, channels: int = 3, seed: int = 0) -> np.ndarray:
     """HWC uint8: gradients plus low-frequency sinusoids, so resampling filters agree closely."""

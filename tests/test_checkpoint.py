@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import gpu_or_emulated
 from helpers_data import make_class_tree, no_hang  # noqa: F401
 
 from penstock import devices, fn, pipeline_def, types
@@ -73,8 +74,8 @@ def test_worker_processes_resume_bit_exact(tree):
     _resumes_exactly(lambda **kw: augmented(tree, worker_processes=True, **kw), 4)
 
 
-def test_the_emulated_gpu_path_resumes_bit_exact(tree):
-    with devices.emulated_gpu():
+def test_the_gpu_path_resumes_bit_exact(tree):
+    with gpu_or_emulated():
         _resumes_exactly(lambda **kw: augmented(tree, device="gpu", device_id=0, **kw), 3, total=7)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import CUDA, smooth_image
+from conftest import CUDA, gpu_or_emulated, smooth_image
 from penstock import types
 from penstock.contract import BatchContext, BuildContext, SampleContext
 from penstock.operators import geometry, normalize
@@ -236,7 +236,7 @@ def test_a_ragged_gpu_output_keeps_its_packed_buffer_and_reads_as_its_samples():
         data = fn.external_source(source=_ragged, batch=True)
         return fn.resize(data.gpu() if device == "gpu" else data, resize_shorter=12, device=device)
 
-    with devices.emulated_gpu():
+    with gpu_or_emulated():
         pipe = resized("gpu")
         (gpu_out,) = pipe.run()
         pipe.close()

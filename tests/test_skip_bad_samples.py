@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import gpu_or_emulated
 from helpers_data import make_class_tree
 
 import penstock
@@ -196,11 +197,11 @@ def test_a_pipeline_with_two_readers_cannot_skip(tree):
         two_readers().build()
 
 
-def test_skip_on_the_emulated_gpu_path(tree):
+def test_skip_on_the_gpu_path(tree):
     """'mixed' decoders read each header on the CPU workers: a file that fails there is replaced."""
     root, paths, broken = tree
     from penstock import devices
-    with devices.emulated_gpu():
+    with gpu_or_emulated():
         @pipeline_def(batch_size=BATCH, num_threads=2, seed=3, device_id=0, on_error="skip")
         def gpu_decode():
             jpegs, labels = fn.readers.file(file_root=root, name="Reader")

@@ -160,7 +160,7 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
             image = image_codecs.decode(data, output_type, adjust_orientation=adjust)
             window = self.window(*image.shape[:2], inputs, args, sample)
             return image if window is None else self._cut(image, window)
-        header = image_codecs.jpeg_header(data)
+        header = image_codecs.jpeg_header_for_cpu(data)
         image_codecs.check_pixels(header.height, header.width, args["max_pixels"])
         height, width = header.height, header.width
         if adjust and image_headers.orientation_swaps_axes(header.orientation):
@@ -170,10 +170,10 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
             scale = self._dct_scale(height, width)
             return image_codecs.decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
                                        min_width=-(-header.width // scale) if scale > 1 else 0,
-                                       adjust_orientation=adjust)
+                                       adjust_orientation=adjust, header=header)
         self._check_window(window, height, width)
         return image_codecs.decode_jpeg_window(data, output_type, window, self._dct_scale(*window[2:]),
-                                               adjust_orientation=adjust)
+                                               adjust_orientation=adjust, header=header)
 
     def _check_window(self, window, height: int, width: int) -> None:
         """Windows reaching outside the image are cut to it (random crops) or rejected (fixed crops)."""

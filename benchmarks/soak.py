@@ -74,14 +74,15 @@ def main():
                                    count=args.images)
     gpu = args.device == "gpu"
     pipe = imagenet_train(data, device=args.device, batch_size=args.batch_size, num_threads=args.threads,
-                          device_id=0 if gpu else None, seed=1, worker_processes=args.worker_processes)
+                          device_id=0 if gpu else None, seed=1,
+                          worker_processes=True if args.worker_processes else None)  # None: penstock's default
     loader = ClassificationIterator(pipe, reader_name="Reader", auto_reset=True)
     out = open(args.json, "w") if args.json else None
     started = time.monotonic()
     end = started + args.minutes * 60
     next_sample = started + min(args.every, 60)
     samples, images, epochs = [], 0, 0
-    print(f"soak: {args.device}, {'worker processes' if args.worker_processes else 'threads'} x {args.threads}, "
+    print(f"soak: {args.device}, {'worker processes' if args.worker_processes else 'default workers'} x {args.threads}, "
           f"batch {args.batch_size}, {args.minutes:g} min, a sample every {args.every:g} s", flush=True)
     print("| minute | images | images/s | RSS MiB | workers' RSS MiB | fds | threads |"
           + (" GPU alloc MiB | GPU reserved MiB |" if gpu else ""), flush=True)

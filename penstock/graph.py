@@ -163,7 +163,11 @@ def current_graph(op_name: str) -> Graph:
 
 
 def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
-    """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s)."""
+    """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s).
+    Without ``device``, an operator runs on the GPU when any of its data inputs is there (DALI's
+    placement), else on the CPU."""
+    if "device" not in kwargs and any(isinstance(node, DataNode) and node.device == "gpu" for node in inputs):
+        kwargs = {**kwargs, "device": "gpu"}
     static, per_sample = schema.validate(kwargs)
     schema.check_call(static, per_sample)
     return add_validated(schema, inputs, static, per_sample)

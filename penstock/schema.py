@@ -60,15 +60,26 @@ def _as_bool(value):
 
 
 def _as_int(value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer() and not isinstance(value, bool):
+    """An int from an int, a bool (as DALI: mirror=False is 0), a whole float, or their numpy
+    scalars and 0-d arrays."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(value)
         raise ArgTypeError(f"expected an int, got {value!r}")
     return int(value)
 
 
 def _as_float(value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    """A float from any real number, bools included (as DALI), or a numpy 0-d array."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if not isinstance(value, numbers.Real):
         raise ArgTypeError(f"expected a number, got {value!r}")
     return float(value)
 
@@ -92,9 +103,13 @@ def _sequence_of(convert):
 
 
 def _as_enum(enum_type, prefix=""):
+    codes = types.DALI_CODES.get(enum_type, {})
+
     def convert(value):
         if isinstance(value, enum_type):
             return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) in codes:
+            return codes[int(value)]
         if isinstance(value, str):
             key = value.upper()
             for candidate in (key, prefix + key):

@@ -55,6 +55,16 @@ class DALIInterpType(enum.Enum):
     INTERP_GAUSSIAN = "gaussian"
 
 
+# DALI's integer codes of its enums (its C++ values), which DALI programs sometimes pass instead
+# of the enum members: interp_type=1 is INTERP_LINEAR
+DALI_CODES = {
+    DALIInterpType: {0: DALIInterpType.INTERP_NN, 1: DALIInterpType.INTERP_LINEAR, 2: DALIInterpType.INTERP_CUBIC,
+                     3: DALIInterpType.INTERP_LANCZOS3, 4: DALIInterpType.INTERP_TRIANGULAR,
+                     5: DALIInterpType.INTERP_GAUSSIAN},
+    DALIImageType: {0: DALIImageType.RGB, 1: DALIImageType.BGR, 2: DALIImageType.GRAY, 4: DALIImageType.ANY_DATA},
+}
+
+
 class TensorLayout(str, enum.Enum):
     """Named layouts: DALI's ``types.NCHW`` means a per-sample ``CHW`` layout."""
 

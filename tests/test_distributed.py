@@ -67,8 +67,7 @@ def test_two_processes_under_torchrun_deliver_the_data_set_exactly_once(tmp_path
     (tmp_path / "files.txt").write_text("\n".join(paths))
     batch = 4
     environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                             f"--master_port={29500 + count}",
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                              os.path.join(HERE, "distributed_worker.py"), str(tmp_path / "files.txt"), str(batch),
                              str(tmp_path / "rank")], capture_output=True, text=True, timeout=120, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]

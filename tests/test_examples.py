@@ -37,7 +37,7 @@ def test_ddp_training_under_torchrun(tmp_path):
     make_class_tree(str(tmp_path / "data"), {"a": 11, "b": 10}, height=40, width=48)
     environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     environment["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path (gloo), on any machine
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29611",
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                              os.path.join(EXAMPLES, "ddp_training.py"), "--data", str(tmp_path / "data"),
                              "--batch-size", "4", "--size", "32", "--epochs", "2"],
                             capture_output=True, text=True, timeout=300, env=environment)

@@ -43,7 +43,7 @@ def test_unknown_argument_lists_what_the_operator_takes(images):
     (lambda x: fn.resize(x, resize_x=10, antialias="yes"), "resize", "antialias", "expected a bool"),
     (lambda x: fn.transpose(x, perm=(2, 0.5, 1)), "transpose", "perm", "expected an int"),
     (lambda x: fn.cast(x, dtype="not_a_type"), "cast", "dtype", "expected a data type"),
-    (lambda x: fn.resize(x, resize_x=10, interp_type=3), "resize", "interp_type", "INTERP_LINEAR"),
+    (lambda x: fn.resize(x, resize_x=10, interp_type=17), "resize", "interp_type", "INTERP_LINEAR"),
     (lambda x: fn.crop(x, crop=(4, 4), out_of_bounds_policy=1), "crop", "out_of_bounds_policy", "expected a string"),
 ])
 def test_wrong_type_is_a_type_error(images, call, operator, argument, expected):

@@ -198,12 +198,9 @@ class ExternalSource(FedSource):
             items = []
             for index in range(self.context.batch_size):
                 info = SampleInfo(self._samples_in_epoch, index, self._iteration_in_epoch, self._epoch)
-                try:
-                    value = self._call_or_next(info)
-                except StopIteration:
-                    if not items:
-                        raise
-                    break
+                # as DALI: a source that runs out part-way through a batch ends the epoch there, and
+                # the partial batch is dropped (len(data) // batch_size batches in an epoch)
+                value = self._call_or_next(info)
                 self._samples_in_epoch += 1
                 outputs = self._outputs_of(value, f"sample {index}")
                 items.append(tuple(self._check([to_numpy(out, f"external_source sample {index}")], i)[0]

@@ -1,10 +1,15 @@
-"""``nvidia.dali.fn``: penstock's functional operators, under the same names."""
+"""``nvidia.dali.fn``: penstock's functional operators, under the same names, and the older
+names DALI programs still use (compat.dali.deprecated)."""
 import sys
 
 from penstock import fn as _fn
+from penstock.compat.dali import deprecated
 
 for _name, _value in vars(_fn).items():
     if not _name.startswith("__"):
         setattr(sys.modules[__name__], _name, _value)
 for _namespace in ("readers", "decoders", "random"):
     sys.modules[f"{__name__}.{_namespace}"] = getattr(_fn, _namespace)
+
+# the older names DALI programs still use (fn.image_decoder_random_crop, fn.file_reader, ...)
+deprecated.install(sys.modules[__name__], _fn, lambda entry: entry[0])

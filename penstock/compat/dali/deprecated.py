@@ -1,0 +1,67 @@
+"""The older operator names DALI programs still use, each the current operator under another name
+(DALI's list of deprecated names): (fn name, ops name, current operator). A name whose operator
+penstock does not have yet is refused when used, saying so."""
+from __future__ import annotations
+
+DEPRECATED = (
+    ("image_decoder", "ImageDecoder", "decoders.image"),
+    ("image_decoder_crop", "ImageDecoderCrop", "decoders.image_crop"),
+    ("image_decoder_random_crop", "ImageDecoderRandomCrop", "decoders.image_random_crop"),
+    ("image_decoder_slice", "ImageDecoderSlice", "decoders.image_slice"),
+    (None, "nvJPEGDecoder", "decoders.image"),
+    (None, "nvJPEGDecoderCrop", "decoders.image_crop"),
+    (None, "nvJPEGDecoderRandomCrop", "decoders.image_random_crop"),
+    (None, "nvJPEGDecoderSlice", "decoders.image_slice"),
+    ("audio_decoder", "AudioDecoder", "decoders.audio"),
+    ("file_reader", "FileReader", "readers.file"),
+    ("caffe_reader", "CaffeReader", "readers.caffe"),
+    ("caffe2_reader", "Caffe2Reader", "readers.caffe2"),
+    ("coco_reader", "COCOReader", "readers.coco"),
+    ("mxnet_reader", "MXNetReader", "readers.mxnet"),
+    ("nemo_asr_reader", "NemoAsrReader", "readers.nemo_asr"),
+    ("numpy_reader", "NumpyReader", "readers.numpy"),
+    ("sequence_reader", "SequenceReader", "readers.sequence"),
+    ("tfrecord_reader", "TFRecordReader", "readers.tfrecord"),
+    ("video_reader", "VideoReader", "readers.video"),
+    ("video_reader_resize", "VideoReaderResize", "readers.video_resize"),
+    ("coin_flip", "CoinFlip", "random.coin_flip"),
+    ("uniform", "Uniform", "random.uniform"),
+    ("normal_distribution", "NormalDistribution", "random.normal"),
+)
+
+
+def install(module, namespace, name_of) -> None:
+    """Sets each older name on ``module`` to the current operator found in ``namespace`` (penstock's
+    fn or ops; ``name_of(entry)`` picks the name of the entry to set), and makes the names of
+    operators penstock lacks fail with a message naming the current operator."""
+    missing = {}
+    for entry in DEPRECATED:
+        old_name, current = name_of(entry), entry[2]
+        if old_name is None:
+            continue
+        target = _lookup(namespace, current, module.__name__.endswith("ops"))
+        if target is None:
+            missing[old_name] = current
+        else:
+            setattr(module, old_name, target)
+
+    def __getattr__(name):
+        if name in missing:
+            raise AttributeError(f"{module.__name__}.{name} (now {missing[name]}): penstock does not have this "
+                                 "operator yet")
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+    module.__getattr__ = __getattr__
+
+
+def _lookup(namespace, current: str, classes: bool):
+    """fn.readers.file, or for ops the class named by the schema (readers.File)."""
+    from penstock import registry
+    schema = registry.schemas().get(current)
+    if schema is None:
+        return None
+    value = namespace
+    for part in (schema.class_name if classes else current).split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value

@@ -44,4 +44,5 @@ def test_ddp_training_under_torchrun(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("epoch")]
     # 21 files: shards of 10 and 11, so every rank takes 2 full batches (DROP) each epoch
-    assert lines == [line for line in lines if "2 steps on each of 2 processes" in line] and len(lines) == 2
+    assert lines == [line for line in lines if "2 steps on each of 2 processes" in line] and len(lines) == 2, \
+        (result.stdout[-2000:], result.stderr[-2000:])

@@ -91,17 +91,20 @@ def _volume(shape) -> int:
     return total
 
 
-def not_dense_error(shapes: set) -> ValueError:
+def not_dense_error(shapes: set, name: str = "") -> ValueError:
     listed = ", ".join(str(shape) for shape in sorted(shapes)[:4])
-    return ValueError(f"the batch is not dense: its samples have {len(shapes)} different shapes "
+    which = f"{name}: " if name else ""
+    return ValueError(f"{which}the batch is not dense: its samples have {len(shapes)} different shapes "
                       f"({listed}{', ...' if len(shapes) > 4 else ''}); resize or crop to one size, or "
                       "read the samples one by one with .at(i)")
 
 
 class Batch:
-    """A batch of samples on the CPU, as ``pipe.run()`` returns it."""
+    """A batch of samples on the CPU, as ``pipe.run()`` returns it; ``name`` says which output of
+    the pipeline it is (for error messages)."""
 
     device = "cpu"
+    name = ""
 
     def __init__(self, samples: Sequence[np.ndarray], layout: str = "", dense: np.ndarray | None = None):
         self._samples = list(samples)
@@ -145,7 +148,7 @@ class Batch:
             return self._dense
         shapes = {sample.shape for sample in self._samples}
         if len(shapes) > 1:
-            raise not_dense_error(shapes)
+            raise not_dense_error(shapes, self.name)
         if not self._samples:
             raise ValueError("the batch is empty, so it has no array shape")
         self._dense = np.stack(self._samples)
@@ -181,6 +184,7 @@ class GpuBatch:
     """
 
     device = "gpu"
+    name = ""
 
     def __init__(self, samples, layout: str = "", dense=None, ready=None):
         """``samples`` may be None when ``dense`` is given: its rows are made when first asked for."""
@@ -236,7 +240,7 @@ class GpuBatch:
         if self._dense is None:
             shapes = set(self.shape())
             if len(shapes) > 1:
-                raise not_dense_error(shapes)
+                raise not_dense_error(shapes, self.name)
             if not shapes:
                 raise ValueError("the batch is empty, so it has no tensor shape")
             import torch

@@ -257,6 +257,8 @@ class Pipeline:
             self._feed_ahead()
             self._check_fed()
         self._last_result = self._executor.next()
+        for index, (batch, node) in enumerate(zip(self._last_result.outputs, self._outputs)):
+            batch.name = f"output {index} ({node.name})"
         if feeds:
             self._fed_runs += 1
         return self._last_result.outputs

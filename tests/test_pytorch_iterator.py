@@ -308,3 +308,47 @@ def test_two_readers_need_reader_name(one_file):
     iterator = GenericIterator(pipe, ["a", "b"], reader_name="Train")
     assert len(iterator) == 2 and len(list(iterator)) == 2
     pipe.close()
+
+
+def _ragged_pipeline():
+    from penstock import fn, pipeline_def
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1)
+    def ragged():
+        shapes = [(2, 3), (4, 1), (3, 3)]
+        data = fn.external_source(source=lambda: [np.full(shape, i + 1, np.float32) for i, shape in enumerate(shapes)],
+                                  batch=True)
+        return data, fn.external_source(source=lambda: [np.array([i], np.int32) for i in range(3)], batch=True)
+    return ragged()
+
+
+def test_an_output_of_samples_of_different_shapes_comes_as_a_list_of_tensors():
+    from penstock.plugin.pytorch import GenericIterator
+    pipe = _ragged_pipeline()
+    step = next(GenericIterator(pipe, ["data", "label"], size=3))[0]
+    assert isinstance(step["data"], list) and [tuple(t.shape) for t in step["data"]] == [(2, 3), (4, 1), (3, 3)]
+    assert all(torch.equal(tensor, torch.full(tensor.shape, i + 1.0)) for i, tensor in enumerate(step["data"]))
+    assert tuple(step["label"].shape) == (3, 1)  # a dense output stays one tensor
+    pipe.close()
+
+
+def test_an_output_of_samples_of_different_shapes_padded_on_request():
+    from penstock.plugin.pytorch import GenericIterator
+    pipe = _ragged_pipeline()
+    step = next(GenericIterator(pipe, ["data", "label"], size=3, ragged="pad", fill_value=-1))[0]
+    padded = step["data"]
+    assert tuple(padded.shape) == (3, 4, 3)
+    expected = torch.full((3, 4, 3), -1.0)
+    for i, (rows, columns) in enumerate([(2, 3), (4, 1), (3, 3)]):
+        expected[i, :rows, :columns] = i + 1
+    assert torch.equal(padded, expected)
+    pipe.close()
+
+
+def test_as_array_of_a_ragged_output_names_the_output_and_the_shapes():
+    pipe = _ragged_pipeline()
+    data, _ = pipe.run()
+    with pytest.raises(ValueError, match=r"output 0 \(external_source.*\): the batch is not dense: its samples have "
+                                         r"3 different shapes \(\(2, 3\), \(3, 3\), \(4, 1\)\)"):
+        data.as_array()
+    pipe.close()

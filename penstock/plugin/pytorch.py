@@ -23,14 +23,33 @@ class LastBatchPolicy(enum.Enum):
     PARTIAL = "partial"
 
 
-def to_torch(batch: Batch | GpuBatch) -> torch.Tensor:
-    """A dense batch as a tensor sharing its memory (CPU numpy via from_numpy, GPU via DLPack)."""
-    if isinstance(batch, GpuBatch):
-        return torch.from_dlpack(batch)
-    array = batch.as_array()
-    if not array.flags.writeable:
-        array = array.copy()
-    return torch.from_numpy(array)
+RAGGED_FORMS = ("list", "pad")
+
+
+def to_torch(batch: Batch | GpuBatch, ragged: str = "list", fill_value=0):
+    """A batch as a tensor sharing its memory (CPU numpy via from_numpy, GPU via DLPack). A batch
+    whose samples differ in shape is a list of per-sample tensors (``ragged="list"``), or one
+    tensor padded to the largest shape with ``fill_value`` (``ragged="pad"``)."""
+    if batch.is_dense_tensor():
+        if isinstance(batch, GpuBatch):
+            return torch.from_dlpack(batch)
+        return _from_numpy(batch.as_array())
+    samples = [sample if isinstance(sample, torch.Tensor) else _from_numpy(sample) for sample in batch]
+    if ragged == "list":
+        return samples
+    ranks = {sample.dim() for sample in samples}
+    if len(ranks) > 1:
+        raise ValueError(f"{batch.name or 'an output'}: samples of {sorted(ranks)} dimensions cannot be padded "
+                         "to one tensor; use ragged='list'")
+    shape = [max(sizes) for sizes in zip(*(sample.shape for sample in samples))]
+    padded = torch.full((len(samples), *shape), fill_value, dtype=samples[0].dtype, device=samples[0].device)
+    for row, sample in zip(padded, samples):
+        row[tuple(slice(0, size) for size in sample.shape)] = sample
+    return padded
+
+
+def _from_numpy(array):
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
 class GenericIterator:
@@ -41,13 +60,19 @@ class GenericIterator:
     (StopIteration). ``last_batch_policy`` decides the short last batch; every sample of the epoch
     is delivered exactly once (FILL adds padding, DROP leaves the short batch out).
     ``last_batch_padded`` is accepted from DALI programs and changes nothing: the readers count
-    their padding, and the iterator uses that count (docs/dali.md).
+    their padding, and the iterator uses that count (docs/dali.md). An output whose samples differ
+    in shape (variable crops, boxes, text) comes as a list of per-sample tensors (``ragged="list"``,
+    the default) or padded to the batch's largest shape with ``fill_value`` (``ragged="pad"``).
     """
 
     def __init__(self, pipelines: Pipeline | Sequence[Pipeline], output_map: Sequence[str], size: int = -1,
                  reader_name: str | None = None, auto_reset: bool | str = False,
                  last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL, last_batch_padded: bool = False,
-                 fill_last_batch: bool | None = None, dynamic_shape: bool = False, prepare_first_batch: bool = True):
+                 fill_last_batch: bool | None = None, dynamic_shape: bool = False, prepare_first_batch: bool = True,
+                 ragged: str = "list", fill_value=0):
+        if ragged not in RAGGED_FORMS:
+            raise ValueError(f"GenericIterator: ragged must be one of {RAGGED_FORMS}, got {ragged!r}")
+        self._ragged, self._fill_value = ragged, fill_value
         self._pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
         if not self._pipes:
             raise ValueError("GenericIterator: give at least one pipeline")
@@ -126,7 +151,7 @@ class GenericIterator:
             self._finish_epoch()
         result = []
         for outputs, valid in step:
-            tensors = [to_torch(batch) for batch in outputs]
+            tensors = [to_torch(batch, self._ragged, self._fill_value) for batch in outputs]
             if self._policy is LastBatchPolicy.PARTIAL:
                 tensors = [tensor[:valid] for tensor in tensors]
             result.append(dict(zip(self._output_map, tensors)))
@@ -227,11 +252,12 @@ class ClassificationIterator(GenericIterator):
 
     def __init__(self, pipelines, size: int = -1, reader_name: str | None = None, auto_reset: bool | str = False,
                  last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL, last_batch_padded: bool = False,
-                 fill_last_batch: bool | None = None, dynamic_shape: bool = False, prepare_first_batch: bool = True):
+                 fill_last_batch: bool | None = None, dynamic_shape: bool = False, prepare_first_batch: bool = True,
+                 ragged: str = "list", fill_value=0):
         super().__init__(pipelines, ["data", "label"], size=size, reader_name=reader_name, auto_reset=auto_reset,
                          last_batch_policy=last_batch_policy, last_batch_padded=last_batch_padded,
                          fill_last_batch=fill_last_batch, dynamic_shape=dynamic_shape,
-                         prepare_first_batch=prepare_first_batch)
+                         prepare_first_batch=prepare_first_batch, ragged=ragged, fill_value=fill_value)
 
 
 __all__ = ["ClassificationIterator", "GenericIterator", "LastBatchPolicy", "to_torch"]

@@ -165,6 +165,12 @@ CASES: dict[str, Case] = {
                            check_distribution(2.0, 4.0, 3.0, 2 / np.sqrt(12), 0.05)),
     "random.normal": Case(list, lambda node, device: fn.random.normal(mean=1.0, stddev=2.0, shape=(64,)),
                           check_distribution(-20, 20, 1.0, 2.0, 0.15)),
+    # the functions against numpy's results for the same samples
+    "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
+        node, function=lambda x: np.sqrt(np.abs(x)) * 2), lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples],
+        rtol=1e-6),
+    "torch_python_function": Case(lambda: FEED, lambda node, device: fn.torch_python_function(
+        node, function=lambda x: x.flip(0) + 1), lambda samples, _: [s[::-1] + 1 for s in samples]),
 }
 
 

@@ -1,0 +1,96 @@
+"""Python functions as operators: run on the workers in parallel (threads or processes), with a
+per-sample random generator that makes results independent of the workers, several outputs, torch
+tensors, and errors that carry the user's traceback and the sample's source."""
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from helpers_data import make_class_tree, no_hang  # noqa: F401
+
+import penstock
+from penstock import fn, pipeline_def
+
+FEED = [np.full((2, 3), float(i), np.float32) for i in range(6)]
+
+
+def _pipeline(function, num_outputs=1, threads=2, processes=False, torch_kind=False, **kwargs):
+    operator = fn.torch_python_function if torch_kind else fn.python_function
+
+    @pipeline_def(batch_size=6, num_threads=threads, device_id=None, seed=11, worker_processes=processes)
+    def pipe():
+        data = fn.external_source(source=lambda: FEED, batch=True)
+        return operator(data, function=function, num_outputs=num_outputs, **kwargs)
+    return pipe()
+
+
+def test_two_outputs_and_the_random_generator_are_the_same_on_any_workers():
+    def noisy(x, rng):
+        return x * 2, x + rng.normal(size=x.shape)
+    results = []
+    for threads, processes in ((1, False), (2, False), (2, True)):
+        pipe = _pipeline(noisy, num_outputs=2, threads=threads, processes=processes)
+        doubled, noised = pipe.run()
+        results.append(noised.as_array())
+        np.testing.assert_array_equal(doubled.as_array(), np.stack(FEED) * 2)
+        pipe.close()
+    assert all(np.array_equal(results[0], other) for other in results[1:])
+    assert not np.array_equal(results[0][0], results[0][1])  # a generator of its own per sample
+
+
+def test_the_function_runs_on_several_workers_at_once():
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow(x):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # releases the interpreter lock, as native code would
+        with lock:
+            running[0] -= 1
+        return x
+    pipe = _pipeline(slow, threads=3)
+    pipe.run()
+    pipe.close()
+    assert most[0] >= 2
+
+
+def test_torch_tensors_in_and_out():
+    pipe = _pipeline(lambda x: torch.nn.functional.pad(x, (1, 1)) * 3, torch_kind=True)
+    (out,) = pipe.run()
+    expected = np.stack([np.pad(sample, ((0, 0), (1, 1))) * 3 for sample in FEED])
+    np.testing.assert_array_equal(out.as_array(), expected)
+    pipe.close()
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_an_error_in_the_function_names_the_operator_the_file_and_the_users_line(tmp_path, processes):
+    make_class_tree(str(tmp_path), {"a": 3})
+
+    def breaks(data):
+        if len(data) > 0:
+            raise KeyError("no such label")  # the user's line
+        return data
+
+    @pipeline_def(batch_size=3, num_threads=2, device_id=None, seed=1, worker_processes=processes)
+    def pipe():
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        return fn.python_function(jpegs, function=breaks)
+    pipeline = pipe()
+    with pytest.raises(penstock.PipelineError, match=r"(?s)python_function failed on sample from '.*img_00\d\.jpg': "
+                                                     r"KeyError: .*no such label.*raise KeyError"):
+        pipeline.run()
+    pipeline.close()
+
+
+def test_wrong_arguments_fail_at_the_call():
+    with pytest.raises(ValueError, match="python_function: argument 'function' must be a callable"):
+        _pipeline(42)
+    with pytest.raises(ValueError, match="batch_processing=True is not supported"):
+        _pipeline(lambda x: x, batch_processing=True)
+    pipe = _pipeline(lambda x: (x, x), num_outputs=3)
+    with pytest.raises(penstock.PipelineError, match="not 3 outputs"):
+        pipe.run()
+    pipe.close()

@@ -161,6 +161,10 @@ class Operator:
     def device(self) -> str:
         return self.args.get("device", "cpu")
 
+    def build_notes(self) -> list[str]:
+        """What was decided about this operator at build, in words (``Pipeline.describe``)."""
+        return []
+
     def declare_outputs(self, inputs: tuple[OutputSpec, ...]) -> tuple[OutputSpec, ...] | OutputSpec:
         """What each output holds, from what the inputs hold; one spec stands for every output.
         The default passes the first input's spec through; raise ValueError (naming the operator)

@@ -64,6 +64,7 @@ class OpNode:
     arg_inputs: dict[str, DataNode]
     index: int
     outputs: tuple[DataNode, ...] = field(default=())
+    placement: str = "given"  # why it runs on its device: "given", "the default" or "follows a GPU input"
 
     @property
     def name(self) -> str:
@@ -166,11 +167,16 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s).
     Without ``device``, an operator runs on the GPU when any of its data inputs is there (DALI's
     placement), else on the CPU."""
+    placement = "given" if "device" in kwargs else "the default"
     if "device" not in kwargs and any(isinstance(node, DataNode) and node.device == "gpu" for node in inputs):
-        kwargs = {**kwargs, "device": "gpu"}
+        kwargs, placement = {**kwargs, "device": "gpu"}, "follows a GPU input"
     static, per_sample = schema.validate(kwargs)
     schema.check_call(static, per_sample)
-    return add_validated(schema, inputs, static, per_sample)
+    outputs = add_validated(schema, inputs, static, per_sample)
+    first = outputs[0] if isinstance(outputs, tuple) else outputs
+    if first.op_node.schema is schema and first.op_node.placement == "given":
+        first.op_node.placement = placement
+    return outputs
 
 
 def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dict):

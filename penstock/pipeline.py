@@ -236,7 +236,25 @@ class Pipeline:
                 raise RuntimeError(f"{node.name}: declared {len(declared)} outputs, has {len(node.outputs)}")
             for position, spec in enumerate(declared):
                 specs[(node.index, position)] = spec
+        self._node_specs = specs
         return [specs[(node.op_node.index, node.index)] for node in self._outputs]
+
+    def describe(self) -> str:
+        """The built pipeline in words: each operator in execution order with its device and why
+        it runs there, what it declares to produce, and what was decided for it at build; then
+        how the stages run."""
+        self.build()
+        lines = [f"pipeline: batch {self._batch_size}, {self._num_threads} threads, seed {self._seed}, "
+                 f"device_id {self._device_id}"]
+        for node in self._nodes:
+            inputs = ", ".join(dep.name for dep in node.inputs) or "-"
+            lines.append(f"  {node.name} on {node.device} ({node.placement}); inputs: {inputs}")
+            for position in range(len(node.outputs)):
+                lines.append(f"      output {position}: {_spec_text(self._node_specs[(node.index, position)])}")
+            for note in self._impls[node.index].build_notes():
+                lines.append(f"      {note}")
+        lines.append(f"  stages: {self._executor.describe()}")
+        return "\n".join(lines)
 
     def _output_layouts(self) -> list[str]:
         return [spec.layout for spec in self._output_specs]
@@ -410,6 +428,19 @@ class Pipeline:
 
 
 PIPELINE_ARGS = tuple(name for name in inspect.signature(Pipeline.__init__).parameters if name != "self")
+
+
+def _spec_text(spec: OutputSpec) -> str:
+    parts = [str(spec.dtype) if spec.dtype is not None else "dtype from the data"]
+    if spec.layout:
+        parts.append(spec.layout)
+    elif spec.ndim is not None:
+        parts.append(f"{spec.ndim}-D")
+    if spec.shape is not None:
+        parts.append(f"shape {spec.shape}")
+    elif spec.channels is not None:
+        parts.append(f"{spec.channels} channels")
+    return ", ".join(parts)
 
 
 def _integer(value) -> bool:

@@ -121,3 +121,18 @@ def test_external_source_drops_a_partial_batch_at_an_iterables_end():
     with pytest.raises(StopIteration):
         pipe.run()
     pipe.close()
+
+
+def test_describe_says_where_each_operator_runs_and_why():
+    with gpu_or_emulated():
+        @pipeline_def(batch_size=2, num_threads=1, device_id=0, seed=1)
+        def placed():
+            images = fn.external_source(source=_images, batch=True, name="images")
+            resized = fn.resize(images.gpu(), size=(8, 8))
+            return fn.crop_mirror_normalize(resized, dtype=types.FLOAT, output_layout="CHW")
+        pipe = placed()
+        text = pipe.describe()
+        pipe.close()
+    assert "images on cpu (the default)" in text
+    assert "resize#2 on gpu (follows a GPU input)" in text and "crop_mirror_normalize#3 on gpu (follows a GPU input)" in text
+    assert "output 0: float32, CHW" in text and "same Triton kernel launch" in text and "stages: producer x 1" in text

@@ -114,6 +114,7 @@ class Executor:
         for (step_key, lane), threads in lanes.threads.items():  # the decode stage: the lanes of batch operators
             stages.append(Stage(f"lane-{step_key}-{lane.replace(' ', '-')}", lanes.loop((step_key, lane)), threads=threads,
                                 numbered=True, takes="calls the GPU stage hands over", gives="the batch's pending decode"))
+        self._stages = stages
         self._threads = {stage.name: stage.make_threads() for stage in stages}
         self._lanes = lanes
         self._samples = samples  # its threads each stop at a None from _tasks
@@ -178,6 +179,12 @@ class Executor:
     def skipped(self, epoch: int) -> list:
         """The samples left out under on_error="skip" in the batches of ``epoch`` handed out so far."""
         return list(self._skipped.get(epoch, ()))
+
+    def describe(self) -> str:
+        """The stages, their threads and processes, in words."""
+        return "; ".join(f"{stage.name} x {stage.threads}" + (f" feeding {stage.processes} worker processes"
+                                                              if stage.processes else "")
+                         for stage in self._stages)
 
     @property
     def started(self) -> bool:

@@ -146,6 +146,12 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
     def decode_smaller_for(self, target):
         self.shrink_target = target
 
+    def build_notes(self):
+        if self.shrink_target is None:
+            return []
+        return [f"decodes at 1/2, 1/4 or 1/8 scale in the DCT domain where the window stays at least "
+                f"{self.shrink_target[0]}x{self.shrink_target[1]} (a fixed-size resize follows)"]
+
     def window(self, height: int, width: int, inputs: tuple, args: dict, sample: SampleContext):
         return None
 

@@ -11,7 +11,7 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.operators.gpu_plan import geometry_plan, kernel_filter, plan_of, tensors_of
+from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
 
 # Window arguments shared by crop, crop_mirror_normalize and decoders.image_crop, documented once.
@@ -179,7 +179,7 @@ class Resize(ResizeDeclaration, SampleOperator):
 
 
 @registry.register("resize", "gpu", requires=devices.gpu_problem)
-class ResizeGpu(ResizeDeclaration, BatchOperator):
+class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = plan_of(inputs[0])
         if plan.resized or plan.geometry_final:
@@ -279,7 +279,7 @@ class Crop(CropDeclaration, SampleOperator):
 
 
 @registry.register("crop", "gpu", requires=devices.gpu_problem)
-class CropGpu(CropDeclaration, BatchOperator):
+class CropGpu(ExtendsImagePlan, CropDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = with_crop_of(geometry_plan(inputs[0]), args, self.name)
         if args[0]["dtype"] is not None:
@@ -304,7 +304,7 @@ class Flip(SampleOperator):
 
 
 @registry.register("flip", "gpu", requires=devices.gpu_problem)
-class FlipGpu(BatchOperator):
+class FlipGpu(ExtendsImagePlan, BatchOperator):
     def run_batch(self, inputs, args, batch):
         if any(a["depthwise"] for a in args):
             raise ValueError("flip: 'depthwise' needs volumes (4 dimensions); images have 3")

@@ -16,6 +16,14 @@ from penstock.batch import DeferredBatch
 MAX_PLAN_CHANNELS = 4  # the fused kernel keeps one accumulator per channel, four at most
 
 
+class ExtendsImagePlan:
+    """A GPU image operator that extends the batch's ImagePlan (Pipeline.describe says so)."""
+
+    def build_notes(self):
+        return ["on HWC images of up to 4 channels, extends the batch's image plan: runs in the same Triton "
+                "kernel launch as the GPU image steps next to it (crop, resize, flip, normalize, cast, layout)"]
+
+
 def plan_of(value):
     """The batch as an ImagePlan: the plan itself, or a new plan over its HWC tensors."""
     from penstock.kernels.image_plan import ImagePlan

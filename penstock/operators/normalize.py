@@ -11,7 +11,7 @@ from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
-from penstock.operators.gpu_plan import MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
+from penstock.operators.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
@@ -164,7 +164,7 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
 
 
 @registry.register("crop_mirror_normalize", "gpu", requires=devices.gpu_problem)
-class CropMirrorNormalizeGpu(CropMirrorNormalizeDeclaration, BatchOperator):
+class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = geometry_plan(inputs[0])
         channels = plan.channels
@@ -258,7 +258,7 @@ class Cast(CastDeclaration, SampleOperator):
 
 
 @registry.register("cast", "gpu", requires=devices.gpu_problem)
-class CastGpu(CastDeclaration, BatchOperator):
+class CastGpu(ExtendsImagePlan, CastDeclaration, BatchOperator):
     """Folded into the fused image plan for images of 8-bit or float values (its kernel rounds and
     saturates by penstock.numeric's rule); other data is converted sample by sample."""
 

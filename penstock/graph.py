@@ -52,6 +52,99 @@ class DataNode:
     def __repr__(self):
         return f"DataNode({self.name}, device='{self.device}')"
 
+    # arithmetic: element-wise, per sample (operators/arithmetic.py); comparisons give bool batches,
+    # so a DataNode is compared by identity only where penstock itself needs it (hash, `is`)
+    def _arithmetic(self, other, op: str, constant_first: bool = False) -> "DataNode":
+        schema = registry.get_schema("_arithmetic")
+        if isinstance(other, DataNode):
+            return invoke(schema, (other, self) if constant_first else (self, other), {"op": op})
+        return invoke(schema, (self,), {"op": op, "constant": other, "constant_first": constant_first})
+
+    __hash__ = object.__hash__
+    def __add__(self, other):
+        return self._arithmetic(other, "add")
+
+    def __radd__(self, other):
+        return self._arithmetic(other, "add", constant_first=True)
+
+    def __sub__(self, other):
+        return self._arithmetic(other, "sub")
+
+    def __rsub__(self, other):
+        return self._arithmetic(other, "sub", constant_first=True)
+
+    def __mul__(self, other):
+        return self._arithmetic(other, "mul")
+
+    def __rmul__(self, other):
+        return self._arithmetic(other, "mul", constant_first=True)
+
+    def __truediv__(self, other):
+        return self._arithmetic(other, "truediv")
+
+    def __rtruediv__(self, other):
+        return self._arithmetic(other, "truediv", constant_first=True)
+
+    def __floordiv__(self, other):
+        return self._arithmetic(other, "floordiv")
+
+    def __rfloordiv__(self, other):
+        return self._arithmetic(other, "floordiv", constant_first=True)
+
+    def __mod__(self, other):
+        return self._arithmetic(other, "mod")
+
+    def __rmod__(self, other):
+        return self._arithmetic(other, "mod", constant_first=True)
+
+    def __pow__(self, other):
+        return self._arithmetic(other, "pow")
+
+    def __rpow__(self, other):
+        return self._arithmetic(other, "pow", constant_first=True)
+
+    def __eq__(self, other):
+        return self._arithmetic(other, "eq")
+
+    def __ne__(self, other):
+        return self._arithmetic(other, "ne")
+
+    def __lt__(self, other):
+        return self._arithmetic(other, "lt")
+
+    def __le__(self, other):
+        return self._arithmetic(other, "le")
+
+    def __gt__(self, other):
+        return self._arithmetic(other, "gt")
+
+    def __ge__(self, other):
+        return self._arithmetic(other, "ge")
+
+    def __and__(self, other):
+        return self._arithmetic(other, "bitand")
+
+    def __or__(self, other):
+        return self._arithmetic(other, "bitor")
+
+    def __xor__(self, other):
+        return self._arithmetic(other, "bitxor")
+
+    def __rand__(self, other):
+        return self._arithmetic(other, "bitand", constant_first=True)
+
+    def __ror__(self, other):
+        return self._arithmetic(other, "bitor", constant_first=True)
+
+    def __rxor__(self, other):
+        return self._arithmetic(other, "bitxor", constant_first=True)
+
+    def __neg__(self):
+        return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "neg"})
+
+    def __abs__(self):
+        return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "abs"})
+
 
 @dataclass(eq=False)
 class OpNode:

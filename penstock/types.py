@@ -120,3 +120,15 @@ def layout_string(value: TensorLayout | str | None) -> str:
     if isinstance(value, TensorLayout):
         return value.value
     return str(value)
+
+
+class Constant:
+    """A constant operand of arithmetic on data nodes, of a chosen type (DALI's ``types.Constant``):
+    ``images * types.Constant(0.5, types.FLOAT16)``; a numpy array broadcasts over each sample."""
+
+    def __init__(self, value, dtype=None):
+        self.value = value
+        self.dtype = np.asarray(value).dtype if dtype is None else np.dtype(to_numpy_dtype(dtype))
+
+    def __repr__(self):
+        return f"Constant({self.value!r}, {self.dtype})"

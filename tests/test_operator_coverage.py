@@ -165,6 +165,10 @@ CASES: dict[str, Case] = {
                            check_distribution(2.0, 4.0, 3.0, 2 / np.sqrt(12), 0.05)),
     "random.normal": Case(list, lambda node, device: fn.random.normal(mean=1.0, stddev=2.0, shape=(64,)),
                           check_distribution(-20, 20, 1.0, 2.0, 0.15)),
+    # DataNode arithmetic against numpy's (float32 throughout: no promotion question here)
+    "_arithmetic": Case(lambda: FEED, lambda node, device: (_on(node, device) * 0.5 - 3) / (_on(node, device) + 1),
+                        lambda samples, _: [(s * np.float32(0.5) - np.float32(3)) / (s + np.float32(1))
+                                            for s in samples], rtol=1e-6),
     # the functions against numpy's results for the same samples
     "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
         node, function=lambda x: np.sqrt(np.abs(x)) * 2), lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples],

@@ -1,0 +1,102 @@
+"""Arithmetic on data nodes against numpy: every operator, DALI's type promotion table, Python and
+typed constants, broadcasting of per-sample scalars and channels, the GPU against the CPU, and errors
+naming the operation and the shapes."""
+import numpy as np
+import pytest
+from conftest import gpu_or_emulated
+
+from penstock import fn, pipeline_def, types
+from penstock.operators.arithmetic import promoted
+
+LEFT = [np.array([[3, 8, 250], [0, 7, 1]], np.uint8), np.array([[9, 4, 2], [5, 6, 3]], np.uint8)]
+RIGHT = [np.array([[2, -3, 5], [1, 4, -2]], np.int8), np.array([[7, 1, 3], [-5, 2, 9]], np.int8)]
+
+
+def _run(build, device="cpu", left=LEFT, right=RIGHT):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0 if device == "gpu" else None, seed=1)
+    def pipe():
+        a = fn.external_source(source=lambda: left, batch=True)
+        b = fn.external_source(source=lambda: right, batch=True)
+        if device == "gpu":
+            a, b = a.gpu(), b.gpu()
+        return build(a, b)
+    pipeline = pipe()
+    outputs = pipeline.run()
+    pipeline.close()
+    return [[np.asarray(sample) for sample in (batch.as_cpu() if device == "gpu" else batch)] for batch in outputs]
+
+
+def test_dalis_promotion_table():
+    assert promoted(np.uint8, np.uint8) == np.uint8
+    assert promoted(np.float16, np.int64) == np.float16  # a float with any non-float: the float
+    assert promoted(np.float16, np.float32) == np.float32
+    assert promoted(np.int8, np.int32) == np.int32 and promoted(np.uint16, np.uint8) == np.uint16
+    assert promoted(np.int8, np.uint8) == np.int16 and promoted(np.int16, np.uint32) == np.int64
+    assert promoted(np.int32, np.uint8) == np.int32  # intX with uintY, X > Y: intX
+    assert promoted(np.bool_, np.uint8) == np.uint8
+
+
+BINARY = {
+    "+": (lambda a, b: a + b, np.add), "-": (lambda a, b: a - b, np.subtract), "*": (lambda a, b: a * b, np.multiply),
+    "//": (lambda a, b: a // b, np.floor_divide), "%": (lambda a, b: a % b, np.mod),
+    "==": (lambda a, b: a == b, np.equal), "<": (lambda a, b: a < b, np.less), ">=": (lambda a, b: a >= b, np.greater_equal),
+    "&": (lambda a, b: a & b, np.bitwise_and), "^": (lambda a, b: a ^ b, np.bitwise_xor),
+}
+
+
+@pytest.mark.parametrize("symbol", list(BINARY))
+def test_tensor_with_tensor_as_numpy_in_the_promoted_type(symbol):
+    build, reference = BINARY[symbol]
+    right = [np.where(sample == 0, 1, sample).astype(np.int8) for sample in RIGHT]  # no division by zero
+    (got,) = _run(lambda a, b: build(a, b), right=right)
+    for sample, a, b in zip(got, LEFT, right):
+        expected = reference(a.astype(np.int16), b.astype(np.int16))  # uint8 with int8: int16
+        assert sample.dtype == expected.dtype
+        np.testing.assert_array_equal(sample, expected)
+
+
+def test_constants_are_int32_and_float32_operands_as_in_dali():
+    uint8_plus_int, times_float, reflected, divided, typed = _run(
+        lambda a, b: (a + 1, a * 0.5, 300 - a, a / 4, a * types.Constant(2, types.UINT8)))
+    for index, a in enumerate(LEFT):
+        np.testing.assert_array_equal(uint8_plus_int[index], a.astype(np.int32) + 1)
+        assert times_float[index].dtype == np.float32 and np.allclose(times_float[index], a * 0.5)
+        np.testing.assert_array_equal(reflected[index], 300 - a.astype(np.int32))
+        assert divided[index].dtype == np.float32 and np.allclose(divided[index], a / 4)
+        assert typed[index].dtype == np.uint8
+        np.testing.assert_array_equal(typed[index], (a * 2).astype(np.uint8))  # wraps, as uint8 arithmetic
+
+
+def test_per_sample_scalars_and_channel_constants_broadcast():
+    images = [np.full((2, 3, 3), 10, np.float32), np.full((1, 2, 3), 4, np.float32)]
+    scalars = [np.array(2.0, np.float32), np.array([0.5], np.float32)]
+    scaled, tinted = _run(lambda a, b: (a * b, a * types.Constant(np.float32([1.0, 0.5, 2.0]))),
+                          left=images, right=scalars)
+    np.testing.assert_array_equal(scaled[0], np.full((2, 3, 3), 20.0))
+    np.testing.assert_array_equal(scaled[1], np.full((1, 2, 3), 2.0))
+    np.testing.assert_array_equal(tinted[1][0, 0], [4.0, 2.0, 8.0])
+
+
+def test_the_gpu_gives_the_cpus_results():
+    def build(a, b):
+        return a + b, (a * 0.25 - b) // 2, -(a % 3), a != b, abs(b)
+    with gpu_or_emulated():
+        gpu = _run(build, device="gpu")
+    cpu = _run(build)
+    for gpu_output, cpu_output in zip(gpu, cpu):
+        for gpu_sample, cpu_sample in zip(gpu_output, cpu_output):
+            assert gpu_sample.dtype == cpu_sample.dtype
+            np.testing.assert_array_equal(gpu_sample, cpu_sample)
+
+
+def test_shapes_that_do_not_broadcast_are_named():
+    import penstock
+    with pytest.raises(penstock.PipelineError, match=r"_arithmetic failed.*'add' of samples of shapes \(2, 3\) "
+                                                      r"and \(4,\), which do not broadcast"):
+        _run(lambda a, b: a + b, right=[np.zeros(4, np.int8)] * 2)
+
+
+def test_bitwise_operations_take_integers_only():
+    import penstock
+    with pytest.raises(penstock.PipelineError, match="'bitand' takes integers or bools, not floats"):
+        _run(lambda a, b: (a * 0.5) & b)

@@ -25,3 +25,5 @@ def _make_function(schema):
 make_namespaces(sys.modules[__name__], {schema.name: _make_function(schema)
                                         for schema in registry.schemas().values()
                                         if not schema.name.startswith("_")})
+
+from penstock import math  # noqa: E402,F401  (fn.math.sqrt(x) and friends, as nvidia.dali.math)

@@ -100,3 +100,46 @@ def test_bitwise_operations_take_integers_only():
     import penstock
     with pytest.raises(penstock.PipelineError, match="'bitand' takes integers or bools, not floats"):
         _run(lambda a, b: (a * 0.5) & b)
+
+
+MATH = {
+    "sqrt": (lambda m, a: m.sqrt(a), lambda a: np.sqrt(a.astype(np.float32))),
+    "rsqrt": (lambda m, a: m.rsqrt(a + 1), lambda a: 1 / np.sqrt(a.astype(np.float32) + 1)),
+    "cbrt": (lambda m, a: m.cbrt(a - 100), lambda a: np.cbrt(a.astype(np.int32) - 100).astype(np.float32)),
+    "exp": (lambda m, a: m.exp(a * 0.01), lambda a: np.exp(a * np.float32(0.01))),
+    "log": (lambda m, a: m.log(a + 1), lambda a: np.log(a.astype(np.float32) + 1)),
+    "log2": (lambda m, a: m.log2(a + 1), lambda a: np.log2(a.astype(np.float32) + 1)),
+    "log10": (lambda m, a: m.log10(a + 1), lambda a: np.log10(a.astype(np.float32) + 1)),
+    "sin": (lambda m, a: m.sin(a), lambda a: np.sin(a.astype(np.float32))),
+    "cos": (lambda m, a: m.cos(a), lambda a: np.cos(a.astype(np.float32))),
+    "tan": (lambda m, a: m.tan(a * 0.001), lambda a: np.tan(a * np.float32(0.001))),
+    "asin": (lambda m, a: m.asin(a * 0.003), lambda a: np.arcsin(a * np.float32(0.003))),
+    "acos": (lambda m, a: m.acos(a * 0.003), lambda a: np.arccos(a * np.float32(0.003))),
+    "atan": (lambda m, a: m.atan(a), lambda a: np.arctan(a.astype(np.float32))),
+    "sinh": (lambda m, a: m.sinh(a * 0.01), lambda a: np.sinh(a * np.float32(0.01))),
+    "cosh": (lambda m, a: m.cosh(a * 0.01), lambda a: np.cosh(a * np.float32(0.01))),
+    "tanh": (lambda m, a: m.tanh(a * 0.01), lambda a: np.tanh(a * np.float32(0.01))),
+    "floor": (lambda m, a: m.floor(a * 0.3), lambda a: np.floor(a * np.float32(0.3))),
+    "ceil": (lambda m, a: m.ceil(a * 0.3), lambda a: np.ceil(a * np.float32(0.3))),
+    "abs": (lambda m, a: m.abs(a - 100), lambda a: np.abs(a.astype(np.int32) - 100)),
+    "clamp": (lambda m, a: m.clamp(a, 5, 200), lambda a: np.clip(a.astype(np.int32), 5, 200)),
+    "min": (lambda m, a: m.min(a, 6), lambda a: np.minimum(a.astype(np.int32), 6)),
+    "max": (lambda m, a: m.max(7, a), lambda a: np.maximum(a.astype(np.int32), 7)),
+    "pow": (lambda m, a: m.pow(a * 0.1, 2), lambda a: (a * np.float32(0.1)) ** np.float32(2)),
+    "atan2": (lambda m, a: m.atan2(a, 9.0), lambda a: np.arctan2(a.astype(np.float32), np.float32(9))),
+}
+
+
+@pytest.mark.parametrize("name", list(MATH))
+def test_math_functions_as_numpy_on_both_devices(name):
+    from penstock import math
+    build, reference = MATH[name]
+    (cpu,) = _run(lambda a, b: build(math, a))
+    with gpu_or_emulated():
+        (gpu,) = _run(lambda a, b: build(math, a), device="gpu")
+    for cpu_sample, gpu_sample, a in zip(cpu, gpu, LEFT):
+        expected = reference(a)
+        assert cpu_sample.dtype == expected.dtype == gpu_sample.dtype
+        np.testing.assert_allclose(cpu_sample, expected, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(gpu_sample, expected, rtol=1e-5, atol=1e-5)  # torch's float32 functions
+    assert fn.math.sqrt is math.sqrt

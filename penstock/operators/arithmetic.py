@@ -21,8 +21,11 @@ from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.schema import Arg, ArgError, OpSchema
 
 BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "eq", "ne", "lt", "le", "gt", "ge",
-          "bitand", "bitor", "bitxor")
-UNARY = ("neg", "abs")
+          "bitand", "bitor", "bitxor", "min", "max", "atan2")
+# element-wise functions (penstock.math): integers go in as float32, as in DALI
+FLOAT_FUNCTIONS = ("sqrt", "rsqrt", "cbrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
+                   "atan", "sinh", "cosh", "tanh")
+UNARY = ("neg", "abs", "floor", "ceil", *FLOAT_FUNCTIONS)
 COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 BITWISE = frozenset({"bitand", "bitor", "bitxor"})
 
@@ -77,9 +80,15 @@ def result_type(op: str, operands: list[np.dtype]) -> np.dtype:
     if op in COMPARISONS:
         return np.dtype(np.bool_)
     kind = operands[0] if len(operands) == 1 else promoted(*operands)
-    if op == "truediv" and kind.kind in "biu":
+    if op in ("truediv", "atan2", *FLOAT_FUNCTIONS) and kind.kind in "biu":
         return np.dtype(np.float32)
     return kind
+
+
+# the functions' names in numpy and torch, where they differ from penstock's
+_NUMPY_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2", "min": "minimum",
+                "max": "maximum"}
+_TORCH_NAMES = {"min": "minimum", "max": "maximum"}
 
 
 def _apply(op: str, operands: list, to_type, library):
@@ -95,10 +104,20 @@ def _apply(op: str, operands: list, to_type, library):
         left, right = (to_type(value, target) for value in operands)
     else:
         (left,) = operands
+        left = to_type(left, result_type(op, [_dtype(left)]))
+    names = _NUMPY_NAMES if library is np else _TORCH_NAMES
     if op == "neg":
         return -left
-    if op == "abs":
-        return library.abs(left)
+    if op in ("abs", "floor", "ceil") and not _is_float(left):
+        return library.abs(left) if op == "abs" else left  # integers are whole already
+    if op == "rsqrt":
+        return 1 / library.sqrt(left)
+    if op == "cbrt":
+        return library.sign(left) * library.abs(left) ** (1 / 3) if library is not np else np.cbrt(left)
+    if op in ("abs", "floor", "ceil", *FLOAT_FUNCTIONS):
+        return getattr(library, names.get(op, op))(left)
+    if op in ("min", "max", "atan2"):
+        return getattr(library, names.get(op, op))(left, right)
     if op == "floordiv" and _is_float(left):
         return library.floor(left / right)
     return {"add": lambda: left + right, "sub": lambda: left - right, "mul": lambda: left * right,

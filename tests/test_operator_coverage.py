@@ -169,6 +169,23 @@ CASES: dict[str, Case] = {
     "_arithmetic": Case(lambda: FEED, lambda node, device: (_on(node, device) * 0.5 - 3) / (_on(node, device) + 1),
                         lambda samples, _: [(s * np.float32(0.5) - np.float32(3)) / (s + np.float32(1))
                                             for s in samples], rtol=1e-6),
+    # tensor manipulation against numpy's
+    "shapes": Case(lambda: FEED, lambda node, device: fn.shapes(_on(node, device)),
+                   lambda samples, _: [np.array(s.shape, np.int64) for s in samples]),
+    "reshape": Case(lambda: FEED, lambda node, device: fn.reshape(_on(node, device), shape=(4, 3)),
+                    lambda samples, _: [s.reshape(4, 3) for s in samples]),
+    "squeeze": Case(lambda: [s[None] for s in FEED], lambda node, device: fn.squeeze(_on(node, device), axes=(0,)),
+                    lambda samples, _: [s[0] for s in samples]),
+    "expand_dims": Case(lambda: FEED, lambda node, device: fn.expand_dims(_on(node, device), axes=(0, 2)),
+                        lambda samples, _: [s[None, :, None] for s in samples]),
+    "cat": Case(lambda: FEED, lambda node, device: fn.cat(_on(node, device), _on(node, device) * 2, axis=1),
+                lambda samples, _: [np.concatenate([s, s * 2], axis=1) for s in samples]),
+    "stack": Case(lambda: FEED, lambda node, device: fn.stack(_on(node, device), _on(node, device), axis=1),
+                  lambda samples, _: [np.stack([s, s], axis=1) for s in samples]),
+    "copy": Case(lambda: FEED, lambda node, device: fn.copy(_on(node, device)), lambda samples, _: samples),
+    "one_hot": Case(lambda: [np.array(i % 3, np.int32) for i in range(5)],
+                    lambda node, device: fn.one_hot(_on(node, device), num_classes=3),
+                    lambda samples, _: [np.eye(3, dtype=np.float32)[int(s)] for s in samples]),
     # the functions against numpy's results for the same samples
     "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
         node, function=lambda x: np.sqrt(np.abs(x)) * 2), lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples],

@@ -186,6 +186,17 @@ CASES: dict[str, Case] = {
     "one_hot": Case(lambda: [np.array(i % 3, np.int32) for i in range(5)],
                     lambda node, device: fn.one_hot(_on(node, device), num_classes=3),
                     lambda samples, _: [np.eye(3, dtype=np.float32)[int(s)] for s in samples]),
+    **{f"reductions.{kind}": Case(lambda: FEED, lambda node, device, kind=kind: getattr(fn.reductions, kind)(
+        _on(node, device), axes=(1,)), lambda samples, _, reference=reference: [reference(s, axis=1).astype(s.dtype)
+                                                                         for s in samples],
+        rtol=1e-6) for kind, reference in (("sum", np.sum), ("min", np.min), ("max", np.max), ("mean", np.mean),
+                                            ("mean_square", lambda s, axis: np.mean(s * s, axis=axis)),
+                                            ("rms", lambda s, axis: np.sqrt(np.mean(s * s, axis=axis))))},
+    **{f"reductions.{kind}": Case(lambda: FEED, lambda node, device, kind=kind: getattr(fn.reductions, kind)(
+        _on(node, device), fn.reductions.mean(_on(node, device), axes=(0,), keep_dims=True), axes=(0,), ddof=1),
+        lambda samples, _, reference=reference: [reference(s, axis=0, ddof=1).astype(np.float32) for s in samples],
+        rtol=1e-6)
+       for kind, reference in (("std_dev", np.std), ("variance", np.var))},
     # the functions against numpy's results for the same samples
     "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
         node, function=lambda x: np.sqrt(np.abs(x)) * 2), lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples],

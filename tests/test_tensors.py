@@ -58,3 +58,25 @@ def test_as_numpy_on_ragged_batches_and_the_gpu_as_the_cpu(name):
 def test_errors_name_the_operator_and_the_shapes(build, message):
     with pytest.raises(penstock.PipelineError, match=message):
         _run(build)
+
+
+def test_reductions_keep_dims_and_types_on_both_devices():
+    samples = [np.array([[1, 2, 3], [4, 5, 6]], np.uint8), np.array([[7, 9, 200]], np.uint8)]
+
+    def build(x):
+        mean = fn.reductions.mean(x, axes=(1,), keep_dims=True)
+        return (fn.reductions.sum(x), fn.reductions.max(x, axes=(0,)), mean,
+                fn.reductions.variance(x, mean, axes=(1,)), fn.reductions.rms(x, keep_dims=True))
+    cpu = _run(build, samples)
+    with gpu_or_emulated():
+        gpu = _run(build, samples, device="gpu")
+    for sample, (total, largest, mean, variance, rms) in zip(samples, zip(*cpu)):
+        assert total.shape == () and total.dtype == np.int64 and total == sample.astype(np.int64).sum()
+        np.testing.assert_array_equal(largest, sample.max(axis=0))
+        assert largest.dtype == np.uint8 and mean.shape == (sample.shape[0], 1) and mean.dtype == np.float32
+        np.testing.assert_allclose(variance, sample.astype(np.float64).var(axis=1), rtol=1e-6)
+        np.testing.assert_allclose(rms, np.sqrt(np.mean(sample.astype(np.float64) ** 2, keepdims=True)), rtol=1e-6)
+    for cpu_output, gpu_output in zip(cpu, gpu):
+        for a, b in zip(cpu_output, gpu_output):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-6)

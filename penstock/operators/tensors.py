@@ -1,5 +1,6 @@
 """Tensor manipulation, per sample, on both devices: ``shapes``, ``reshape``, ``squeeze``,
-``expand_dims``, ``cat``, ``stack``, ``copy``, ``one_hot``.
+``expand_dims``, ``cat``, ``stack``, ``copy``, ``one_hot`` and ``reductions.*`` (sum, min, max,
+mean, mean_square, rms, std_dev, variance).
 
 Each operator is one function of a sample (or of one sample of each input) written once against
 the array API that numpy and torch share (``xp``); the CPU form calls it with numpy on the
@@ -88,6 +89,58 @@ def _one_hot(xp, args, sample):
     return result.reshape(shape + (classes,))
 
 
+def _axes(args, sample) -> tuple:
+    axes = tuple(range(sample.ndim)) if args["axes"] is None else tuple(args["axes"])
+    for axis in axes:
+        if not 0 <= axis < sample.ndim:
+            raise ValueError(f"axis {axis} of a {sample.ndim}-dimensional sample")
+    return axes
+
+
+def _reduction(kind: str):
+    """sum, min, max, mean, mean_square, rms of a sample over ``axes`` (all by default); means are
+    float32, sums of integers int64, min and max keep the type."""
+    def reduce(xp, args, sample):
+        axes, keep = _axes(args, sample), args["keep_dims"]
+        if xp is np:
+            floats = sample.astype(np.float32) if sample.dtype.kind != "f" else sample
+            if kind == "sum":
+                return np.sum(sample, axis=axes, keepdims=keep, dtype=None if sample.dtype.kind == "f" else np.int64)
+            if kind in ("min", "max"):
+                return (np.min if kind == "min" else np.max)(sample, axis=axes, keepdims=keep)
+            squared = floats * floats if kind in ("mean_square", "rms") else floats
+            value = np.mean(squared, axis=axes, keepdims=keep, dtype=np.float64).astype(np.float32)
+            return np.sqrt(value) if kind == "rms" else value
+        import torch
+        floating = sample.is_floating_point()
+        if kind == "sum":
+            return torch.sum(sample, dim=axes, keepdim=keep, dtype=None if floating else torch.int64)
+        if kind in ("min", "max"):
+            return torch.amin(sample, dim=axes, keepdim=keep) if kind == "min" else torch.amax(sample, dim=axes, keepdim=keep)
+        values = sample.double()
+        squared = values * values if kind in ("mean_square", "rms") else values
+        value = torch.mean(squared, dim=axes, keepdim=keep)
+        return (torch.sqrt(value) if kind == "rms" else value).float()
+    return reduce
+
+
+def _deviation(kind: str):
+    """std_dev and variance of a sample around ``mean`` (the second input, as in DALI), with ddof."""
+    def deviation(xp, args, sample, mean):
+        axes, keep = _axes(args, sample), args["keep_dims"]
+        count = int(np.prod([sample.shape[axis] for axis in axes])) - args["ddof"]
+        if count <= 0:
+            raise ValueError(f"ddof={args['ddof']} leaves no degrees of freedom")
+        if xp is np:
+            centred = sample.astype(np.float64) - np.asarray(mean, np.float64)
+            value = np.sum(centred * centred, axis=axes, keepdims=keep) / count
+            return (np.sqrt(value) if kind == "std_dev" else value).astype(np.float32)
+        centred = sample.double() - mean.double()
+        value = (centred * centred).sum(dim=axes, keepdim=keep) / count
+        return (value.sqrt() if kind == "std_dev" else value).float()
+    return deviation
+
+
 def _axis_in_range(static: dict, per_sample: frozenset) -> None:
     if static.get("axis", 0) < 0:
         raise ArgError("argument 'axis' must be >= 0")
@@ -118,24 +171,40 @@ OPERATORS = {
 }
 
 
+REDUCTION_ARGS = (Arg("axes", "ints", None, "Axes to reduce (default: all).", min=0),
+                  Arg("keep_dims", "bool", False, "Keep the reduced axes, with size 1."))
+for _kind in ("sum", "min", "max", "mean", "mean_square", "rms"):
+    OPERATORS[f"reductions.{_kind}"] = (_reduction(_kind), (1, 1), REDUCTION_ARGS,
+                                        f"The {_kind.replace('_', ' ')} of each sample over ``axes``.")
+for _kind in ("std_dev", "variance"):
+    OPERATORS[f"reductions.{_kind}"] = (_deviation(_kind), (2, 2), (*REDUCTION_ARGS, Arg(
+        "ddof", "int", 0, "Delta degrees of freedom: the sum is divided by the count minus ddof.", min=0)),
+        f"The {_kind.replace('_', ' ')} of each sample around the mean given as the second input.")
+
+
 class TensorDeclaration:
     function = None
 
     def declare_outputs(self, inputs):
-        dtype = self.args["dtype"].numpy if "dtype" in self.args else inputs[0].dtype
+        # reductions' types depend on the data's (module docstring): unknown until it arrives
+        dtype = self.args["dtype"].numpy if "dtype" in self.args else \
+            None if self.name.startswith("reductions.") else inputs[0].dtype
         layout = self.args.get("layout", "")
         return OutputSpec(np.dtype(dtype) if dtype is not None else None, None, layout)
 
 
 def _register(name: str, function, num_inputs, args, doc) -> None:
     registry.register_schema(OpSchema(
-        name=name, class_name="".join(part.capitalize() for part in name.split("_")), doc=doc, args=args,
+        name=name, class_name=".".join([*name.split(".")[:-1],  # ops.reductions.StdDev, as in DALI
+                                        "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
+        doc=doc, args=args,
         num_inputs=num_inputs, input_names=tuple(f"input{i}" for i in range(num_inputs[1])),
         checks=(_axis_in_range,)))
 
     class Cpu(TensorDeclaration, SampleOperator):
         def run(self, inputs, args, sample, out=None):
-            return np.ascontiguousarray(function(np, args, *(np.asarray(value) for value in inputs)))
+            result = np.asarray(function(np, args, *(np.asarray(value) for value in inputs)))
+            return result if result.flags.c_contiguous else result.copy()  # 0-d results stay 0-d
 
     class Gpu(TensorDeclaration, BatchOperator):
         def run_batch(self, inputs, args, batch):
@@ -146,8 +215,8 @@ def _register(name: str, function, num_inputs, args, doc) -> None:
             return [function(torch, sample_args, *samples).contiguous()
                     for sample_args, samples in zip(args, zip(*columns))]
 
-    Cpu.__name__ = Cpu.__qualname__ = f"{name.title().replace('_', '')}"
-    Gpu.__name__ = Gpu.__qualname__ = f"{name.title().replace('_', '')}Gpu"
+    Cpu.__name__ = Cpu.__qualname__ = name.title().replace("_", "").replace(".", "")
+    Gpu.__name__ = Gpu.__qualname__ = Cpu.__name__ + "Gpu"
     registry.register(name, "cpu")(Cpu)
     registry.register(name, "gpu", requires=devices.gpu_problem)(Gpu)
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from penstock.batch import DeferredBatch
 
-__all__ = ["BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
+__all__ = ["MISSING", "BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
            "Operator", "OutputSpec", "Reader", "SampleContext", "SampleOperator", "SourceBatch",
            "SourceOperator", "random_stream"]
 
@@ -42,6 +42,21 @@ def random_stream(seed: int, iteration: int) -> np.random.Generator:
     """The random stream of one operator (``seed``, already derived from the pipeline's) for one
     iteration: the same numbers whatever thread, process or prefetch depth draws them."""
     return np.random.Generator(np.random.Philox(key=[seed & (2**64 - 1), iteration]))
+
+
+class _Missing:
+    """The value a sample has on the branch of a conditional it does not take (operators.conditional)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "MISSING"
+
+    def __reduce__(self):  # one object, in worker processes too
+        return "MISSING"
+
+
+MISSING = _Missing()
 
 
 @dataclass(frozen=True)
@@ -180,6 +195,19 @@ class Operator:
     def engines(self) -> list[str]:
         """Which engines did its work so far, in words (decoders say CPU or GPU)."""
         return []
+
+    # "split" and "merge": the operators of conditionals, which route samples between branches
+    # (operators.conditional); the executor routes a batch operator's samples itself, asking it
+    # for the predicates and the samples (below)
+    routes_samples: str | None = None
+
+    def predicates(self, args: list[dict]) -> list[bool]:
+        """The branch each sample takes, from its arguments (a split or merge)."""
+        raise NotImplementedError(f"{self.name} routes no samples")
+
+    def samples_of(self, value) -> list:
+        """A batch value as one item per sample (a split or merge on the GPU stage)."""
+        raise NotImplementedError(f"{self.name} routes no samples")
 
     # ---- what build-time rewrites may ask (see penstock.optimize) ----
     decodes_smaller = False  # may decode at 1/2, 1/4 or 1/8 scale for a resize that follows

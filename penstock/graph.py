@@ -19,10 +19,11 @@ class DataNode:
 
     _is_penstock_data_node = True
 
-    def __init__(self, op_node: "OpNode", index: int, device: str):
+    def __init__(self, op_node: "OpNode", index: int, device: str, scope: "Scope | None" = None):
         self.op_node = op_node
         self.index = index
         self.device = device
+        self.scope = scope  # the branch of a conditional whose samples alone it holds (None: all)
 
     @property
     def name(self) -> str:
@@ -41,9 +42,10 @@ class DataNode:
                          "return it as an output instead")
 
     def __bool__(self):
-        raise TypeError(f"{self.name} is a symbolic batch, not a value, so it has no truth value: "
-                        "a Python 'if' cannot choose per sample. Use a per-sample argument such as "
-                        "mirror=fn.random.coin_flip() instead.")
+        raise TypeError(f"{self.name} is a symbolic batch, not a value, so it has no truth value. To "
+                        "choose per sample with `if`, `and`, `or` or `not`, make the pipeline with "
+                        "enable_conditionals=True (@pipeline_def(enable_conditionals=True)); or use a "
+                        "per-sample argument such as mirror=fn.random.coin_flip()")
 
     def __iter__(self):
         raise TypeError(f"{self.name} is one symbolic batch and cannot be unpacked or iterated; an "
@@ -167,6 +169,37 @@ class OpNode:
         return [*self.inputs, *self.arg_inputs.values()]
 
 
+class Undefined:
+    """What a variable holds after a conditional that set it in one branch only (penstock.conditionals)."""
+
+    def __init__(self, name: str, where: str):
+        self.message = (f"variable '{name}' is set in only one branch of the conditional at {where}, so it has "
+                        "no value for the other branch's samples; set it in both branches (or before the `if`)")
+
+    def __repr__(self):
+        return f"<undefined: {self.message}>"
+
+
+@dataclass(eq=False)
+class Scope:
+    """One branch of a conditional (``if`` on a per-sample predicate): the samples of the enclosing
+    scope (``parent``, None for all) whose ``predicate`` is ``branch``. ``where`` names the line."""
+
+    parent: "Scope | None"
+    predicate: DataNode
+    branch: bool
+    where: str
+    sibling: "Scope | None" = None  # the other branch of the same conditional
+    splits: dict = field(default_factory=dict)  # id(node) -> (node, its part in this branch)
+
+    def ancestors(self) -> list["Scope | None"]:
+        chain, scope = [], self
+        while scope is not None:
+            chain.append(scope)
+            scope = scope.parent
+        return [*chain, None]
+
+
 class GpuFallbackWarning(UserWarning):
     """A pipeline asked for the GPU on a machine without a usable one and runs on the CPU instead."""
 
@@ -183,6 +216,35 @@ class Graph:
         self.gpu_fallback = gpu_fallback
         self.cpu_only = cpu_only
         self._warned = False
+        self.scope: Scope | None = None  # the branch being defined (penstock.conditionals)
+
+    def bring(self, node: DataNode, scope: "Scope | None | str" = "current") -> DataNode:
+        """``node`` restricted to the samples of ``scope`` (default: the branch being defined),
+        split by each predicate on the way down from where it was made (a split shared by both
+        branches of a conditional)."""
+        scope = self.scope if scope == "current" else scope
+        if node.scope is scope:
+            return node
+        if scope is None or node.scope not in scope.ancestors():
+            made, used = node.scope.where if node.scope else "outside every branch", \
+                scope.where if scope else "after the conditional"
+            raise ValueError(f"{node.name} was made in a branch of the conditional at {made} and is used "
+                             f"{'in another branch' if scope else ''} ({used}), where its samples do not exist")
+        outer = self.bring(node, scope.parent)
+        split = scope.splits.get(id(outer))
+        if split is None:
+            schema = registry.get_schema("_split")
+            saved, self.scope = self.scope, scope.parent
+            try:
+                true_part, false_part = add_validated(schema, (outer,), *schema.validate(
+                    {"predicate": scope.predicate, "where": scope.where, "device": outer.device}))
+            finally:
+                self.scope = saved
+            split = (outer, true_part if scope.branch else false_part)
+            scope.splits[id(outer)] = split
+            scope.sibling.splits[id(outer)] = (outer, false_part if scope.branch else true_part)
+            true_part.scope, false_part.scope = (scope, scope.sibling) if scope.branch else (scope.sibling, scope)
+        return split[1]
 
     def falls_back(self, op_name: str, device: str) -> bool:
         """Whether ``op_name`` on ``device`` runs on the CPU instead (warning once if so)."""
@@ -260,6 +322,14 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s).
     Without ``device``, an operator runs on the GPU when any of its data inputs is there (DALI's
     placement), else on the CPU."""
+    graph = current_graph(schema.name)
+    for value in (*inputs, *kwargs.values()):
+        if isinstance(value, Undefined):
+            raise NameError(f"{schema.name}: {value.message}")
+    if graph.scope is not None:  # inside a branch: only the branch's samples of each input
+        inputs = tuple(graph.bring(node) if isinstance(node, DataNode) else node for node in inputs)
+        kwargs = {name: graph.bring(value) if isinstance(value, DataNode) else value
+                  for name, value in kwargs.items()}
     placement = "given" if "device" in kwargs else "the default"
     if "device" not in kwargs and any(isinstance(node, DataNode) and node.device == "gpu" for node in inputs):
         kwargs, placement = {**kwargs, "device": "gpu"}, "follows a GPU input"
@@ -303,5 +373,6 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
                          f".gpu() or decode with device='mixed'")
     node = graph.add(schema, device, static, tuple(inputs), per_sample)
     output_device = "cpu" if device == "cpu" else "gpu"
-    node.outputs = tuple(DataNode(node, i, output_device) for i in range(schema.outputs_for(static)))
+    scope = graph.scope if node.dependencies() else None  # a source makes every sample
+    node.outputs = tuple(DataNode(node, i, output_device, scope) for i in range(schema.outputs_for(static)))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

@@ -63,6 +63,9 @@ class Pipeline:
             (of the same definition) then gives exactly the batches the checkpointed one would
             have given next, with its seed. An external_source fed by an iterator cannot be
             checkpointed (it cannot be rewound): give it a callable taking the sample or batch info.
+        enable_conditionals: let ``if``/``elif``/``else``, ``and``, ``or``, ``not`` and ``x if c else
+            y`` in the pipeline's definition choose per sample, on CPU batches of scalar bools
+            (penstock.conditionals; as in DALI).
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
@@ -70,7 +73,8 @@ class Pipeline:
                  exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
                  gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None,
-                 enable_checkpointing: bool = False, checkpoint: str | bytes | None = None):
+                 enable_checkpointing: bool = False, checkpoint: str | bytes | None = None,
+                 enable_conditionals: bool = False):
         check_pipeline_arguments(locals())
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
@@ -83,6 +87,7 @@ class Pipeline:
         self._on_error = on_error
         self._timeout = None if not timeout else float(timeout)
         self._enable_checkpointing = bool(enable_checkpointing)
+        self._enable_conditionals = bool(enable_conditionals)
         self._restore_from = checkpoint  # read at build
         self._fingerprint = None
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
@@ -112,6 +117,8 @@ class Pipeline:
     def set_outputs(self, *outputs: DataNode) -> None:
         flat = _flatten_outputs(outputs)
         for position, node in enumerate(flat):
+            if isinstance(node, graph_module.Undefined):
+                raise NameError(f"Pipeline: output {position}: {node.message}")
             if not isinstance(node, DataNode):
                 raise TypeError(f"Pipeline: output {position} must be a DataNode (an operator's result), "
                                 f"got {type(node).__name__}")
@@ -130,8 +137,12 @@ class Pipeline:
             if self._executor is not None:
                 return
             if self._outputs is None:
+                define_graph = self.define_graph
+                if self._enable_conditionals:
+                    from penstock import conditionals
+                    define_graph = conditionals.convert(type(self).define_graph).__get__(self)
                 with self:
-                    outputs = self.define_graph()
+                    outputs = define_graph()
                 self.set_outputs(*_flatten_outputs((outputs,)))
             self._executor = self._make_executor()
             cpu_image.claim_opencv()
@@ -479,6 +490,7 @@ PIPELINE_ARGUMENT_RULES = {
     "gpu_fallback": (_flag, "True or False"),
     "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
     "enable_checkpointing": (_flag, "True or False"),
+    "enable_conditionals": (_flag, "True or False"),
     "checkpoint": (lambda v: v is None or isinstance(v, (str, bytes, bytearray)),
                    "what pipe.checkpoint() returned (a str, or bytes read from its file)"),
     "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
@@ -519,12 +531,11 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
     makes ``pipe(data_dir, batch_size=64)`` return a Pipeline; pipeline arguments given at the call
     override the decorator's. The function returns the pipeline's outputs.
     """
-    unknown = set(pipeline_kwargs) - set(PIPELINE_ARGS) - {"enable_conditionals"}
+    unknown = set(pipeline_kwargs) - set(PIPELINE_ARGS)
     if unknown:
         name = sorted(unknown)[0]
         from penstock.schema import closest
         raise TypeError(f"pipeline_def: unknown pipeline argument '{name}'{closest(name, PIPELINE_ARGS)}")
-    pipeline_kwargs.pop("enable_conditionals", None)
     check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
 
     def decorate(func: Callable) -> Callable[..., Pipeline]:
@@ -535,8 +546,12 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
             own = {name: kwargs.pop(name) for name in list(kwargs)
                    if name in PIPELINE_ARGS and name not in function_parameters}
             pipe = Pipeline(**{**pipeline_kwargs, **own})
+            define = func
+            if pipe._enable_conditionals:
+                from penstock import conditionals
+                define = conditionals.convert(func)
             with pipe:
-                outputs = func(*args, **kwargs)
+                outputs = define(*args, **kwargs)
             if outputs is None:
                 raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
             pipe.set_outputs(*_flatten_outputs((outputs,)))

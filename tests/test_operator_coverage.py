@@ -169,6 +169,11 @@ CASES: dict[str, Case] = {
     "_arithmetic": Case(lambda: FEED, lambda node, device: (_on(node, device) * 0.5 - 3) / (_on(node, device) + 1),
                         lambda samples, _: [(s * np.float32(0.5) - np.float32(3)) / (s + np.float32(1))
                                             for s in samples], rtol=1e-6),
+    # the operators of conditionals: split by a per-sample predicate, one branch flipped, merged back
+    "_split": Case(ragged_images, lambda node, device: _split_flip_merge(node, device),
+                   lambda samples, _: [s[:, ::-1] if sum(s.shape) > 60 else s for s in samples]),
+    "_merge": Case(ragged_images, lambda node, device: _split_flip_merge(node, device),
+                   lambda samples, _: [s[:, ::-1] if sum(s.shape) > 60 else s for s in samples]),
     # tensor manipulation against numpy's
     "shapes": Case(lambda: FEED, lambda node, device: fn.shapes(_on(node, device)),
                    lambda samples, _: [np.array(s.shape, np.int64) for s in samples]),
@@ -220,6 +225,14 @@ def _file_reader_case(tmp_path_factory) -> Case:
         for data, label in zip(*outputs):
             assert contents[bytes(data)] == int(label[0])
     return Case(list, lambda node, device: fn.readers.file(file_root=str(root)), reference)
+
+
+def _split_flip_merge(node, device):
+    from penstock.graph import invoke
+    predicate = fn.reductions.sum(fn.shapes(node)) > 60
+    arguments = {"predicate": predicate, "where": "a test", "device": device}
+    flipped, kept = invoke(registry.get_schema("_split"), (_on(node, device),), arguments)
+    return invoke(registry.get_schema("_merge"), (fn.flip(flipped, horizontal=1), kept), arguments)
 
 
 def run_case(case: Case, device: str) -> tuple[list, list]:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from penstock.batch import GpuBatch
 from penstock.contract import BatchContext, DeferredBatch
+from penstock.executor import branches
 from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, WorkerCalls, as_tuple, call_operator
 from penstock.executor.plan import PREPARED, ExecutionPlan
 from penstock.executor.samples import batch_args
@@ -149,6 +150,9 @@ class GpuStage:
 
         try:
             with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                if self._plan.has_branches:
+                    self._run_steps_with_branches(job, values, stream)
+                    return
                 for step in self._plan.gpu_steps:
                     impl = step.impl
                     prepared = (step.key, PREPARED) in kept
@@ -161,14 +165,62 @@ class GpuStage:
                         args = [impl.args] * job.size
                     context = BatchContext(job.params[step.key], job.source_infos, stream, self._device,
                                            self._run_calls[step.key], self._worker_calls.run)
-                    begun = time.perf_counter()
-                    result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context),
-                                      step.num_outputs)
-                    self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - begun
-                    for position, value in enumerate(result):
-                        values[(step.key, position)] = value
+                    self._run_step(step, inputs, args, context, values)
         except BaseException as error:  # surfaces in the consumer's thread
             job.error = error
+
+    def _run_step(self, step, inputs: list, args: list, context: BatchContext, values: dict) -> None:
+        impl = step.impl
+        begun = time.perf_counter()
+        result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
+        self._timer()[f"{impl.name} ({impl.device})"] += time.perf_counter() - begun
+        for position, value in enumerate(result):
+            values[(step.key, position)] = value
+
+    def _run_steps_with_branches(self, job: Job, values: dict, stream) -> None:
+        """The batch operators of a pipeline with conditionals: each runs on the samples of its
+        branch (executor.branches), split and merge route them."""
+        kept, size = self._plan.kept, job.size
+        subsets: dict = {}  # GPU value -> positions of its samples (absent: all)
+
+        def positions(ref):
+            return subsets.get(ref) if ref in values else branches.positions_of(job.values[kept[ref]])
+
+        def value_of(ref, where):
+            return values[ref] if ref in values else branches.present(job.values[kept[ref]], where)
+
+        for step in self._plan.gpu_steps:
+            impl = step.impl
+            refs = [(step.key, PREPARED)] if (step.key, PREPARED) in kept else list(step.inputs)
+            if impl.routes_samples == "merge":
+                where = positions(step.arg_inputs["predicate"])
+                merged = branches.merge(impl.samples_of(value_of(refs[0], positions(refs[0]))), positions(refs[0]),
+                                        impl.samples_of(value_of(refs[1], positions(refs[1]))), where, size)
+                values[(step.key, 0)], subsets[(step.key, 0)] = merged, where
+                continue
+            found = {positions(ref) for ref in (*refs, *step.arg_inputs.values())}
+            if len(found) > 1:
+                raise RuntimeError(f"{impl.name}: inputs from different branches of a conditional")
+            where = found.pop() if found else None
+            count = size if where is None else len(where)
+            inputs = [value_of(ref, where) for ref in refs]
+            args = batch_args(impl, {name: value_of(ref, where) for name, ref in step.arg_inputs.items()}, count) \
+                if step.arg_inputs else [impl.args] * count
+            if impl.routes_samples == "split":
+                predicates = call_operator(impl.name, "", impl.predicates, args)
+                parts = branches.split(impl.samples_of(inputs[0]), predicates, where, size)
+                values[(step.key, 0)], subsets[(step.key, 0)], values[(step.key, 1)], subsets[(step.key, 1)] = parts
+                continue
+            if count == 0:  # no sample took this branch
+                for position in range(step.num_outputs):
+                    values[(step.key, position)], subsets[(step.key, position)] = [], where
+                continue
+            infos = branches.present(job.source_infos, where) if job.source_infos else job.source_infos
+            context = BatchContext(branches.take(job.params[step.key], where), infos, stream, self._device,
+                                   self._run_calls[step.key], self._worker_calls.run)
+            self._run_step(step, inputs, args, context, values)
+            for position in range(step.num_outputs):
+                subsets[(step.key, position)] = where
 
     def _finish_batch(self, job: Job) -> None:
         """Makes the batch's outputs (running deferred work), then hands the batch on."""

@@ -51,6 +51,7 @@ class ExecutionPlan:
     dense_outputs: dict[int, int]  # step key -> kept slot of the pipeline output it may write into directly
     prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
+    has_branches: bool  # conditionals route samples (executor.branches)
 
     @classmethod
     def build(cls, sources: list[Source], steps: list[Step],
@@ -67,7 +68,8 @@ class ExecutionPlan:
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
-                step.impl.preparation_crosses_processes for step in prepared_on_cpu))
+                step.impl.preparation_crosses_processes for step in prepared_on_cpu),
+            has_branches=any(step.impl.routes_samples for step in steps))
 
     def uses_processes(self, requested: bool | None) -> bool:
         """Whether worker processes run the CPU stage: when ``requested`` (None: when a batch operator

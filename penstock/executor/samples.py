@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from penstock.contract import SampleContext
+from penstock.contract import MISSING, SampleContext
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
 from penstock.executor.plan import PREPARED, ExecutionPlan, Step
@@ -45,8 +45,13 @@ class SampleRunner:
             timings[source.name] += clock() - started
             for position, value in enumerate(result):
                 values[(key, position)] = value
+        branches = plan.has_branches
         for step in plan.cpu_steps:
             inputs = tuple(values[ref] for ref in step.inputs)
+            if branches and _not_on_branch(step, inputs, values):
+                for position in range(step.num_outputs):
+                    values[(step.key, position)] = MISSING
+                continue
             args = step.impl.args
             if step.arg_inputs:
                 args = call_operator(step.impl.name, source_info, sample_args, step.impl, step.arg_inputs, values)
@@ -60,6 +65,9 @@ class SampleRunner:
                 values[(step.key, position)] = value
         for step in plan.prepared_on_cpu:
             inputs = tuple(values[ref] for ref in step.inputs)
+            if branches and _not_on_branch(step, inputs, values):
+                values[(step.key, PREPARED)] = MISSING
+                continue
             args = step.impl.args
             if step.arg_inputs:
                 args = call_operator(step.impl.name, source_info, sample_args, step.impl, step.arg_inputs, values)
@@ -106,6 +114,16 @@ class SampleRunner:
             return value
         buffer[index] = value
         return buffer[index]
+
+
+def _not_on_branch(step: Step, inputs: tuple, values: dict) -> bool:
+    """Whether the sample is not on the branch of a conditional that ``step`` belongs to: one of its
+    inputs is MISSING (a merge takes one MISSING input: the branch the sample did not take)."""
+    if any(values[ref] is MISSING for ref in step.arg_inputs.values()):
+        return True
+    if step.impl.routes_samples == "merge":
+        return all(value is MISSING for value in inputs)
+    return any(value is MISSING for value in inputs)
 
 
 def sample_args(impl, arg_inputs: dict, values: dict) -> dict:

@@ -19,7 +19,7 @@ class ToGpu(BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         from penstock.kernels.pinned import upload_arrays
-        samples = [np.ascontiguousarray(sample) for sample in inputs[0]]
+        samples = [np.asarray(sample, order="C") for sample in inputs[0]]  # (ascontiguousarray makes 0-d 1-d)
         if not samples:
             return []
         if len({(s.shape, s.dtype) for s in samples}) == 1:

@@ -33,7 +33,7 @@ import numpy as np
 
 from penstock.batch import DeferredBatch
 
-__all__ = ["MISSING", "BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
+__all__ = ["MISSING", "WholeBatchOperator", "BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
            "Operator", "OutputSpec", "Reader", "SampleContext", "SampleOperator", "SourceBatch",
            "SourceOperator", "random_stream"]
 
@@ -320,6 +320,18 @@ class SampleOperator(Operator):
 
     def run(self, inputs: tuple, args: dict, sample: SampleContext, out: np.ndarray | None = None):
         """Returns the output (or a tuple of outputs) for one sample; writes into ``out`` if given."""
+        raise NotImplementedError
+
+
+class WholeBatchOperator(Operator):
+    """A CPU operator that needs the whole batch at once (padding to the batch's largest sample,
+    permuting the batch). It runs once the batch's per-sample CPU operators have finished, on the
+    thread that takes batches in order (the GPU stage, or the consumer), so only pipeline outputs,
+    GPU operators and other whole-batch operators may take its outputs."""
+
+    def run_batch(self, inputs: list[list], args: list[dict], params: Any) -> tuple[list, ...] | list:
+        """The outputs (a list of per-sample values each) for the batch's ``inputs`` (one list of
+        per-sample arrays per input) and per-sample ``args``."""
         raise NotImplementedError
 
 

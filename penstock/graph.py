@@ -323,6 +323,7 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     Without ``device``, an operator runs on the GPU when any of its data inputs is there (DALI's
     placement), else on the CPU."""
     graph = current_graph(schema.name)
+    inputs, kwargs = _argument_inputs(schema, tuple(inputs), kwargs)
     for value in (*inputs, *kwargs.values()):
         if isinstance(value, Undefined):
             raise NameError(f"{schema.name}: {value.message}")
@@ -335,11 +336,57 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
         kwargs, placement = {**kwargs, "device": "gpu"}, "follows a GPU input"
     static, per_sample = schema.validate(kwargs)
     schema.check_call(static, per_sample)
+    inputs = tuple(value if isinstance(value, DataNode) else _constant_node(schema, position, value, static["device"])
+                   for position, value in enumerate(inputs))
     outputs = add_validated(schema, inputs, static, per_sample)
     first = outputs[0] if isinstance(outputs, tuple) else outputs
     if first.op_node.schema is schema and first.op_node.placement == "given":
         first.op_node.placement = placement
     return outputs
+
+
+def _argument_inputs(schema: OpSchema, inputs: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Positional inputs beyond the data inputs, as the per-sample arguments they stand for."""
+    high = schema.num_inputs[1]
+    if len(inputs) <= high or not schema.argument_inputs:
+        return inputs, kwargs
+    extra = inputs[high:]
+    if len(extra) > len(schema.argument_inputs):
+        raise TypeError(f"{schema.name}: expected at most {high + len(schema.argument_inputs)} inputs, got {len(inputs)}")
+    kwargs = dict(kwargs)
+    for name, value in zip(schema.argument_inputs, extra):
+        if name in kwargs:
+            raise TypeError(f"{schema.name}: '{name}' given as an input and as an argument; give it once")
+        kwargs[name] = value
+    return inputs[:high], kwargs
+
+
+def _constant_node(schema: OpSchema, position: int, value, device: str):
+    """A Python number, list or numpy array given as an operator's input: a constant batch, as
+    DALI makes one (ints are int32, floats float32); anything else is refused by add_validated."""
+    import numpy as np
+
+    from penstock import types
+    if isinstance(value, (str, bytes, dict)) or value is None or callable(value):
+        return value
+    if isinstance(value, types.Constant):
+        array = np.asarray(value.value, dtype=value.dtype)
+    else:
+        try:
+            array = np.asarray(value)
+        except Exception:
+            return value
+        if array.dtype.kind not in "biuf":
+            return value
+        if array.dtype == np.float64 and not isinstance(value, np.ndarray):
+            array = array.astype(np.float32)
+        elif array.dtype == np.int64 and not isinstance(value, np.ndarray):
+            array = array.astype(np.int32)
+    node = invoke(registry.get_schema("constant"), (), {"value": array, "dtype": array.dtype.name,
+                                                        "shape": array.shape})
+    node = node.gpu() if device == "gpu" else node
+    graph = current_graph(schema.name)
+    return graph.bring(node) if graph.scope is not None else node
 
 
 def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dict):
@@ -350,7 +397,7 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
         raise TypeError(f"{schema.name}: expected {expected} input(s), got {len(inputs)}")
     for position, node in enumerate(inputs):
         if not isinstance(node, DataNode):
-            raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), "
+            raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output) or a number or array (a constant), "
                             f"got {type(node).__name__}")
     device = static["device"]
     if graph.falls_back(schema.name, device):

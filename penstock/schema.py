@@ -228,6 +228,9 @@ class OpSchema:
     # checks of a call's arguments taken together (a size given, allowed combinations), run where
     # the operator is called, for every device: check(static, per_sample_names) raises ArgError
     checks: tuple[Callable[[dict, frozenset], None], ...] = ()
+    # per-sample arguments that may also be given as positional inputs after the data inputs
+    # (DALI's fn.slice(data, anchor, shape)), in that order
+    argument_inputs: tuple[str, ...] = ()
     all_args: dict[str, Arg] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -175,6 +175,32 @@ CASES: dict[str, Case] = {
     "_merge": Case(ragged_images, lambda node, device: _split_flip_merge(node, device),
                    lambda samples, _: [s[:, ::-1] if sum(s.shape) > 60 else s for s in samples]),
     # tensor manipulation against numpy's
+    "slice": Case(lambda: ragged_images(smooth=False),
+                  lambda node, device: fn.slice(_on(node, device), [0.25, 0.5], [0.5, 0.25]),  # x, y as DALI
+                  lambda samples, _: [s[int(np.floor(0.5 * s.shape[0] + 0.5)):int(np.floor(0.75 * s.shape[0] + 0.5)),
+                                        int(np.floor(0.25 * s.shape[1] + 0.5)):int(np.floor(0.75 * s.shape[1] + 0.5))]
+                                      for s in samples]),
+    "element_extract": Case(lambda: FEED, lambda node, device: fn.element_extract(_on(node, device), element_map=[2]),
+                            lambda samples, _: [s[2] for s in samples]),
+    "cast_like": Case(lambda: [s * 40 - 100 for s in FEED],
+                      lambda node, device: fn.cast_like(_on(node, device), fn.cast(_on(node, device), dtype=types.UINT8)),
+                      lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
+    "get_property": Case(lambda: FEED, lambda node, device: fn.get_property(_on(node, device), key="layout"),
+                         lambda samples, _: [np.frombuffer(b"HWC", np.uint8) for _ in samples]),
+    "constant": Case(list, lambda node, device: fn.constant(fdata=[1.5, 2.5, 3.5, 4.5], shape=(2, 2)),
+                     lambda samples, outputs: [np.array([[1.5, 2.5], [3.5, 4.5]], np.float32)] * len(outputs)),
+    "random.beta": Case(list, lambda node, device: fn.random.beta(alpha=2.0, beta=5.0, shape=(400,)),
+                        check_distribution(0, 1, 2 / 7, np.sqrt(10 / (49 * 8)), 0.02)),
+    "random.choice": Case(list, lambda node, device: fn.random.choice([1, 3, 5], p=[0.5, 0.25, 0.25], shape=(400,)),
+                          check_distribution(1, 5, 2.5, np.sqrt(0.5 * 2.25 + 0.25 * 0.25 + 0.25 * 6.25), 0.15)),
+    "pad": Case(lambda: ragged_images(smooth=False), lambda node, device: fn.pad(_on(node, device), axes=(0, 1),
+                                                                                 fill_value=7, align=(8,)),
+                lambda samples, _: [np.pad(s, ((0, 40 - s.shape[0]), (0, 32 - s.shape[1]), (0, 0)), constant_values=7)
+                                    for s in samples]),
+    "permute_batch": Case(lambda: FEED, lambda node, device: fn.permute_batch(_on(node, device), indices=[4, 0, 0, 2, 1]),
+                          lambda samples, _: [samples[i] for i in (4, 0, 0, 2, 1)]),
+    "batch_permutation": Case(list, lambda node, device: fn.batch_permutation(no_fixed_points=True),
+                              lambda samples, outputs: _check_permutation(outputs)),
     "shapes": Case(lambda: FEED, lambda node, device: fn.shapes(_on(node, device)),
                    lambda samples, _: [np.array(s.shape, np.int64) for s in samples]),
     "reshape": Case(lambda: FEED, lambda node, device: fn.reshape(_on(node, device), shape=(4, 3)),
@@ -225,6 +251,11 @@ def _file_reader_case(tmp_path_factory) -> Case:
         for data, label in zip(*outputs):
             assert contents[bytes(data)] == int(label[0])
     return Case(list, lambda node, device: fn.readers.file(file_root=str(root)), reference)
+
+
+def _check_permutation(outputs):
+    order = [int(value) for value in outputs]
+    assert sorted(order) == list(range(len(order))) and all(i != v for i, v in enumerate(order))
 
 
 def _split_flip_merge(node, device):

@@ -80,3 +80,104 @@ def test_reductions_keep_dims_and_types_on_both_devices():
         for a, b in zip(cpu_output, gpu_output):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+IMAGES = [np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3), np.arange(5 * 3 * 3, dtype=np.uint8).reshape(5, 3, 3)]
+
+
+def _both_devices(build, samples=IMAGES, layout="HWC"):
+    """The outputs on the CPU and on the GPU (or its emulation), which must agree exactly."""
+    results = []
+    for device in ("cpu", "gpu"):
+        @pipeline_def(batch_size=len(samples), num_threads=2, device_id=0 if device == "gpu" else None, seed=1)
+        def pipe():
+            data = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+            return build(data.gpu() if device == "gpu" else data)
+        with gpu_or_emulated() if device == "gpu" else _nothing():
+            pipeline = pipe()
+            outputs = pipeline.run()
+            pipeline.close()
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        results.append([[np.asarray(s) for s in (batch.as_cpu() if device == "gpu" else batch)] for batch in outputs])
+    for cpu_output, gpu_output in zip(*results):
+        for cpu_sample, gpu_sample in zip(cpu_output, gpu_output):
+            np.testing.assert_array_equal(cpu_sample, gpu_sample)
+    return results[0]
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("build, reference", [
+    (lambda x: fn.slice(x, start=(1, 1), end=(3, 4)), lambda s: s[1:4, 1:3]),  # (x, y) = (W, H)
+    (lambda x: fn.slice(x, rel_start=(0.5, 0.0), rel_shape=(0.5, 0.5)),  # edges rounded, halves up
+     lambda s: s[:int(np.floor(s.shape[0] / 2 + 0.5)), int(np.floor(s.shape[1] / 2 + 0.5)):]),
+    (lambda x: fn.slice(x, [1, 0], [2, 2], normalized_anchor=False, normalized_shape=False), lambda s: s[0:2, 1:3]),
+    (lambda x: fn.slice(x, start=(1,), shape=(2,), axis_names="H"), lambda s: s[1:3]),
+    (lambda x: fn.slice(x, start=(0,), shape=(2,), axes=(2,)), lambda s: s[:, :, 0:2]),
+    (lambda x: fn.slice(x, start=(-1, 2), shape=(3, 4), out_of_bounds_policy="trim_to_shape"), lambda s: s[2:6, 0:2]),
+    (lambda x: fn.slice(x, start=(-1, 3), shape=(3, 3), out_of_bounds_policy="pad", fill_values=(5, 6, 7)),
+     lambda s: _padded(s, 3, -1, 3, 3, (5, 6, 7))),
+])
+def test_slice_as_numpy_on_both_devices(build, reference):
+    (got,) = _both_devices(build)
+    for sample, output in zip(IMAGES, got):
+        np.testing.assert_array_equal(output, reference(sample))
+
+
+def _padded(sample, y, x, height, width, fill):
+    out = np.empty((height, width, sample.shape[2]), sample.dtype)
+    out[...] = np.asarray(fill, sample.dtype)
+    for row in range(height):
+        for column in range(width):
+            if 0 <= y + row < sample.shape[0] and 0 <= x + column < sample.shape[1]:
+                out[row, column] = sample[y + row, x + column]
+    return out
+
+
+def test_slice_takes_per_sample_anchors_and_refuses_windows_outside_by_default():
+    anchors = [np.array([0.0, 0.5], np.float32), np.array([0.5, 0.0], np.float32)]
+
+    def build(x):
+        anchor = fn.external_source(source=lambda: anchors, batch=True)
+        return fn.slice(x, anchor, [0.5, 0.5])
+    (got,) = _both_devices(build)
+    assert got[0].shape == (2, 3, 3) and np.array_equal(got[0], IMAGES[0][2:4, 0:3])
+    assert np.array_equal(got[1], IMAGES[1][0:3, 2:3])  # round(2.5) = 3 rows, columns [round(1.5), round(3.0))
+    with pytest.raises(penstock.PipelineError, match=r"slice failed.*window \[4, 8\) of axis 1 is outside the "
+                                                     r"sample's extent 6.*out_of_bounds_policy"):
+        _run(lambda x: fn.slice(x, start=(4, 0), shape=(4, 1)), samples=IMAGES)
+
+
+def test_element_extract_gives_one_output_per_index():
+    sequences = [np.arange(24, dtype=np.int16).reshape(4, 6), np.arange(12, dtype=np.int16).reshape(2, 6)]
+    first, second = _both_devices(lambda x: fn.element_extract(x, element_map=[1, 0]), samples=sequences, layout="FW")
+    for sequence, one, zero in zip(sequences, first, second):
+        np.testing.assert_array_equal(one, sequence[1])
+        np.testing.assert_array_equal(zero, sequence[0])
+
+
+def test_pad_to_the_batch_or_a_shape_and_permute_batch():
+    (padded,) = _both_devices(lambda x: fn.pad(x, axis_names="W", fill_value=300))
+    assert [p.shape for p in padded] == [(4, 6, 3), (5, 6, 3)]
+    np.testing.assert_array_equal(padded[1][:, 3:], 255)  # 300 saturated to uint8
+    (shaped,) = _both_devices(lambda x: fn.pad(x, axes=(0,), shape=(7,), align=(4,)))
+    assert [p.shape for p in shaped] == [(8, 6, 3), (8, 3, 3)]
+    with pytest.raises(penstock.PipelineError, match="5 elements on axis 0, more than shape's 4"):
+        _run(lambda x: fn.pad(x, axes=(0,), shape=(4,)), samples=IMAGES)
+    (permuted,) = _both_devices(lambda x: fn.permute_batch(x, indices=fn.batch_permutation(no_fixed_points=True)))
+    assert np.array_equal(permuted[0], IMAGES[1]) and np.array_equal(permuted[1], IMAGES[0])
+
+
+def test_on_the_cpu_whole_batch_operators_come_last():
+    with pytest.raises(ValueError, match="flip: takes the output of pad, which works on whole batches"):
+        _run(lambda x: fn.flip(fn.pad(x), horizontal=1), samples=IMAGES)
+
+
+def test_python_values_as_inputs_are_constants():
+    vectors = [np.arange(3, dtype=np.int32), np.arange(5, dtype=np.int32)]
+    (got,) = _both_devices(lambda x: fn.cat(x, [7, 8]), samples=vectors, layout="")
+    for vector, output in zip(vectors, got):
+        np.testing.assert_array_equal(output, np.concatenate([vector, np.array([7, 8], np.int32)]))

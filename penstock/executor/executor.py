@@ -18,7 +18,7 @@ from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage, Lanes
 from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, WorkerCalls, finish_samples
 from penstock.executor.plan import ExecutionPlan, Step
 from penstock.executor.processes import WorkerProcesses
-from penstock.executor.samples import SampleRunner
+from penstock.executor.samples import SampleRunner, run_whole_batch_steps
 from penstock.executor.skipping import refill
 
 # Python worker threads beyond this many cost more in contention for the interpreter lock than
@@ -245,13 +245,19 @@ class Executor:
         return self._times.totals()
 
     def _refill(self, job: Job) -> None:
-        """Replaces the samples of a finished batch that operators failed on (on_error="skip")."""
+        """Ends a batch's CPU stage, in iteration order: replaces the samples operators failed on
+        (on_error="skip"), then runs the whole-batch CPU operators."""
         if self._skip_failures and job.error is None and not job.stop and job.size > 0:
             refill(job, self._plan, self._runner, self._worker_calls.run)
             if job.source_states is not None:  # the samples lent out by this batch's refill
                 for key, source, _ in self._plan.sources:
                     if source.lends_samples:
                         job.source_states[key] = {**job.source_states[key], **source.lent()}
+        if self._plan.whole_batch_steps and job.error is None and not job.stop and job.size > 0:
+            try:
+                run_whole_batch_steps(self._plan, job, self._times)
+            except BaseException as error:
+                job.error = error
 
     def _lane_names(self) -> list[str]:
         return [name for name in self._threads if name.startswith("lane-")]

@@ -7,7 +7,7 @@ import multiprocessing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from penstock.contract import BatchOperator, SourceOperator
+from penstock.contract import BatchOperator, SourceOperator, WholeBatchOperator
 
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
 
@@ -41,6 +41,7 @@ class ExecutionPlan:
     source_keys: tuple[int, ...]
     steps: tuple[Step, ...]  # every other operator in graph order: each draws its random values
     cpu_steps: tuple[Step, ...]  # per-sample operators, run by the CPU stage
+    whole_batch_steps: tuple[Step, ...]  # CPU operators on whole batches, run after the CPU stage
     gpu_steps: tuple[Step, ...]  # batch operators, run by the GPU stage
     prepared_on_cpu: tuple[Step, ...]  # batch operators whose per-sample preparation the CPU stage runs
     outputs: tuple[Ref, ...]  # the pipeline's outputs, in order
@@ -56,14 +57,16 @@ class ExecutionPlan:
     @classmethod
     def build(cls, sources: list[Source], steps: list[Step],
               outputs: list[Ref]) -> "ExecutionPlan":
-        cpu_steps = tuple(step for step in steps if not isinstance(step.impl, BatchOperator))
+        cpu_steps = tuple(step for step in steps if not isinstance(step.impl, (BatchOperator, WholeBatchOperator)))
+        whole_batch_steps = tuple(step for step in steps if isinstance(step.impl, WholeBatchOperator))
         gpu_steps = tuple(step for step in steps if isinstance(step.impl, BatchOperator))
         gpu_keys = {step.key for step in gpu_steps}
         prepared_on_cpu = tuple(step for step in gpu_steps if _prepares_on_cpu(step, gpu_keys))
-        kept = _kept_values(outputs, gpu_steps, prepared_on_cpu, gpu_keys)
+        _check_whole_batch_consumers(whole_batch_steps, (*cpu_steps, *prepared_on_cpu))
+        kept = _kept_values(outputs, (*whole_batch_steps, *gpu_steps), prepared_on_cpu, gpu_keys)
         return cls(
             sources=tuple(sources), source_keys=tuple(key for key, _, _ in sources), steps=tuple(steps),
-            cpu_steps=cpu_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
+            cpu_steps=cpu_steps, whole_batch_steps=whole_batch_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
             kept=kept, dense_slots=frozenset(kept[ref] for ref in outputs if ref in kept),
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
@@ -78,6 +81,17 @@ class ExecutionPlan:
         if requested is None:
             requested = bool(self.prepared_on_cpu)
         return bool(requested) and self.can_use_processes
+
+
+def _check_whole_batch_consumers(whole_batch_steps: tuple, per_sample_steps: tuple) -> None:
+    """A per-sample CPU operator cannot take what a whole-batch operator makes: that runs after
+    the batch's per-sample work (contract.WholeBatchOperator)."""
+    made = {step.key: step.impl.name for step in whole_batch_steps}
+    for step in per_sample_steps:
+        for ref in (*step.inputs, *step.arg_inputs.values()):
+            if ref[0] in made:
+                raise ValueError(f"{step.impl.name}: takes the output of {made[ref[0]]}, which works on whole batches "
+                                 "after the per-sample CPU operators; on the CPU, put it last (or run both on the GPU)")
 
 
 def _prepares_on_cpu(step: Step, gpu_keys: set[int]) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from penstock.contract import MISSING, SampleContext
+from penstock.executor import branches
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
 from penstock.executor.plan import PREPARED, ExecutionPlan, Step
@@ -76,7 +77,7 @@ class SampleRunner:
             values[(step.key, PREPARED)] = call_operator(step.impl.name, source_info, step.impl.prepare, inputs,
                                                          args, sample)
             timings[f"{step.impl.name} (cpu part)"] += clock() - started
-        return [values[ref] for ref in plan.kept]
+        return [values.get(ref) for ref in plan.kept]  # (None: made later, by a whole-batch operator)
 
     def _output_slot(self, job: Job, step: Step, inputs: tuple, args: dict, index: int):
         """The sample's row of the batch buffer that ``step`` may write its output into, or None."""
@@ -114,6 +115,35 @@ class SampleRunner:
             return value
         buffer[index] = value
         return buffer[index]
+
+
+def run_whole_batch_steps(plan: ExecutionPlan, job: Job, times: StageTimes) -> None:
+    """The whole-batch CPU operators of a batch whose per-sample work has finished, in graph
+    order, each on the samples of its branch (MISSING elsewhere) when the pipeline has conditionals."""
+    kept = plan.kept
+    for step in plan.whole_batch_steps:
+        impl = step.impl
+        columns = [job.values[kept[ref]] for ref in step.inputs]
+        arg_columns = {name: job.values[kept[ref]] for name, ref in step.arg_inputs.items()}
+        where = branches.positions_of(columns[0]) if plan.has_branches and columns else None
+        columns = [branches.present(column, where) for column in columns]
+        count = job.size if where is None else len(where)
+        args = batch_args(impl, {name: branches.present(column, where) for name, column in arg_columns.items()},
+                          count) if arg_columns else [impl.args] * count
+        started = time.perf_counter()
+        result = as_tuple(call_operator(impl.name, "", impl.run_batch, columns, args,
+                                        branches.take(job.params[step.key], where)), step.num_outputs)
+        times.of_this_thread()[impl.name] += time.perf_counter() - started
+        for position, samples in enumerate(result):
+            slot = kept.get((step.key, position))
+            if slot is None:
+                continue
+            if where is not None:  # back in place among the samples of the other branch
+                full = [MISSING] * job.size
+                for index, sample in zip(where, samples):
+                    full[index] = sample
+                samples = full
+            job.values[slot] = list(samples)
 
 
 def _not_on_branch(step: Step, inputs: tuple, values: dict) -> bool:

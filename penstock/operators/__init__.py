@@ -1,4 +1,4 @@
 """Operator families, each with its schemas and its implementations for every device it has, side
 by side; importing this package registers every operator."""
-from penstock.operators import (arithmetic, conditional, decoders, external, geometry, normalize, python_function, random,  # noqa: F401
+from penstock.operators import (arithmetic, batch_ops, conditional, decoders, external, geometry, normalize, python_function, random,  # noqa: F401
                                 readers, tensors, transfer)

@@ -1,6 +1,7 @@
 """Tensor manipulation, per sample, on both devices: ``shapes``, ``reshape``, ``squeeze``,
-``expand_dims``, ``cat``, ``stack``, ``copy``, ``one_hot`` and ``reductions.*`` (sum, min, max,
-mean, mean_square, rms, std_dev, variance).
+``expand_dims``, ``cat``, ``stack``, ``copy``, ``one_hot``, ``slice``, ``element_extract``,
+``cast_like``, ``get_property``, ``reductions.*`` (sum, min, max, mean, mean_square, rms, std_dev,
+variance), and ``constant`` (what a Python value given as an input becomes).
 
 Each operator is one function of a sample (or of one sample of each input) written once against
 the array API that numpy and torch share (``xp``); the CPU form calls it with numpy on the
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock import devices, registry, types
-from penstock.contract import BatchOperator, OutputSpec, SampleOperator
-from penstock.schema import Arg, ArgError, OpSchema
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator, SourceBatch, SourceOperator
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 LAYOUT_ARG = Arg("layout", "str", "", "Layout of the output ('' keeps none).")
 
@@ -141,6 +142,138 @@ def _deviation(kind: str):
     return deviation
 
 
+def _rounded(value: float) -> int:
+    return int(np.floor(value + 0.5))  # halves up, as a window's edges are rounded in DALI
+
+
+def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
+    """(start, end) on each of ``axes``: from the anchor and shape inputs (normalized to the
+    extent unless said otherwise), else from start/end/shape or their rel_ forms."""
+    axes = args["axes"]
+    for axis in axes:
+        if not 0 <= axis < len(shape):
+            raise ValueError(f"axis {axis} of a {len(shape)}-dimensional sample (set axes or axis_names)")
+    extents = [shape[axis] for axis in axes]
+
+    def values(name, count=len(axes)):
+        given = args[name]
+        if given is None:
+            return None
+        given = tuple(given) if isinstance(given, (tuple, list)) else (given,)
+        if len(given) == 1 and count > 1:
+            given = given * count
+        if len(given) != count:
+            raise ValueError(f"'{name}' has {len(given)} values for {count} sliced axes {tuple(axes)}")
+        return given
+
+    anchor, size = values("anchor"), values("window_shape")
+    if anchor is not None or size is not None:
+        if anchor is None or size is None:
+            raise ValueError("the anchor and shape inputs go together: give both")
+        anchor = [a * e if args["normalized_anchor"] else a for a, e in zip(anchor, extents)]
+        size = [s * e if args["normalized_shape"] else s for s, e in zip(size, extents)]
+        return [(_rounded(a), _rounded(a + s)) for a, s in zip(anchor, size)]
+    start, rel_start = values("start"), values("rel_start")
+    end, rel_end, shape_, rel_shape = values("end"), values("rel_end"), values("shape"), values("rel_shape")
+    windows = []
+    for i, extent in enumerate(extents):  # edges in elements, rounded once at the end
+        begin = start[i] if start is not None else rel_start[i] * extent if rel_start is not None else 0
+        if end is not None:
+            finish = end[i]
+        elif rel_end is not None:
+            finish = rel_end[i] * extent
+        elif shape_ is not None:
+            finish = begin + shape_[i]
+        elif rel_shape is not None:
+            finish = begin + rel_shape[i] * extent
+        else:
+            finish = extent
+        windows.append((_rounded(begin), _rounded(finish)))
+    return windows
+
+
+def _slice(xp, args, sample):
+    shape = tuple(sample.shape)
+    out_shape, source, target = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
+    padded = False
+    for axis, (start, end) in zip(args["axes"], _slice_windows(args, shape)):
+        extent = shape[axis]
+        if end < start:
+            raise ValueError(f"the window [{start}, {end}) of axis {axis} ends before it starts")
+        if start < 0 or end > extent:
+            policy = args["out_of_bounds_policy"]
+            if policy == "error":
+                raise ValueError(f"the window [{start}, {end}) of axis {axis} is outside the sample's extent {extent} "
+                                 f"(shape {shape}); out_of_bounds_policy='pad' or 'trim_to_shape' allow it")
+            if policy == "trim_to_shape":
+                start, end = max(start, 0), min(end, extent)
+            else:
+                padded = True
+        out_shape[axis] = end - start
+        inside = (min(max(start, 0), extent), max(min(end, extent), 0))
+        source[axis] = slice(*inside) if inside[1] > inside[0] else slice(0, 0)
+        target[axis] = slice(inside[0] - start, inside[0] - start + max(inside[1] - inside[0], 0))
+    if not padded:
+        return sample[tuple(source)]
+    fill = np.asarray(args["fill_values"], np.float64)
+    if fill.size > 1 and (not shape or fill.size != shape[-1]):
+        raise ValueError(f"{fill.size} fill_values for samples of shape {shape}: give one, or one per channel "
+                         "(the last axis)")
+    fill = fill if fill.size > 1 else fill.reshape(())
+    if xp is np:
+        result = np.empty(out_shape, sample.dtype)
+        result[...] = numeric.saturate(fill, sample.dtype)
+    else:
+        from penstock.types import to_numpy_dtype
+        result = xp.empty(out_shape, dtype=sample.dtype, device=sample.device)
+        result[...] = xp.as_tensor(numeric.saturate(fill, to_numpy_dtype(sample.dtype)), device=sample.device)
+    result[tuple(target)] = sample[tuple(source)]
+    return result
+
+
+def _element_extract(xp, args, sample):
+    count = sample.shape[0] if sample.ndim else 0
+    for index in args["element_map"]:
+        if not 0 <= index < count:
+            raise ValueError(f"element {index} of a sequence of {count} elements (shape {tuple(sample.shape)})")
+    elements = tuple(sample[index] for index in args["element_map"])
+    return elements if len(elements) > 1 else elements[0]
+
+
+def _cast_like(xp, args, sample, like):
+    if xp is np:
+        return numeric.saturate(np.asarray(sample), like.dtype)
+    return numeric.saturate_tensor(sample, like.dtype)
+
+
+def _declare_slice(impl, inputs):
+    """Resolves the sliced axes from the input's layout, once (axis_names first, as in DALI)."""
+    layout, names = inputs[0].layout, impl.args["axis_names"]
+    if names is not None:
+        if not layout or any(name not in layout for name in names):
+            raise ValueError(f"{impl.name}: axis_names '{names}' are not all in the input's layout "
+                             f"'{layout or 'unknown'}'; give axes instead")
+        axes = tuple(layout.index(name) for name in names)
+    elif impl.args["axes"] is not None:
+        axes = tuple(impl.args["axes"])
+    elif "W" in layout and "H" in layout:
+        axes = (layout.index("W"), layout.index("H"))  # DALI's default axis_names, "WH"
+    else:
+        axes = (1, 0)
+    impl.args = {**impl.args, "axes": axes}
+    return inputs[0].but(shape=None)
+
+
+def _declare_element_extract(impl, inputs):
+    spec = inputs[0]
+    return spec.but(shape=spec.shape[1:] if spec.shape else None, layout=spec.layout[1:],
+                    ndim=spec.ndim - 1 if spec.ndim else None, channels=spec.channels)
+
+
+def _declare_cast_like(impl, inputs):
+    return inputs[0].but(dtype=inputs[1].dtype)
+
+
 def _axis_in_range(static: dict, per_sample: frozenset) -> None:
     if static.get("axis", 0) < 0:
         raise ArgError("argument 'axis' must be >= 0")
@@ -171,6 +304,36 @@ OPERATORS = {
 }
 
 
+OPERATORS["slice"] = (_slice, (1, 1), (
+    Arg("anchor", "floats", None, "Where the window starts on each sliced axis (the second input in DALI's "
+        "fn.slice(data, anchor, shape)); normalized to the extent unless normalized_anchor=False.", per_sample=True),
+    Arg("window_shape", "floats", None, "The window's size on each sliced axis (the third input).", per_sample=True),
+    Arg("normalized_anchor", "bool", True, "Whether the anchor input is a fraction of the extent."),
+    Arg("normalized_shape", "bool", True, "Whether the shape input is a fraction of the extent."),
+    Arg("start", "ints", None, "Where the window starts, in elements.", per_sample=True),
+    Arg("end", "ints", None, "Where the window ends (exclusive), in elements.", per_sample=True),
+    Arg("shape", "ints", None, "The window's size, in elements.", per_sample=True),
+    Arg("rel_start", "floats", None, "Where the window starts, as a fraction of the extent.", per_sample=True),
+    Arg("rel_end", "floats", None, "Where the window ends, as a fraction of the extent.", per_sample=True),
+    Arg("rel_shape", "floats", None, "The window's size, as a fraction of the extent.", per_sample=True),
+    Arg("axes", "ints", None, "The sliced axes, in the order of the window's values (default: W and H of the "
+        "layout, else (1, 0)).", min=0),
+    Arg("axis_names", "str", None, "The sliced axes by layout name, e.g. 'WH' (before axes)."),
+    Arg("out_of_bounds_policy", "str", "error", "A window outside the sample: 'error', 'pad' (with fill_values) "
+        "or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
+    Arg("fill_values", "floats", (0.0,), "Padding: one value, or one per channel (the last axis).")),
+    "A window of each sample (DALI's slice: anchor and shape as inputs or arguments, normalized or in "
+    "elements, on chosen axes, with an out-of-bounds policy).")
+OPERATORS["element_extract"] = (_element_extract, (1, 1), (
+    Arg("element_map", "ints", REQUIRED, "Which elements of each sequence (its first axis) to output, one "
+        "output each.", min=0),), "Elements of sequences (the first axis), one output per index of element_map.")
+OPERATORS["cast_like"] = (_cast_like, (2, 2), (), "The first input cast to the element type of the second "
+                          "(rounding to nearest even and saturating, as cast).")
+
+DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_extract, "cast_like": _declare_cast_like}
+SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape")},
+                 "element_extract": {"num_outputs": lambda static: len(static["element_map"])}}
+
 REDUCTION_ARGS = (Arg("axes", "ints", None, "Axes to reduce (default: all).", min=0),
                   Arg("keep_dims", "bool", False, "Keep the reduced axes, with size 1."))
 for _kind in ("sum", "min", "max", "mean", "mean_square", "rms"):
@@ -186,6 +349,8 @@ class TensorDeclaration:
     function = None
 
     def declare_outputs(self, inputs):
+        if self.name in DECLARATIONS:
+            return DECLARATIONS[self.name](self, inputs)
         # reductions' types depend on the data's (module docstring): unknown until it arrives
         dtype = self.args["dtype"].numpy if "dtype" in self.args else \
             None if self.name.startswith("reductions.") else inputs[0].dtype
@@ -199,12 +364,14 @@ def _register(name: str, function, num_inputs, args, doc) -> None:
                                         "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
         doc=doc, args=args,
         num_inputs=num_inputs, input_names=tuple(f"input{i}" for i in range(num_inputs[1])),
-        checks=(_axis_in_range,)))
+        checks=(_axis_in_range,), **SCHEMA_EXTRAS.get(name, {})))
 
     class Cpu(TensorDeclaration, SampleOperator):
         def run(self, inputs, args, sample, out=None):
-            result = np.asarray(function(np, args, *(np.asarray(value) for value in inputs)))
-            return result if result.flags.c_contiguous else result.copy()  # 0-d results stay 0-d
+            result = function(np, args, *(np.asarray(value) for value in inputs))
+            if isinstance(result, tuple):
+                return tuple(_contiguous(np.asarray(value)) for value in result)
+            return _contiguous(np.asarray(result))
 
     class Gpu(TensorDeclaration, BatchOperator):
         def run_batch(self, inputs, args, batch):
@@ -212,8 +379,11 @@ def _register(name: str, function, num_inputs, args, doc) -> None:
 
             from penstock.operators.gpu_plan import tensors_of
             columns = [tensors_of(value) for value in inputs]
-            return [function(torch, sample_args, *samples).contiguous()
-                    for sample_args, samples in zip(args, zip(*columns))]
+            results = [function(torch, sample_args, *samples) for sample_args, samples in zip(args, zip(*columns))]
+            if self.schema.outputs_for(self.args) == 1:
+                return [result.contiguous() for result in results]
+            return tuple([sample[i].contiguous() for sample in results] for i in range(len(results[0]) if results
+                                                                                      else self.schema.outputs_for(self.args)))
 
     Cpu.__name__ = Cpu.__qualname__ = name.title().replace("_", "").replace(".", "")
     Gpu.__name__ = Gpu.__qualname__ = Cpu.__name__ + "Gpu"
@@ -221,5 +391,83 @@ def _register(name: str, function, num_inputs, args, doc) -> None:
     registry.register(name, "gpu", requires=devices.gpu_problem)(Gpu)
 
 
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    return array if array.flags.c_contiguous else array.copy()  # 0-d results stay 0-d
+
+
 for _name, (_function, _inputs, _args, _doc) in OPERATORS.items():
     _register(_name, _function, _inputs, _args, _doc)
+
+
+# ---- get_property: what is known of each sample besides its data -----------------------------
+def _property_bytes(key: str, source_info: str, layout: str) -> np.ndarray:
+    text = source_info if key == "source_info" else layout
+    return np.frombuffer(text.encode(), np.uint8).copy()
+
+
+registry.register_schema(OpSchema(
+    name="get_property", class_name="GetProperty", num_inputs=(1, 1),
+    doc="A property of each sample as a 1-D uint8 array of its text (as in DALI): 'source_info' (where the "
+        "sample came from: its file name) or 'layout'.",
+    args=(Arg("key", "str", REQUIRED, "The property.", choices=("source_info", "layout")),)))
+
+
+class PropertyDeclaration:
+    def declare_outputs(self, inputs):
+        self._layout = inputs[0].layout
+        return OutputSpec(np.dtype(np.uint8), 1, "")
+
+
+@registry.register("get_property", "cpu")
+class GetProperty(PropertyDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        return _property_bytes(args["key"], sample.source_info, self._layout)
+
+
+@registry.register("get_property", "gpu", requires=devices.gpu_problem)
+class GetPropertyGpu(PropertyDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        import torch
+        infos = batch.source_infos or [""] * len(args)
+        return [torch.as_tensor(_property_bytes(a["key"], info, self._layout)).to(batch.device)
+                for a, info in zip(args, infos)]
+
+
+# ---- constant: the same array in every sample ---------------------------------------------------
+registry.register_schema(OpSchema(
+    name="constant", class_name="Constant", num_inputs=(0, 0), input_names=(), is_source=True,
+    doc="The same array in every sample: ``value`` (any array-like), else ``fdata`` or ``idata`` (as in DALI), "
+        "shaped by ``shape`` (default: 1-D, or the value's own shape).",
+    args=(Arg("value", "any", None, "The data (a number, a list, a numpy array)."),
+          Arg("fdata", "floats", None, "Floating-point data."), Arg("idata", "ints", None, "Integer data."),
+          Arg("shape", "ints", None, "The shape of each sample.", min=0),
+          Arg("dtype", "dtype", None, "Element type (default: float32 for fdata, int32 for idata, else the value's)."),
+          LAYOUT_ARG)))
+
+
+@registry.register("constant", "cpu")
+class Constant(SourceOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        data = args["value"] if args["value"] is not None else args["fdata"] if args["fdata"] is not None \
+            else args["idata"]
+        if data is None:
+            raise ValueError("constant: give value, fdata or idata")
+        default = np.float32 if args["fdata"] is not None else np.int32 if args["idata"] is not None else None
+        dtype = args["dtype"].numpy if args["dtype"] is not None else default
+        array = np.array(data, dtype=dtype)
+        if args["shape"] is not None:
+            if int(np.prod(args["shape"])) != array.size:
+                raise ValueError(f"constant: {array.size} values do not fill shape {tuple(args['shape'])}")
+            array = array.reshape(tuple(args["shape"]))
+        array.setflags(write=False)  # one array shared by every sample
+        self.array = array
+
+    def declare_outputs(self, inputs):
+        return OutputSpec(self.array.dtype, self.array.ndim, self.args["layout"], self.array.shape)
+
+    def next_batch(self, iteration):
+        return SourceBatch([self.array] * self.context.batch_size)
+
+    def load(self, item, sample):
+        return (item,)

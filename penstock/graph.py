@@ -397,8 +397,8 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
         raise TypeError(f"{schema.name}: expected {expected} input(s), got {len(inputs)}")
     for position, node in enumerate(inputs):
         if not isinstance(node, DataNode):
-            raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output) or a number or array (a constant), "
-                            f"got {type(node).__name__}")
+            raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), or a "
+                            f"number or array (a constant); got {type(node).__name__}")
     device = static["device"]
     if graph.falls_back(schema.name, device):
         device = "cpu"

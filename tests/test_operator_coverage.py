@@ -229,11 +229,13 @@ CASES: dict[str, Case] = {
         rtol=1e-6)
        for kind, reference in (("std_dev", np.std), ("variance", np.var))},
     # the functions against numpy's results for the same samples
+    # (python_function gets CuPy arrays on the GPU: numpy's functions dispatch to CuPy's)
     "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
-        node, function=lambda x: np.sqrt(np.abs(x)) * 2), lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples],
-        rtol=1e-6),
+        _on(node, device), function=lambda x: np.sqrt(np.abs(x)) * 2, device=device),
+        lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples], rtol=1e-6),
     "torch_python_function": Case(lambda: FEED, lambda node, device: fn.torch_python_function(
-        node, function=lambda x: x.flip(0) + 1), lambda samples, _: [s[::-1] + 1 for s in samples]),
+        _on(node, device), function=lambda batch: [x.flip(0) + 1 for x in batch], device=device),
+        lambda samples, _: [s[::-1] + 1 for s in samples]),
 }
 
 

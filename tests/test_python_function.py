@@ -58,11 +58,53 @@ def test_the_function_runs_on_several_workers_at_once():
 
 
 def test_torch_tensors_in_and_out():
-    pipe = _pipeline(lambda x: torch.nn.functional.pad(x, (1, 1)) * 3, torch_kind=True)
+    pipe = _pipeline(lambda x: torch.nn.functional.pad(x, (1, 1)) * 3, torch_kind=True, batch_processing=False)
     (out,) = pipe.run()
     expected = np.stack([np.pad(sample, ((0, 0), (1, 1))) * 3 for sample in FEED])
     np.testing.assert_array_equal(out.as_array(), expected)
     pipe.close()
+
+
+@pytest.mark.parametrize("torch_kind", [False, True])
+def test_batch_processing_gives_the_function_the_whole_batch(torch_kind):
+    def mix(samples, rng):  # a list of the batch's samples: each mixed with the next one
+        assert len(samples) == 6
+        weight = rng.uniform()
+        return [a * weight + b * (1 - weight) for a, b in zip(samples, samples[1:] + samples[:1])]
+    kwargs = {} if torch_kind else {"batch_processing": True}  # torch_python_function's default, as in DALI
+    pipe = _pipeline(mix, torch_kind=torch_kind, **kwargs)
+    (out,) = pipe.run()
+    values = out.as_array()[:, 0, 0]
+    weight = values[0]  # 0 * w + 1 * (1 - w) = 1 - w
+    np.testing.assert_allclose(values, [i * (1 - weight) + ((i + 1) % 6) * weight for i in range(6)], rtol=1e-5)
+    pipe.close()
+
+
+@pytest.mark.parametrize("batch_processing", [False, True])
+def test_torch_functions_on_the_gpu_equal_the_cpu(batch_processing):
+    from conftest import gpu_or_emulated
+
+    def scaled(x):
+        return [sample * 2 + 1 for sample in x] if batch_processing else x * 2 + 1
+    results = []
+    for device in ("cpu", "gpu"):
+        @pipeline_def(batch_size=6, num_threads=1, device_id=0 if device == "gpu" else None, seed=3)
+        def pipe():
+            data = fn.external_source(source=lambda: FEED, batch=True)
+            data = data.gpu() if device == "gpu" else data
+            return fn.torch_python_function(data, function=scaled, batch_processing=batch_processing)
+        with gpu_or_emulated() if device == "gpu" else _nothing():
+            pipeline = pipe()
+            (out,) = pipeline.run()
+            results.append(np.stack([np.asarray(s) for s in (out.as_cpu() if device == "gpu" else out)]))
+            pipeline.close()
+    np.testing.assert_array_equal(results[0], np.stack(FEED) * 2 + 1)
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
 
 
 @pytest.mark.parametrize("processes", [False, True])
@@ -88,8 +130,6 @@ def test_an_error_in_the_function_names_the_operator_the_file_and_the_users_line
 def test_wrong_arguments_fail_at_the_call():
     with pytest.raises(ValueError, match="python_function: argument 'function' must be a callable"):
         _pipeline(42)
-    with pytest.raises(ValueError, match="batch_processing=True is not supported"):
-        _pipeline(lambda x: x, batch_processing=True)
     pipe = _pipeline(lambda x: (x, x), num_outputs=3)
     with pytest.raises(penstock.PipelineError, match="not 3 outputs"):
         pipe.run()

@@ -338,6 +338,8 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     schema.check_call(static, per_sample)
     inputs = tuple(value if isinstance(value, DataNode) else _constant_node(schema, position, value, static["device"])
                    for position, value in enumerate(inputs))
+    if schema.moves_cpu_inputs and static["device"] == "gpu":
+        inputs = tuple(node.gpu() if isinstance(node, DataNode) and node.device == "cpu" else node for node in inputs)
     outputs = add_validated(schema, inputs, static, per_sample)
     first = outputs[0] if isinstance(outputs, tuple) else outputs
     if first.op_node.schema is schema and first.op_node.placement == "given":

@@ -231,6 +231,9 @@ class OpSchema:
     # per-sample arguments that may also be given as positional inputs after the data inputs
     # (DALI's fn.slice(data, anchor, shape)), in that order
     argument_inputs: tuple[str, ...] = ()
+    # when it runs on the GPU, CPU data inputs are moved there first (arithmetic mixing a GPU batch
+    # with a CPU one); other operators refuse CPU inputs on the GPU
+    moves_cpu_inputs: bool = False
     all_args: dict[str, Arg] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -41,7 +41,7 @@ registry.register_schema(OpSchema(
     args=(Arg("op", "str", "add", "The operation."),
           Arg("constant", "any", None, "A constant operand (a number or types.Constant), or None."),
           Arg("constant_first", "bool", False, "Whether the constant is the left operand.")),
-    num_inputs=(1, 2), input_names=("left", "right"), checks=(_check,)))
+    num_inputs=(1, 2), input_names=("left", "right"), checks=(_check,), moves_cpu_inputs=True))
 
 
 def constant_array(value) -> np.ndarray:

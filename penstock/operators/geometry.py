@@ -457,7 +457,7 @@ class RotateGpu(RotateDeclaration, BatchOperator):
                                              align_corners=False)
             coverage = sampled[:, -1:]
             values = sampled[:, :-1] + (1 - coverage) * fill  # outside the input: the fill value
-            return numeric.saturate_tensor(values.permute(0, 2, 3, 1), dtype)
+            return numeric.saturate_tensor(values.permute(0, 2, 3, 1), dtype).contiguous()  # HWC, as every sample
 
         if len(set(sizes)) == 1:
             return list(rotate(torch.stack(samples), thetas, sizes[0]))

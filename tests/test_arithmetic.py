@@ -143,3 +143,65 @@ def test_math_functions_as_numpy_on_both_devices(name):
         np.testing.assert_allclose(cpu_sample, expected, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(gpu_sample, expected, rtol=1e-5, atol=1e-5)  # torch's float32 functions
     assert fn.math.sqrt is math.sqrt
+
+
+def _chain_on_both(build, feeds):
+    """Outputs of ``build(*nodes)`` on the CPU and on the GPU (or its emulation), and how many
+    element-wise kernel launches the GPU batch took."""
+    from penstock.kernels import triton_elementwise
+    launches = []
+    original = triton_elementwise.run_elementwise
+
+    def counted(*args, **kwargs):
+        launches.append(1)
+        return original(*args, **kwargs)
+    results = []
+    for device in ("cpu", "gpu"):
+        @pipeline_def(batch_size=len(feeds[0]), num_threads=1, device_id=0 if device == "gpu" else None, seed=2)
+        def pipe():
+            nodes = [fn.external_source(source=[feed], batch=True) for feed in feeds]  # one batch, then the end
+            return build(*[node.gpu() if device == "gpu" else node for node in nodes])
+        with gpu_or_emulated() if device == "gpu" else _nothing():
+            triton_elementwise.run_elementwise = counted
+            try:
+                pipeline = pipe()
+                outputs = pipeline.run()
+                pipeline.close()
+            finally:
+                triton_elementwise.run_elementwise = original
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        results.append([[np.asarray(s) for s in (b.as_cpu() if device == "gpu" else b)] for b in outputs])
+    return results[0], results[1], len(launches)
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+RAGGED_INTS = [np.array([[-7, 5, 0], [3, -2, 9]], np.int32), np.array([-9, 8, 1, -1], np.int32)]
+RAGGED_FLOATS = [np.array([[0.5, -1.25, 3.0], [2.0, 7.5, -0.75]], np.float32), np.array([1.5, -2.0, 0.25, 9.0],
+                                                                                          np.float32)]
+
+
+@pytest.mark.parametrize("name, build", [
+    ("affine then compare", lambda x, y: ((x * 0.5 + 1) / 2 - y) > 0.1),
+    ("integer floor division and modulo", lambda x, y: (x // 3) * 10 + x % 4 - (-x) // 2),
+    ("mixed types", lambda x, y: fn.math.clamp(x * y + 1, -3, 3.5)),
+    ("functions", lambda x, y: fn.math.sqrt(fn.math.abs(y)) + fn.math.exp(y * 0.1) - fn.math.floor(y) * 2),
+    ("per-sample scalars", lambda x, y: (y - fn.reductions.mean(y)) * fn.reductions.max(x)),
+    ("bools", lambda x, y: ((x > 0) & (y < 1)) | (x == 5)),
+])
+def test_an_element_wise_chain_is_one_launch_with_the_cpus_results(name, build):
+    cpu, gpu, launches = _chain_on_both(build, [RAGGED_INTS, RAGGED_FLOATS])
+    assert launches == 1, name
+    for cpu_sample, gpu_sample in zip(cpu[0], gpu[0]):
+        assert cpu_sample.dtype == gpu_sample.dtype and cpu_sample.shape == gpu_sample.shape
+        np.testing.assert_allclose(gpu_sample, cpu_sample, rtol=1e-6, atol=1e-6)
+
+
+def test_what_the_kernel_does_not_compute_runs_beside_it():
+    cpu, gpu, launches = _chain_on_both(lambda x, y: fn.math.tan(y * 0.5) + 1 - y, [RAGGED_INTS, RAGGED_FLOATS])
+    assert launches == 2  # y * 0.5, then (tan) + 1 - y
+    for cpu_sample, gpu_sample in zip(cpu[0], gpu[0]):
+        np.testing.assert_allclose(gpu_sample, cpu_sample, rtol=1e-6, atol=1e-6)

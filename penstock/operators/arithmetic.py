@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, registry
+from penstock.batch import DeferredBatch
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.schema import Arg, ArgError, OpSchema
 
@@ -178,15 +179,127 @@ class Arithmetic(ArithmeticDeclaration, SampleOperator):
             raise ValueError(f"'{args['op']}' of samples of shapes {shapes}, which do not broadcast") from None
 
 
+class ElementwiseBatch(DeferredBatch):
+    """A chain of element-wise operations planned for a GPU batch: the next arithmetic step extends
+    it, anything else materializes it, which runs the whole chain as one Triton kernel launch
+    (kernels.triton_elementwise)."""
+
+    def __init__(self, expression, leaves: list[list], shapes: list[tuple], dtype: np.dtype, device):
+        self.expression, self.leaves, self.shapes, self.dtype, self.device = expression, leaves, shapes, dtype, device
+        self._result = None
+        self._samples = None
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    # read as a sequence of per-sample tensors by operators that take lists (running the chain)
+    def __getitem__(self, index):
+        return self.materialize()[0][index]
+
+    def __iter__(self):
+        return iter(self.materialize()[0])
+
+    def materialize(self, per_sample: bool = True):
+        from penstock.kernels.triton_elementwise import run_elementwise
+        if self._result is None:
+            self._result = run_elementwise(self.expression, self.leaves, self.shapes, self.dtype, self.device)
+            self.leaves = None  # the inputs are not needed any more
+        packed = self._result
+        dense = None
+        if self.shapes and len(set(self.shapes)) == 1:
+            dense = packed.buffer[:len(self.shapes) * int(np.prod(self.shapes[0]))].view(len(self.shapes),
+                                                                                       *self.shapes[0])
+        if (per_sample or dense is None) and self._samples is None:
+            self._samples = list(packed)
+        return (self._samples if per_sample or dense is None else None), dense
+
+
+def _broadcast(first: tuple, second: tuple) -> tuple | None:
+    """The shape of an element-wise result the kernel computes: equal shapes, or one element
+    broadcast over the other (not adding dimensions); None for any other broadcast."""
+    if first == second:
+        return first
+    if int(np.prod(first)) == 1 and len(first) <= len(second):
+        return second
+    if int(np.prod(second)) == 1 and len(second) <= len(first):
+        return first
+    return None
+
+
+def _fused(op: str, operands: list, device):
+    """The step as an extension of the batch's element-wise chain, or None when the kernel does not
+    compute it (another operation, a broadcast other than a scalar one): ``operands`` are
+    ElementwiseBatch, lists of tensors, or a constant's numpy array."""
+    from penstock.kernels.triton_elementwise import FUSED
+    from penstock.types import to_numpy_dtype
+    if op not in FUSED:
+        return None
+    leaves, parts, count = [], [], None
+    for operand in operands:
+        if isinstance(operand, np.ndarray):
+            if operand.size != 1:
+                return None
+            parts.append((("const", operand.reshape(()).item(), operand.dtype.name), operand.dtype, None))
+            continue
+        if isinstance(operand, ElementwiseBatch):
+            offset = len(leaves)
+            leaves.extend(operand.leaves)
+            parts.append((_shift(operand.expression, offset), operand.dtype, operand.shapes))
+        else:
+            leaves.append(operand)
+            parts.append((("leaf", len(leaves) - 1), np.dtype(to_numpy_dtype(operand[0].dtype)) if operand else
+                          np.dtype(np.float32), [tuple(sample.shape) for sample in operand]))
+        count = len(parts[-1][2])
+    dtypes = [dtype for _, dtype, _ in parts]
+    if op in BITWISE and any(dtype.kind == "f" for dtype in dtypes):
+        return None  # refused with the operator's own message
+    shapes = None
+    for _, _, operand_shapes in parts:
+        if operand_shapes is None:
+            continue
+        if shapes is None:
+            shapes = operand_shapes
+            continue
+        shapes = [_broadcast(a, b) for a, b in zip(shapes, operand_shapes)]
+        if any(shape is None for shape in shapes):
+            return None
+    if shapes is None or count is None:
+        return None
+    dtype = result_type(op, dtypes)
+    return ElementwiseBatch((op, dtype.name, *[expression for expression, _, _ in parts]), leaves, shapes, dtype,
+                            device)
+
+
+def _shift(expression, offset: int):
+    """The expression with its operands renumbered from ``offset``."""
+    if expression[0] == "leaf":
+        return ("leaf", expression[1] + offset)
+    if expression[0] == "const":
+        return expression
+    return (*expression[:2], *[_shift(child, offset) for child in expression[2:]])
+
+
 @registry.register("_arithmetic", "gpu", requires=devices.gpu_problem)
 class ArithmeticGpu(ArithmeticDeclaration, BatchOperator):
+    def build_notes(self):
+        from penstock.kernels.triton_elementwise import FUSED
+        if self.args["op"] in FUSED:
+            return ["element-wise: joins the element-wise steps next to it in one Triton kernel launch per batch "
+                    "(operands of the sample's shape, per-sample scalars and scalar constants)"]
+        return ["element-wise: its own step (a function the fused kernel does not compute)"]
+
     def run_batch(self, inputs, args, batch):
         import torch
 
         from penstock.operators.gpu_plan import tensors_of
         from penstock.types import to_torch_dtype
-        columns = [tensors_of(value) for value in inputs]
         op = args[0]["op"] if args else self.args["op"]
+        operands = [value if isinstance(value, ElementwiseBatch) else tensors_of(value) for value in inputs]
+        constant = constant_array(self.args["constant"]) if self.args["constant"] is not None else None
+        fused = _fused(op, self.operands(tuple(operands), constant), batch.device)
+        if fused is not None:
+            return fused
+        columns = [tensors_of(value) for value in operands]
         constant = None
         if self.args["constant"] is not None:
             constant = torch.as_tensor(constant_array(self.args["constant"]), device=batch.device)

@@ -68,6 +68,7 @@ class BuildContext:
     device_id: int | None
     seed: int  # this operator's seed, already derived from the pipeline's
     pipeline: Any = None
+    node: str = ""  # the operator's node and the nodes of its inputs, in words (for error messages)
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,7 @@ class Pipeline:
             # a weak reference: the executor's threads hold the implementations, and must not keep the
             # pipeline alive (its __del__ is what stops them when the user forgets close())
             context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
-                                   weakref.proxy(self))
+                                   weakref.proxy(self), _node_in_words(node))
             impl = cls(node.static_args, context)
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):
@@ -439,6 +439,11 @@ class Pipeline:
 
 
 PIPELINE_ARGS = tuple(name for name in inspect.signature(Pipeline.__init__).parameters if name != "self")
+
+
+def _node_in_words(node) -> str:
+    inputs = ", ".join(dep.name for dep in node.inputs)
+    return f"{node.name} (of {inputs})" if inputs else node.name
 
 
 def _spec_text(spec: OutputSpec) -> str:

@@ -92,7 +92,8 @@ def test_the_gpu_gives_the_cpus_results():
 def test_shapes_that_do_not_broadcast_are_named():
     import penstock
     with pytest.raises(penstock.PipelineError, match=r"_arithmetic failed.*'add' of samples of shapes \(2, 3\) "
-                                                      r"and \(4,\), which do not broadcast"):
+                                                      r"and \(4,\), which do not broadcast, in _arithmetic#2 \(of "
+                                                      r"external_source#0\[0\], external_source#1\[0\]\)"):
         _run(lambda a, b: a + b, right=[np.zeros(4, np.int8)] * 2)
 
 

@@ -176,7 +176,8 @@ class Arithmetic(ArithmeticDeclaration, SampleOperator):
             if "broadcast" not in str(error):
                 raise
             shapes = " and ".join(str(value.shape) for value in operands)
-            raise ValueError(f"'{args['op']}' of samples of shapes {shapes}, which do not broadcast") from None
+            raise ValueError(f"'{args['op']}' of samples of shapes {shapes}, which do not broadcast, in "
+                             f"{self.context.node}") from None
 
 
 class ElementwiseBatch(DeferredBatch):
@@ -315,5 +316,6 @@ class ArithmeticGpu(ArithmeticDeclaration, BatchOperator):
                 if "must match" not in str(error) and "broadcast" not in str(error):
                     raise
                 shapes = " and ".join(str(tuple(value.shape)) for value in operands)
-                raise ValueError(f"'{op}' of samples of shapes {shapes}, which do not broadcast") from None
+                raise ValueError(f"'{op}' of samples of shapes {shapes}, which do not broadcast, in "
+                                 f"{self.context.node}") from None
         return results

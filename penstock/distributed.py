@@ -59,6 +59,18 @@ def shard(shard_id: int | None, num_shards: int | None, name: str) -> tuple[int,
     return job.rank, job.world_size
 
 
+def default_threads() -> int:
+    """A pipeline's CPU threads when it is given none: this machine's cores, divided among the
+    processes of a distributed job that run on it (torchrun's LOCAL_WORLD_SIZE), so that one
+    pipeline per GPU does not start as many workers as there are cores in every process."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    local = _int_env("LOCAL_WORLD_SIZE") if auto_shard_enabled() else None
+    return max(1, cores // max(1, local or 1))
+
+
 def device_id() -> int | None:
     """The GPU of this process in a distributed job (its local rank), or None."""
     job = place()

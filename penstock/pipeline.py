@@ -4,14 +4,13 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-import os
 import threading
 import weakref
 from typing import Any, Callable
 
 import numpy as np
 
-from penstock import checkpoints, devices, optimize, registry
+from penstock import checkpoints, devices, distributed, optimize, registry
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
@@ -28,7 +27,9 @@ class Pipeline:
         batch_size: samples per batch.
         num_threads: CPU threads: up to 8 Python worker threads for per-sample work (more contend for
             the interpreter lock; see executor.MAX_PYTHON_WORKERS), and the size of native pools
-            (nvImageCodec's CPU threads for GPU decoding).
+            (nvImageCodec's CPU threads for GPU decoding). None (the default): the machine's cores,
+            divided among the processes of a distributed job on it (one pipeline per GPU under
+            torchrun gets its share, penstock.distributed).
         device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
         seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
             Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.
@@ -79,7 +80,7 @@ class Pipeline:
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
         self._batch_size = int(batch_size)
-        self._num_threads = os.cpu_count() or 1 if num_threads is None else int(num_threads)
+        self._num_threads = distributed.default_threads() if num_threads is None else int(num_threads)
         self._device_id = None if device_id is None else int(device_id)
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)

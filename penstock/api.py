@@ -23,6 +23,25 @@ def signature_of(schema: OpSchema, with_inputs: bool = True, with_self: bool = F
     return inspect.Signature(parameters)
 
 
+def operator_functions(module_name: str, call) -> dict:
+    """One function per public operator schema, ``call(schema, inputs, kwargs)`` behind each, with
+    the schema's name, signature and docs (``fn`` and ``eager``)."""
+    from penstock import registry
+
+    def function_of(schema):
+        def operator_function(*inputs, **kwargs):
+            return call(schema, inputs, kwargs)
+
+        short_name = schema.name.rsplit(".", 1)[-1]
+        operator_function.__name__ = operator_function.__qualname__ = short_name
+        operator_function.__doc__ = schema.docstring(registry.devices(schema.name))
+        operator_function.__signature__ = signature_of(schema)
+        operator_function.__module__ = module_name
+        return operator_function
+    return {schema.name: function_of(schema) for schema in registry.schemas().values()
+            if not schema.name.startswith("_")}
+
+
 def make_namespaces(root: pytypes.ModuleType, members: dict) -> None:
     """Puts ``{"readers.file": f}`` at ``root.readers.file``, making importable sub-modules."""
     for dotted, member in members.items():

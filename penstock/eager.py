@@ -30,7 +30,7 @@ import numpy as np
 
 from penstock import operators  # noqa: F401  (registers every operator)
 from penstock import devices, registry
-from penstock.api import make_namespaces, signature_of
+from penstock.api import make_namespaces, operator_functions
 from penstock.batch import Batch, DeferredBatch
 from penstock.contract import (BatchContext, BatchOperator, BuildContext, OutputSpec, Reader, SampleContext,
                                SourceOperator, WholeBatchOperator, random_stream)
@@ -224,18 +224,4 @@ def _epoch(impl: Reader, schema, static):
             return
 
 
-def _make_function(schema):
-    def operator_function(*inputs, **kwargs):
-        return _call(schema, inputs, kwargs)
-
-    short_name = schema.name.rsplit(".", 1)[-1]
-    operator_function.__name__ = operator_function.__qualname__ = short_name
-    operator_function.__doc__ = schema.docstring(registry.devices(schema.name))
-    operator_function.__signature__ = signature_of(schema)
-    operator_function.__module__ = __name__
-    return operator_function
-
-
-make_namespaces(sys.modules[__name__], {schema.name: _make_function(schema)
-                                        for schema in registry.schemas().values()
-                                        if not schema.name.startswith("_")})
+make_namespaces(sys.modules[__name__], operator_functions(__name__, _call))

@@ -18,8 +18,9 @@ def test_the_worked_example_adds_an_operator_on_both_devices(scratch_registry):
     exec(compile(operator_code, str(DOC), "exec"), {})
     assert registry.devices("invert") == ["cpu", "gpu"]
     from penstock import fn  # fn's functions are made when penstock is imported: make invert's here
-    from penstock.fn import _make_function
-    fn.invert = _make_function(registry.get_schema("invert"))
+    from penstock.api import operator_functions
+    from penstock.graph import invoke
+    fn.invert = operator_functions("penstock.fn", invoke)["invert"]
     try:
         case = eval(case_code.strip().split(": ", 1)[1].rstrip(","), {"Case": Case, "image_op": image_op,
                                                                       "ragged_images": ragged_images})

@@ -197,6 +197,10 @@ class Operator:
         """Which engines did its work so far, in words (decoders say CPU or GPU)."""
         return []
 
+    # runs the user's own code (python_function): it runs in this process, where the user's
+    # state lives, so worker processes are not chosen for a pipeline by default when it does
+    runs_user_code = False
+
     # "split" and "merge": the operators of conditionals, which route samples between branches
     # (operators.conditional); the executor routes a batch operator's samples itself, asking it
     # for the predicates and the samples (below)

@@ -13,7 +13,7 @@ from typing import Callable
 
 from penstock.batch import Batch
 from penstock.contract import SourceOperator, random_stream
-from penstock.executor.buffers import BufferPool
+from penstock.executor.buffers import BufferPool, SharedArena
 from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage, Lanes
 from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, WorkerCalls, finish_samples
 from penstock.executor.plan import ExecutionPlan, Step
@@ -78,7 +78,11 @@ class Executor:
         # the CPU workers would wait while the GPU stage holds two batches
         depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT if plan.gpu_steps else 0)
         self._times = StageTimes()
-        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3) for _ in plan.kept], self._times)
+        uses_processes = plan.uses_processes(worker_processes)
+        # worker processes write their samples straight into batch buffers shared with them
+        arena = SharedArena() if uses_processes and plan.dense_outputs else None
+        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3, arena=arena if slot in plan.dense_slots else None)
+                                           for slot in range(len(plan.kept))], self._times)
         self._slots = threading.Semaphore(depth)  # batches the producer may start before the consumer takes one
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()  # (job, sample index); None: stop
         self._in_flight: queue.Queue = queue.Queue()  # batches in iteration order, from the producer
@@ -88,8 +92,8 @@ class Executor:
         self._next_iteration = start_iteration
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
-        processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping) \
-            if plan.uses_processes(worker_processes) else None
+        processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping, arena) \
+            if uses_processes else None
         # CPU work the GPU stage hands back (images the GPU decoders refused): the worker threads,
         # or the thread that feeds the worker processes, take it before their next samples
         self._worker_calls = calls = processes.calls if processes is not None else \

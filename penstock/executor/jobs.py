@@ -3,7 +3,9 @@ sample, and the seconds every thread spends in each operator and stage."""
 from __future__ import annotations
 
 import collections
+import pickle
 import threading
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -21,8 +23,29 @@ class PipelineError(RuntimeError):
         super().__init__(message)
         self.operator, self.source, self.reason = operator, source, reason
 
-    def __reduce__(self):  # from a worker process: the message and fields, not the chained causes
-        return PipelineError, (str(self), self.operator, self.source, self.reason)
+    def __reduce__(self):
+        """From a worker process: the message, the fields and the original exception as the cause
+        when it pickles (with the worker's traceback as a note on it; tracebacks do not pickle)."""
+        return _rebuilt_error, (str(self), self.operator, self.source, self.reason, _portable_cause(self.__cause__))
+
+
+def _portable_cause(cause: BaseException | None) -> BaseException | None:
+    if cause is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(cause))
+    except Exception:
+        return None
+    if cause.__traceback__ is not None:  # once: the traceback is dropped once it is a note
+        cause.add_note("raised in a penstock worker process:\n" + "".join(traceback.format_tb(cause.__traceback__)))
+        cause.with_traceback(None)
+    return cause
+
+
+def _rebuilt_error(message: str, operator: str, source: str, reason: str, cause: BaseException | None):
+    error = PipelineError(message, operator, source, reason)
+    error.__cause__ = cause
+    return error
 
 
 class Skipped(NamedTuple):

@@ -75,11 +75,14 @@ class ExecutionPlan:
             has_branches=any(step.impl.routes_samples for step in steps))
 
     def uses_processes(self, requested: bool | None) -> bool:
-        """Whether worker processes run the CPU stage: when ``requested`` (None: when a batch operator
-        takes per-sample preparation, so that the GPU stage has this interpreter to itself) and they
-        can be used."""
+        """Whether worker processes run the CPU stage: when ``requested`` and they can be used. None
+        chooses them when there is per-sample CPU work: their Python runs in parallel, where
+        threads take turns for one interpreter lock (and the GPU stage, or the training loop, has
+        this process's interpreter to itself), unless an operator runs the user's own code, which
+        stays with the user's state in this process."""
         if requested is None:
-            requested = bool(self.prepared_on_cpu)
+            requested = bool(self.prepared_on_cpu or self.cpu_steps) and \
+                not any(step.impl.runs_user_code for step in self.steps)
         return bool(requested) and self.can_use_processes
 
 

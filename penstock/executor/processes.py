@@ -5,20 +5,23 @@ processes and stores what they send back; each process runs the sample runner.
 The messages, pickled through each process's pipe:
 
 request (dispatcher -> process), made by ``_requests``: a list with one block per batch that the
-    request's samples belong to, each block a tuple (indices, infos, items, param_keys, params):
+    request's samples belong to, each block a tuple (indices, infos, items, param_keys, params, shared):
     indices     the samples' indices in their batch;
     infos       their source infos (file names, for error messages), or None when the batch has none;
     items       per source, in plan order, its items of those samples, as a ``_column``;
     param_keys  the key of every step (other than the sources), in plan order (the job's params);
     params      per step, its draws of those samples: None when it draws nothing, the batch's array
-                (or UniformBlocks) taken at ``indices``, else the list of the samples' draws.
+                (or UniformBlocks) taken at ``indices``, else the list of the samples' draws;
+    shared      kept slot -> location in the SharedArena of the batch's buffer for that value, for
+                the values per-sample operators may write straight into their sample's row.
     None instead of a request stops the process.
 reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns):
     errors      per sample of the request, in order: None, or a PipelineError (its message and fields)
                 of its failure (which names the operator and the sample's source when an operator
                 failed);
     columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
-                not fail, in order, as a ``_column``. In per-sample preparations (the GPU stage's
+                not fail, in order, as a ``_column``: WrittenInPlace for a value the process wrote
+                into its row of a shared buffer. In per-sample preparations (the GPU stage's
                 inputs), arrays large enough are written into the process's shared ring when it has
                 room, and travel as RingRefs (see shared_ring).
 """
@@ -36,6 +39,7 @@ import warnings
 import numpy as np
 
 from penstock.draws import UniformBlocks
+from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
 from penstock.executor.shared_ring import SharedRing
@@ -48,9 +52,14 @@ class WorkerProcesses:
     """``count`` forked worker processes, and the loop of the one thread that feeds them: every
     further Python thread here would compete with the GPU stage for the interpreter lock."""
 
-    def __init__(self, runner: SampleRunner, count: int, tasks: queue.SimpleQueue, stopping: threading.Event):
+    def __init__(self, runner: SampleRunner, count: int, tasks: queue.SimpleQueue, stopping: threading.Event,
+                 arena: SharedArena | None = None):
         self.count = count
         self._runner = runner
+        self._arena = arena  # the batch buffers the processes write samples into (None: all through the pipes)
+        # kept slot -> (row shape, dtype) of the last batch's buffer, for the values per-sample
+        # operators write: the next batch's buffer is made before its samples are sent
+        self._row_shapes: dict[int, tuple] = {}
         self._tasks = tasks  # (job, sample index), or None: shut down
         self._stopping = stopping
         self._links: list[ProcessLink] = []
@@ -62,7 +71,7 @@ class WorkerProcesses:
         made (no memory for its shared ring, no more processes), those already made are stopped."""
         try:
             for _ in range(self.count):
-                self._links.append(ProcessLink(self._runner))
+                self._links.append(ProcessLink(self._runner, self._arena))
         except OSError as error:
             self.close()
             raise OSError(error.errno, f"penstock could not start its worker processes ({error.strerror or error}); "
@@ -122,7 +131,7 @@ class WorkerProcesses:
                 link = idle.pop()
                 busy[link.connection] = (link, tasks)
                 try:
-                    link.send(_requests(tasks, source_keys))
+                    link.send(_requests(tasks, source_keys, self._shared_buffers))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
                     del busy[link.connection]
                     finish_samples(tasks, _lost_samples_error(error, tasks))
@@ -150,9 +159,41 @@ class WorkerProcesses:
                             if end > job.ring_ends.get(link, 0):
                                 job.ring_ends[link] = end
                         if job.error is None:
-                            job.values[slot][index] = store(job, slot, index, value)
+                            job.values[slot][index] = job.buffers[slot][index] if value is WrittenInPlace \
+                                else store(job, slot, index, value)
+                self._note_row_shapes(tasks)
                 finish_samples(tasks)
                 idle.append(link)
+
+    def _shared_buffers(self, job: Job) -> dict:
+        """Kept slot -> SharedArena location of the job's buffer, for the values the processes may
+        write in place; the buffer is made here when the last batch's rows tell its shape."""
+        shared = {}
+        if self._arena is None:
+            return shared
+        for slot in self._runner.plan.dense_outputs.values():
+            if job.ragged[slot]:
+                continue
+            buffer = job.buffers[slot]
+            if buffer is None:
+                if slot not in self._row_shapes:
+                    continue  # the first sample back through the pipe makes it
+                buffer = self._runner.batch_buffer(job, slot, *self._row_shapes[slot])
+            location = self._arena.location(buffer)
+            if location is not None:
+                shared[slot] = location
+        return shared
+
+    def _note_row_shapes(self, tasks: list) -> None:
+        if self._arena is None:
+            return
+        for job in {id(job): job for job, _ in tasks}.values():
+            for slot in self._runner.plan.dense_outputs.values():
+                buffer = job.buffers[slot]
+                if job.ragged[slot]:
+                    self._row_shapes.pop(slot, None)
+                elif buffer is not None:
+                    self._row_shapes[slot] = (buffer.shape[1:], buffer.dtype)
 
     def _waiting_tasks(self, count: int) -> list:
         """Up to ``count`` queued tasks, without waiting; a None (shut down) ends the list."""
@@ -177,11 +218,11 @@ class ProcessLink:
     and sends back replies (see this module's docstring). The process gets the sample runner (and
     through it the plan), and a shared ring when the plan has per-sample preparations."""
 
-    def __init__(self, runner: SampleRunner):
+    def __init__(self, runner: SampleRunner, arena: SharedArena | None = None):
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
         self.ring = SharedRing() if runner.plan.prepared_slots else None
-        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring), daemon=True,
+        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
                                         name="penstock-worker-process")
         with warnings.catch_warnings():
             # Python 3.12 warns about forking a process that has threads; the child only runs
@@ -253,7 +294,31 @@ def _exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) -> None:
+class WrittenInPlace:
+    """In a reply: the value was written into the sample's row of the batch's shared buffer."""
+
+
+class _SharedRows:
+    """What the sample runner takes of a job (Job) in a worker process: the batch buffers shared
+    with it, in which it writes its samples' rows; values without one go back through the pipe."""
+
+    __slots__ = ("buffers", "ragged", "lock", "size")
+
+    def __init__(self, kept_count: int, buffers: dict):
+        self.buffers = [buffers.get(slot) for slot in range(kept_count)]
+        self.ragged = [buffer is None for buffer in self.buffers]  # never made here: the pipeline's process makes them
+        self.lock = None
+        self.size = None
+
+    def written(self, slot: int, index: int, value) -> bool:
+        """Whether ``value`` is the sample's row of the shared buffer of ``slot``."""
+        buffer = self.buffers[slot]
+        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or value.shape != buffer.shape[1:]:
+            return False
+        return value.__array_interface__["data"][0] == buffer.__array_interface__["data"][0] + index * buffer.strides[0]
+
+
+def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None) -> None:
     """The worker process: answers each request with its reply until it gets None or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     plan = runner.plan
@@ -266,11 +331,17 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None) ->
         if message is None:
             return
         errors, computed = [], []
-        for items, params, index, source_info in _unpacked(plan.source_keys, message):
+        for items, params, index, source_info, shared in _unpacked(plan.source_keys, message):
+            rows = _SharedRows(kept_count, {slot: arena.view(location) for slot, location in shared.items()}) \
+                if shared else None
             try:
-                kept = runner.compute(items, params, index, source_info)
+                kept = runner.compute(items, params, index, source_info, rows)
                 for slot in plan.prepared_slots:
                     kept[slot] = ring.put(kept[slot])
+                if rows is not None:
+                    for slot in shared:
+                        if rows.written(slot, index, kept[slot]):
+                            kept[slot] = WrittenInPlace
                 computed.append(kept)
                 errors.append(None)
             except Exception as error:
@@ -291,8 +362,9 @@ def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:
     return PipelineError(f"{error}{where}", "worker process", sources[0] if sources else "", str(error))
 
 
-def _requests(tasks: list, source_keys: tuple) -> list:
-    """The request for the samples of ``tasks`` ((job, index) pairs). A block carries a draws array
+def _requests(tasks: list, source_keys: tuple, shared_buffers) -> list:
+    """The request for the samples of ``tasks`` ((job, index) pairs); ``shared_buffers(job)`` gives
+    a block's ``shared``. A block carries a draws array
     once, sliced for its samples, rather than one small array per sample: pickling is what the
     dispatcher thread spends most on."""
     blocks, by_job = [], {}
@@ -307,18 +379,18 @@ def _requests(tasks: list, source_keys: tuple) -> list:
         items = [_column([job.source_items[key][index] for index in indices]) for key in source_keys]
         params = [None if draws is None else draws[indices] if isinstance(draws, (np.ndarray, UniformBlocks))
                   else [draws[index] for index in indices] for draws in job.params.values()]
-        message.append((indices, infos, items, list(job.params), params))
+        message.append((indices, infos, items, list(job.params), params, shared_buffers(job)))
     return message
 
 
 def _unpacked(source_keys: tuple, message: list):
-    """(items, draws, index, source info) of each sample of a request."""
-    for indices, infos, items, param_keys, params in message:
+    """(items, draws, index, source info, shared buffer locations) of each sample of a request."""
+    for indices, infos, items, param_keys, params, shared in message:
         items = [_rows(values) for values in items]
         for position, index in enumerate(indices):
             yield ({key: values[position] for key, values in zip(source_keys, items)},
                    {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},
-                   index, infos[position] if infos is not None else "")
+                   index, infos[position] if infos is not None else "", shared)
 
 
 def _replies(reply: tuple):

@@ -88,28 +88,28 @@ class SampleRunner:
         if spec is None:
             return None
         shape, dtype = tuple(spec[0]), np.dtype(spec[1])
-        buffer = job.buffers[output_index]
-        if buffer is None:  # the first sample allocates; checked again under the lock
-            with job.lock:
-                buffer = job.buffers[output_index]
-                if buffer is None:
-                    buffer = self._pools[output_index].acquire((job.size, *shape), dtype)
-                    job.buffers[output_index] = buffer
+        buffer = self.batch_buffer(job, output_index, shape, dtype)
         if buffer.shape[1:] != shape or buffer.dtype != dtype:
             job.ragged[output_index] = True
             return None
         return buffer[index]
 
-    def store(self, job: Job, slot: int, index: int, value):
-        """A value computed in a worker process: copied into its output's batch buffer when dense."""
-        if slot not in self.plan.dense_slots or job.ragged[slot] or not isinstance(value, np.ndarray):
-            return value
+    def batch_buffer(self, job: Job, slot: int, row_shape: tuple, dtype) -> np.ndarray:
+        """The job's batch buffer of a kept value: made for rows of ``row_shape`` and ``dtype`` by
+        the first caller (checked again under the lock), as it is for the others."""
         buffer = job.buffers[slot]
         if buffer is None:
             with job.lock:
                 buffer = job.buffers[slot]
                 if buffer is None:
-                    buffer = job.buffers[slot] = self._pools[slot].acquire((job.size, *value.shape), value.dtype)
+                    buffer = job.buffers[slot] = self._pools[slot].acquire((job.size, *row_shape), dtype)
+        return buffer
+
+    def store(self, job: Job, slot: int, index: int, value):
+        """A value computed in a worker process: copied into its output's batch buffer when dense."""
+        if slot not in self.plan.dense_slots or job.ragged[slot] or not isinstance(value, np.ndarray):
+            return value
+        buffer = self.batch_buffer(job, slot, value.shape, value.dtype)
         if buffer.shape[1:] != value.shape or buffer.dtype != value.dtype:
             job.ragged[slot] = True
             return value

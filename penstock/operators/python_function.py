@@ -52,6 +52,8 @@ for _name, _class_name, _kind, _batch_default in (
 class CallsFunction:
     """What every form shares: the function's outputs, its rng, its errors with the user's traceback."""
 
+    runs_user_code = True
+
     def __init__(self, args, context):
         super().__init__(args, context)
         function = args["function"]

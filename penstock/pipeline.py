@@ -45,9 +45,12 @@ class Pipeline:
             CPU after one GpuFallbackWarning (the default), or raise where they are called (False).
             Pipelines made with device_id=None are CPU-only and never fall back.
         worker_processes: run the per-sample CPU operators in num_threads forked worker processes
-            instead of threads, so that their Python runs in parallel (where fork exists). None (the
-            default) chooses processes for pipelines that decode on the GPU ('mixed' decoders), whose
-            GPU stage then has this process's interpreter to itself, and threads otherwise.
+            instead of threads, so that their Python runs in parallel (where fork exists); they write
+            their samples straight into the batch buffers, which live in memory shared with them.
+            None (the default) chooses processes for every pipeline with per-sample CPU work (the
+            GPU stage, or the training loop, then has this process's interpreter to itself), and
+            threads when an operator runs the user's own code (python_function), which then runs
+            beside the user's state in this process.
         on_error: what a sample that an operator fails on (a file that cannot be read or decoded)
             does: "raise" (the default) raises a PipelineError naming the file, the operator and the
             reason; "skip" leaves the sample out and refills its batch with the next sample of the

@@ -19,7 +19,8 @@ Every operator declares what it produces before anything runs (``declare_outputs
 number of dimensions, layout and, when its inputs fix it, the shape of every sample), and every
 capability the engine asks about is a member of these classes, with its default here: readers
 (``Reader``: epoch size and metadata), fed sources (``FedSource``), decoders that may decode
-smaller (``decodes_smaller``), operators that resample to a fixed size (``fixed_resample_size``),
+smaller (``decodes_smaller``), operators that resample to a size known from the input's
+(``resampled_size``) or fixed (``fixed_resample_size``),
 where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
 ``preparation_crosses_processes``) and which blocking calls it hands to threads of the executor
 (``lanes``). The pipeline and the executor ask nothing else.
@@ -217,10 +218,16 @@ class Operator:
     # ---- what build-time rewrites may ask (see penstock.optimize) ----
     decodes_smaller = False  # may decode at 1/2, 1/4 or 1/8 scale for a resize that follows
 
-    def decode_smaller_for(self, target: tuple[int, int]) -> None:
-        """Every consumer resamples to at most ``target`` (height, width): decoding at a smaller
-        scale that stays at least that large changes nothing but the resampling tolerance."""
+    def decode_smaller_for(self, target: Callable[[int, int], tuple[int, int]]) -> None:
+        """Every consumer resamples an image of (height, width) to at most ``target(height,
+        width)``: decoding at a smaller scale that stays at least that large, and that the
+        consumers resample to the same sizes, changes nothing but the resampling tolerance."""
         raise NotImplementedError(f"{self.name} does not decode smaller")
+
+    def resampled_size(self, height: int, width: int) -> tuple[int, int] | None:
+        """(height, width) the operator resamples an input of (height, width) to, the same for
+        every sample (no per-sample arguments decide it), else None."""
+        return None
 
     def fixed_resample_size(self) -> tuple[int, int] | None:
         """(height, width) the operator resamples every input to, when that does not depend on

@@ -7,11 +7,12 @@ from penstock.graph import DataNode, OpNode
 
 
 def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode] = ()) -> None:
-    """A decoder whose every consumer resamples to a fixed size may decode at 1/2, 1/4 or 1/8 scale
-    in the DCT domain, as long as the decoded window stays at least as large as the consumers'
-    outputs: they would throw that resolution away anyway. A decoder whose images are also a
-    pipeline output (``outputs``) keeps the full resolution: the user sees them. A consumer with
-    per-sample arguments might resample to another size per sample: none is assumed."""
+    """A decoder whose every consumer resamples (to a size that follows from the image's) may
+    decode at 1/2, 1/4 or 1/8 scale in the DCT domain, as long as the decoded window stays at
+    least as large as the consumers' outputs: they would throw that resolution away anyway. A
+    decoder whose images are also a pipeline output (``outputs``) keeps the full resolution: the
+    user sees them. A consumer with per-sample arguments might resample to another size per
+    sample: none is assumed."""
     for node in nodes:
         impl = impls.get(node.index)
         if impl is None or not impl.decodes_smaller or not node.outputs:
@@ -19,7 +20,13 @@ def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode
         if any(output is node.outputs[0] for output in outputs):
             continue
         consumers = [other for other in nodes if any(dep is node.outputs[0] for dep in other.dependencies())]
-        sizes = [impls[consumer.index].fixed_resample_size() if not consumer.arg_inputs else None
-                 for consumer in consumers]
-        if sizes and all(size is not None for size in sizes):
-            impl.decode_smaller_for((max(h for h, _ in sizes), max(w for _, w in sizes)))
+        if not consumers or any(consumer.arg_inputs or impls[consumer.index].resampled_size(64, 64) is None
+                                for consumer in consumers):
+            continue
+        rules = [impls[consumer.index].resampled_size for consumer in consumers]
+        impl.decode_smaller_for(lambda height, width, rules=rules: _largest(rule(height, width) for rule in rules))
+
+
+def _largest(sizes) -> tuple[int, int]:
+    sizes = list(sizes)
+    return max(h for h, _ in sizes), max(w for _, w in sizes)

@@ -334,3 +334,37 @@ def test_image_slice_takes_start_and_shape_as_inputs(jpegs):
         assert_window(cut, slice_window(image, start, start + shape))
         height, width = image.shape[:2]
         assert_window(rel, slice_window(image, (height * 0.5, width * 0.25), (height, width)))
+
+
+# ---- decoding smaller for the resize that follows -------------------------------------------------
+@pytest.mark.parametrize("resize_args", [dict(resize_shorter=48), dict(resize_longer=40), dict(resize_x=50),
+                                         dict(resize_x=37, resize_y=29)],
+                         ids=["shorter", "longer", "one-side", "fixed"])
+def test_decoding_smaller_for_a_resize_keeps_its_output(tmp_path, resize_args):
+    """A decoder followed only by a resize decodes at 1/2 to 1/8 scale in the DCT domain, for
+    aspect-keeping resizes as for fixed-size ones (a 12000 x 12000 photo resized to 256 decodes an
+    eighth of its pixels): the output has the same shape as from the whole image (odd sizes
+    included) and the pixels agree within the resampling tolerance (levels)."""
+    folder = tmp_path / "a"
+    folder.mkdir()
+    for i, (height, width) in enumerate([(401, 603), (517, 389), (600, 600)]):
+        (folder / f"{i}.jpg").write_bytes(encode(smooth_image(height, width, seed=i), "JPEG", quality=95))
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1)
+    def resized(keep_decoded):
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        images = fn.decoders.image(jpegs, output_type=types.RGB)
+        small = fn.resize(images, **resize_args)
+        return (small, images) if keep_decoded else small
+
+    shrinking, whole = resized(False), resized(True)  # a decoded output the user sees is never shrunk
+    shrinking.build()
+    whole.build()
+    assert "DCT domain" in shrinking.describe() and "DCT domain" not in whole.describe()
+    smalls, references = shrinking.run()[0], whole.run()[0]
+    for i in range(3):
+        # the scaled decode stands for a whole number of its pixels: up to half of one differs
+        # from the whole image's extent (at 1/8 scale, 4 pixels of it)
+        assert_close(smalls.at(i), references.at(i), max_abs=8, mean_abs=2.0, where=f"image {i}")
+    shrinking.close()
+    whole.close()

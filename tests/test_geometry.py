@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -329,3 +330,16 @@ def test_rotate_per_sample_angles_and_size():
     samples = [smooth_image(20, 30, seed=i) for i in range(3)]
     got = run_operator(lambda x: fn.rotate(x, angle=fn.random.uniform(range=(-30.0, 30.0)), size=(25, 25)), samples)
     assert [g.shape for g in got] == [(25, 25, 3)] * 3
+
+
+def test_large_shrinks_average_boxes_first_and_agree_with_area_filtering():
+    """A shrink by more than PRESHRINK_ABOVE averages over boxes (OpenCV's area filter) down to
+    twice the output size before its Gaussian, so its cost stays one pass over the pixels: the
+    result agrees with OpenCV's area filter taken all the way (levels, smooth image)."""
+    from penstock.kernels import cpu_image
+
+    image = smooth_image(1200, 1500, seed=3)
+    for height, width in [(100, 125), (37, 50)]:
+        ours = cpu_image.resize(image, height, width, types.DALIInterpType.INTERP_LINEAR)
+        area = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+        assert_close(ours, area, max_abs=2, mean_abs=0.5, where=f"{height}x{width}")

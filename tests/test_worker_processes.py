@@ -64,3 +64,55 @@ def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
     assert isinstance(wrapped, RingRef) and wrapped.start == 1 << 16  # skipped the tail, at the start again
     assert np.array_equal(ring.resolve(wrapped)[0], image.reshape(100, 200))
     assert ring.put(np.zeros(10, np.uint8)).shape == (10,)  # small arrays are not worth a reference
+
+
+def test_processes_write_samples_into_the_shared_batch_buffer(data):
+    """From the second batch on, the processes write each sample into its row of the batch, which
+    lives in the arena shared with them: the batch handed out is that buffer, not a copy."""
+    import mmap
+
+    pipe = imagenet_train(data, batch_size=4, num_threads=2, device_id=None, seed=11, crop=32)
+    try:
+        assert "worker processes" in pipe.describe()  # the default for per-sample CPU work
+        arrays = [pipe.run()[0].as_array() for _ in range(3)]
+        assert all(isinstance(array.base, mmap.mmap) for array in arrays[1:])
+        assert len({array.ctypes.data for array in arrays}) == 3  # batches still held are not reused
+    finally:
+        pipe.close()
+
+
+def test_pipelines_running_the_users_code_stay_on_threads(data):
+    from penstock import fn, pipeline_def
+
+    @pipeline_def(batch_size=2, num_threads=2, device_id=None, seed=1)
+    def with_function():
+        jpegs, _ = fn.readers.file(file_root=data)
+        images = fn.decoders.image(jpegs)
+        return fn.python_function(images, function=lambda image: image[:4], batch_processing=False)
+
+    pipe = with_function()
+    try:
+        pipe.build()
+        assert "worker processes" not in pipe.describe()
+        assert pipe.run()[0].at(0).shape[0] == 4
+    finally:
+        pipe.close()
+
+
+def test_shared_arena_reuses_freed_space_and_says_when_full():
+    from penstock.executor import buffers
+
+    arena = buffers.SharedArena()
+    first = arena.array((4, 3, 5), np.float16)
+    second = arena.array((1000,), np.int32)
+    assert arena.location(first)[0] == 0 and arena.location(second)[0] == 4096  # page-aligned
+    np.testing.assert_array_equal(arena.view(arena.location(second)), second)
+    row = first[1]
+    del first
+    assert arena.array((8,), np.uint8) is not None and arena.location(np.zeros(3)) is None
+    del row
+    third = arena.array((16,), np.uint8)  # first's space, free once its last view went
+    assert arena.location(third)[0] == 0
+    assert arena.array((arena.size,), np.uint8) is None  # no room: the pool makes a private buffer
+    pool = buffers.BufferPool(keep=2, arena=arena)
+    assert arena.location(pool.acquire((3, 4), np.float32)) is not None

@@ -67,6 +67,18 @@ def antialias_sigma(scale: float) -> float:
     return math.sqrt(scale * scale - 1.0) / 2.0 if scale > 1.0 else 0.0
 
 
+PRESHRINK_ABOVE = 4.0  # shrink factors above which resize averages over boxes before its Gaussian
+
+
+def _per_plane(image: np.ndarray, function) -> np.ndarray:
+    """``function`` over an HWC image, one plane at a time when it has more channels than OpenCV takes."""
+    channels = image.shape[2]
+    if channels <= 4:
+        result = function(image)
+        return result.reshape(*result.shape[:2], channels)
+    return np.stack([function(np.ascontiguousarray(image[:, :, c])) for c in range(channels)], axis=2)
+
+
 def _opencv_compatible(image: np.ndarray) -> bool:
     itemsize, channels = image.itemsize, image.shape[2]
     return image.strides[2] == itemsize and image.strides[1] == itemsize * channels and image.strides[0] > 0
@@ -94,6 +106,12 @@ def resize(image: np.ndarray, height: int, width: int, interp: DALIInterpType, a
         out[...] = result
         return out
     source = image if channels <= 4 and _opencv_compatible(image) else np.ascontiguousarray(image)
+    if antialias and max(in_height / height, in_width / width) > PRESHRINK_ABOVE:
+        # a Gaussian as wide as a large shrink costs its width per pixel (minutes for a 12000 x 12000
+        # image taken to 256): average over boxes first (OpenCV's area filter, one pass over the
+        # pixels) down to twice the output size, and low-pass filter only what is left
+        in_height, in_width = min(in_height, 2 * height), min(in_width, 2 * width)
+        source = _per_plane(source, lambda plane: cv2.resize(plane, (in_width, in_height), interpolation=cv2.INTER_AREA))
     if antialias:
         sigma_y, sigma_x = antialias_sigma(in_height / height), antialias_sigma(in_width / width)
         if max(sigma_x, sigma_y) > 0.2:

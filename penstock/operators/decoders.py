@@ -140,7 +140,8 @@ class DecoderDeclaration:
 class ImageDecoder(DecoderDeclaration, SampleOperator):
     """Decodes whole images, or a window of each: subclasses choose the window."""
 
-    shrink_target: tuple[int, int] | None = None  # set at build when a fixed-size resize follows
+    # set at build when a resize follows: (height, width) of an image -> the size it is resized to
+    shrink_target = None
     decodes_smaller = True
 
     def decode_smaller_for(self, target):
@@ -149,8 +150,8 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
     def build_notes(self):
         if self.shrink_target is None:
             return []
-        return [f"decodes at 1/2, 1/4 or 1/8 scale in the DCT domain where the window stays at least "
-                f"{self.shrink_target[0]}x{self.shrink_target[1]} (a fixed-size resize follows)"]
+        return ["decodes at 1/2, 1/4 or 1/8 scale in the DCT domain where the window stays at least as large "
+                "as the resize after it makes it (and is resized to the same size)"]
 
     def window(self, height: int, width: int, inputs: tuple, args: dict, sample: SampleContext):
         return None
@@ -174,29 +175,49 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
         window = self.window(height, width, inputs, args, sample)
         if window is None:
             scale = self._dct_scale(height, width)
-            return image_codecs.decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
-                                       min_width=-(-header.width // scale) if scale > 1 else 0,
-                                       adjust_orientation=adjust, header=header)
+            image = image_codecs.decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
+                                        min_width=-(-header.width // scale) if scale > 1 else 0,
+                                        adjust_orientation=adjust, header=header)
+            return _scaled_extent(image, height, width, scale)
         self._check_window(window, height, width)
-        return image_codecs.decode_jpeg_window(data, output_type, window, self._dct_scale(*window[2:]),
-                                               adjust_orientation=adjust, header=header)
+        scale = self._dct_scale(*window[2:])
+        image = image_codecs.decode_jpeg_window(data, output_type, window, scale, adjust_orientation=adjust,
+                                                header=header)
+        return _scaled_extent(image, *window[2:], scale)
 
     def _check_window(self, window, height: int, width: int) -> None:
         """Windows reaching outside the image are cut to it (random crops) or rejected (fixed crops)."""
 
     def _dct_scale(self, crop_height: int, crop_width: int) -> int:
-        """The largest of 1, 2, 4, 8 that keeps the window at least as large as the resize after it."""
+        """The largest of 1, 2, 4, 8 that keeps the window at least as large as the resize after it
+        makes it, and that the resize takes to the same size as the whole window (a decoded size
+        stands for a whole number of pixels, which may move an aspect-keeping resize's rounding)."""
         if self.shrink_target is None:
             return 1
-        target_height, target_width = self.shrink_target
+        target = self.shrink_target(crop_height, crop_width)
+        target_height, target_width = target
         scale = 1
-        while scale < 8 and crop_height >= 2 * scale * target_height and crop_width >= 2 * scale * target_width:
+        while scale < 8 and crop_height >= 2 * scale * target_height and crop_width >= 2 * scale * target_width \
+                and self.shrink_target(_scaled_size(crop_height, 2 * scale), _scaled_size(crop_width, 2 * scale)) == target:
             scale *= 2
         return scale
 
     def _cut(self, image, window):
         top, left, crop_height, crop_width = window
         return cpu_image.crop_window(image, top, left, crop_height, crop_width, policy="trim_to_shape")
+
+
+def _scaled_extent(image: np.ndarray, height: int, width: int, scale: int) -> np.ndarray:
+    """A DCT-scaled decode cut to the nearest whole pixels of what the (height, width) it stands
+    for covers: the decoder rounds its size up, and a last column that stands for 1 of 8 pixels
+    would stretch the image (by up to 2% at 1/8 scale) when the resize after it samples it."""
+    if scale == 1:
+        return image
+    return image[:_scaled_size(height, scale), :_scaled_size(width, scale)]
+
+
+def _scaled_size(size: int, scale: int) -> int:
+    return max(1, int(size / scale + 0.5))
 
 
 @registry.register("decoders.image", "cpu")

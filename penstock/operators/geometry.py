@@ -158,6 +158,9 @@ class ResizeDeclaration:
     def fixed_resample_size(self):
         return fixed_resize_size(self.args)
 
+    def resampled_size(self, height, width):
+        return resized_shape((height, width), self.args)
+
 
 @registry.register("resize", "cpu")
 class Resize(ResizeDeclaration, SampleOperator):

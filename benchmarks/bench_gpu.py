@@ -111,12 +111,14 @@ STAGES = {}
 
 
 HW_DECODER_LOAD = None  # the decoders' default
+CPU_DECODER_LOAD = None
 
 
 def penstock_batches(kind, data, batch_size, threads, worker_processes=None, warmup=3):
     factory = imagenet_train if kind == "train" else imagenet_val
     pipe = factory(data, device="gpu", batch_size=batch_size, num_threads=threads, device_id=0, seed=7,
-                   worker_processes=worker_processes, hw_decoder_load=HW_DECODER_LOAD)
+                   worker_processes=worker_processes, hw_decoder_load=HW_DECODER_LOAD,
+                   cpu_decoder_load=CPU_DECODER_LOAD)
     pipe.build()
 
     def stage_seconds():  # the executor's stages and the decoder's own split of its time
@@ -142,7 +144,8 @@ def penstock_batches(kind, data, batch_size, threads, worker_processes=None, war
             engine = getattr(impl, "_engine", None)
             if engine is not None:
                 print(f"  penstock {kind}: {engine.decoded_on_gpu:,} images decoded on the GPU, "
-                      f"{engine.decoded_on_cpu:,} on the CPU, {engine.refused_by_hardware:,} refused by "
+                      f"{engine.decoded_on_cpu:,} on the CPU ({engine.copied_in_place:,} copied from pinned rings), "
+                      f"{engine.refused_by_hardware:,} refused by "
                       f"the hardware backend (decoded again through nvImageCodec)")
         pipe.close()
 
@@ -224,11 +227,13 @@ def main():
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for this run (seconds)")
     parser.add_argument("--hw-decoder-load", type=float,
                         help="penstock's hw_decoder_load: the share of each batch for the hardware JPEG engines")
+    parser.add_argument("--cpu-decoder-load", type=float,
+                        help="penstock's cpu_decoder_load: the share of each batch decoded by the CPU workers")
     parser.add_argument("--no-monitor", action="store_true", help="no NVML sampling (it slows nvImageCodec's decode)")
     args = parser.parse_args()
-    global MONITOR, HW_DECODER_LOAD
+    global MONITOR, HW_DECODER_LOAD, CPU_DECODER_LOAD
     MONITOR = not args.no_monitor
-    HW_DECODER_LOAD = args.hw_decoder_load
+    HW_DECODER_LOAD, CPU_DECODER_LOAD = args.hw_decoder_load, args.cpu_decoder_load
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval)
     report_profile = profile_gpu_stage(args.profile) if args.profile else None

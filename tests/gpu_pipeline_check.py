@@ -42,8 +42,11 @@ def main():
     for name, factory, kwargs in (("train", imagenet_train, {"crop": 24}), ("val", imagenet_val, {"crop": 24, "size": 28}),
                                   ("moved", moved_to_gpu, {}),
                                   ("train_processes", imagenet_train, {"crop": 24, "worker_processes": True}),
-                                  ("val_processes", imagenet_val, {"crop": 24, "size": 28, "worker_processes": True})):
-        cpu_kwargs = {key: value for key, value in kwargs.items() if key != "worker_processes"}
+                                  ("val_processes", imagenet_val, {"crop": 24, "size": 28, "worker_processes": True}),
+                                  # half of each batch decoded by the CPU workers, half by the GPU's decoders
+                                  ("train_cpu_share", imagenet_train, {"crop": 24, "cpu_decoder_load": 0.5}),
+                                  ("val_cpu_share", imagenet_val, {"crop": 24, "size": 28, "cpu_decoder_load": 0.5})):
+        cpu_kwargs = {key: value for key, value in kwargs.items() if key not in ("worker_processes", "cpu_decoder_load")}
         cpu, gpu = outputs(factory, data_dir, "cpu", **cpu_kwargs), outputs(factory, data_dir, "gpu", **kwargs)
         differences = np.concatenate([np.abs(a[0] - b[0]).ravel() for a, b in zip(cpu, gpu)])
         report[name] = {"batches": [len(cpu), len(gpu)], "shapes_equal": all(a[0].shape == b[0].shape for a, b in zip(cpu, gpu)),

@@ -171,11 +171,12 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
         assert _address(array) == array.ctypes.data
 
 
-def _mixed_and_cpu_decoders(name="decoders.image_random_crop"):
+def _mixed_and_cpu_decoders(name="decoders.image_random_crop", cpu_decoder_load=0.0):
     from penstock import registry
     from penstock.contract import BuildContext
     from penstock.operators import decoders
-    args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB})
+    args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB,
+                                                  "cpu_decoder_load": cpu_decoder_load})
     context = BuildContext(batch_size=4, num_threads=1, device_id=None, seed=3)
     return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
 
@@ -193,6 +194,41 @@ def test_the_workers_send_jpeg_headers_and_decode_other_formats_themselves():
     reference = cpu.run((png,), args, SampleContext(1, "b.png", draws[1]))
     np.testing.assert_array_equal(pixels, reference)  # the same window, decoded once, on the worker
     assert window is None and (height, width) == reference.shape[:2] and not hardware
+
+
+def test_the_cpu_workers_decode_their_share_of_the_jpegs():
+    """cpu_decoder_load 0.5: every other sample of a batch is decoded on its worker (the CPU
+    decoder's window for the same draws), the rest go to the GPU as encoded data; the same samples
+    in every batch."""
+    from penstock.contract import SampleContext
+    mixed, cpu, args = _mixed_and_cpu_decoders(cpu_decoder_load=0.5)
+    draws = mixed.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 4)
+    jpeg = KINDS["baseline 4:2:0"][0]
+    on_cpu = []
+    for index in range(4):
+        data, window, height, width, hardware = mixed.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
+        if data.ndim == 3:
+            on_cpu.append(index)
+            np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
+            assert window is None and (height, width) == data.shape[:2] and not hardware
+        else:
+            assert data is jpeg and hardware
+    assert on_cpu == [1, 3]
+    assert [index for index in range(8) if mixed.decodes_on_cpu(index)] == [1, 3, 5, 7]
+
+
+@pytest.mark.parametrize("cores, load", [(2, 0.0), (8, 0.0), (12, 0.05), (16, 0.1), (32, 0.3), (128, 0.3)])
+def test_the_cpu_share_grows_with_the_cores(cores, load):
+    from penstock.operators.decoders import default_cpu_decoder_load
+    assert default_cpu_decoder_load(cores) == load
+
+
+def test_the_cpu_share_spreads_over_the_batch():
+    mixed, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.2)
+    chosen = [index for index in range(256) if mixed.decodes_on_cpu(index)]
+    assert len(chosen) == 51 and chosen[:3] == [4, 9, 14]
+    nothing, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.0)
+    assert not any(nothing.decodes_on_cpu(index) for index in range(256))
 
 
 def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():

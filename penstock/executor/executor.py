@@ -134,6 +134,7 @@ class Executor:
         self._started = True
         if self._processes is not None:  # forked before this executor's threads exist
             self._processes.start()
+            self._pin_rings()
         self._resume.set()
         for thread in self._all_threads():
             thread.start()
@@ -242,6 +243,27 @@ class Executor:
         if self._gpu is not None and not any(thread.is_alive() for name in ("gpu", *self._lane_names())
                                              for thread in self._threads[name]):
             self._gpu.close()
+            self._unpin_rings()
+
+    def _pin_rings(self) -> None:
+        """Pins the worker processes' rings where the GPU stage uploads pixels from them: the GPU
+        then copies each image straight from where its process wrote it."""
+        self._pinned_rings = []
+        if self._plan.uploads_prepared and self._gpu is not None and self._gpu.on_cuda:
+            from penstock.kernels import pinned
+            self._pinned_rings = [ring for ring in self._processes.rings() if pinned.pin(ring.memory)]
+
+    def _unpin_rings(self) -> None:
+        """Unpins them once the GPU has finished copying from them (a stage still running keeps
+        them pinned: the memory stays locked until the process ends, rather than copied from after
+        it is freed)."""
+        rings, self._pinned_rings = getattr(self, "_pinned_rings", []), []
+        if rings:
+            import torch
+            from penstock.kernels import pinned
+            torch.cuda.synchronize(self._gpu.device)
+            for ring in rings:
+                pinned.unpin(ring.memory)
 
     def stage_seconds(self) -> dict[str, float]:
         """Seconds spent so far in each operator and stage, summed over threads (CPU operators run on

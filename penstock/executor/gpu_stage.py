@@ -84,11 +84,20 @@ class GpuStage:
         self._ready = ready
         self._stopping = stopping
         self._timer = times.of_this_thread
-        self._pending: collections.deque = collections.deque()  # (event, inputs kept alive until it)
+        # (event, inputs kept alive until it, the worker processes' rings to release after it)
+        self._pending: collections.deque = collections.deque()
         self._streams: list = []  # one CUDA stream per batch in flight (None on a device that is not CUDA)
         self._started: Job | None = None  # a batch whose operators ran, outputs not yet made
         self._taken: Job | None = None  # the next batch, taken from the queue; its CPU stage may still be running
         self._finishing: Job | None = None  # the batch whose outputs are being made
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def on_cuda(self) -> bool:
+        return self._device is not None and self._device.type == "cuda"
 
     def close(self) -> None:
         """Closes the batch operators, once this stage's thread has stopped."""
@@ -233,8 +242,7 @@ class GpuStage:
             except BaseException as error:
                 job.error = error
         job.gpu_values = None
-        for link, end in job.ring_ends.items():  # the GPU stage has read this batch's inputs
-            link.ring.release(end)
+        _release_rings(job.ring_ends)  # unless _make_outputs left that to the batch's GPU work
         self._ready.put(job)
 
     def _make_outputs(self, job: Job, stream) -> None:
@@ -252,10 +260,18 @@ class GpuStage:
             job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
         if ready is not None:
             ready.record(stream)
-            # the inputs (decoded images, staging copies) stay referenced until the GPU has used them
-            self._pending.append((ready, values))
+            # the inputs (decoded images, staging copies) stay referenced, and the rings of the worker
+            # processes (pinned ones are copied from in place) kept, until the GPU has used them
+            self._pending.append((ready, values, job.ring_ends))
+            job.ring_ends = {}
             while self._pending and self._pending[0][0].query():
-                self._pending.popleft()
+                _release_rings(self._pending.popleft()[2])
+
+
+def _release_rings(ring_ends: dict) -> None:
+    """Lets the worker processes write over a batch's inputs in their rings."""
+    for link, end in ring_ends.items():
+        link.ring.release(end)
 
 
 def _materialize(value) -> tuple[list, Any]:

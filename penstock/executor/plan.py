@@ -51,6 +51,7 @@ class ExecutionPlan:
     dense_slots: frozenset[int]  # kept slots of pipeline outputs: stored in one batch buffer when they fit
     dense_outputs: dict[int, int]  # step key -> kept slot of the pipeline output it may write into directly
     prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
+    uploads_prepared: bool  # some preparations hold pixels the GPU stage uploads (prepares_pixels)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
     has_branches: bool  # conditionals route samples (executor.branches)
 
@@ -70,6 +71,7 @@ class ExecutionPlan:
             kept=kept, dense_slots=frozenset(kept[ref] for ref in outputs if ref in kept),
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
+            uploads_prepared=any(step.impl.prepares_pixels for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
                 step.impl.preparation_crosses_processes for step in prepared_on_cpu),
             has_branches=any(step.impl.routes_samples for step in steps))

@@ -42,7 +42,7 @@ from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import SharedRing
+from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, SharedRing
 
 PROCESS_CHUNK = 32  # samples per message to a worker process, at most
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
@@ -76,6 +76,9 @@ class WorkerProcesses:
             self.close()
             raise OSError(error.errno, f"penstock could not start its worker processes ({error.strerror or error}); "
                                        "free memory, or make the pipeline with worker_processes=False") from None
+
+    def rings(self) -> list[SharedRing]:
+        return [link.ring for link in self._links if link.ring is not None]
 
     def wake(self) -> None:
         """Wakes the dispatcher: samples or calls were queued, or the pipeline stops."""
@@ -221,7 +224,9 @@ class ProcessLink:
     def __init__(self, runner: SampleRunner, arena: SharedArena | None = None):
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
-        self.ring = SharedRing() if runner.plan.prepared_slots else None
+        plan = runner.plan
+        self.ring = SharedRing(PINNED_RING_BYTES if plan.uploads_prepared else RING_BYTES) \
+            if plan.prepared_slots else None
         self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
                                         name="penstock-worker-process")
         with warnings.catch_warnings():

@@ -13,6 +13,9 @@ import mmap
 import numpy as np
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
+# a ring the parent pins for the GPU's copies (executor: when a worker's preparations hold pixels
+# to upload) is pinned whole, every page backed: a few batches' share of one worker fit in it
+PINNED_RING_BYTES = 32 << 20
 SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
 
 
@@ -42,7 +45,7 @@ _REFERENCES = (RingRef, HoldsRingRefs)
 class SharedRing:
     def __init__(self, size: int = RING_BYTES):
         self._size = size
-        self._memory = mmap.mmap(-1, size)
+        self.memory = self._memory = mmap.mmap(-1, size)
         self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
         self._written = 0  # child side: the next position to write
 

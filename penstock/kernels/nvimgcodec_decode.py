@@ -21,7 +21,7 @@ from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
 from penstock.batch import PackedBatch
-from penstock.kernels.pinned import upload_arrays
+from penstock.kernels.pinned import copy_into
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
@@ -171,8 +171,10 @@ class GpuImageDecoder:
         self.decoded_on_cpu = 0
         self.decoded_on_gpu = 0
         self.refused_by_hardware = 0  # images of batches nvJPEG's hardware backend refused
+        self.copied_in_place = 0  # images decoded on the CPU workers copied from pinned rings
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
-                        "decode call (decode stage)": 0.0}
+                        "decode call (decode stage)": 0.0,
+                        "uploading what the CPU workers decoded": 0.0}
 
     @staticmethod
     def _hardware_decoder(device_id: int, output_type: DALIImageType, load: float, batch_size_hint: int):
@@ -251,10 +253,13 @@ class GpuImageDecoder:
         return self._start(pending, started)
 
     def _start(self, pending: "PendingDecode", started: float) -> "PendingDecode":
-        """Hands the described batch to the decode stage, then uploads what the CPU workers
-        decoded while they work."""
+        """Hands the described batch to the decode stage, then queues the upload of what the CPU
+        workers decoded while the decoders work."""
+        pending.to_upload = [index for index, item in enumerate(pending._items) if item.data.ndim == 3]
         self._queue(pending)
+        begun = time.perf_counter()
         pending.upload_decoded()
+        self.seconds["uploading what the CPU workers decoded"] += time.perf_counter() - begun
         self.seconds["code streams and images"] += time.perf_counter() - started
         return pending
 
@@ -313,11 +318,8 @@ class GpuImageDecoder:
             self.seconds["decode call (decode stage)"] += time.perf_counter() - started
         except BaseException as error:  # raised by wait(), in the thread that submitted the batch
             pending.error = error
-        with pending.lock:
-            pending.calls_left -= 1
-            finished = pending.calls_left == 0
-        if finished:
-            pending.decoded.set()
+        finally:
+            pending.share_done()
 
     def _handles(self, count: int) -> _Handles:
         handles = self._free_handles.pop() if self._free_handles else _Handles(count)
@@ -377,15 +379,24 @@ class PendingDecode:
         self.statuses: list = []
         self.future = None  # nvImageCodec's future of the batch, once the decode stage made the call
         self.error: BaseException | None = None
-        self.uploaded: list = []  # indices of images decoded on the CPU workers, already uploaded
+        self.to_upload: list = []  # indices of images decoded on the CPU workers, to upload
+        self.uploaded: list = []  # those, once their copies are queued
 
     def upload_decoded(self) -> None:
         """Queues the upload of the images the CPU workers decoded, while the decoders work (this
         thread would otherwise only wait for them)."""
-        indices = [index for index, item in enumerate(self._items) if item.data.ndim == 3]
+        indices = self.to_upload
         if indices:
             self._upload(indices, [self._items[index].data for index in indices])
             self.uploaded = indices
+
+    def share_done(self) -> None:
+        """One of the batch's decode-stage calls returned: the last one sets ``decoded``."""
+        with self.lock:
+            self.calls_left -= 1
+            finished = self.calls_left == 0
+        if finished:
+            self.decoded.set()
 
     def wait(self) -> None:
         """Returns once every image is decoded or queued on the stream: the JPEGs the GPU decoders
@@ -485,11 +496,10 @@ class PendingDecode:
         return image
 
     def _upload(self, indices: list, arrays: list) -> None:
-        decoder = self._decoder
         with torch.cuda.stream(self._stream):
-            for index, tensor in zip(indices, upload_arrays(decoder.device, arrays)):
-                self.images[index].copy_(tensor)
-        decoder.decoded_on_cpu += len(indices)
+            in_place = copy_into(self.images.buffer, [self.images.offsets[index] for index in indices], arrays)
+        self._decoder.decoded_on_cpu += len(indices)
+        self._decoder.copied_in_place += in_place
 
     def __del__(self):
         # never waited for (an error elsewhere in the batch): the handles go back once the decoder

@@ -8,6 +8,7 @@ the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -32,6 +33,12 @@ DECODER_ARGS = (
         "('mixed' device); the rest, and what the engines do not take, is decoded by nvImageCodec on CUDA "
         "cores (then its hybrid CPU + CUDA decoder), as in DALI. DALI's default is 0.65; penstock's is "
         "1.0: on an H200 smaller shares were slower and used more CPU.", min=0.0, max=1.0),
+    Arg("cpu_decoder_load", "float", None, "Share of each batch's JPEGs decoded by the CPU workers beside the "
+        "GPU's decoders ('mixed' device; penstock's, not DALI's): they decode it (only the window, smaller in "
+        "the DCT domain when a resize follows) while the hardware JPEG engines and CUDA cores decode the rest, "
+        "and the GPU takes the pixels. None: chosen from the CPU cores this process may use (see "
+        "docs/architecture.md); the same on one machine whatever num_threads is, so a seed gives the same "
+        "batches.", min=0.0, max=1.0, nullable=True),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
@@ -276,6 +283,19 @@ class ImageSlice(FixedWindowDecoder):
         return top, left, bottom - top, right - left
 
 
+def default_cpu_decoder_load(cores: int | None = None) -> float:
+    """The CPU workers' share of a 'mixed' decoder's JPEGs: none below 8 cores (the GPU stage's own
+    threads need them), then growing with the cores up to 0.3. Measured with the ResNet-50 pipelines
+    on a 16-core H200 machine (BENCHMARKS.md)."""
+    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    return round(min(CPU_DECODER_LOAD_MAX, max(0.0, (cores - CPU_DECODER_FREE_CORES) * CPU_DECODER_LOAD_PER_CORE)), 3)
+
+
+CPU_DECODER_FREE_CORES = 8
+CPU_DECODER_LOAD_PER_CORE = 0.0125
+CPU_DECODER_LOAD_MAX = 0.3
+
+
 class MixedDecoder(DecoderDeclaration, BatchOperator):
     """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
     fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
@@ -288,11 +308,33 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     preparation_crosses_processes = True  # prepare() returns plain data
     lanes = (("GPU decode", 2),)  # kernels.nvimgcodec_decode.LANES
 
+    decodes_smaller = True  # what the CPU workers decode of the batch
+
     def __init__(self, args, context):
         super().__init__(args, context)
         self._windows = self.cpu_class(args, context)
         self._engine = None
         self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
+        load = args["cpu_decoder_load"]
+        self._cpu_load = default_cpu_decoder_load() if load is None else load
+
+    @property
+    def prepares_pixels(self) -> bool:
+        return self._cpu_load > 0
+
+    def decode_smaller_for(self, target):
+        self._windows.decode_smaller_for(target)
+
+    def build_notes(self):
+        notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
+        return notes + self._windows.build_notes()
+
+    def decodes_on_cpu(self, index: int) -> bool:
+        """Whether sample ``index`` of a batch is in the CPU workers' share: spread evenly over the
+        batch, and the same samples in every batch (no timing decides, so a seed gives the same
+        pixels in every run)."""
+        load = self._cpu_load
+        return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
 
     def draw(self, rng, count):
         return self._windows.draw(rng, count)
@@ -305,7 +347,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         if self._engine.decoded_on_gpu:
             engines.append("GPU (hardware JPEG engines and CUDA cores)")
         if self._engine.decoded_on_cpu:
-            engines.append("CPU (formats the GPU decoders do not take)")
+            engines.append("CPU workers (their share of the JPEGs, and what the GPU decoders do not take)")
         return engines
 
     def prepare(self, inputs, args, sample):
@@ -325,7 +367,8 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.asarray(inputs[0])
         header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
-        if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1):
+        if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1) \
+                or self.decodes_on_cpu(sample.index):
             image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
             return EncodedImage((image, None, image.shape[0], image.shape[1], False))
         image_codecs.check_pixels(header.height, header.width, args["max_pixels"])

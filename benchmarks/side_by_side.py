@@ -1,0 +1,235 @@
+"""penstock beside NVIDIA DALI as a new user meets them: one program written against DALI's API,
+run by DALI and by penstock (``penstock.compat.dali``, only the imports changed), each case in a
+process of its own, the cases alternating, with defaults everywhere.
+
+usage: python benchmarks/side_by_side.py --data DIR [--cases gpu-train,gpu-val,cpu-train,cpu-val]
+       [--runners penstock,dali] [--rounds 2] [--seconds 10] [--threads 16] [--json FILE]
+
+For each case: images/s through DALIClassificationIterator (auto_reset, so epochs end and restart
+inside the measurement), the time from the process's start to the first batch and from
+``Pipeline(...)`` to the first batch, the process's whole life, CPU cores busy (the process and
+its children) and peak GPU memory of the process tree as NVML sees it. Prints a table with the
+ratio of each penstock figure to DALI's of the same round last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+
+# ---- one case, in its own process -----------------------------------------------------------------
+def _tree_cpu_seconds(root: int) -> float:
+    """CPU seconds of ``root`` and every live descendant (the worker processes of either library)."""
+    ticks, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                pending.extend(int(child) for child in handle.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, threads: int, decoder_args=None):
+    """The ResNet-50 training or validation pipeline as a DALI user writes it; ``device`` 'gpu' is
+    mixed decode and GPU operators, 'cpu' every operator on the CPU (device_id=0 as DALI's docs do).
+    ``decoder_args``: arguments added to the decoder (a runner such as 'penstock:cpu_decoder_load=0')."""
+    decoder_args = decoder_args or {}
+    fn, types = api.fn, api.types
+    decoder, rest = ("mixed", "gpu") if device == "gpu" else ("cpu", "cpu")
+
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def train():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB,
+                                               random_aspect_ratio=[0.75, 4 / 3], random_area=[0.08, 1.0],
+                                               num_attempts=100, **decoder_args)
+        images = fn.resize(images, device=rest, resize_x=224, resize_y=224, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device=rest, dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=MEAN, std=STD,
+                                          mirror=fn.random.coin_flip(probability=0.5))
+        return images, labels
+
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    def val():
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
+        images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **decoder_args)
+        images = fn.resize(images, device=rest, resize_shorter=256, interp_type=types.INTERP_TRIANGULAR)
+        images = fn.crop_mirror_normalize(images, device=rest, dtype=types.FLOAT16, output_layout="CHW",
+                                          crop=(224, 224), mean=MEAN, std=STD)
+        return images, labels
+
+    return (train if kind == "train" else val)()
+
+
+def run_case(args) -> None:
+    started = float(os.environ["SIDE_BY_SIDE_STARTED"])
+    device, kind = args.case.split("-")
+    import torch
+    library, _, settings = args.runner.partition(":")
+    decoder_args = {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
+    if library == "dali":
+        import nvidia.dali as api
+        from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+    else:
+        import penstock.compat.dali as api
+        from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    imported = time.time()
+    pipe = build_pipeline(api, kind, device, args.data, args.batch_size, args.threads, decoder_args)
+    iterator = DALIClassificationIterator([pipe], reader_name="Reader", auto_reset=True)
+
+    def epochs():  # auto_reset: each epoch ends with StopIteration, and the next starts at once
+        while True:
+            yield from iterator
+
+    steps = epochs()
+    step = next(steps)
+    first_batch = time.time()
+    for _ in range(args.warmup):
+        step = next(steps)
+    synchronize()
+    cpu_before, timed_from = _tree_cpu_seconds(os.getpid()), time.perf_counter()
+    images = 0
+    while time.perf_counter() - timed_from < args.seconds:
+        step = next(steps)
+        images += step[0]["data"].shape[0]
+    synchronize()
+    seconds = time.perf_counter() - timed_from
+    cpu = _tree_cpu_seconds(os.getpid()) - cpu_before
+    print("RESULT " + json.dumps({
+        "images_per_second": images / seconds, "images": images, "seconds": seconds, "cpu_cores": cpu / seconds,
+        "import_s": imported - started, "pipeline_to_first_batch_s": first_batch - imported,
+        "start_to_first_batch_s": first_batch - started, "output_device": str(step[0]["data"].device)}), flush=True)
+    steps.close()
+    del steps, iterator, pipe
+
+
+# ---- the driver -------------------------------------------------------------------------------------
+class GpuMemoryMonitor(threading.Thread):
+    """Peak GPU memory of a process tree through NVML (every allocator, DALI's and PyTorch's alike)."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.peak, self._finished = root, 0, threading.Event()
+
+    def run(self):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:
+            return
+        while not self._finished.wait(0.2):
+            try:
+                pids = {self.root} | set(_descendants(self.root))
+                used = sum(p.usedGpuMemory or 0 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                           if p.pid in pids)
+                self.peak = max(self.peak, used)
+            except Exception:
+                pass
+
+    def stop(self):
+        self._finished.set()
+        self.join()
+
+
+def _descendants(root: int) -> list[int]:
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except FileNotFoundError:
+            continue
+        found.extend(children)
+        pending.extend(children)
+    return found
+
+
+def measure(args, case: str, runner: str) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--one", "--case", case, "--runner", runner,
+               "--data", args.data, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+               "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+    started = time.time()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=dict(os.environ, SIDE_BY_SIDE_STARTED=repr(started)))
+    monitor = GpuMemoryMonitor(process.pid)
+    monitor.start()
+    output = process.stdout.read()
+    process.wait()
+    monitor.stop()
+    lifetime = time.time() - started
+    lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+    if process.returncode != 0 or not lines:
+        print(f"  {case} {runner}: failed (exit {process.returncode})\n{output[-3000:]}", flush=True)
+        return {"case": case, "runner": runner, "failed": True, "output": output[-3000:]}
+    result = dict(json.loads(lines[-1][7:]), case=case, runner=runner, process_s=lifetime,
+                  peak_gpu_memory_gib=monitor.peak / 2**30)
+    print(f"  {case:9s} {runner:12s} {result['images_per_second']:9,.0f} images/s  "
+          f"{result['cpu_cores']:5.1f} cores  {result['peak_gpu_memory_gib']:5.2f} GiB  first batch "
+          f"{result['pipeline_to_first_batch_s']:5.1f} s after Pipeline(), {result['start_to_first_batch_s']:5.1f} s "
+          f"after start; process {lifetime:5.1f} s", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--cases", default="gpu-train,gpu-val,cpu-train,cpu-val")
+    parser.add_argument("--runners", default="penstock,dali")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--json")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--runner", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        return run_case(args)
+    results = []
+    runners = args.runners.split(",")
+    for round_index in range(args.rounds):
+        order = runners if round_index % 2 == 0 else runners[::-1]
+        for case in args.cases.split(","):
+            for runner in order:
+                results.append(dict(measure(args, case, runner), round=round_index + 1))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2)
+    print(f"\n{args.data}; batch {args.batch_size}; {args.threads} threads; {args.seconds:g} s timed after "
+          f"{args.warmup} warm-up batches per case; FP16 CHW; one process per case\n")
+    print("| case | round | runner | images/s | vs DALI | CPU cores | GPU memory (GiB) | Pipeline() to first batch (s) "
+          "| start to first batch (s) | process (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    dali = {(r["case"], r["round"]): r["images_per_second"] for r in results
+            if r["runner"] == "dali" and not r.get("failed")}
+    for r in results:
+        if r.get("failed"):
+            print(f"| {r['case']} | {r['round']} | {r['runner']} | failed | | | | | | |")
+            continue
+        peer = dali.get((r["case"], r["round"]))
+        ratio = f"{r['images_per_second'] / peer:.2f}x" if peer and r["runner"] != "dali" else "-"
+        print(f"| {r['case']} | {r['round']} | {r['runner']} | {r['images_per_second']:,.0f} | {ratio} | "
+              f"{r['cpu_cores']:.1f} | {r['peak_gpu_memory_gib']:.2f} | {r['pipeline_to_first_batch_s']:.1f} | "
+              f"{r['start_to_first_batch_s']:.1f} | {r['process_s']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Host-to-GPU copies (kernels.pinned): arrays in memory pinned where it is (the worker processes'
+rings) are copied straight to the GPU, the others through one staged upload; both give the bytes."""
+import mmap
+
+import numpy as np
+import pytest
+from conftest import CUDA
+
+from penstock.kernels import pinned
+
+
+def test_nothing_is_pinned_unless_pinned():
+    memory = mmap.mmap(-1, 1 << 16)
+    assert not pinned.is_pinned(np.frombuffer(memory, np.uint8)[100:200])
+    if not CUDA:
+        assert pinned.pin(memory) is False  # no CUDA: arrays in it go through staged uploads
+        assert not pinned.is_pinned(np.frombuffer(memory, np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_copies_from_pinned_and_pageable_arrays_give_the_same_bytes():
+    import torch
+    memory = mmap.mmap(-1, 1 << 20)
+    assert pinned.pin(memory)
+    try:
+        ring = np.frombuffer(memory, np.uint8)
+        rng = np.random.default_rng(0)
+        inside = ring[4096:4096 + 30 * 40 * 3].reshape(30, 40, 3)
+        inside[:] = rng.integers(0, 256, inside.shape, dtype=np.uint8)
+        outside = rng.integers(0, 256, (20, 10, 3), dtype=np.uint8)
+        assert pinned.is_pinned(inside) and not pinned.is_pinned(outside)
+        assert not pinned.is_pinned(ring[-10:].reshape(1, 10)[:, ::2])  # not contiguous
+        buffer = torch.zeros(8192, dtype=torch.uint8, device="cuda")
+        offsets = [4096, 256]
+        assert pinned.copy_into(buffer, offsets, [inside, outside]) == 1
+        torch.cuda.synchronize()
+        for offset, array in zip(offsets, (inside, outside)):
+            np.testing.assert_array_equal(buffer[offset:offset + array.nbytes].cpu().numpy(), array.reshape(-1))
+        assert not buffer[:256].any() and not buffer[256 + outside.nbytes:4096].any()
+    finally:
+        pinned.unpin(memory)
+    assert not pinned.is_pinned(np.frombuffer(memory, np.uint8))

@@ -171,12 +171,11 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
         assert _address(array) == array.ctypes.data
 
 
-def _mixed_and_cpu_decoders(name="decoders.image_random_crop", cpu_decoder_load=0.0):
+def _mixed_and_cpu_decoders(name="decoders.image_random_crop", **given):
     from penstock import registry
     from penstock.contract import BuildContext
     from penstock.operators import decoders
-    args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB,
-                                                  "cpu_decoder_load": cpu_decoder_load})
+    args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB, **given})
     context = BuildContext(batch_size=4, num_threads=1, device_id=None, seed=3)
     return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
 
@@ -217,18 +216,12 @@ def test_the_cpu_workers_decode_their_share_of_the_jpegs():
     assert [index for index in range(8) if mixed.decodes_on_cpu(index)] == [1, 3, 5, 7]
 
 
-@pytest.mark.parametrize("cores, load", [(2, 0.0), (8, 0.0), (12, 0.05), (16, 0.1), (32, 0.3), (128, 0.3)])
-def test_the_cpu_share_grows_with_the_cores(cores, load):
-    from penstock.operators.decoders import default_cpu_decoder_load
-    assert default_cpu_decoder_load(cores) == load
-
-
 def test_the_cpu_share_spreads_over_the_batch():
     mixed, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.2)
     chosen = [index for index in range(256) if mixed.decodes_on_cpu(index)]
     assert len(chosen) == 51 and chosen[:3] == [4, 9, 14]
-    nothing, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.0)
-    assert not any(nothing.decodes_on_cpu(index) for index in range(256))
+    nothing, _, _ = _mixed_and_cpu_decoders()  # the default: the GPU's decoders take every JPEG
+    assert not any(nothing.decodes_on_cpu(index) for index in range(256)) and not nothing.prepares_pixels
 
 
 def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():

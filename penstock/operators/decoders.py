@@ -8,7 +8,6 @@ the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores."""
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -33,12 +32,12 @@ DECODER_ARGS = (
         "('mixed' device); the rest, and what the engines do not take, is decoded by nvImageCodec on CUDA "
         "cores (then its hybrid CPU + CUDA decoder), as in DALI. DALI's default is 0.65; penstock's is "
         "1.0: on an H200 smaller shares were slower and used more CPU.", min=0.0, max=1.0),
-    Arg("cpu_decoder_load", "float", None, "Share of each batch's JPEGs decoded by the CPU workers beside the "
+    Arg("cpu_decoder_load", "float", 0.0, "Share of each batch's JPEGs decoded by the CPU workers beside the "
         "GPU's decoders ('mixed' device; penstock's, not DALI's): they decode it (only the window, smaller in "
         "the DCT domain when a resize follows) while the hardware JPEG engines and CUDA cores decode the rest, "
-        "and the GPU takes the pixels. None: chosen from the CPU cores this process may use (see "
-        "docs/architecture.md); the same on one machine whatever num_threads is, so a seed gives the same "
-        "batches.", min=0.0, max=1.0, nullable=True),
+        "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
+        "seed gives the same batches. 0 by default: on a 16-core H200 machine shares of 0.1-0.3 did not make "
+        "the ResNet-50 pipelines faster (BENCHMARKS.md).", min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
@@ -283,19 +282,6 @@ class ImageSlice(FixedWindowDecoder):
         return top, left, bottom - top, right - left
 
 
-def default_cpu_decoder_load(cores: int | None = None) -> float:
-    """The CPU workers' share of a 'mixed' decoder's JPEGs: none below 8 cores (the GPU stage's own
-    threads need them), then growing with the cores up to 0.3. Measured with the ResNet-50 pipelines
-    on a 16-core H200 machine (BENCHMARKS.md)."""
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
-    return round(min(CPU_DECODER_LOAD_MAX, max(0.0, (cores - CPU_DECODER_FREE_CORES) * CPU_DECODER_LOAD_PER_CORE)), 3)
-
-
-CPU_DECODER_FREE_CORES = 8
-CPU_DECODER_LOAD_PER_CORE = 0.0125
-CPU_DECODER_LOAD_MAX = 0.3
-
-
 class MixedDecoder(DecoderDeclaration, BatchOperator):
     """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
     fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
@@ -315,8 +301,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._windows = self.cpu_class(args, context)
         self._engine = None
         self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
-        load = args["cpu_decoder_load"]
-        self._cpu_load = default_cpu_decoder_load() if load is None else load
+        self._cpu_load = args["cpu_decoder_load"]
 
     @property
     def prepares_pixels(self) -> bool:

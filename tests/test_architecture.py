@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 from conftest import assert_close
-from test_operator_coverage import Case, image_op, ragged_images, run_case
+from operator_cases import Case, image_op, ragged_images, run_case
 
 from penstock import registry
 

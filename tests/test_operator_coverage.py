@@ -1,7 +1,8 @@
 """Every operator on every device it has, from the registry: against an independent reference
 (OpenCV, Pillow, numpy, torch) with a stated tolerance, and its GPU form against its CPU form.
 
-``CASES`` holds one case per operator. ``test_every_operator_and_device_has_a_case`` fails when an
+``CASES`` holds one case per operator (the first operators' here, each later family's in
+``tests/cases_<family>.py``; ``tests/operator_cases.py`` has ``Case`` and ``run_case``). ``test_every_operator_and_device_has_a_case`` fails when an
 operator (or a device of one) is registered without a case here, so a new operator cannot land
 untested. ``run_case`` runs a case on any device: on the GPU where there is one, else on the
 emulated GPU (CPU tensors, the Triton kernels in Triton's interpreter), switched in-process.
@@ -15,54 +16,18 @@ normalization within float32 rounding. GPU against CPU: within twice the referen
 """
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
-from typing import Callable
+import importlib
+import pathlib
 
 import cv2
 import numpy as np
 import pytest
 import torch
-from conftest import CUDA, SEED, assert_close, encode, noise_image, pillow_decode, smooth_image
+from conftest import assert_close, encode, noise_image, pillow_decode
+from operator_cases import Case, compare_outputs, on_device, image_op, ragged_images, run_case
 from PIL import Image
 
-from penstock import devices, fn, pipeline_def, registry, types
-
-
-@dataclass
-class Case:
-    """How to test one operator. ``samples()`` gives the batch fed to it (numpy arrays; empty for
-    sources); ``build(node, device)`` calls the operator in a pipeline definition (``node`` is the
-    fed batch on the CPU, or None for sources); ``reference(samples, outputs)`` returns the
-    expected outputs (a list of arrays, compared within ``max_abs`` / ``mean_abs`` / ``rtol``) or
-    checks the outputs itself and returns None (random generators: their distribution)."""
-
-    samples: Callable[[], list]
-    build: Callable
-    reference: Callable
-    max_abs: float = 0.0
-    mean_abs: float | None = None
-    rtol: float = 0.0
-
-
-def _on(node, device):
-    """The fed batch where an operator on ``device`` takes it."""
-    return node.gpu() if device == "gpu" else node
-
-
-def image_op(name, **kwargs):
-    """build() of an image operator that takes one image batch."""
-    def build(node, device):
-        operator = fn
-        for part in name.split("."):
-            operator = getattr(operator, part)
-        return operator(_on(node, device), device=device, **kwargs)
-    return build
-
-
-def ragged_images(channels=3, smooth=True):
-    make = smooth_image if smooth else noise_image
-    return [make(23, 31, channels, seed=1), make(40, 27, channels, seed=2), make(17, 17, channels, seed=3)]
+from penstock import fn, registry, types
 
 
 def pillow_resize(image, size, resample=Image.BILINEAR):
@@ -166,7 +131,7 @@ CASES: dict[str, Case] = {
     "random.normal": Case(list, lambda node, device: fn.random.normal(mean=1.0, stddev=2.0, shape=(64,)),
                           check_distribution(-20, 20, 1.0, 2.0, 0.15)),
     # DataNode arithmetic against numpy's (float32 throughout: no promotion question here)
-    "_arithmetic": Case(lambda: FEED, lambda node, device: (_on(node, device) * 0.5 - 3) / (_on(node, device) + 1),
+    "_arithmetic": Case(lambda: FEED, lambda node, device: (on_device(node, device) * 0.5 - 3) / (on_device(node, device) + 1),
                         lambda samples, _: [(s * np.float32(0.5) - np.float32(3)) / (s + np.float32(1))
                                             for s in samples], rtol=1e-6),
     # the operators of conditionals: split by a per-sample predicate, one branch flipped, merged back
@@ -176,16 +141,16 @@ CASES: dict[str, Case] = {
                    lambda samples, _: [s[:, ::-1] if sum(s.shape) > 60 else s for s in samples]),
     # tensor manipulation against numpy's
     "slice": Case(lambda: ragged_images(smooth=False),
-                  lambda node, device: fn.slice(_on(node, device), [0.25, 0.5], [0.5, 0.25]),  # x, y as DALI
+                  lambda node, device: fn.slice(on_device(node, device), [0.25, 0.5], [0.5, 0.25]),  # x, y as DALI
                   lambda samples, _: [s[int(np.floor(0.5 * s.shape[0] + 0.5)):int(np.floor(0.75 * s.shape[0] + 0.5)),
                                         int(np.floor(0.25 * s.shape[1] + 0.5)):int(np.floor(0.75 * s.shape[1] + 0.5))]
                                       for s in samples]),
-    "element_extract": Case(lambda: FEED, lambda node, device: fn.element_extract(_on(node, device), element_map=[2]),
+    "element_extract": Case(lambda: FEED, lambda node, device: fn.element_extract(on_device(node, device), element_map=[2]),
                             lambda samples, _: [s[2] for s in samples]),
     "cast_like": Case(lambda: [s * 40 - 100 for s in FEED],
-                      lambda node, device: fn.cast_like(_on(node, device), fn.cast(_on(node, device), dtype=types.UINT8)),
+                      lambda node, device: fn.cast_like(on_device(node, device), fn.cast(on_device(node, device), dtype=types.UINT8)),
                       lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
-    "get_property": Case(lambda: FEED, lambda node, device: fn.get_property(_on(node, device), key="layout"),
+    "get_property": Case(lambda: FEED, lambda node, device: fn.get_property(on_device(node, device), key="layout"),
                          lambda samples, _: [np.frombuffer(b"HWC", np.uint8) for _ in samples]),
     "constant": Case(list, lambda node, device: fn.constant(fdata=[1.5, 2.5, 3.5, 4.5], shape=(2, 2)),
                      lambda samples, outputs: [np.array([[1.5, 2.5], [3.5, 4.5]], np.float32)] * len(outputs)),
@@ -193,48 +158,48 @@ CASES: dict[str, Case] = {
                         check_distribution(0, 1, 2 / 7, np.sqrt(10 / (49 * 8)), 0.02)),
     "random.choice": Case(list, lambda node, device: fn.random.choice([1, 3, 5], p=[0.5, 0.25, 0.25], shape=(400,)),
                           check_distribution(1, 5, 2.5, np.sqrt(0.5 * 2.25 + 0.25 * 0.25 + 0.25 * 6.25), 0.15)),
-    "pad": Case(lambda: ragged_images(smooth=False), lambda node, device: fn.pad(_on(node, device), axes=(0, 1),
+    "pad": Case(lambda: ragged_images(smooth=False), lambda node, device: fn.pad(on_device(node, device), axes=(0, 1),
                                                                                  fill_value=7, align=(8,)),
                 lambda samples, _: [np.pad(s, ((0, 40 - s.shape[0]), (0, 32 - s.shape[1]), (0, 0)), constant_values=7)
                                     for s in samples]),
-    "permute_batch": Case(lambda: FEED, lambda node, device: fn.permute_batch(_on(node, device), indices=[4, 0, 0, 2, 1]),
+    "permute_batch": Case(lambda: FEED, lambda node, device: fn.permute_batch(on_device(node, device), indices=[4, 0, 0, 2, 1]),
                           lambda samples, _: [samples[i] for i in (4, 0, 0, 2, 1)]),
     "batch_permutation": Case(list, lambda node, device: fn.batch_permutation(no_fixed_points=True),
                               lambda samples, outputs: _check_permutation(outputs)),
-    "shapes": Case(lambda: FEED, lambda node, device: fn.shapes(_on(node, device)),
+    "shapes": Case(lambda: FEED, lambda node, device: fn.shapes(on_device(node, device)),
                    lambda samples, _: [np.array(s.shape, np.int64) for s in samples]),
-    "reshape": Case(lambda: FEED, lambda node, device: fn.reshape(_on(node, device), shape=(4, 3)),
+    "reshape": Case(lambda: FEED, lambda node, device: fn.reshape(on_device(node, device), shape=(4, 3)),
                     lambda samples, _: [s.reshape(4, 3) for s in samples]),
-    "squeeze": Case(lambda: [s[None] for s in FEED], lambda node, device: fn.squeeze(_on(node, device), axes=(0,)),
+    "squeeze": Case(lambda: [s[None] for s in FEED], lambda node, device: fn.squeeze(on_device(node, device), axes=(0,)),
                     lambda samples, _: [s[0] for s in samples]),
-    "expand_dims": Case(lambda: FEED, lambda node, device: fn.expand_dims(_on(node, device), axes=(0, 2)),
+    "expand_dims": Case(lambda: FEED, lambda node, device: fn.expand_dims(on_device(node, device), axes=(0, 2)),
                         lambda samples, _: [s[None, :, None] for s in samples]),
-    "cat": Case(lambda: FEED, lambda node, device: fn.cat(_on(node, device), _on(node, device) * 2, axis=1),
+    "cat": Case(lambda: FEED, lambda node, device: fn.cat(on_device(node, device), on_device(node, device) * 2, axis=1),
                 lambda samples, _: [np.concatenate([s, s * 2], axis=1) for s in samples]),
-    "stack": Case(lambda: FEED, lambda node, device: fn.stack(_on(node, device), _on(node, device), axis=1),
+    "stack": Case(lambda: FEED, lambda node, device: fn.stack(on_device(node, device), on_device(node, device), axis=1),
                   lambda samples, _: [np.stack([s, s], axis=1) for s in samples]),
-    "copy": Case(lambda: FEED, lambda node, device: fn.copy(_on(node, device)), lambda samples, _: samples),
+    "copy": Case(lambda: FEED, lambda node, device: fn.copy(on_device(node, device)), lambda samples, _: samples),
     "one_hot": Case(lambda: [np.array(i % 3, np.int32) for i in range(5)],
-                    lambda node, device: fn.one_hot(_on(node, device), num_classes=3),
+                    lambda node, device: fn.one_hot(on_device(node, device), num_classes=3),
                     lambda samples, _: [np.eye(3, dtype=np.float32)[int(s)] for s in samples]),
     **{f"reductions.{kind}": Case(lambda: FEED, lambda node, device, kind=kind: getattr(fn.reductions, kind)(
-        _on(node, device), axes=(1,)), lambda samples, _, reference=reference: [reference(s, axis=1).astype(s.dtype)
+        on_device(node, device), axes=(1,)), lambda samples, _, reference=reference: [reference(s, axis=1).astype(s.dtype)
                                                                          for s in samples],
         rtol=1e-6) for kind, reference in (("sum", np.sum), ("min", np.min), ("max", np.max), ("mean", np.mean),
                                             ("mean_square", lambda s, axis: np.mean(s * s, axis=axis)),
                                             ("rms", lambda s, axis: np.sqrt(np.mean(s * s, axis=axis))))},
     **{f"reductions.{kind}": Case(lambda: FEED, lambda node, device, kind=kind: getattr(fn.reductions, kind)(
-        _on(node, device), fn.reductions.mean(_on(node, device), axes=(0,), keep_dims=True), axes=(0,), ddof=1),
+        on_device(node, device), fn.reductions.mean(on_device(node, device), axes=(0,), keep_dims=True), axes=(0,), ddof=1),
         lambda samples, _, reference=reference: [reference(s, axis=0, ddof=1).astype(np.float32) for s in samples],
         rtol=1e-6)
        for kind, reference in (("std_dev", np.std), ("variance", np.var))},
     # the functions against numpy's results for the same samples
     # (python_function gets CuPy arrays on the GPU: numpy's functions dispatch to CuPy's)
     "python_function": Case(lambda: FEED, lambda node, device: fn.python_function(
-        _on(node, device), function=lambda x: np.sqrt(np.abs(x)) * 2, device=device),
-        lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples], rtol=1e-6),
+        on_device(node, device), function=lambda x: np.sqrt(np.abs(x)) * 2, device=device),
+        lambda samples, _: [np.sqrt(np.abs(s)) * 2 for s in samples], rtol=1e-6, gpu_needs_cupy=True),
     "torch_python_function": Case(lambda: FEED, lambda node, device: fn.torch_python_function(
-        _on(node, device), function=lambda batch: [x.flip(0) + 1 for x in batch], device=device),
+        on_device(node, device), function=lambda batch: [x.flip(0) + 1 for x in batch], device=device),
         lambda samples, _: [s[::-1] + 1 for s in samples]),
 }
 
@@ -264,38 +229,16 @@ def _split_flip_merge(node, device):
     from penstock.graph import invoke
     predicate = fn.reductions.sum(fn.shapes(node)) > 60
     arguments = {"predicate": predicate, "where": "a test", "device": device}
-    flipped, kept = invoke(registry.get_schema("_split"), (_on(node, device),), arguments)
+    flipped, kept = invoke(registry.get_schema("_split"), (on_device(node, device),), arguments)
     return invoke(registry.get_schema("_merge"), (fn.flip(flipped, horizontal=1), kept), arguments)
 
 
-def run_case(case: Case, device: str) -> tuple[list, list]:
-    """(samples fed, outputs as numpy arrays: a list, or a list per output) of one case."""
-    if case is CASES["python_function"] and device != "cpu":
-        pytest.importorskip("cupy", reason="python_function on the GPU hands the function CuPy arrays")
-    samples = case.samples()
-    batch_size = len(samples) or 5
-
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED)
-    def pipeline():
-        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC") if samples else None
-        return case.build(node, device)
-
-    emulated = device != "cpu" and not CUDA
-    with devices.emulated_gpu(emulated):
-        pipe = pipeline()
-        try:
-            outputs = pipe.run()
-        finally:
-            pipe.close()
-    arrays = [[np.asarray(sample) for sample in batch.as_cpu()] for batch in outputs]
-    return samples, arrays[0] if len(arrays) == 1 else arrays
-
-
-def _compare(case: Case, outputs, expected, where: str) -> None:
-    assert len(outputs) == len(expected), where
-    for index, (output, want) in enumerate(zip(outputs, expected)):
-        assert_close(output, np.asarray(want), case.max_abs, case.mean_abs, case.rtol, where=f"{where}, sample {index}")
-
+# each later family's cases, from tests/cases_<family>.py
+for _path in sorted(pathlib.Path(__file__).parent.glob("cases_*.py")):
+    _family = importlib.import_module(_path.stem).CASES
+    _repeated = set(_family) & set(CASES)
+    assert not _repeated, f"{_path.name} repeats the cases of {sorted(_repeated)}"
+    CASES.update(_family)
 
 PAIRS = sorted(registry.implementations())
 
@@ -311,7 +254,7 @@ def test_operator_matches_its_reference(name, device, tmp_path_factory):
     samples, outputs = run_case(case, device)
     expected = case.reference(samples, outputs)
     if expected is not None:
-        _compare(case, outputs, expected, f"{name} on {device}")
+        compare_outputs(case, outputs, expected, f"{name} on {device}")
 
 
 GPU_PAIRS = [(name, device) for name, device in PAIRS if device != "cpu" and (name, "cpu") in PAIRS]

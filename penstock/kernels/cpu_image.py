@@ -238,3 +238,36 @@ def warp_affine(image: np.ndarray, matrix: np.ndarray, height: int, width: int, 
     results = [cv2.warpAffine(plane, matrix, (width, height), flags=flag, borderMode=cv2.BORDER_CONSTANT,
                               borderValue=(fill,) * 4) for plane in planes]
     return results[0].reshape(height, width, channels) if channels <= 4 else np.stack(results, axis=2)
+
+
+_CV2_BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT,
+                "reflect_101": cv2.BORDER_REFLECT_101, "wrap": cv2.BORDER_WRAP}
+_CV2_WARP_FILTERS = {DALIInterpType.INTERP_NN: cv2.INTER_NEAREST, DALIInterpType.INTERP_CUBIC: cv2.INTER_CUBIC}
+
+
+def warp(image: np.ndarray, edge_map: np.ndarray, height: int, width: int, interp: DALIInterpType, border: str,
+         fill) -> np.ndarray:
+    """The HWC image sampled through ``edge_map`` (3x3, output pixel edges (x + 0.5, y + 0.5, 1) ->
+    input ones) into a (height, width) output of its dtype; outside the input ``border``
+    ('constant' with ``fill`` per channel, 'replicate', 'reflect', 'reflect_101', 'wrap')."""
+    shift = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    unshift = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5], [0.0, 0.0, 1.0]])
+    centre_map = unshift @ edge_map @ shift  # OpenCV's coordinates are pixel centres
+    flags = _CV2_WARP_FILTERS.get(interp, cv2.INTER_LINEAR) | cv2.WARP_INVERSE_MAP
+    channels = image.shape[2]
+    source = np.ascontiguousarray(image)
+    if source.dtype not in (np.uint8, np.uint16, np.int16, np.float32, np.float64):
+        source = source.astype(np.float32)
+    fills = np.broadcast_to(np.asarray(fill if fill is not None else 0.0, np.float64), (channels,))
+    results = []
+    for first in range(0, channels, 4):  # OpenCV warps up to 4 channels at a time
+        plane = np.ascontiguousarray(source[:, :, first:first + 4])
+        value = tuple(float(v) for v in fills[first:first + 4]) + (0.0,) * 4
+        if np.array_equal(centre_map[2], (0.0, 0.0, 1.0)):
+            warped = cv2.warpAffine(plane, centre_map[:2], (width, height), flags=flags,
+                                    borderMode=_CV2_BORDERS[border], borderValue=value[:4])
+        else:
+            warped = cv2.warpPerspective(plane, centre_map, (width, height), flags=flags,
+                                         borderMode=_CV2_BORDERS[border], borderValue=value[:4])
+        results.append(warped.reshape(height, width, plane.shape[2]))
+    return results[0] if len(results) == 1 else np.concatenate(results, axis=2)

@@ -1,36 +1,44 @@
-"""Deferred image work on the GPU: consecutive crop, resize, flip, normalize, cast and layout steps
-are collected in a plan and run as one pass of the resample kernel when a result is needed.
+"""Deferred image work on the GPU: consecutive geometry steps (crop, resize, flip, rotate, affine
+and perspective warps) compose into one per-sample sampling map, consecutive colour steps
+(brightness, contrast, saturation, hue, colour twists, normalization) into one per-sample colour
+matrix and offset, and both run with the cast and the layout as one pass of the resample kernel
+when a result is needed.
 
 ``ImagePlan`` is what a GPU image operator returns; the next operator extends it when it can
-(``with_crop``, ``with_resize``, ...), or calls ``materialize()`` and starts from tensors.
+(``with_crop``, ``with_resize``, ``with_warp``, ``with_color``, ...), or calls ``materialize()``
+and starts from tensors. Every per-sample quantity is a numpy array with one row per sample, so
+that extending a plan of a whole batch costs a few vectorized operations, not a loop.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from penstock.kernels import triton_resample
 from penstock.batch import DeferredBatch, PackedBatch, hwc_facts
-from penstock.kernels.triton_resample import ResamplePlan, run_resample
+from penstock.kernels.triton_resample import (BORDER_CLAMP, BORDER_CONSTANT, BORDER_FILL_OUTSIDE, BORDER_REFLECT,
+                                              BORDER_REFLECT_101, BORDER_WRAP, ResamplePlan, run_resample)
 
 
 @dataclass
 class ImagePlan(DeferredBatch):
-    """Per sample: a source HWC tensor, the window of it that is sampled (top, left, scale_y,
-    scale_x), the output size, flips, and a per-channel affine map of the values; for the batch:
-    the filter, output dtype and layout."""
+    """Per sample: a source HWC tensor, the map from output pixel edges to source ones, the output
+    size, the colour matrix and offset and the fill; for the batch: the filter, the border rule,
+    the output dtype and layout."""
 
     sources: list
-    windows: list  # (top, left, scale_y, scale_x): output (y, x) samples source (top + (y+.5)*sy - .5, ...)
+    maps: np.ndarray  # [N, 3, 3]: (x + 0.5, y + 0.5, 1) of an output pixel -> source coordinates
     sizes: list  # (height, width)
-    flips: list = field(default_factory=list)  # (vertical, horizontal)
-    multipliers: list = field(default_factory=list)
-    addends: list = field(default_factory=list)
-    fills: list = field(default_factory=list)
+    color_matrices: np.ndarray = None  # [N, K, C]: values become matrix @ value + offset
+    color_offsets: np.ndarray = None  # [N, K]
+    fills: np.ndarray = None  # [N, K]: outputs whose centre falls outside the source (crops with padding)
+    borders: np.ndarray | None = None  # [N, C]: what samples outside the source read (warps with a fill)
+    border: int = BORDER_FILL_OUTSIDE
     filter: int = triton_resample.FILTER_LINEAR
-    antialias: bool = True
-    resized: bool = False
+    antialias: bool = False
+    resized: bool = False  # a filtered step (resize, warp) is planned; else pixels are copied (nearest)
     dtype: torch.dtype | None = None  # None keeps the sources' dtype
     chw: bool = False
     pad_channels: bool = False
@@ -41,81 +49,173 @@ class ImagePlan(DeferredBatch):
         count = len(sources)
         channels = hwc_facts(sources)[0] if count else 3
         packed = isinstance(sources, PackedBatch)  # kept packed: no view per image
-        return cls(sources=sources if packed else list(sources), windows=[(0.0, 0.0, 1.0, 1.0)] * count,
-                   sizes=_source_sizes(sources), flips=[(0, 0)] * count,
-                   multipliers=[(1.0,) * channels] * count, addends=[(0.0,) * channels] * count,
-                   fills=[(0.0,) * channels] * count)
+        return cls(sources=sources if packed else list(sources), maps=np.tile(np.eye(3), (count, 1, 1)),
+                   sizes=_source_sizes(sources), color_matrices=np.tile(np.eye(channels), (count, 1, 1)),
+                   color_offsets=np.zeros((count, channels)), fills=np.zeros((count, channels)))
 
     def __len__(self) -> int:
         return len(self.sources)
 
     @property
     def channels(self) -> int:
+        """Channels of the values after the planned colour steps."""
+        return self.color_matrices.shape[1] if self.color_matrices is not None else 0
+
+    @property
+    def source_channels(self) -> int:
         return hwc_facts(self.sources)[0] if len(self.sources) else 0
+
+    @property
+    def color_identity(self) -> bool:
+        channels = self.source_channels
+        return self.channels == channels and np.array_equal(self.color_matrices, np.broadcast_to(
+            np.eye(channels), self.color_matrices.shape)) and not np.any(self.color_offsets)
 
     @property
     def identity(self) -> bool:
         return (not self.resized and self.dtype in (None, hwc_facts(self.sources)[1] if len(self.sources) else None)
-                and not self.chw and not self.pad_channels
-                and all(w == (0.0, 0.0, 1.0, 1.0) for w in self.windows)
-                and all(tuple(s) == size for s, size in zip(self.sizes, _source_sizes(self.sources)))
-                and all(f == (0, 0) for f in self.flips)
-                and all(all(m == 1.0 for m in ms) for ms in self.multipliers)
-                and all(all(a == 0.0 for a in ad) for ad in self.addends))
+                and not self.chw and not self.pad_channels and self.color_identity
+                and np.array_equal(self.maps, np.broadcast_to(np.eye(3), self.maps.shape))
+                and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, _source_sizes(self.sources))))
 
     @property
     def geometry_final(self) -> bool:
         """Steps after which geometry can no longer be folded in (the layout or values changed)."""
-        return self.chw or self.pad_channels or any(f != (0, 0) for f in self.flips) or \
+        return self.chw or self.pad_channels or \
             (self.dtype is not None and not self.dtype.is_floating_point and self.dtype != torch.uint8)
+
+    # ---- geometry: each step maps its output pixels into the current output's ----------------
+    def _then_map(self, step: np.ndarray, sizes: list) -> "ImagePlan":
+        """The plan whose output pixel edges map through ``step`` ([N, 3, 3], new output -> current
+        output) and then through the current map."""
+        return replace(self, maps=self.maps @ step, sizes=[(int(h), int(w)) for h, w in sizes])
 
     def with_crop(self, windows: list) -> "ImagePlan":
         """Keeps the (top, left, height, width) window of each current output; may reach outside
         (those pixels take the fill values)."""
-        new_windows, sizes = [], []
-        for (top, left, scale_y, scale_x), (y, x, height, width) in zip(self.windows, windows):
-            new_windows.append((top + y * scale_y, left + x * scale_x, scale_y, scale_x))
-            sizes.append((int(height), int(width)))
-        return replace(self, windows=new_windows, sizes=sizes)
+        if not len(windows):
+            return self
+        window = np.asarray(windows, np.float64)
+        step = np.tile(np.eye(3), (len(window), 1, 1))
+        step[:, 0, 2] = window[:, 1]
+        step[:, 1, 2] = window[:, 0]
+        return self._then_map(step, window[:, 2:].astype(int).tolist())
 
     def with_resize(self, sizes: list, filter_id: int, antialias: bool) -> "ImagePlan":
-        new_windows = []
-        for (top, left, scale_y, scale_x), (old_h, old_w), (height, width) in zip(self.windows, self.sizes, sizes):
-            new_windows.append((top, left, scale_y * old_h / height, scale_x * old_w / width))
-        return replace(self, windows=new_windows, sizes=[(int(h), int(w)) for h, w in sizes],
-                       filter=filter_id, antialias=antialias, resized=True)
+        if not len(sizes):
+            return self
+        new = np.asarray(sizes, np.float64)
+        old = np.asarray(self.sizes, np.float64)
+        step = np.zeros((len(new), 3, 3))
+        step[:, 0, 0] = old[:, 1] / new[:, 1]
+        step[:, 1, 1] = old[:, 0] / new[:, 0]
+        step[:, 2, 2] = 1.0
+        plan = self._then_map(step, sizes)
+        return replace(plan, filter=filter_id, antialias=antialias or self.antialias, resized=True)
 
     def with_flips(self, flips: list) -> "ImagePlan":
-        return replace(self, flips=[(a ^ c, b ^ d) if c or d else (a, b)
-                                    for (a, b), (c, d) in zip(self.flips, flips)])
+        """Mirrors each current output: flips are (vertical, horizontal) per sample."""
+        flip = np.asarray(flips, bool).reshape(-1, 2)
+        if not flip.any():
+            return self
+        size = np.asarray(self.sizes, np.float64)
+        step = np.tile(np.eye(3), (len(flip), 1, 1))
+        step[:, 1, 1] = np.where(flip[:, 0], -1.0, 1.0)
+        step[:, 1, 2] = np.where(flip[:, 0], size[:, 0], 0.0)
+        step[:, 0, 0] = np.where(flip[:, 1], -1.0, 1.0)
+        step[:, 0, 2] = np.where(flip[:, 1], size[:, 1], 0.0)
+        return self._then_map(step, self.sizes)
+
+    def with_warp(self, maps: np.ndarray, sizes: list, filter_id: int, border: int,
+                  border_values: np.ndarray | None = None, antialias: bool = False) -> "ImagePlan":
+        """Samples each current output through ``maps`` ([N, 3, 3]: the new output's pixel edges
+        (x + 0.5, y + 0.5, 1) -> the current output's) into outputs of ``sizes``; outside the
+        current output a constant (``BORDER_CONSTANT`` with ``border_values`` [N, C] in the current
+        output's values), the edge pixels (``BORDER_CLAMP``), or the reflected or wrapped image. Plans this cannot extend
+        exactly (values already transformed, a cut of the source, or a border rule of their own)
+        run first."""
+        plan = self
+        if not plan.can_take_border(border, border_values):
+            plan = ImagePlan.of(plan.materialize()[0])
+        plan = plan._then_map(np.asarray(maps, np.float64), sizes)
+        if border_values is not None:
+            plan = replace(plan, borders=np.asarray(border_values, np.float64))
+        return replace(plan, border=border, resized=True, antialias=antialias or plan.antialias,
+                       filter=max(filter_id, plan.filter) if plan.resized else filter_id)
+
+    def can_take_border(self, border: int, border_values) -> bool:
+        """Whether a step whose outside reads ``border`` folds into this plan exactly: the values are
+        not transformed yet (a constant border is read before the colour steps) and the current
+        output is the whole source (resized or mirrored, not cut: the step's outside must be the
+        source's outside), or the plan already reads the same border."""
+        if self.geometry_final or not self.color_identity:
+            return False
+        if self.border == border and (border != BORDER_CONSTANT or np.array_equal(self.borders, border_values)):
+            return True
+        return self.border == BORDER_FILL_OUTSIDE and self._output_is_whole_source()
+
+    def _output_is_whole_source(self) -> bool:
+        if not len(self.sizes):
+            return True
+        maps = self.maps
+        if np.any(maps[:, 2] != (0.0, 0.0, 1.0)) or np.any(maps[:, 0, 1]) or np.any(maps[:, 1, 0]):
+            return False  # rotated or projected: its outline is not the source's
+        size = np.asarray(self.sizes, np.float64)
+        source = np.asarray(_source_sizes(self.sources), np.float64)
+        starts = maps[:, :2, 2]  # where output edge 0 lands, (x, y)
+        ends = starts + maps[:, [0, 1], [0, 1]] * size[:, ::-1]  # where the far edge lands
+        low, high = np.minimum(starts, ends), np.maximum(starts, ends)
+        return bool(np.allclose(low, 0.0, atol=1e-9) and np.allclose(high, source[:, ::-1], atol=1e-9))
+
+    # ---- values --------------------------------------------------------------------------------
+    def with_color(self, matrices: np.ndarray, offsets: np.ndarray) -> "ImagePlan":
+        """Values become matrix @ value + offset after what is planned (``matrices`` [N, K', K],
+        ``offsets`` [N, K'], K the current channels)."""
+        matrices = np.asarray(matrices, np.float64)
+        offsets = np.asarray(offsets, np.float64)
+        if matrices.shape[2] != self.channels:
+            raise ValueError(f"a colour transform of {matrices.shape[2]} channels for {self.channels}-channel images")
+        color = matrices @ self.color_matrices
+        offset = (matrices @ self.color_offsets[:, :, None])[:, :, 0] + offsets
+        fills = self.fills if matrices.shape[1] == self.fills.shape[1] else np.zeros(offsets.shape)
+        return replace(self, color_matrices=color, color_offsets=offset, fills=fills)
 
     def with_affine(self, multipliers: list, addends: list) -> "ImagePlan":
         """Values become value * multiplier + addend (per sample, per channel), after what is planned."""
         channels = self.channels
-        combined: dict = {}  # a batch usually has one map for all its samples: each is worked out once
-        new_multipliers, new_addends = [], []
-        for key in zip(self.multipliers, self.addends, multipliers, addends):
-            result = combined.get(key)
-            if result is None:
-                m0, a0, m1, a1 = key
-                m1 = _per_channel(m1, channels)
-                a1 = _per_channel(a1, channels)
-                result = combined[key] = (tuple(x * y for x, y in zip(m0, m1)),
-                                          tuple(a * m + b for a, m, b in zip(a0, m1, a1)))
-            new_multipliers.append(result[0])
-            new_addends.append(result[1])
-        return replace(self, multipliers=new_multipliers, addends=new_addends)
+        if multipliers and all(m is multipliers[0] for m in multipliers) and all(a is addends[0] for a in addends):
+            scale = np.broadcast_to(_per_channel(multipliers[0], channels), (len(multipliers), channels))
+            shift = np.broadcast_to(_per_channel(addends[0], channels), (len(addends), channels))
+        else:
+            scale = np.array([_per_channel(m, channels) for m in multipliers]).reshape(-1, channels)
+            shift = np.array([_per_channel(a, channels) for a in addends]).reshape(-1, channels)
+        return replace(self, color_matrices=self.color_matrices * scale[:, :, None],
+                       color_offsets=self.color_offsets * scale + shift)
 
     def with_fills(self, fills: list) -> "ImagePlan":
         if fills and all(fill is fills[0] for fill in fills):  # one argument for the batch: worked out once
-            return replace(self, fills=[_per_channel(fills[0], self.channels)] * len(fills))
-        return replace(self, fills=[_per_channel(f, self.channels) for f in fills])
+            values = np.tile(_per_channel(fills[0], self.channels), (len(fills), 1))
+        else:
+            values = np.array([_per_channel(f, self.channels) for f in fills]).reshape(-1, self.channels)
+        return replace(self, fills=values)
 
     def with_output(self, dtype: torch.dtype | None = None, chw: bool | None = None,
                     pad_channels: bool | None = None) -> "ImagePlan":
         return replace(self, dtype=self.dtype if dtype is None else dtype,
                        chw=self.chw if chw is None else chw,
                        pad_channels=self.pad_channels if pad_channels is None else pad_channels)
+
+    def stretches(self) -> np.ndarray:
+        """[N, 2]: how much the filter widens along (y, x) of the source (antialias when shrinking):
+        the length of the source step per output pixel, at the output's centre."""
+        if not self.antialias or not self.resized:
+            return np.ones((len(self.sources), 2))
+        maps = self.maps
+        size = np.asarray(self.sizes, np.float64)
+        depth = maps[:, 2, 0] * size[:, 1] / 2 + maps[:, 2, 1] * size[:, 0] / 2 + maps[:, 2, 2]
+        step_x = np.hypot(maps[:, 0, 0], maps[:, 0, 1]) / np.abs(depth)
+        step_y = np.hypot(maps[:, 1, 0], maps[:, 1, 1]) / np.abs(depth)
+        return np.maximum(np.stack([step_y, step_x], axis=1), 1.0)
 
     def materialize(self, block: int = 256, per_sample: bool = True):
         """Runs the plan: (per-sample tensors, dense [N, ...] tensor or None); the per-sample
@@ -127,10 +227,12 @@ class ImagePlan(DeferredBatch):
             return [], None
         if self.identity:
             return list(self.sources), None
-        plan = ResamplePlan(self.sources, self.windows, self.sizes, self.flips, self.multipliers, self.addends,
-                            self.fills, self.filter if self.resized else triton_resample.FILTER_NEAREST,
-                            self.antialias and self.resized, self.dtype or hwc_facts(self.sources)[1], self.chw,
-                            self.pad_channels)
+        channels = self.source_channels
+        borders = self.borders if self.borders is not None else np.zeros((len(self.sources), channels))
+        plan = ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,
+                            self.color_offsets, self.fills, borders,
+                            self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
+                            self.dtype or hwc_facts(self.sources)[1], self.chw, self.pad_channels)
         packed = run_resample(plan, block=block)
         dense = packed.dense()
         if dense is not None:
@@ -150,3 +252,7 @@ def _per_channel(values, channels: int) -> tuple:
     if len(values) != channels:
         raise ValueError(f"{len(values)} values for {channels} channels")
     return values
+
+
+__all__ = ["BORDER_CLAMP", "BORDER_CONSTANT", "BORDER_FILL_OUTSIDE", "BORDER_REFLECT", "BORDER_REFLECT_101",
+           "BORDER_WRAP", "ImagePlan"]

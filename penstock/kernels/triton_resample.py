@@ -1,13 +1,16 @@
-"""One Triton kernel for the image work of a GPU pipeline: resample (crop + resize with an
-antialiased filter), mirror, normalize, convert the type and the layout, in one pass over a ragged
-batch.
+"""One Triton kernel for the image work of a GPU pipeline: resample through any per-sample
+projective map (crop, resize, flip, rotation, affine and perspective warps, with an antialiased
+filter), transform the colours (a per-sample matrix and offset: brightness, contrast, saturation,
+hue, normalization), convert the type and the layout, in one pass over a ragged batch.
 
 Every sample has its own source (a pointer in a table, so the decoder's separate allocations need
-no gathering copy), its own source window, output size and mirror flags; one launch covers the
-batch with program ids over (tile of output pixels, sample). Output pixel (y, x) samples the
-source at ``window_y + (y + 0.5) * scale_y - 0.5`` (and likewise for x), through the filter widened
-by the scale when shrinking with antialias, with edge pixels repeated at the borders; pixels whose
-centre falls outside the source take the fill value.
+no gathering copy), its own 3x3 map, output size and colour transform; one launch covers the batch
+with program ids over (tile of output pixels, sample). Output pixel (y, x) samples the source at
+``map @ (x + 0.5, y + 0.5, 1) - 0.5`` (divided by its third coordinate for perspective maps),
+through the filter widened by the sample's stretch (the map's scale when shrinking with
+antialias). At the borders either the edge pixels repeat and outputs whose centre falls outside
+the source take the fill value (crops that reach outside), or taps outside the source read a
+constant border value (warps with a fill value, as OpenCV's BORDER_CONSTANT).
 """
 from __future__ import annotations
 
@@ -60,54 +63,79 @@ def _round_half_to_even(value):
 
 
 @triton.jit
+def _accumulate(acc, weight, address, mask, border, BORDER: tl.constexpr):
+    """acc + weight * the source value at ``address`` (the border value where ``mask`` is off and
+    the border is constant)."""
+    if BORDER == 1:
+        value = tl.where(mask, tl.load(address, mask=mask, other=0).to(tl.float32), border)
+    else:
+        value = tl.load(address, mask=mask, other=0).to(tl.float32)
+    return acc + weight * value
+
+
+@triton.jit
+def _border_index(index, size, BORDER: tl.constexpr):
+    """The source row or column that tap ``index`` reads under the border rule (clamped for the
+    rules that repeat the edge or mask the outside)."""
+    if BORDER == 3:  # reflect: cba|abcd|dcb
+        period = 2 * size
+        folded = ((index % period) + period) % period
+        index = tl.where(folded >= size, period - 1 - folded, folded)
+    elif BORDER == 4:  # reflect_101: dcb|abcd|cba
+        period = tl.maximum(2 * size - 2, 1)
+        folded = ((index % period) + period) % period
+        index = tl.where(folded >= size, period - folded, folded)
+    elif BORDER == 5:  # wrap: bcd|abcd|abc
+        index = ((index % size) + size) % size
+    return tl.minimum(tl.maximum(index, 0), size - 1)
+
+
+@triton.jit
 def resample_kernel(
-    integers,  # int64 [N + 1, 9]: per sample source pointer, height, width, row stride, output offset,
-               # output height, output width, vertical flip, horizontal flip; then the filter taps per
-               # axis for the widest sample (a runtime bound: no recompiling per batch)
-    reals,  # float64 [N, 4 + 3C]: window_y, window_x, scale_y, scale_x, then per channel the
-            # multiplier and the addend (out = value * multiplier + addend) and the fill outside the source
+    integers,  # int64 [N + 1, 7]: per sample source pointer, height, width, row stride, output offset,
+               # output height, output width; then the filter taps per axis for the widest sample (a
+               # runtime bound: no recompiling per batch)
+    reals,  # float64 [N, REALS]: the 3x3 map from output to source coordinates (row-major), the
+            # filter's stretch (y, x), the colour matrix [COLOR_CHANNELS, CHANNELS] and offsets
+            # (out = matrix @ value + offset), the fill per colour channel, the border per source channel
     output, count,
-    CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr, FILTER: tl.constexpr,
-    ANTIALIAS: tl.constexpr, SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr,
-    OUT_MAX: tl.constexpr, BLOCK: tl.constexpr,
+    CHANNELS: tl.constexpr, COLOR_CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr,
+    FILTER: tl.constexpr, PERSPECTIVE: tl.constexpr, DIAGONAL: tl.constexpr, BORDER: tl.constexpr,
+    SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr, OUT_MAX: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     tile = tl.program_id(0)
     sample = tl.program_id(1)
-    ints = integers + sample * 9
-    floats = reals + sample * (4 + 3 * CHANNELS)
+    ints = integers + sample * 7
+    floats = reals + sample * (11 + COLOR_CHANNELS * CHANNELS + 2 * COLOR_CHANNELS + CHANNELS)
     out_height = tl.load(ints + 5).to(tl.int32)
     out_width = tl.load(ints + 6).to(tl.int32)
     pixels = tile * BLOCK + tl.arange(0, BLOCK)
     active = pixels < out_height * out_width
-    out_y = pixels // out_width
-    out_x = pixels % out_width
-    flip_y = tl.load(ints + 7)
-    flip_x = tl.load(ints + 8)
-    out_y_source = tl.where(flip_y != 0, out_height - 1 - out_y, out_y)
-    out_x_source = tl.where(flip_x != 0, out_width - 1 - out_x, out_x)
+    # output pixel edges (centre + 0.5) in float64: a tie (4.5 * 40/30 = 6) is a tie, not 5.9999
+    out_x = (pixels % out_width).to(tl.float64) + 0.5
+    out_y = (pixels // out_width).to(tl.float64) + 0.5
 
     source = tl.load(ints).to(tl.pointer_type(SOURCE_DTYPE))
     height = tl.load(ints + 1).to(tl.int32)
     width = tl.load(ints + 2).to(tl.int32)
     row_stride = tl.load(ints + 3)
-    window_y = tl.load(floats)
-    window_x = tl.load(floats + 1)
-    scale_y = tl.load(floats + 2)
-    scale_x = tl.load(floats + 3)
-    # positions in float64: a tie (4.5 * 40/30 = 6) is a tie, not 5.9999
-    edge_y = window_y + (out_y_source.to(tl.float64) + 0.5) * scale_y
-    edge_x = window_x + (out_x_source.to(tl.float64) + 0.5) * scale_x
+    edge_x = tl.load(floats) * out_x + tl.load(floats + 1) * out_y + tl.load(floats + 2)
+    edge_y = tl.load(floats + 3) * out_x + tl.load(floats + 4) * out_y + tl.load(floats + 5)
+    if PERSPECTIVE:
+        depth = tl.load(floats + 6) * out_x + tl.load(floats + 7) * out_y + tl.load(floats + 8)
+        depth = tl.where(depth == 0.0, 1e-30, depth)
+        edge_x = edge_x / depth
+        edge_y = edge_y / depth
     center_y = (edge_y - 0.5).to(tl.float32)
     center_x = (edge_x - 0.5).to(tl.float32)
-    inside = (center_y >= -0.5) & (center_y <= height.to(tl.float32) - 0.5) & \
-             (center_x >= -0.5) & (center_x <= width.to(tl.float32) - 0.5)
-
-    if ANTIALIAS:
-        stretch_y = tl.maximum(scale_y.to(tl.float32), 1.0)
-        stretch_x = tl.maximum(scale_x.to(tl.float32), 1.0)
-    else:
-        stretch_y = 1.0
-        stretch_x = 1.0
+    if BORDER == 0:  # taps repeat the edge pixels; pixels whose centre is outside the source take the fill
+        inside = (center_y >= -0.5) & (center_y <= height.to(tl.float32) - 0.5) & \
+                 (center_x >= -0.5) & (center_x <= width.to(tl.float32) - 0.5)
+    else:  # taps outside the source read the border value (1), the edge pixels (2) or the
+        inside = active  # reflected or wrapped image (3-5)
+    stretch_y = tl.load(floats + 9).to(tl.float32)
+    stretch_x = tl.load(floats + 10).to(tl.float32)
     if FILTER == 0:  # numeric.nearest_indices: a centre on a pixel boundary takes the later pixel
         first_y = tl.floor(edge_y + NEAREST_TIE_EPSILON).to(tl.int32)
         first_x = tl.floor(edge_x + NEAREST_TIE_EPSILON).to(tl.int32)
@@ -116,13 +144,18 @@ def resample_kernel(
         first_y = tl.floor(center_y - radius * stretch_y).to(tl.int32) + 1
         first_x = tl.floor(center_x - radius * stretch_x).to(tl.int32) + 1
 
+    border_values = floats + 11 + COLOR_CHANNELS * CHANNELS + 2 * COLOR_CHANNELS
+    border0 = tl.load(border_values).to(tl.float32)
+    border1 = tl.load(border_values + (1 if CHANNELS > 1 else 0)).to(tl.float32)
+    border2 = tl.load(border_values + (2 if CHANNELS > 2 else 0)).to(tl.float32)
+    border3 = tl.load(border_values + (3 if CHANNELS > 3 else 0)).to(tl.float32)
     acc0 = tl.zeros([BLOCK], dtype=tl.float32)
     acc1 = tl.zeros([BLOCK], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
     acc3 = tl.zeros([BLOCK], dtype=tl.float32)
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    taps_y = tl.load(integers + count * 9).to(tl.int32)
-    taps_x = tl.load(integers + count * 9 + 1).to(tl.int32)
+    taps_y = tl.load(integers + count * 7).to(tl.int32)
+    taps_x = tl.load(integers + count * 7 + 1).to(tl.int32)
     ky = 0
     while ky < taps_y:  # a runtime bound (a while loop, which Triton's interpreter also runs)
         y = first_y + ky
@@ -130,7 +163,8 @@ def resample_kernel(
             weight_y = tl.full([BLOCK], 1.0, tl.float32)
         else:
             weight_y = _filter_weight((y.to(tl.float32) - center_y) / stretch_y, FILTER)
-        row = tl.minimum(tl.maximum(y, 0), height - 1).to(tl.int64) * row_stride
+        row = _border_index(y, height, BORDER).to(tl.int64) * row_stride
+        row_inside = (y >= 0) & (y < height)
         kx = 0
         while kx < taps_x:
             x = first_x + kx
@@ -138,36 +172,55 @@ def resample_kernel(
                 weight = weight_y
             else:
                 weight = weight_y * _filter_weight((x.to(tl.float32) - center_x) / stretch_x, FILTER)
-            column = tl.minimum(tl.maximum(x, 0), width - 1).to(tl.int64) * CHANNELS
+            column = _border_index(x, width, BORDER).to(tl.int64) * CHANNELS
             mask = active & inside
+            if BORDER == 1:
+                mask = mask & row_inside & (x >= 0) & (x < width)
             address = source + row + column
-            acc0 += weight * tl.load(address, mask=mask, other=0).to(tl.float32)
+            acc0 = _accumulate(acc0, weight, address, mask, border0, BORDER)
             if CHANNELS > 1:
-                acc1 += weight * tl.load(address + 1, mask=mask, other=0).to(tl.float32)
+                acc1 = _accumulate(acc1, weight, address + 1, mask, border1, BORDER)
             if CHANNELS > 2:
-                acc2 += weight * tl.load(address + 2, mask=mask, other=0).to(tl.float32)
+                acc2 = _accumulate(acc2, weight, address + 2, mask, border2, BORDER)
             if CHANNELS > 3:
-                acc3 += weight * tl.load(address + 3, mask=mask, other=0).to(tl.float32)
+                acc3 = _accumulate(acc3, weight, address + 3, mask, border3, BORDER)
             total += weight
             kx += 1
         ky += 1
     total = tl.where(total == 0.0, 1.0, total)
+    acc0 = acc0 / total
+    acc1 = acc1 / total
+    acc2 = acc2 / total
+    acc3 = acc3 / total
 
+    matrix = floats + 11
+    offsets = matrix + COLOR_CHANNELS * CHANNELS
+    fills = offsets + COLOR_CHANNELS
     out_base = output + tl.load(ints + 4)
     plane = (out_height * out_width).to(tl.int64)
     for channel in tl.static_range(OUT_CHANNELS):
-        if channel < CHANNELS:
-            if channel == 0:
-                value = acc0 / total
-            elif channel == 1:
-                value = acc1 / total
-            elif channel == 2:
-                value = acc2 / total
+        if channel < COLOR_CHANNELS:
+            row_of_matrix = matrix + channel * CHANNELS
+            if DIAGONAL:  # one multiplier per channel (a NaN in one channel stays in it)
+                if channel == 0:
+                    value = acc0
+                elif channel == 1:
+                    value = acc1
+                elif channel == 2:
+                    value = acc2
+                else:
+                    value = acc3
+                value = value * tl.load(row_of_matrix + channel).to(tl.float32)
             else:
-                value = acc3 / total
-            value = value * tl.load(floats + 4 + channel).to(tl.float32) + \
-                tl.load(floats + 4 + CHANNELS + channel).to(tl.float32)
-            value = tl.where(inside, value, tl.load(floats + 4 + 2 * CHANNELS + channel).to(tl.float32))
+                value = acc0 * tl.load(row_of_matrix).to(tl.float32)
+                if CHANNELS > 1:
+                    value += acc1 * tl.load(row_of_matrix + 1).to(tl.float32)
+                if CHANNELS > 2:
+                    value += acc2 * tl.load(row_of_matrix + 2).to(tl.float32)
+                if CHANNELS > 3:
+                    value += acc3 * tl.load(row_of_matrix + 3).to(tl.float32)
+            value = value + tl.load(offsets + channel).to(tl.float32)
+            value = tl.where(inside, value, tl.load(fills + channel).to(tl.float32))
         else:
             value = tl.zeros([BLOCK], dtype=tl.float32)
         if ROUND:  # penstock.numeric's rule: to nearest, halves to even; NaN to 0; saturate
@@ -180,32 +233,39 @@ def resample_kernel(
         tl.store(address, value.to(out_base.dtype.element_ty), mask=active)
 
 
+# what samples outside the source give: the edge pixels repeated and the fill where the output's
+# centre is outside (crops that reach outside), a constant, the edge pixels repeated everywhere, or
+# the image reflected (edge pixel repeated, or not) or wrapped around
+BORDER_FILL_OUTSIDE, BORDER_CONSTANT, BORDER_CLAMP, BORDER_REFLECT, BORDER_REFLECT_101, BORDER_WRAP = range(6)
+
+
 @dataclass
 class ResamplePlan:
     """What the kernel does to each sample; tensors on the device of the sources (tables on the
-    same device). All per-sample fields are sequences of length N."""
+    same device). Per-sample fields are arrays with N rows."""
 
     sources: list  # tensors HWC (row stride may exceed width * channels)
-    windows: list  # (window_y, window_x, scale_y, scale_x) per sample
+    maps: np.ndarray  # [N, 3, 3]: output pixel edges (x + 0.5, y + 0.5, 1) -> source ones (homogeneous)
     output_sizes: list  # (height, width) per sample
-    flips: list  # (vertical, horizontal) per sample
-    multipliers: list  # per sample, C values
-    addends: list  # per sample, C values
-    fills: list  # per sample, C values
+    stretches: np.ndarray  # [N, 2]: the filter widened by (y, x) when shrinking with antialias, else 1
+    color_matrices: np.ndarray  # [N, K, C]: out = matrix @ value + offset
+    color_offsets: np.ndarray  # [N, K]
+    fills: np.ndarray  # [N, K]: outputs whose centre falls outside the source (BORDER_FILL_OUTSIDE)
+    borders: np.ndarray  # [N, C]: what taps outside the source read (BORDER_CONSTANT)
     filter: int = FILTER_LINEAR
-    antialias: bool = True
+    border: int = BORDER_FILL_OUTSIDE
     out_dtype: torch.dtype = torch.float32
     chw: bool = False
     pad_channels: bool = False
 
 
-def taps_for(filter_id: int, antialias: bool, scales) -> int:
-    """Filter taps per axis covering the widest sample of the batch."""
+def taps_for(filter_id: int, stretches) -> int:
+    """Filter taps per axis covering the widest sample of the batch (``stretches``: each sample's
+    stretch along that axis, 1 or more)."""
     if filter_id == FILTER_NEAREST:
         return 1
-    radius = FILTER_RADIUS[filter_id]
-    widest = max([max(scale, 1.0) if antialias else 1.0 for scale in scales] or [1.0])
-    return int(math.ceil(2 * radius * widest)) + 1
+    widest = float(np.max(stretches)) if len(stretches) else 1.0
+    return int(math.ceil(2 * FILTER_RADIUS[filter_id] * widest)) + 1
 
 
 def _layouts(sources: list, channels: int, dtype) -> list:
@@ -232,7 +292,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         layouts = plan.sources.layouts()
     else:
         layouts = _layouts(plan.sources, channels, dtype)
-    out_channels = channels + (1 if plan.pad_channels else 0)
+    out_channels = plan.color_matrices.shape[1] + (1 if plan.pad_channels else 0)
     shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in plan.output_sizes]
     sizes = [h * w * out_channels for h, w in plan.output_sizes]
     offsets = [0] * count
@@ -246,18 +306,14 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
 
     # every per-sample number in two tables, sent in two copies from pinned memory: the launch
     # does not wait for the work already queued on the stream (such as the decoding of the sources)
-    integers = np.zeros((count + 1, 9), np.int64)
+    color_channels = plan.color_matrices.shape[1]
+    integers = np.zeros((count + 1, 7), np.int64)
     integers[:count, :4] = layouts  # address, height, width, row stride
     integers[:count, 4] = offsets
     integers[:count, 5:7] = plan.output_sizes
-    integers[:count, 7:9] = plan.flips
-    integers[count, :2] = (taps_for(plan.filter, plan.antialias, [w[2] for w in plan.windows]),
-                           taps_for(plan.filter, plan.antialias, [w[3] for w in plan.windows]))
-    reals = np.empty((count, 4 + 3 * channels), np.float64)
-    reals[:, :4] = plan.windows
-    reals[:, 4:4 + channels] = plan.multipliers
-    reals[:, 4 + channels:4 + 2 * channels] = plan.addends
-    reals[:, 4 + 2 * channels:] = plan.fills
+    integers[count, :2] = (taps_for(plan.filter, plan.stretches[:, 0]), taps_for(plan.filter, plan.stretches[:, 1]))
+    reals = np.concatenate([plan.maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
+                            plan.color_offsets, plan.fills, plan.borders], axis=1).astype(np.float64, copy=False)
     if device.type == "cuda":
         integers, reals = upload_arrays(device, [integers, reals])
     else:
@@ -268,10 +324,13 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     if INTERPRETED:  # each program costs the interpreter the same, whatever its size: use few
         block = min(4096, triton.next_power_of_2(max_pixels))
     grid = (triton.cdiv(max_pixels, block), count)
+    matrices = plan.color_matrices
+    diagonal = color_channels == channels and not np.any(matrices - matrices * np.eye(channels))
     resample_kernel[grid](
         integers, reals, output, count,
-        CHANNELS=channels, OUT_CHANNELS=out_channels, CHW=plan.chw, FILTER=plan.filter,
-        ANTIALIAS=plan.antialias, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
+        CHANNELS=channels, COLOR_CHANNELS=color_channels, OUT_CHANNELS=out_channels, CHW=plan.chw,
+        FILTER=plan.filter, PERSPECTIVE=bool(np.any(plan.maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),
+        BORDER=plan.border, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
         OUT_MIN=bounds[0] if bounds else 0.0, OUT_MAX=bounds[1] if bounds else 0.0,
         BLOCK=block)
     return PackedBatch(output, offsets, shapes)

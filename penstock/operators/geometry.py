@@ -259,6 +259,9 @@ def crop_windows(plan, args: list, op_name: str) -> list:
 
 def with_crop_of(plan, args: list, op_name: str):
     """The plan with each sample's window (crop / crop_mirror_normalize) and its fill values."""
+    from penstock.kernels.image_plan import BORDER_FILL_OUTSIDE, ImagePlan
+    if plan.border != BORDER_FILL_OUTSIDE and any(a["out_of_bounds_policy"] == "pad" for a in args):
+        plan = ImagePlan.of(plan.materialize()[0])  # the plan's outside is a warp's border, not this fill
     return plan.with_crop(crop_windows(plan, args, op_name)).with_fills([a["fill_values"] for a in args])
 
 
@@ -426,42 +429,32 @@ class Rotate(RotateDeclaration, SampleOperator):
         return numeric.saturate(result, dtype)
 
 
+def rotation_edge_map(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:
+    """rotation_matrix as the 3x3 map from output pixel edges to input ones (the image plan's)."""
+    forward = np.vstack([rotation_matrix(height, width, out_height, out_width, angle), [0.0, 0.0, 1.0]])
+    to_centres = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5], [0.0, 0.0, 1.0]])
+    to_edges = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
+    return to_edges @ np.linalg.inv(forward) @ to_centres
+
+
 @registry.register("rotate", "gpu", requires=devices.gpu_problem)
-class RotateGpu(RotateDeclaration, BatchOperator):
-    """Rotation by bilinear (or nearest) sampling with torch's grid_sample: one call for the batch
-    when every sample has the same input and output size, else one per sample."""
+class RotateGpu(ExtendsImagePlan, RotateDeclaration, BatchOperator):
+    """Folded into the batch's image plan as a warp whose outside is fill_value."""
 
     def run_batch(self, inputs, args, batch):
-        import torch
-        import torch.nn.functional as functional
-        samples = tensors_of(inputs[0])
-        thetas, sizes = [], []
-        for sample, a in zip(samples, args):
-            height, width = sample.shape[:2]
+        from penstock.kernels.image_plan import BORDER_CONSTANT
+        plan = plan_of(inputs[0])
+        maps, sizes = [], []
+        for (height, width), a in zip(plan.sizes, args):
             out_height, out_width = rotated_size(height, width, a["angle"], a)
-            forward = np.vstack([rotation_matrix(height, width, out_height, out_width, a["angle"]), [0, 0, 1]])
-            # affine_grid works in normalized coordinates (align_corners=False): pixel centre x of an
-            # image W wide is at (2x + 1) / W - 1; theta maps output coordinates to input ones
-            from_output = np.array([[out_width / 2, 0, (out_width - 1) / 2], [0, out_height / 2, (out_height - 1) / 2],
-                                    [0, 0, 1]])
-            to_input = np.array([[2 / width, 0, 1 / width - 1], [0, 2 / height, 1 / height - 1], [0, 0, 1]])
-            thetas.append((to_input @ np.linalg.inv(forward) @ from_output)[:2])
-            sizes.append((height, width, out_height, out_width))
-        mode = "nearest" if args[0]["interp_type"] is types.INTERP_NN else "bilinear"
-        fill = args[0]["fill_value"]
-        dtype = types.to_torch_dtype(args[0]["dtype"]) if args[0]["dtype"] else samples[0].dtype
-
-        def rotate(images, theta, size):  # images [N, H, W, C] -> [N, H', W', C]
-            planes = images.permute(0, 3, 1, 2).float()
-            theta = torch.as_tensor(np.asarray(theta), dtype=torch.float32).to(images.device, non_blocking=True)
-            grid = functional.affine_grid(theta, [len(images), 1, size[2], size[3]], align_corners=False)
-            ones = torch.ones_like(planes[:, :1])
-            sampled = functional.grid_sample(torch.cat([planes, ones], 1), grid, mode=mode, padding_mode="zeros",
-                                             align_corners=False)
-            coverage = sampled[:, -1:]
-            values = sampled[:, :-1] + (1 - coverage) * fill  # outside the input: the fill value
-            return numeric.saturate_tensor(values.permute(0, 2, 3, 1), dtype).contiguous()  # HWC, as every sample
-
-        if len(set(sizes)) == 1:
-            return list(rotate(torch.stack(samples), thetas, sizes[0]))
-        return [rotate(sample[None], [theta], size)[0] for sample, theta, size in zip(samples, thetas, sizes)]
+            maps.append(rotation_edge_map(height, width, out_height, out_width, a["angle"]))
+            sizes.append((out_height, out_width))
+        if not args:
+            return plan
+        nearest = args[0]["interp_type"] is types.INTERP_NN
+        borders = np.full((len(args), plan.channels), args[0]["fill_value"], np.float64)
+        plan = plan.with_warp(np.stack(maps), sizes, kernel_filter(types.INTERP_NN if nearest else types.INTERP_LINEAR),
+                              BORDER_CONSTANT, borders)
+        if args[0]["dtype"] is not None:
+            plan = plan.with_output(dtype=types.to_torch_dtype(args[0]["dtype"]))
+        return plan

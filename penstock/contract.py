@@ -198,6 +198,10 @@ class Operator:
         """Which engines did its work so far, in words (decoders say CPU or GPU)."""
         return []
 
+    # a GPU image step that extends the batch's deferred image plan rather than launching work of
+    # its own: consecutive such steps run as one kernel launch (Pipeline.describe lists the chains)
+    extends_image_plan = False
+
     # runs the user's own code (python_function): it runs in this process, where the user's
     # state lives, so worker processes are not chosen for a pipeline by default when it does
     runs_user_code = False

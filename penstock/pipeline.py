@@ -268,8 +268,31 @@ class Pipeline:
                 lines.append(f"      output {position}: {_spec_text(self._node_specs[(node.index, position)])}")
             for note in self._impls[node.index].build_notes():
                 lines.append(f"      {note}")
+        for chain in self._fused_image_chains():
+            lines.append(f"  one kernel launch per batch: {' -> '.join(chain)}")
         lines.append(f"  stages: {self._executor.describe()}")
         return "\n".join(lines)
+
+    def _fused_image_chains(self) -> list[list[str]]:
+        """Runs of GPU image steps, each extending its input's image plan, that fuse into one
+        kernel launch: a step joins its input's run when it is that output's only consumer and
+        the output is not a pipeline output (otherwise the plan runs there)."""
+        consumers: dict[tuple[int, int], int] = {}
+        for node in self._nodes:
+            for dep in node.inputs:
+                key = (dep.op_node.index, dep.index)
+                consumers[key] = consumers.get(key, 0) + 1
+        outputs = {(node.op_node.index, node.index) for node in self._outputs}
+        chains: dict[int, list[str]] = {}
+        for node in self._nodes:
+            if not getattr(self._impls[node.index], "extends_image_plan", False) or not node.inputs:
+                continue
+            dep = node.inputs[0]
+            key = (dep.op_node.index, dep.index)
+            joined = dep.op_node.index in chains and consumers.get(key) == 1 and key not in outputs
+            chain = chains.pop(dep.op_node.index) if joined else []
+            chains[node.index] = chain + [node.name]
+        return [chain for chain in chains.values() if len(chain) > 1]
 
     def _output_layouts(self) -> list[str]:
         return [spec.layout for spec in self._output_specs]

@@ -36,6 +36,7 @@ class ImagePlan(DeferredBatch):
     fills: np.ndarray = None  # [N, K]: outputs whose centre falls outside the source (crops with padding)
     borders: np.ndarray | None = None  # [N, C]: what samples outside the source read (warps with a fill)
     border: int = BORDER_FILL_OUTSIDE
+    bounds: np.ndarray | None = None  # [N, 4] (top, left, height, width) of each source that warps see
     filter: int = triton_resample.FILTER_LINEAR
     antialias: bool = False
     resized: bool = False  # a filtered step (resize, warp) is planned; else pixels are copied (nearest)
@@ -132,40 +133,49 @@ class ImagePlan(DeferredBatch):
         (x + 0.5, y + 0.5, 1) -> the current output's) into outputs of ``sizes``; outside the
         current output a constant (``BORDER_CONSTANT`` with ``border_values`` [N, C] in the current
         output's values), the edge pixels (``BORDER_CLAMP``), or the reflected or wrapped image. Plans this cannot extend
-        exactly (values already transformed, a cut of the source, or a border rule of their own)
-        run first."""
-        plan = self
-        if not plan.can_take_border(border, border_values):
-            plan = ImagePlan.of(plan.materialize()[0])
+        exactly run first (see bounds_for_border); a crop before it bounds the source it reads."""
+        plan = self.bounds_for_border(border, border_values)
+        if plan is None:
+            plan = ImagePlan.of(self.materialize()[0])
         plan = plan._then_map(np.asarray(maps, np.float64), sizes)
         if border_values is not None:
             plan = replace(plan, borders=np.asarray(border_values, np.float64))
         return replace(plan, border=border, resized=True, antialias=antialias or plan.antialias,
                        filter=max(filter_id, plan.filter) if plan.resized else filter_id)
 
-    def can_take_border(self, border: int, border_values) -> bool:
-        """Whether a step whose outside reads ``border`` folds into this plan exactly: the values are
-        not transformed yet (a constant border is read before the colour steps) and the current
-        output is the whole source (resized or mirrored, not cut: the step's outside must be the
-        source's outside), or the plan already reads the same border."""
+    def bounds_for_border(self, border: int, border_values):
+        """The plan with the bounds a step whose outside reads ``border`` needs, or None when the
+        step cannot fold in exactly: the values are transformed already (a constant border is read
+        before the colour steps), or the current output is not a whole-pixel rectangle of the
+        source (rotated, or cut at fractions of a pixel), or the plan reads another border."""
         if self.geometry_final or not self.color_identity:
-            return False
+            return None
         if self.border == border and (border != BORDER_CONSTANT or np.array_equal(self.borders, border_values)):
-            return True
-        return self.border == BORDER_FILL_OUTSIDE and self._output_is_whole_source()
+            return self
+        if self.border != BORDER_FILL_OUTSIDE:
+            return None
+        rectangle = self._output_rectangle()
+        return None if rectangle is None else replace(self, bounds=rectangle)
 
-    def _output_is_whole_source(self) -> bool:
+    def _output_rectangle(self) -> np.ndarray | None:
+        """[N, 4] (top, left, height, width): the source pixels the current output covers, when it
+        is a whole-pixel rectangle inside the source (a crop, resized or mirrored); else None."""
         if not len(self.sizes):
-            return True
+            return np.zeros((0, 4), np.int64)
         maps = self.maps
         if np.any(maps[:, 2] != (0.0, 0.0, 1.0)) or np.any(maps[:, 0, 1]) or np.any(maps[:, 1, 0]):
-            return False  # rotated or projected: its outline is not the source's
+            return None
         size = np.asarray(self.sizes, np.float64)
-        source = np.asarray(_source_sizes(self.sources), np.float64)
         starts = maps[:, :2, 2]  # where output edge 0 lands, (x, y)
         ends = starts + maps[:, [0, 1], [0, 1]] * size[:, ::-1]  # where the far edge lands
         low, high = np.minimum(starts, ends), np.maximum(starts, ends)
-        return bool(np.allclose(low, 0.0, atol=1e-9) and np.allclose(high, source[:, ::-1], atol=1e-9))
+        whole_low, whole_high = np.rint(low), np.rint(high)
+        source = np.asarray(_source_sizes(self.sources), np.float64)[:, ::-1]  # (w, h)
+        if not (np.allclose(low, whole_low, atol=1e-6) and np.allclose(high, whole_high, atol=1e-6)) or \
+                np.any(whole_low < 0) or np.any(whole_high > source) or np.any(whole_high <= whole_low):
+            return None
+        extent = whole_high - whole_low
+        return np.stack([whole_low[:, 1], whole_low[:, 0], extent[:, 1], extent[:, 0]], axis=1).astype(np.int64)
 
     # ---- values --------------------------------------------------------------------------------
     def with_color(self, matrices: np.ndarray, offsets: np.ndarray) -> "ImagePlan":
@@ -232,7 +242,7 @@ class ImagePlan(DeferredBatch):
         plan = ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,
                             self.color_offsets, self.fills, borders,
                             self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
-                            self.dtype or hwc_facts(self.sources)[1], self.chw, self.pad_channels)
+                            self.bounds, self.dtype or hwc_facts(self.sources)[1], self.chw, self.pad_channels)
         packed = run_resample(plan, block=block)
         dense = packed.dense()
         if dense is not None:

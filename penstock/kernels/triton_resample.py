@@ -254,6 +254,9 @@ class ResamplePlan:
     borders: np.ndarray  # [N, C]: what taps outside the source read (BORDER_CONSTANT)
     filter: int = FILTER_LINEAR
     border: int = BORDER_FILL_OUTSIDE
+    # [N, 4] (top, left, height, width): the part of each source that is sampled, its outside being
+    # outside the source for the border rule (a crop before a warp); None: the whole sources
+    bounds: np.ndarray | None = None
     out_dtype: torch.dtype = torch.float32
     chw: bool = False
     pad_channels: bool = False
@@ -309,10 +312,20 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     color_channels = plan.color_matrices.shape[1]
     integers = np.zeros((count + 1, 7), np.int64)
     integers[:count, :4] = layouts  # address, height, width, row stride
+    maps = plan.maps
+    if plan.bounds is not None:  # each source seen as its bounded part: a pointer into it, and the map moved
+        bounds = np.asarray(plan.bounds, np.int64)
+        integers[:count, 0] += (bounds[:, 0] * integers[:count, 3] + bounds[:, 1] * channels) * \
+            torch.empty((), dtype=dtype).element_size()
+        integers[:count, 1:3] = bounds[:, 2:4]
+        shift = np.tile(np.eye(3), (count, 1, 1))
+        shift[:, 0, 2] = -bounds[:, 1]
+        shift[:, 1, 2] = -bounds[:, 0]
+        maps = shift @ maps
     integers[:count, 4] = offsets
     integers[:count, 5:7] = plan.output_sizes
     integers[count, :2] = (taps_for(plan.filter, plan.stretches[:, 0]), taps_for(plan.filter, plan.stretches[:, 1]))
-    reals = np.concatenate([plan.maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
+    reals = np.concatenate([maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
                             plan.color_offsets, plan.fills, plan.borders], axis=1).astype(np.float64, copy=False)
     if device.type == "cuda":
         integers, reals = upload_arrays(device, [integers, reals])
@@ -329,7 +342,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     resample_kernel[grid](
         integers, reals, output, count,
         CHANNELS=channels, COLOR_CHANNELS=color_channels, OUT_CHANNELS=out_channels, CHW=plan.chw,
-        FILTER=plan.filter, PERSPECTIVE=bool(np.any(plan.maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),
+        FILTER=plan.filter, PERSPECTIVE=bool(np.any(maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),
         BORDER=plan.border, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
         OUT_MIN=bounds[0] if bounds else 0.0, OUT_MAX=bounds[1] if bounds else 0.0,
         BLOCK=block)

@@ -19,9 +19,11 @@ MAX_PLAN_CHANNELS = 4  # the fused kernel keeps one accumulator per channel, fou
 class ExtendsImagePlan:
     """A GPU image operator that extends the batch's ImagePlan (Pipeline.describe says so)."""
 
+    extends_image_plan = True
+
     def build_notes(self):
         return ["on HWC images of up to 4 channels, extends the batch's image plan: runs in the same Triton "
-                "kernel launch as the GPU image steps next to it (crop, resize, flip, normalize, cast, layout)"]
+                "kernel launch as the GPU image steps next to it (geometry, colour, normalize, cast, layout)"]
 
 
 def plan_of(value):

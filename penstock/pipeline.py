@@ -259,8 +259,8 @@ class Pipeline:
         it runs there, what it declares to produce, and what was decided for it at build; then
         how the stages run."""
         self.build()
-        lines = [f"pipeline: batch {self._batch_size}, {self._num_threads} threads, seed {self._seed}, "
-                 f"device_id {self._device_id}"]
+        lines = [f"pipeline: batch {self._batch_size}, num_threads {self._num_threads} (the stages line says what "
+                 f"runs them), seed {self._seed}, device_id {self._device_id}"]
         for node in self._nodes:
             inputs = ", ".join(dep.name for dep in node.inputs) or "-"
             lines.append(f"  {node.name} on {node.device} ({node.placement}); inputs: {inputs}")
@@ -285,7 +285,7 @@ class Pipeline:
         outputs = {(node.op_node.index, node.index) for node in self._outputs}
         chains: dict[int, list[str]] = {}
         for node in self._nodes:
-            if not getattr(self._impls[node.index], "extends_image_plan", False) or not node.inputs:
+            if not self._impls[node.index].extends_image_plan or not node.inputs:
                 continue
             dep = node.inputs[0]
             key = (dep.op_node.index, dep.index)

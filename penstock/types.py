@@ -37,6 +37,8 @@ class DALIImageType(enum.Enum):
     RGB = "RGB"
     BGR = "BGR"
     GRAY = "GRAY"
+    YCbCr = "YCbCr"  # ITU-R BT.601, Y in 16..235 (color_space_conversion)
+    HSV = "HSV"  # OpenCV's: hue in degrees (halved for 8-bit values), saturation and value
     ANY_DATA = "ANY_DATA"
 
     @property
@@ -61,7 +63,8 @@ DALI_CODES = {
     DALIInterpType: {0: DALIInterpType.INTERP_NN, 1: DALIInterpType.INTERP_LINEAR, 2: DALIInterpType.INTERP_CUBIC,
                      3: DALIInterpType.INTERP_LANCZOS3, 4: DALIInterpType.INTERP_TRIANGULAR,
                      5: DALIInterpType.INTERP_GAUSSIAN},
-    DALIImageType: {0: DALIImageType.RGB, 1: DALIImageType.BGR, 2: DALIImageType.GRAY, 4: DALIImageType.ANY_DATA},
+    DALIImageType: {0: DALIImageType.RGB, 1: DALIImageType.BGR, 2: DALIImageType.GRAY, 3: DALIImageType.YCbCr,
+                    4: DALIImageType.ANY_DATA},
 }
 
 

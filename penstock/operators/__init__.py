@@ -3,3 +3,4 @@ by side; importing this package registers every operator."""
 from penstock.operators import (arithmetic, batch_ops, conditional, decoders, external, geometry, normalize, python_function, random,  # noqa: F401
                                 readers, tensors, transfer)
 from penstock.operators import warps  # noqa: F401,E402
+from penstock.operators import color, color_nonlinear  # noqa: F401,E402

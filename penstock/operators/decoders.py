@@ -21,7 +21,8 @@ from penstock.schema import Arg, ArgError, OpSchema, given
 
 # Arguments every image decoder takes, documented once.
 DECODER_ARGS = (
-    Arg("output_type", "image_type", types.RGB, "Colour space of the output: RGB, BGR or GRAY."),
+    Arg("output_type", "image_type", types.RGB, "Colour space of the output: RGB, BGR or GRAY.",
+        choices=(types.RGB, types.BGR, types.GRAY)),
     Arg("device_memory_padding", "int", 16 * 1024 * 1024, "Accepted for DALI compatibility (GPU buffer "
         "growth step); buffers are sized from the data.", min=0),
     Arg("host_memory_padding", "int", 8 * 1024 * 1024, "Accepted for DALI compatibility (pinned buffer "

@@ -1,0 +1,232 @@
+"""Colour operators that are not linear maps: ``equalize``, ``lookup_table`` and
+``jpeg_compression_distortion``. They do not fold into the GPU's image plan: the GPU runs the
+plan first, then works on each sample's tensor (each class says how)."""
+from __future__ import annotations
+
+import threading
+
+import cv2
+import numpy as np
+
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, SampleOperator
+from penstock.operators.color import ColorOperator
+from penstock.operators.geometry import check_hwc
+from penstock.operators.gpu_plan import tensors_of
+from penstock.schema import Arg, ArgError, OpSchema
+
+registry.register_schema(OpSchema(
+    name="equalize", class_name="Equalize",
+    doc="Histogram equalization of each channel of uint8 HWC images, as OpenCV's equalizeHist (and DALI): "
+        "level v becomes round(255 * (cdf(v) - cdf(lowest level present)) / (pixels - that count)).",
+    input_names=("images",)))
+
+registry.register_schema(OpSchema(
+    name="lookup_table", class_name="LookupTable",
+    doc="Maps integer values through a table: value v becomes values[i] where keys[i] == v (the last such i), "
+        "else default_value. Takes integer data of any shape.",
+    args=(Arg("keys", "ints", (), "Input values that have an entry (0 to 65535, within the input type).",
+              min=0, max=65535),
+          Arg("values", "floats", (), "The entry of each key."),
+          Arg("default_value", "float", 0.0, "Output of values that are not keys."),
+          Arg("dtype", "dtype", types.FLOAT, "Output type.")),
+    checks=(lambda static, per_sample: _check_keys_and_values(static),),
+    input_names=("input",)))
+
+registry.register_schema(OpSchema(
+    name="jpeg_compression_distortion", class_name="JpegCompressionDistortion",
+    doc="Encodes each uint8 HWC image (RGB or grayscale) as JPEG at ``quality`` and decodes it again: the "
+        "artifacts of JPEG compression. Encoded with OpenCV (libjpeg-turbo, 4:2:0 chroma subsampling).",
+    args=(Arg("quality", "int", 50, "JPEG quality, 1 (worst) to 100.", per_sample=True, min=1, max=100),),
+    input_names=("images",)))
+
+
+def _check_keys_and_values(static: dict) -> None:
+    keys, values = static.get("keys") or (), static.get("values") or ()
+    if len(keys) != len(values):
+        raise ArgError(f"arguments 'keys' and 'values' have {len(keys)} and {len(values)} values; give one value "
+                       "per key")
+
+
+def _require_uint8(dtype, op_name: str) -> None:
+    if dtype is not None and np.dtype(dtype) != np.uint8:
+        raise TypeError(f"{op_name}: takes uint8 images, got {np.dtype(dtype)}")
+
+
+# ---- equalize -----------------------------------------------------------------------------------
+class EqualizeDeclaration(ColorOperator):
+    def declare_outputs(self, inputs):
+        _require_uint8(inputs[0].dtype, self.name)
+        return super().declare_outputs(inputs)
+
+
+@registry.register("equalize", "cpu")
+class Equalize(EqualizeDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        image = inputs[0]
+        check_hwc(image, self.name)
+        _require_uint8(image.dtype, self.name)
+        planes = [cv2.equalizeHist(np.ascontiguousarray(image[:, :, channel])) for channel in range(image.shape[2])]
+        return np.stack(planes, axis=2)
+
+
+def equalize_tensor(sample):
+    """OpenCV's equalizeHist on every channel of a uint8 HWC tensor, in float32 as OpenCV computes it."""
+    import torch
+    height, width, channels = sample.shape
+    pixels = height * width
+    levels = sample.reshape(-1, channels).long()
+    bins = levels + 256 * torch.arange(channels, device=sample.device)
+    counts = torch.bincount(bins.reshape(-1), minlength=256 * channels).reshape(channels, 256)
+    cumulative = counts.cumsum(1)
+    # the count of the lowest level present: the smallest cumulative count above zero
+    first = torch.where(cumulative > 0, cumulative, torch.full_like(cumulative, pixels + 1)).amin(1, keepdim=True)
+    scale = 255.0 / (pixels - first).clamp_min(1).float()
+    table = ((cumulative - first).float() * scale).round().clamp(0, 255)
+    identity = torch.arange(256, device=sample.device, dtype=torch.float32).expand(channels, 256)
+    table = torch.where(first == pixels, identity, table).to(torch.uint8)  # one level only: left as it is
+    return table.gather(1, levels.T.contiguous()).T.reshape(height, width, channels)
+
+
+@registry.register("equalize", "gpu", requires=devices.gpu_problem)
+class EqualizeGpu(EqualizeDeclaration, BatchOperator):
+    """Runs the batch's image plan, then per sample torch operations on the GPU (a histogram by
+    bincount, its cumulative sum, a table gathered): no copy to the host."""
+
+    def run_batch(self, inputs, args, batch):
+        samples = tensors_of(inputs[0])
+        for sample in samples:
+            _require_uint8(types.to_numpy_dtype(sample.dtype), self.name)
+        return [equalize_tensor(sample) for sample in samples]
+
+
+# ---- lookup_table -------------------------------------------------------------------------------
+def lookup_entries(args: dict) -> np.ndarray:
+    """The table over 0..max(keys), default_value where there is no key, in the output type."""
+    keys = args["keys"]
+    table = np.full(max(keys) + 1 if keys else 0, args["default_value"], np.float64)
+    for key, value in zip(keys, args["values"]):  # in order: a repeated key takes its last value
+        table[key] = value
+    return numeric.saturate(table, args["dtype"].numpy)
+
+
+def check_keys_fit(keys: tuple, dtype, op_name: str) -> None:
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "iu":
+        raise TypeError(f"{op_name}: takes integer inputs, got {dtype}")
+    highest = np.iinfo(dtype).max
+    outside = [key for key in keys if key > highest]
+    if outside:
+        raise ValueError(f"{op_name}: argument 'keys': {outside[0]} is outside the input type {dtype} "
+                         f"(0 to {highest})")
+
+
+class LookupDeclaration:
+    def declare_outputs(self, inputs):
+        if inputs[0].dtype is not None:
+            check_keys_fit(self.args["keys"], inputs[0].dtype, self.name)
+        return inputs[0].but(dtype=self.args["dtype"].numpy)
+
+
+@registry.register("lookup_table", "cpu")
+class LookupTable(LookupDeclaration, SampleOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._table = lookup_entries(args)
+        self._default = numeric.saturate(np.array([args["default_value"]]), args["dtype"].numpy)[0]
+
+    def run(self, inputs, args, sample, out=None):
+        data = np.asarray(inputs[0])
+        check_keys_fit(args["keys"], data.dtype, self.name)
+        if not len(self._table):
+            return np.full(data.shape, self._default, self._table.dtype)
+        inside = (data >= 0) & (data < len(self._table))
+        return np.where(inside, self._table[np.clip(data, 0, len(self._table) - 1)], self._default)
+
+
+@registry.register("lookup_table", "gpu", requires=devices.gpu_problem)
+class LookupTableGpu(LookupDeclaration, BatchOperator):
+    """Per sample torch operations on the GPU (an indexed gather from the table, kept on the device)."""
+
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._entries = lookup_entries(args)
+        self._default = float(numeric.saturate(np.array([args["default_value"]]), args["dtype"].numpy)[0])
+        self._tables: dict = {}  # device -> the table there
+        self._lock = threading.Lock()
+
+    def _table_on(self, device):
+        import torch
+        with self._lock:
+            table = self._tables.get(device)
+            if table is None:
+                table = self._tables[device] = torch.from_numpy(self._entries).to(device)
+        return table
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        results = []
+        for sample in tensors_of(inputs[0]):
+            check_keys_fit(self.args["keys"], types.to_numpy_dtype(sample.dtype), self.name)
+            table = self._table_on(sample.device)
+            if not len(table):
+                results.append(torch.full(sample.shape, self._default, dtype=table.dtype, device=sample.device))
+                continue
+            index = sample.long()
+            inside = (index >= 0) & (index < len(table))
+            default = torch.tensor(self._default, dtype=table.dtype, device=sample.device)
+            results.append(torch.where(inside, table[index.clamp(0, len(table) - 1)], default))
+        return results
+
+
+# ---- jpeg_compression_distortion ----------------------------------------------------------------
+class JpegDistortionDeclaration(ColorOperator):
+    def declare_outputs(self, inputs):
+        _require_uint8(inputs[0].dtype, self.name)
+        channels = inputs[0].known_channels
+        if channels not in (None, 1, 3):
+            raise ValueError(f"{self.name}: takes RGB or grayscale images (3 or 1 channels), got {channels} channels")
+        return super().declare_outputs(inputs)
+
+
+def distort_jpeg(image: np.ndarray, quality: int, op_name: str) -> np.ndarray:
+    """``image`` (uint8 HWC, 1 or 3 channels, RGB) through a JPEG of ``quality`` and back."""
+    check_hwc(image, op_name)
+    _require_uint8(image.dtype, op_name)
+    channels = image.shape[2]
+    if channels not in (1, 3):
+        raise ValueError(f"{op_name}: takes RGB or grayscale images (3 or 1 channels), got a sample with {channels}")
+    bgr = np.ascontiguousarray(image[:, :, ::-1] if channels == 3 else image[:, :, 0])
+    ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise RuntimeError(f"{op_name}: OpenCV could not encode a {image.shape} image as JPEG")
+    decoded = cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED)
+    return np.ascontiguousarray(decoded[:, :, ::-1]) if channels == 3 else decoded[:, :, None]
+
+
+@registry.register("jpeg_compression_distortion", "cpu")
+class JpegCompressionDistortion(JpegDistortionDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        return distort_jpeg(inputs[0], args["quality"], self.name)
+
+
+@registry.register("jpeg_compression_distortion", "gpu", requires=devices.gpu_problem)
+class JpegCompressionDistortionGpu(JpegDistortionDeclaration, BatchOperator):
+    """Goes through the CPU form sample by sample: each image is copied to the host, encoded and
+    decoded by OpenCV on the executor's CPU workers, and copied back (no GPU JPEG encoder here)."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        samples = tensors_of(inputs[0])
+        hosts = [sample.cpu().numpy() for sample in samples]
+        results: list = [None] * len(hosts)
+
+        def distort(index: int):
+            def call():
+                results[index] = distort_jpeg(hosts[index], args[index]["quality"], self.name)
+            return call
+        batch.run_on_workers([distort(index) for index in range(len(hosts))])
+        return [torch.from_numpy(result).to(sample.device) for result, sample in zip(results, samples)]
+
+
+__all__ = ["distort_jpeg", "equalize_tensor", "lookup_entries"]

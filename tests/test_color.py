@@ -1,0 +1,198 @@
+"""Colour operators: per-sample arguments, types, the fused GPU chain against the CPU's steps, the
+colour spaces, and bad input named where it is given. The GPU runs on the emulated GPU where
+there is none (CPU tensors, Triton's interpreter)."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from cases_color import round_uint8, twist_matrix
+from conftest import CUDA, SEED, assert_close, smooth_image
+
+from penstock import Pipeline, devices, fn, pipeline_def, types
+
+DEVICES = ("cpu", "gpu")
+
+
+def images(channels=3):
+    return [smooth_image(9, 11, channels, seed=1), smooth_image(12, 7, channels, seed=2), smooth_image(6, 6, channels, seed=3)]
+
+
+def run(build, samples, device, describe=False):
+    """Outputs (lists of numpy arrays) of ``build(node)`` on ``device``; with ``describe``, also
+    Pipeline.describe's text."""
+    @pipeline_def(batch_size=len(samples), num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED)
+    def pipeline():
+        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC")
+        outputs = build(node.gpu() if device == "gpu" else node, device)
+        return outputs if isinstance(outputs, tuple) else (outputs,)
+
+    with devices.emulated_gpu(device != "cpu" and not CUDA):
+        pipe = pipeline()
+        try:
+            text = pipe.describe() if describe else None
+            outputs = [[np.asarray(sample) for sample in batch.as_cpu()] for batch in pipe.run()]
+        finally:
+            pipe.close()
+    return (outputs, text) if describe else outputs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_brightness_per_sample_from_a_random_argument(device):
+    samples = images()
+
+    def build(node, device):
+        factor = fn.random.uniform(range=(0.5, 1.5))
+        return fn.brightness(node, brightness=factor, device=device), factor
+
+    outputs, factors = run(build, samples, device)
+    assert len({float(f) for f in factors}) == len(samples)  # a different brightness per sample
+    for sample, output, factor in zip(samples, outputs, factors):
+        assert_close(output, round_uint8(sample * np.float64(factor)), 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float_input_centres_contrast_on_one_half(device):
+    samples = [(s / 255.0).astype(np.float32) for s in images()]
+    outputs = run(lambda node, d: fn.brightness_contrast(node, brightness=1.2, brightness_shift=-0.05, contrast=0.6,
+                                                         device=d), samples, device)[0]
+    for sample, output in zip(samples, outputs):
+        assert output.dtype == np.float32
+        assert_close(output, -0.05 + 1.2 * (0.5 + 0.6 * (sample - 0.5)), 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dtype_changes_scale_by_the_ranges_of_the_types(device):
+    samples = images()
+    to_float = run(lambda node, d: fn.brightness(node, brightness=0.9, dtype=types.FLOAT, device=d), samples, device)[0]
+    for sample, output in zip(samples, to_float):
+        assert output.dtype == np.float32
+        assert_close(output, sample * 0.9 / 255.0, 1e-6)
+    floats = [(s / 255.0).astype(np.float32) for s in samples]
+    to_uint8 = run(lambda node, d: fn.contrast(node, contrast=1.5, dtype=types.UINT8, device=d), floats, device)[0]
+    for sample, output in zip(floats, to_uint8):
+        assert output.dtype == np.uint8
+        assert_close(output, round_uint8(255 * (0.5 + 1.5 * (sample.astype(np.float64) - 0.5))), 1)
+
+
+def _chain(node, device):
+    node = fn.brightness(node, brightness=fn.random.uniform(range=(0.8, 1.1)), device=device)
+    node = fn.contrast(node, contrast=0.8, device=device)
+    node = fn.saturation(node, saturation=fn.random.uniform(range=(0.5, 1.5)), device=device)
+    return fn.hue(node, hue=fn.random.uniform(range=(-30.0, 30.0)), device=device)
+
+
+def test_a_colour_chain_on_the_gpu_is_one_launch_that_matches_the_cpu_steps():
+    samples = images()
+    cpu = run(_chain, samples, "cpu")[0]
+    (gpu,), text = run(_chain, samples, "gpu", describe=True)
+    assert "one kernel launch per batch: brightness" in text and "-> hue" in text
+    for cpu_output, gpu_output in zip(cpu, gpu):
+        assert_close(gpu_output, cpu_output, 2)  # the plan rounds once, the CPU after each step
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_color_twist_on_bgr_images_twists_their_rgb_order(device):
+    samples = images()
+    outputs = run(lambda node, d: fn.color_twist(node, hue=30.0, saturation=1.2, image_type=types.BGR, device=d),
+                  samples, device)[0]
+    for sample, output in zip(samples, outputs):
+        expected = round_uint8(sample[:, :, ::-1].astype(np.float64) @ twist_matrix(30.0, 1.2).T)[:, :, ::-1]
+        assert_close(output, expected, 1)
+
+
+def _ycbcr(rgb: np.ndarray) -> np.ndarray:
+    """DALI's ITU-R BT.601 (color_space_conversion_impl.h), Y in 16..235."""
+    matrix = np.array([[0.257, 0.504, 0.098], [-0.148, -0.291, 0.439], [0.439, -0.368, -0.071]])
+    return round_uint8(rgb.astype(np.float64) @ matrix.T + (16, 128, 128))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rgb_to_ycbcr_and_back(device):
+    samples = images()
+
+    def build(node, device):
+        ycbcr = fn.color_space_conversion(node, image_type=types.RGB, output_type=types.YCbCr, device=device)
+        return ycbcr, fn.color_space_conversion(ycbcr, image_type=types.YCbCr, output_type=types.RGB, device=device)
+
+    ycbcr, rgb = run(build, samples, device)
+    for sample, converted, back in zip(samples, ycbcr, rgb):
+        assert_close(converted, _ycbcr(sample), 1)
+        assert_close(back, sample, 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bgr_to_gray_and_rgb_to_hsv_as_opencv(device):
+    samples = images()
+
+    def build(node, device):
+        gray = fn.color_space_conversion(node, image_type=types.BGR, output_type=types.GRAY, device=device)
+        hsv = fn.color_space_conversion(node, image_type=types.RGB, output_type=types.HSV, device=device)
+        return gray, hsv, fn.color_space_conversion(hsv, image_type=types.HSV, output_type=types.RGB, device=device)
+
+    gray, hsv, rgb = run(build, samples, device)
+    for sample, g, h, back in zip(samples, gray, hsv, rgb):
+        assert_close(g, cv2.cvtColor(sample, cv2.COLOR_BGR2GRAY)[:, :, None], 1)
+        assert_close(h, cv2.cvtColor(sample, cv2.COLOR_RGB2HSV), 1)
+        assert_close(back, sample, 3)  # hue in half-degrees loses a little
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float_hsv_holds_degrees(device):
+    samples = [(s / 255.0).astype(np.float32) for s in images()]
+    outputs = run(lambda node, d: fn.color_space_conversion(node, image_type=types.RGB, output_type=types.HSV,
+                                                            device=d), samples, device)[0]
+    for sample, output in zip(samples, outputs):
+        assert_close(output, cv2.cvtColor(sample, cv2.COLOR_RGB2HSV), 1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hue_of_a_grayscale_image_says_so(device):
+    with pytest.raises(Exception, match="(?s)hue: argument 'image_type'.*1 channel.*grayscale"):
+        run(lambda node, d: fn.hue(node, hue=10.0, device=d), images(channels=1), device)
+
+
+# ---- bad arguments, named where they are given --------------------------------------------------
+def define(body):
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        return body(fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, batch=True,
+                                       dtype=types.UINT8, layout="HWC"))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: fn.color_space_conversion(x, image_type="XYZ", output_type=types.RGB),
+     "color_space_conversion: argument 'image_type': expected one of"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type="YCrCb"),
+     "color_space_conversion: argument 'output_type'.*did you mean 'YCbCr'"),
+    (lambda x: fn.hue(x, image_type=types.GRAY), "hue: argument 'image_type': expected one of"),
+    (lambda x: fn.saturation(x, saturation=-0.5), r"saturation: argument 'saturation': expected a value in \[0.0"),
+    (lambda x: fn.jpeg_compression_distortion(x, quality=0), r"jpeg_compression_distortion: argument 'quality'.*\[1, 100\]"),
+    (lambda x: fn.jpeg_compression_distortion(x, quality=101), "jpeg_compression_distortion: argument 'quality'"),
+    (lambda x: fn.lookup_table(x, keys=(1, 70000), values=(0.0, 1.0)), "lookup_table: argument 'keys'"),
+    (lambda x: fn.lookup_table(x, keys=(1, 2), values=(0.0,)), "lookup_table: arguments 'keys' and 'values'"),
+])
+def test_bad_values_fail_at_the_call(call, message):
+    with pytest.raises(ValueError, match=message):
+        define(call)
+
+
+def test_lookup_keys_outside_the_input_type_fail_when_the_pipeline_is_built():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipeline():
+        data = fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, batch=True, dtype=types.UINT8)
+        return fn.lookup_table(data, keys=(3, 300), values=(1.0, 2.0))
+
+    with pytest.raises(ValueError, match="lookup_table: argument 'keys': 300 is outside the input type uint8"):
+        pipeline().build()
+
+
+def test_declared_channels_that_do_not_fit_fail_when_the_pipeline_is_built():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipeline():
+        data = fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, batch=True, layout="HWC")
+        gray = fn.color_space_conversion(data, image_type=types.RGB, output_type=types.GRAY)
+        return fn.color_twist(gray, hue=5.0)
+
+    with pytest.raises(ValueError, match="color_twist: argument 'image_type' .RGB. needs 3-channel"):
+        pipeline().build()

@@ -38,8 +38,12 @@ def operator_functions(module_name: str, call) -> dict:
         operator_function.__signature__ = signature_of(schema)
         operator_function.__module__ = module_name
         return operator_function
-    return {schema.name: function_of(schema) for schema in registry.schemas().values()
-            if not schema.name.startswith("_")}
+    functions = {}
+    for schema in registry.schemas().values():
+        if not schema.name.startswith("_"):
+            functions[schema.name] = function_of(schema)
+            functions.update((name, functions[schema.name]) for name, _ in schema.also_named)
+    return functions
 
 
 def make_namespaces(root: pytypes.ModuleType, members: dict) -> None:
@@ -95,6 +99,9 @@ def reference_markdown() -> str:
         if name.startswith("_"):
             continue
         lines += [f"## fn.{name} / ops.{schema.class_name}", "", schema.doc.strip(), ""]
+        if schema.also_named:
+            lines += ["Also " + ", ".join(f"fn.{alias} / ops.{class_name}" for alias, class_name in schema.also_named)
+                      + ".", ""]
         low, high = schema.num_inputs
         inputs = ", ".join(schema.input_names[:high]) or "none"
         lines += [f"Inputs: {inputs} ({low} to {high}). {devices_line(registry.devices(name))}", ""]

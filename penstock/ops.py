@@ -34,6 +34,13 @@ def _make_class(schema):
     return cls
 
 
-make_namespaces(sys.modules[__name__], {schema.class_name: _make_class(schema)
-                                        for schema in registry.schemas().values()
-                                        if not schema.name.startswith("_")})
+def _classes() -> dict:
+    classes = {}
+    for schema in registry.schemas().values():
+        if not schema.name.startswith("_"):
+            classes[schema.class_name] = _make_class(schema)
+            classes.update((class_name, classes[schema.class_name]) for _, class_name in schema.also_named)
+    return classes
+
+
+make_namespaces(sys.modules[__name__], _classes())

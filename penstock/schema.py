@@ -234,6 +234,9 @@ class OpSchema:
     # when it runs on the GPU, CPU data inputs are moved there first (arithmetic mixing a GPU batch
     # with a CPU one); other operators refuse CPU inputs on the GPU
     moves_cpu_inputs: bool = False
+    # other (fn name, ops class name) pairs of the same operator: DALI's names under
+    # ``experimental`` of operators penstock keeps at the top level (and the other way round)
+    also_named: tuple[tuple[str, str], ...] = ()
     all_args: dict[str, Arg] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -306,7 +309,10 @@ class OpSchema:
 
     def docstring(self, devices: Sequence[str]) -> str:
         """The reference doc of the operator, as ``fn`` and ``ops`` show it."""
-        lines = [self.doc.strip(), "", devices_line(devices), "", "Arguments:"]
+        lines = [self.doc.strip(), "", devices_line(devices), ""]
+        if self.also_named:
+            lines += [f"Also fn.{', fn.'.join(name for name, _ in self.also_named)}.", ""]
+        lines.append("Arguments:")
         for arg in self.unique_args():
             default = "required" if arg.required else f"default {arg.default!r}"
             extra = ", per-sample input allowed" if arg.per_sample else ""

@@ -23,7 +23,10 @@ class Case:
     sources); ``build(node, device)`` calls the operator in a pipeline definition (``node`` is the
     fed batch on the CPU, or None for sources); ``reference(samples, outputs)`` returns the
     expected outputs (a list of arrays, compared within ``max_abs`` / ``mean_abs`` / ``rtol``) or
-    checks the outputs itself and returns None (random generators: their distribution)."""
+    checks the outputs itself and returns None (random generators: their distribution).
+    ``compare_gpu_to_cpu(samples, on_gpu, on_cpu)``, when given, replaces the comparison of the
+    GPU form with the CPU form sample by sample (random operators: the two devices draw different
+    numbers, so it compares their distributions)."""
 
     samples: Callable[[], list]
     build: Callable
@@ -32,6 +35,7 @@ class Case:
     mean_abs: float | None = None
     rtol: float = 0.0
     gpu_needs_cupy: bool = False
+    compare_gpu_to_cpu: Callable | None = None
 
 
 def on_device(node, device):

@@ -19,6 +19,7 @@ registry.register_schema(OpSchema(
     name="equalize", class_name="Equalize",
     doc="Histogram equalization of each channel of uint8 HWC images, as OpenCV's equalizeHist (and DALI): "
         "level v becomes round(255 * (cdf(v) - cdf(lowest level present)) / (pixels - that count)).",
+    also_named=(("experimental.equalize", "experimental.Equalize"),),
     input_names=("images",)))
 
 registry.register_schema(OpSchema(

@@ -1,0 +1,263 @@
+"""Triton kernels of the filter and noise operators (penstock.operators.filters and .noise), each
+one launch over a ragged batch.
+
+``window_kernel`` slides a per-sample window over HWC images: a weighted sum (a correlation, as
+DALI's filters compute: the weights are not flipped), or the minimum or maximum over the taps
+whose weight is not 0 (erosion and dilation). Every sample has a row in a table of int64s (its
+source pointer, sizes, anchor, window size and where its weights and output start) and its own
+weights in one float32 table, so samples with different windows (a per-sample sigma) share the
+launch. Taps outside the image read it reflected (reflect_101: dcb|abcd|cba, reflect_1001:
+cba|abcd|dcb), wrapped around, clamped to the edge, or a per-sample constant.
+
+``noise_kernel`` adds Gaussian noise, Poisson (shot) noise or salt and pepper to every element,
+from Philox streams (tl.rand, tl.randn) seeded per sample by the operator's draw, so the result
+depends on the seed alone.
+
+Both write float32; the wrappers convert to the output type by penstock.numeric's rule (to
+nearest, halves to even, saturated) in one pass over the batch's buffer.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from penstock import numeric
+from penstock.batch import PackedBatch
+from penstock.kernels.pinned import upload_arrays
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+BLOCK = 1024
+
+# what taps outside the image read; the names are the rules of penstock.operators.filters
+BORDER_CODES = {"reflect_101": 0, "reflect_1001": 1, "wrap": 2, "clamp": 3, "constant": 4}
+OPERATIONS = {"sum": 0, "min": 1, "max": 2}
+NOISES = {"gaussian": 0, "shot": 1, "salt_and_pepper": 2}
+# above this mean, shot noise draws from the normal approximation of the Poisson distribution
+# (its error in the variance is below 1/64 there); below it, by inversion, exactly
+POISSON_NORMAL_FROM = tl.constexpr(64.0)
+
+_TRITON_TYPES = {torch.uint8: tl.uint8, torch.int8: tl.int8, torch.int16: tl.int16, torch.int32: tl.int32,
+                 torch.float16: tl.float16, torch.float32: tl.float32, torch.bfloat16: tl.bfloat16}
+_WINDOW_COLUMNS = 13
+_NOISE_COLUMNS = 5
+
+
+@triton.jit
+def _fold(index, size, BORDER: tl.constexpr):
+    """The row or column that tap ``index`` reads under the border rule (clamped for the
+    constant border, whose outside taps are masked)."""
+    if BORDER == 0:  # reflect_101
+        period = tl.maximum(2 * size - 2, 1)
+        folded = ((index % period) + period) % period
+        index = tl.where(folded >= size, period - folded, folded)
+    elif BORDER == 1:  # reflect_1001
+        period = 2 * size
+        folded = ((index % period) + period) % period
+        index = tl.where(folded >= size, period - 1 - folded, folded)
+    elif BORDER == 2:  # wrap
+        index = ((index % size) + size) % size
+    return tl.minimum(tl.maximum(index, 0), size - 1)
+
+
+@triton.jit
+def window_kernel(
+    table,  # int64 [N, 13]: source pointer, height, width, channels, output offset, output height, output
+            # width, anchor y, anchor x, window height, window width, weights offset, fill (float32 bits)
+    weights, output,
+    OPERATION: tl.constexpr, BORDER: tl.constexpr, SOURCE_DTYPE: tl.constexpr, BLOCK: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    row = table + tl.program_id(1) * 13
+    source = tl.load(row).to(tl.pointer_type(SOURCE_DTYPE))
+    height = tl.load(row + 1).to(tl.int32)
+    width = tl.load(row + 2).to(tl.int32)
+    channels = tl.load(row + 3).to(tl.int32)
+    out_height = tl.load(row + 5).to(tl.int32)
+    out_width = tl.load(row + 6).to(tl.int32)
+    anchor_y = tl.load(row + 7).to(tl.int32)
+    anchor_x = tl.load(row + 8).to(tl.int32)
+    window_height = tl.load(row + 9).to(tl.int32)
+    window_width = tl.load(row + 10).to(tl.int32)
+    sample_weights = weights + tl.load(row + 11)
+    fill = tl.load(row + 12).to(tl.int32).to(tl.float32, bitcast=True)
+
+    elements = tile * BLOCK + tl.arange(0, BLOCK)
+    active = elements < out_height * out_width * channels
+    channel = elements % channels
+    pixel = elements // channels
+    x = pixel % out_width
+    y = pixel // out_width
+    if OPERATION == 0:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+    elif OPERATION == 1:
+        acc = tl.full([BLOCK], float("inf"), tl.float32)
+    else:
+        acc = tl.full([BLOCK], float("-inf"), tl.float32)
+    ky = 0
+    while ky < window_height:  # runtime bounds: one compiled kernel for every window size
+        source_y = y - anchor_y + ky
+        inside_y = (source_y >= 0) & (source_y < height)
+        row_start = _fold(source_y, height, BORDER).to(tl.int64) * width
+        kx = 0
+        while kx < window_width:
+            weight = tl.load(sample_weights + ky * window_width + kx)
+            source_x = x - anchor_x + kx
+            address = (row_start + _fold(source_x, width, BORDER)) * channels + channel
+            value = tl.load(source + address, mask=active, other=0).to(tl.float32)
+            if BORDER == 4:
+                value = tl.where(inside_y & (source_x >= 0) & (source_x < width), value, fill)
+            if OPERATION == 0:
+                acc += weight * value
+            elif OPERATION == 1:
+                acc = tl.where(weight != 0.0, tl.minimum(acc, value), acc)
+            else:
+                acc = tl.where(weight != 0.0, tl.maximum(acc, value), acc)
+            kx += 1
+        ky += 1
+    tl.store(output + tl.load(row + 4) + elements, acc, mask=active)
+
+
+@triton.jit
+def noise_kernel(
+    table,  # int64 [N, 5]: source pointer, element count, channels, output offset, seed
+    parameters,  # float32 [N, 4]: gaussian (mean, stddev), shot (factor), salt and pepper (probability,
+                 # salt_vs_pepper, salt, pepper)
+    output,
+    NOISE: tl.constexpr, PER_CHANNEL: tl.constexpr, SOURCE_DTYPE: tl.constexpr, BLOCK: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    sample = tl.program_id(1)
+    row = table + sample * 5
+    source = tl.load(row).to(tl.pointer_type(SOURCE_DTYPE))
+    count = tl.load(row + 1)
+    seed = tl.load(row + 4)
+    elements = tile * BLOCK + tl.arange(0, BLOCK)
+    active = elements < count
+    value = tl.load(source + elements, mask=active, other=0).to(tl.float32)
+    first = tl.load(parameters + sample * 4)
+    second = tl.load(parameters + sample * 4 + 1)
+    if NOISE == 0:
+        result = value + first + second * tl.randn(seed, elements)
+    elif NOISE == 1:
+        factor = first
+        mean = tl.maximum(value / tl.where(factor == 0.0, 1.0, factor), 0.0)
+        # small means: the first count whose cumulative probability reaches a uniform draw
+        uniform = tl.rand(seed, elements)
+        probability = tl.exp(-mean)
+        cumulative = probability
+        events = tl.zeros([BLOCK], dtype=tl.float32)
+        searching = active & (mean < POISSON_NORMAL_FROM) & (uniform > cumulative)
+        while tl.max(searching.to(tl.int32), axis=0) > 0:
+            events = tl.where(searching, events + 1.0, events)
+            probability = tl.where(searching, probability * mean / tl.maximum(events, 1.0), probability)
+            cumulative = tl.where(searching, cumulative + probability, cumulative)
+            # the sum may round below a uniform draw close to 1: stop far in the tail
+            searching = searching & (uniform > cumulative) & (events < 4.0 * POISSON_NORMAL_FROM)
+        approximate = tl.maximum(tl.floor(mean + tl.sqrt(mean) * tl.randn(seed, elements) + 0.5), 0.0)
+        events = tl.where(mean < POISSON_NORMAL_FROM, events, approximate)
+        result = tl.where(factor == 0.0, value, events * factor)
+    else:
+        # one draw per element, or per pixel (every channel of a pixel the same)
+        channels = tl.load(row + 2)
+        draw_index = elements if PER_CHANNEL else elements // channels
+        uniform = tl.rand(seed, draw_index)
+        salt = tl.load(parameters + sample * 4 + 2)
+        pepper = tl.load(parameters + sample * 4 + 3)
+        result = tl.where(uniform < first * second, salt, tl.where(uniform < first, pepper, value))
+    tl.store(output + tl.load(row + 3) + elements, result, mask=active)
+
+
+def _source_type(tensors: list, op_name: str):
+    dtypes = {tensor.dtype for tensor in tensors}
+    if len(dtypes) > 1:
+        raise ValueError(f"{op_name}: the batch's samples have different types {sorted(map(str, dtypes))}")
+    dtype = dtypes.pop()
+    if dtype not in _TRITON_TYPES:
+        allowed = ", ".join(str(t).replace("torch.", "") for t in _TRITON_TYPES)
+        raise TypeError(f"{op_name}: the GPU form takes {allowed} data, got {str(dtype).replace('torch.', '')}")
+    return dtype
+
+
+def _finish(output: torch.Tensor, offsets: list, shapes: list, out_dtype: torch.dtype) -> list:
+    """The float32 results converted to ``out_dtype`` (one pass over the batch), one view per sample."""
+    return list(PackedBatch(numeric.saturate_tensor(output, out_dtype), offsets, shapes))
+
+
+def _tables_to(device, arrays: list) -> list:
+    if device.type == "cuda":
+        return upload_arrays(device, arrays)
+    return [torch.from_numpy(array) for array in arrays]
+
+
+def _grid(sizes: list) -> tuple[int, int]:
+    largest = max(max(sizes), 1)
+    # each program costs the interpreter the same, whatever its size: use few
+    block = min(1 << 16, triton.next_power_of_2(largest)) if INTERPRETED else BLOCK
+    return block, triton.cdiv(largest, block)
+
+
+def _offsets(sizes: list) -> list:
+    return [int(offset) for offset in np.concatenate([[0], np.cumsum(sizes)[:-1]])] if sizes else []
+
+
+def run_window(sources: list, windows: list, output_sizes: list, operation: str, border: str, fills: list,
+               out_dtype: torch.dtype, op_name: str) -> list:
+    """Slides ``windows[i]`` (a 2-D float32 array of weights, with its anchor: (weights, (y, x)))
+    over HWC tensor ``sources[i]``; returns the HWC results of ``output_sizes[i]`` (height, width)
+    as ``out_dtype``. ``operation``: 'sum', 'min' or 'max'; ``fills``: what taps outside read
+    under the 'constant' border."""
+    count = len(sources)
+    if count == 0:
+        return []
+    dtype = _source_type(sources, op_name)
+    device = sources[0].device
+    sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
+    shapes = [(height, width, source.shape[2]) for source, (height, width) in zip(sources, output_sizes)]
+    sizes = [height * width * channels for height, width, channels in shapes]
+    offsets = _offsets(sizes)
+    all_weights = np.concatenate([np.ravel(weights) for weights, _ in windows]).astype(np.float32)
+    weight_offsets = _offsets([weights.size for weights, _ in windows])
+    table = np.zeros((count, _WINDOW_COLUMNS), np.int64)
+    for index, (source, (weights, (anchor_y, anchor_x))) in enumerate(zip(sources, windows)):
+        table[index, :4] = (source.data_ptr(), *source.shape)
+        table[index, 7:12] = (anchor_y, anchor_x, *weights.shape, weight_offsets[index])
+    table[:, 4] = offsets
+    table[:, 5:7] = output_sizes
+    table[:, 12] = np.asarray(fills, np.float32).view(np.int32)
+    table, all_weights = _tables_to(device, [table, all_weights])
+    output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
+    block, tiles = _grid(sizes)
+    window_kernel[(tiles, count)](table, all_weights, output, OPERATION=OPERATIONS[operation],
+                                  BORDER=BORDER_CODES[border], SOURCE_DTYPE=_TRITON_TYPES[dtype], BLOCK=block)
+    return _finish(output, offsets, shapes, out_dtype)
+
+
+def run_noise(sources: list, noise: str, seeds: list, parameters: np.ndarray, channels: list, per_channel: bool,
+              op_name: str) -> list:
+    """``noise`` ('gaussian', 'shot' or 'salt_and_pepper') over every sample, from ``seeds[i]`` and
+    the float32 row ``parameters[i]`` (see noise_kernel); ``channels[i]``: the size of the sample's
+    last axis when it holds channels (salt and pepper alike on every channel of a pixel unless
+    ``per_channel``), else 1. The results have the sources' shapes and type."""
+    count = len(sources)
+    if count == 0:
+        return []
+    dtype = _source_type(sources, op_name)
+    device = sources[0].device
+    sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
+    sizes = [source.numel() for source in sources]
+    offsets = _offsets(sizes)
+    table = np.zeros((count, _NOISE_COLUMNS), np.int64)
+    for index, source in enumerate(sources):
+        table[index, :3] = (source.data_ptr(), sizes[index], channels[index])
+    table[:, 3] = offsets
+    table[:, 4] = seeds
+    table, parameters = _tables_to(device, [table, np.ascontiguousarray(parameters, np.float32)])
+    output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
+    block, tiles = _grid(sizes)
+    noise_kernel[(tiles, count)](table, parameters, output, NOISE=NOISES[noise], PER_CHANNEL=per_channel,
+                                 SOURCE_DTYPE=_TRITON_TYPES[dtype], BLOCK=block)
+    return _finish(output, offsets, [tuple(source.shape) for source in sources], dtype)

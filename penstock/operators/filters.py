@@ -1,0 +1,507 @@
+"""Filters: ``gaussian_blur``, ``laplacian``, ``filter`` (the user's kernel), ``median_blur``,
+``erode`` and ``dilate`` over HWC (or HW) images, as DALI's; the last three also under DALI's
+names ``experimental.median_blur``, ``experimental.erode`` and ``experimental.dilate``.
+
+Every operator but the median is a window slid over the image: each builds, from its arguments,
+a ``Window`` (weights, anchor, border rule, what it computes: a weighted sum or the minimum or
+maximum over the taps). The rules that build windows are plain functions shared by both devices;
+the CPU applies a window with OpenCV after padding the image by the border rule (so every rule,
+'wrap' included, means the same as on the GPU), the GPU with one Triton kernel launch over the
+ragged batch (penstock.kernels.triton_filters). Sums are computed in float32 and converted to the
+output type by penstock.numeric's rule.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, SampleOperator
+from penstock.operators.gpu_plan import tensors_of
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+# DALI's border names -> the rule each means (the morphology operators take OpenCV's names too)
+BORDER_RULES = {"reflect_101": "reflect_101", "reflect_1001": "reflect_1001", "wrap": "wrap", "clamp": "clamp",
+                "constant": "constant", "replicate": "clamp", "reflect": "reflect_1001"}
+FILTER_BORDERS = ("reflect_101", "reflect_1001", "wrap", "clamp", "constant")
+MORPHOLOGY_BORDERS = ("constant", "replicate", "reflect", "reflect_101", "wrap")
+# numpy's names of the same rules, for padding on the CPU
+_NUMPY_PADS = {"reflect_101": "reflect", "reflect_1001": "symmetric", "wrap": "wrap", "clamp": "edge",
+               "constant": "constant"}
+MAX_LAPLACIAN_WINDOW = 23  # DALI's limit: float32 binomial coefficients stay exact up to it
+
+
+@dataclass
+class Window:
+    """What one sample's filter computes: at each output pixel, over the input pixels under
+    ``weights`` placed with its ``anchor`` (row, column of the weights) on the pixel, the weighted
+    sum ('sum') or the minimum or maximum over the taps whose weight is not 0. Taps outside the
+    image read it by ``border`` (a BORDER_RULES rule; 'constant' reads ``fill``). ``valid``: the
+    output holds only the pixels whose window lies inside the image (the anchor is then (0, 0))."""
+
+    weights: np.ndarray
+    anchor: tuple[int, int]
+    border: str
+    fill: float = 0.0
+    operation: str = "sum"
+    valid: bool = False
+
+    def output_size(self, height: int, width: int, op_name: str) -> tuple[int, int]:
+        if not self.valid:
+            return height, width
+        out_height, out_width = height - self.weights.shape[0] + 1, width - self.weights.shape[1] + 1
+        if out_height < 1 or out_width < 1:
+            raise ValueError(f"{op_name}: mode 'valid' needs a filter no larger than the image; the filter is "
+                             f"{self.weights.shape[0]}x{self.weights.shape[1]}, the image {height}x{width}")
+        return out_height, out_width
+
+
+# ---- argument rules, shared by both devices --------------------------------------------------
+def per_axis(values, name: str) -> tuple:
+    """(height, width) values from one value or one per axis."""
+    values = tuple(values)
+    if len(values) == 1:
+        return values * 2
+    if len(values) == 2:
+        return values
+    raise ArgError(f"argument '{name}': expected one value or one per axis (height, width), got {len(values)}")
+
+
+def _check_odd(name: str, values, low: int, high: int | None = None, zero_allowed: bool = False) -> None:
+    for value in values:
+        if zero_allowed and value == 0:
+            continue
+        if value < low or (high is not None and value > high) or value % 2 == 0:
+            span = f"between {low} and {high}" if high is not None else f"of at least {low}"
+            raise ArgError(f"argument '{name}': window sizes must be odd integers {span}"
+                           f"{' (or 0)' if zero_allowed else ''}, got {value}")
+
+
+def _checked(op_name: str, check, *arguments) -> None:
+    """Runs an argument check on a sample's values (per-sample arguments), naming the operator."""
+    try:
+        check(*arguments)
+    except ArgError as error:
+        raise ValueError(f"{op_name}: {error}") from None
+
+
+def _static_check(names: tuple[str, ...], check):
+    """A schema check that runs ``check(static)`` when none of ``names`` is a per-sample input."""
+    def schema_check(static: dict, per_sample: frozenset) -> None:
+        if not per_sample & set(names):
+            check(static)
+    return schema_check
+
+
+def anchor_of(anchor, size: tuple[int, int], name: str = "anchor") -> tuple[int, int]:
+    """The anchor (row, column) of a window of ``size``: -1 on an axis means its middle."""
+    anchors = per_axis(anchor, name)
+    result = []
+    for value, extent in zip(anchors, size):
+        if value == -1:
+            value = extent // 2
+        if not 0 <= value < extent:
+            raise ArgError(f"argument '{name}': {value} is outside the window's {extent} rows or columns "
+                           "(give 0 to size - 1, or -1 for the middle)")
+        result.append(value)
+    return result[0], result[1]
+
+
+def gaussian_window(sigma: float, size: int) -> np.ndarray:
+    """DALI's Gaussian window: from sigma alone, 2 * ceil(3 * sigma) + 1 taps; from the size alone,
+    sigma = (radius - 1) * 0.3 + 0.8; normalized to sum 1."""
+    if size == 0:
+        size = 2 * math.ceil(3 * sigma) + 1
+    if sigma == 0:
+        sigma = ((size - 1) / 2 - 1) * 0.3 + 0.8
+    positions = np.arange(size, dtype=np.float64) - (size - 1) / 2
+    window = np.exp(-positions ** 2 / (2 * sigma ** 2))
+    return window / window.sum()
+
+
+def _check_gaussian(args: dict) -> None:
+    sizes = per_axis(args["window_size"], "window_size")
+    _check_odd("window_size", sizes, 1, zero_allowed=True)
+    for sigma, size in zip(per_axis(args["sigma"], "sigma"), sizes):
+        if sigma == 0 and size == 0:
+            raise ArgError("give sigma or window_size for every axis (both are 0)")
+
+
+def gaussian_blur_window(args: dict, op_name: str) -> Window:
+    _checked(op_name, _check_gaussian, args)
+    (sigma_y, sigma_x), (size_y, size_x) = per_axis(args["sigma"], "sigma"), per_axis(args["window_size"], "window_size")
+    weights = np.outer(gaussian_window(sigma_y, size_y), gaussian_window(sigma_x, size_x))
+    return Window(weights.astype(np.float32), (weights.shape[0] // 2, weights.shape[1] // 2), "reflect_101")
+
+
+def smoothing_window(size: int) -> np.ndarray:
+    """Binomial coefficients: [1, 2, 1] convolved with itself, ``size`` taps (OpenCV's Sobel smoothing)."""
+    window = np.ones(1)
+    for _ in range(size - 1):
+        window = np.convolve(window, [1.0, 1.0])
+    return window
+
+
+def derivative_window(size: int) -> np.ndarray:
+    """The second derivative [1, -2, 1] convolved with the smoothing window of ``size - 2`` taps."""
+    return np.convolve(smoothing_window(size - 2), [1.0, -2.0, 1.0])
+
+
+def _check_laplacian(args: dict) -> None:
+    _check_odd("window_size", per_axis(args["window_size"], "window_size"), 3, MAX_LAPLACIAN_WINDOW)
+    if args["smoothing_size"] is not None:
+        _check_odd("smoothing_size", per_axis(args["smoothing_size"], "smoothing_size"), 1, MAX_LAPLACIAN_WINDOW)
+    per_axis(args["scale"], "scale")
+
+
+def _check_laplacian_call(static: dict, per_sample: frozenset) -> None:
+    if static["normalized_kernel"] and ("scale" in per_sample or tuple(static["scale"]) != (1.0,)):
+        raise ArgError("argument 'scale' cannot be given with normalized_kernel=True (it sets the scale)")
+
+
+def _centered(weights: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Odd-sized ``weights`` in the middle of zeros of the odd ``shape``."""
+    padded = np.zeros(shape)
+    top, left = (shape[0] - weights.shape[0]) // 2, (shape[1] - weights.shape[1]) // 2
+    padded[top:top + weights.shape[0], left:left + weights.shape[1]] = weights
+    return padded
+
+
+def laplacian_window(args: dict, op_name: str) -> Window:
+    """d2/dy2 + d2/dx2, each a separable window: the derivative window along its axis and the
+    smoothing window along the other (of smoothing_size, default the derivative's size), each
+    scaled by its ``scale`` or, with normalized_kernel, by 2 ** -(sum of its window sizes - 4)."""
+    _checked(op_name, _check_laplacian, args)
+    derivative = per_axis(args["window_size"], "window_size")
+    smoothing = per_axis(args["smoothing_size"], "smoothing_size") if args["smoothing_size"] is not None else None
+    terms = []
+    for axis in (0, 1):
+        other = 1 - axis
+        sizes = [0, 0]
+        sizes[axis] = derivative[axis]
+        sizes[other] = smoothing[other] if smoothing else derivative[axis]
+        windows = [None, None]
+        windows[axis] = derivative_window(sizes[axis])
+        windows[other] = smoothing_window(sizes[other])
+        scale = 2.0 ** -(sum(sizes) - 4) if args["normalized_kernel"] else per_axis(args["scale"], "scale")[axis]
+        terms.append(scale * np.outer(windows[0], windows[1]))
+    shape = (max(t.shape[0] for t in terms), max(t.shape[1] for t in terms))
+    weights = sum(_centered(term, shape) for term in terms)
+    return Window(weights.astype(np.float32), (shape[0] // 2, shape[1] // 2), "reflect_101")
+
+
+def _check_filter(args: dict) -> None:
+    weights = np.asarray(args["filter"], dtype=np.float64) if args["filter"] is not None else None
+    if weights is None or weights.ndim != 2 or weights.size == 0:
+        shape = "nothing" if weights is None else f"an array of shape {weights.shape}"
+        raise ArgError(f"argument 'filter': expected a non-empty 2-D array (rows, columns of the filter), got {shape}")
+    anchor_of(args["anchor"], weights.shape)
+
+
+def filter_window(args: dict, op_name: str) -> Window:
+    _checked(op_name, _check_filter, args)
+    weights = np.asarray(args["filter"], dtype=np.float32)
+    valid = args["mode"] == "valid"
+    anchor = (0, 0) if valid else anchor_of(args["anchor"], weights.shape)
+    fill = args["fill_value"] if args["fill_value"] is not None else 0.0
+    return Window(weights, anchor, args["border"], float(fill), valid=valid)
+
+
+def _check_morphology(args: dict) -> None:
+    mask = per_axis(args["mask_size"], "mask_size")
+    anchor_of(args["anchor"], mask)
+
+
+def morphology_window(args: dict, op_name: str, operation: str, dtype: np.dtype) -> Window:
+    """A rectangle of mask_size; more iterations grow it by mask_size - 1 each (as DALI and
+    OpenCV say of iterations), with the anchor scaled alike. The 'constant' border takes no part."""
+    _checked(op_name, _check_morphology, args)
+    mask = per_axis(args["mask_size"], "mask_size")
+    anchor = anchor_of(args["anchor"], mask)
+    iterations = args["iterations"]
+    size = tuple(extent + (iterations - 1) * (extent - 1) for extent in mask)
+    neutral = float("inf") if operation == "min" else float("-inf")
+    if dtype.kind in "iu":  # OpenCV's default border value: the type's extreme
+        neutral = float(np.iinfo(dtype).max if operation == "min" else np.iinfo(dtype).min)
+    return Window(np.ones(size, np.float32), (anchor[0] * iterations, anchor[1] * iterations),
+                  BORDER_RULES[args["border_mode"]], neutral, operation)
+
+
+# ---- the CPU: OpenCV on the padded image -------------------------------------------------------
+def as_hwc(image: np.ndarray, op_name: str) -> np.ndarray:
+    """An HWC view of an HWC or HW image."""
+    if image.ndim == 2:
+        return image[:, :, None]
+    if image.ndim != 3:
+        raise ValueError(f"{op_name}: expected HWC (or HW) images, got a sample of shape {image.shape}")
+    return image
+
+
+def apply_window(image: np.ndarray, window: Window, op_name: str) -> np.ndarray:
+    """The window over an HWC image: float32 for sums, the image's type for min and max."""
+    height, width, channels = image.shape
+    out_height, out_width = window.output_size(height, width, op_name)
+    source = image.astype(np.float32) if window.operation == "sum" else image
+    if not window.valid:
+        (top, left), (rows, columns) = window.anchor, window.weights.shape
+        pad = ((top, rows - 1 - top), (left, columns - 1 - left), (0, 0))
+        mode = _NUMPY_PADS[window.border]
+        extra = {"constant_values": np.array(window.fill).astype(source.dtype)} if mode == "constant" else {}
+        source = np.pad(source, pad, mode=mode, **extra)
+    # OpenCV reads the padded image's inside only: the window anchored at its top-left corner
+    if window.operation == "sum":
+        result = cv2.filter2D(source, cv2.CV_32F, window.weights, anchor=(0, 0), borderType=cv2.BORDER_CONSTANT)
+    else:
+        morph = cv2.erode if window.operation == "min" else cv2.dilate
+        result = morph(source, (window.weights != 0).astype(np.uint8), anchor=(0, 0),
+                       borderType=cv2.BORDER_CONSTANT,
+                       borderValue=window.fill if window.border == "constant" else 0)
+    return result[:out_height, :out_width].reshape(out_height, out_width, channels)
+
+
+def median_cpu(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The median over a window of ``size`` around each pixel, the edge pixels repeated outside:
+    OpenCV's medianBlur where it applies, else numpy over sliding windows."""
+    height, width, channels = image.shape
+    square = size[0] == size[1]
+    if square and channels in (1, 3, 4) and (image.dtype == np.uint8 or (image.dtype == np.float32 and size[0] <= 5)):
+        return cv2.medianBlur(np.ascontiguousarray(image), size[0]).reshape(image.shape)
+    padded = np.pad(image, ((size[0] // 2,) * 2, (size[1] // 2,) * 2, (0, 0)), mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, size, axis=(0, 1))
+    return np.median(windows.reshape(height, width, channels, -1), axis=-1).astype(image.dtype)
+
+
+# ---- schemas -------------------------------------------------------------------------------------
+DTYPE_ARG = Arg("dtype", "dtype", None, "Output type; default the input's (sums are computed in float32 and "
+                "rounded, halves to even, and saturated to it).")
+
+registry.register_schema(OpSchema(
+    name="gaussian_blur", class_name="GaussianBlur",
+    doc="Blurs HWC (or HW) images with a Gaussian window per axis (height, width). From sigma alone the "
+        "window has 2 * ceil(3 * sigma) + 1 taps; from window_size alone sigma = (radius - 1) * 0.3 + "
+        "0.8, radius = (window_size - 1) / 2, as DALI. The image is reflected at its edges (reflect_101).",
+    args=(Arg("sigma", "floats", (0.0,), "Standard deviation of the window: one, or one per axis (height, "
+              "width); 0 derives it from window_size.", per_sample=True, length=(1, 2), min=0.0),
+          Arg("window_size", "ints", (0,), "Odd window size: one, or one per axis; 0 derives it from sigma.",
+              per_sample=True, length=(1, 2), min=0),
+          DTYPE_ARG),
+    checks=(_static_check(("sigma", "window_size"), _check_gaussian),),
+    input_names=("input",)))
+
+registry.register_schema(OpSchema(
+    name="laplacian", class_name="Laplacian",
+    doc="The Laplacian of HWC (or HW) images: the sum of the second derivatives along the height and the "
+        "width, each a separable window (OpenCV's Sobel windows: the derivative along its axis, binomial "
+        "smoothing along the other), the image reflected at its edges (reflect_101), as DALI.",
+    args=(Arg("window_size", "ints", (3,), "Odd size (3 to 23) of the derivative windows: one, or one per "
+              "axis.", per_sample=True, length=(1, 2), min=3, max=MAX_LAPLACIAN_WINDOW),
+          Arg("smoothing_size", "ints", None, "Odd size (1 to 23) of the smoothing windows: one, or one per "
+              "axis; default the derivative window's size.", per_sample=True, length=(1, 2), min=1,
+              max=MAX_LAPLACIAN_WINDOW),
+          Arg("scale", "floats", (1.0,), "Factor of each derivative: one, or one per axis.", per_sample=True,
+              length=(1, 2)),
+          Arg("normalized_kernel", "bool", False, "Scales each derivative by 2 ** -(sum of its window sizes - "
+              "4) (not with scale)."),
+          DTYPE_ARG),
+    checks=(_static_check(("window_size", "smoothing_size", "scale"), _check_laplacian), _check_laplacian_call),
+    input_names=("input",)))
+
+registry.register_schema(OpSchema(
+    name="filter", class_name="Filter",
+    doc="Correlates HWC (or HW) images with a 2-D filter (the filter is not flipped, as in DALI): "
+        "``fn.filter(data, filter, fill_value)``; the filter (float32 values, per sample when it is an "
+        "operator's output) and the fill value may also be given as arguments. In mode 'same' the output "
+        "keeps the input's size and the anchor places the filter; in mode 'valid' only the pixels whose "
+        "filter lies inside the image are computed (the anchor does not apply).",
+    args=(Arg("filter", "any", REQUIRED, "The 2-D filter (rows, columns).", per_sample=True),
+          Arg("fill_value", "float", None, "What pixels outside the image read with border 'constant' "
+              "(default 0).", per_sample=True, nullable=True),
+          Arg("anchor", "ints", (-1,), "The filter's element (row, column) placed on each output pixel: one "
+              "value or one per axis; -1 means the middle (size // 2).", per_sample=True, length=(1, 2), min=-1),
+          Arg("border", "str", "reflect_101", "Pixels outside the image: 'reflect_101' (dcb|abcd|cba), "
+              "'reflect_1001' (cba|abcd|dcb), 'wrap', 'clamp' or 'constant' (fill_value).",
+              choices=FILTER_BORDERS),
+          Arg("mode", "str", "same", "'same' (output of the input's size) or 'valid'.", choices=("same", "valid")),
+          DTYPE_ARG),
+    checks=(_static_check(("filter", "anchor"), _check_filter),),
+    argument_inputs=("filter", "fill_value"),
+    also_named=(("experimental.filter", "experimental.Filter"),),
+    input_names=("data",)))
+
+MEDIAN_ARGS = (Arg("window_size", "ints", (3,), "Odd window size: one, or one per axis (height, width).",
+                   per_sample=True, length=(1, 2), min=1),)
+MEDIAN_DOC = ("The median of each channel over a window around each pixel of HWC (or HW) images; outside "
+              "the image the edge pixels repeat.")
+MORPHOLOGY_ARGS = (
+    Arg("mask_size", "ints", (3, 3), "Size of the rectangular structuring element: one, or one per axis "
+        "(height, width).", per_sample=True, length=(1, 2), min=1),
+    Arg("anchor", "ints", (-1, -1), "The element's pixel (row, column) placed on each output pixel; -1 means "
+        "its middle.", per_sample=True, length=(1, 2), min=-1),
+    Arg("iterations", "int", 1, "Times the operation is applied: each one more grows the mask by "
+        "mask_size - 1 (as DALI).", min=1),
+    Arg("border_mode", "str", "constant", "Pixels outside the image: 'constant' (they take no part), "
+        "'replicate', 'reflect', 'reflect_101' or 'wrap'.", choices=MORPHOLOGY_BORDERS),
+)
+MORPHOLOGY_DOCS = {"erode": "The minimum of each channel over a rectangle around each pixel of HWC (or HW) "
+                            "images (erosion, as OpenCV's erode with a rectangular element).",
+                   "dilate": "The maximum of each channel over a rectangle around each pixel of HWC (or HW) "
+                             "images (dilation, as OpenCV's dilate with a rectangular element)."}
+
+
+def _check_median(args: dict) -> None:
+    _check_odd("window_size", per_axis(args["window_size"], "window_size"), 1)
+
+
+def _register_under_both_names(name: str, class_name: str, doc: str, args: tuple, checks: tuple) -> None:
+    """The operator as ``name``, also named DALI's ``experimental.name``."""
+    registry.register_schema(OpSchema(name=name, class_name=class_name, doc=doc, args=args, checks=checks,
+                                      input_names=("input",),
+                                      also_named=((f"experimental.{name}", f"experimental.{class_name}"),)))
+
+
+_register_under_both_names("median_blur", "MedianBlur", MEDIAN_DOC, MEDIAN_ARGS,
+                           (_static_check(("window_size",), _check_median),))
+for _name, _class_name in (("erode", "Erode"), ("dilate", "Dilate")):
+    _register_under_both_names(_name, _class_name, MORPHOLOGY_DOCS[_name], MORPHOLOGY_ARGS,
+                               (_static_check(("mask_size", "anchor"), _check_morphology),))
+
+
+# ---- implementations -----------------------------------------------------------------------------
+class FilterDeclaration:
+    """What every filter declares: HWC or HW images of the output type (the input's by default)."""
+
+    keeps_type = False  # min, max and median: the input's type always
+
+    def declare_outputs(self, inputs):
+        spec = inputs[0]
+        if spec.ndim is not None and spec.ndim not in (2, 3):
+            raise ValueError(f"{self.name}: expected HWC (or HW) images, but its input has {spec.ndim} dimensions")
+        dtype = self.args.get("dtype")
+        valid = self.args.get("mode") == "valid"
+        return spec.but(dtype=dtype.numpy if dtype and not self.keeps_type else spec.dtype,
+                        shape=None if valid else spec.shape)
+
+    def output_type(self, args: dict, input_type: np.dtype) -> np.dtype:
+        dtype = args.get("dtype")
+        return np.dtype(dtype.numpy) if dtype and not self.keeps_type else np.dtype(input_type)
+
+    def window(self, args: dict, dtype: np.dtype) -> Window:
+        raise NotImplementedError
+
+
+class WindowFilter(FilterDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        image = np.asarray(inputs[0])
+        result = apply_window(as_hwc(image, self.name), self.window(args, image.dtype), self.name)
+        result = numeric.saturate(result, self.output_type(args, image.dtype))
+        return result.reshape(result.shape[:2]) if image.ndim == 2 else result
+
+
+class WindowFilterGpu(FilterDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        from penstock.kernels import triton_filters
+        samples = tensors_of(inputs[0])
+        if not samples:
+            return []
+        images = [as_hwc(sample, self.name) for sample in samples]
+        dtype = types.to_numpy_dtype(samples[0].dtype)
+        windows = [self.window(a, dtype) for a in args]
+        operations, borders = {w.operation for w in windows}, {w.border for w in windows}
+        assert len(operations) == len(borders) == 1  # set by static arguments: one per batch
+        results = triton_filters.run_window(
+            images, [(w.weights, w.anchor) for w in windows],
+            [w.output_size(*image.shape[:2], self.name) for w, image in zip(windows, images)],
+            operations.pop(), borders.pop(), [w.fill for w in windows],
+            types.to_torch_dtype(self.output_type(args[0], dtype)), self.name)
+        return [result.reshape(result.shape[:2]) if sample.dim() == 2 else result
+                for sample, result in zip(samples, results)]
+
+
+class GaussianBlurRule:
+    def window(self, args, dtype):
+        return gaussian_blur_window(args, self.name)
+
+
+class LaplacianRule:
+    def window(self, args, dtype):
+        return laplacian_window(args, self.name)
+
+
+class FilterRule:
+    def window(self, args, dtype):
+        return filter_window(args, self.name)
+
+
+class ErodeRule:
+    keeps_type = True
+
+    def window(self, args, dtype):
+        return morphology_window(args, self.name, "min", np.dtype(dtype))
+
+
+class DilateRule:
+    keeps_type = True
+
+    def window(self, args, dtype):
+        return morphology_window(args, self.name, "max", np.dtype(dtype))
+
+
+def _register_window_filter(names: tuple[str, ...], rule: type) -> None:
+    for name in names:
+        suffix = "".join(part.title() for part in name.replace(".", "_").split("_"))
+        registry.register(name, "cpu")(type(suffix, (rule, WindowFilter), {}))
+        registry.register(name, "gpu", requires=devices.gpu_problem)(type(suffix + "Gpu", (rule, WindowFilterGpu), {}))
+
+
+_register_window_filter(("gaussian_blur",), GaussianBlurRule)
+_register_window_filter(("laplacian",), LaplacianRule)
+_register_window_filter(("filter",), FilterRule)
+_register_window_filter(("erode",), ErodeRule)
+_register_window_filter(("dilate",), DilateRule)
+
+
+def median_size(args: dict, op_name: str) -> tuple[int, int]:
+    _checked(op_name, _check_median, args)
+    return per_axis(args["window_size"], "window_size")
+
+
+class MedianBlur(FilterDeclaration, SampleOperator):
+    keeps_type = True
+
+    def run(self, inputs, args, sample, out=None):
+        image = np.asarray(inputs[0])
+        result = median_cpu(as_hwc(image, self.name), median_size(args, self.name))
+        return result.reshape(image.shape)
+
+
+class MedianBlurGpu(FilterDeclaration, BatchOperator):
+    """Per sample with torch (the edge-repeated image unfolded into windows, their median): a
+    median needs a sort per pixel, which the window kernel does not do."""
+
+    keeps_type = True
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+        results = []
+        for sample, a in zip(tensors_of(inputs[0]), args):
+            image = as_hwc(sample, self.name)
+            height, width, channels = image.shape
+            size_y, size_x = median_size(a, self.name)
+            planes = image.permute(2, 0, 1)[None].to(torch.float32)  # float32 holds 8- and 16-bit values exactly
+            padded = torch.nn.functional.pad(planes, (size_x // 2, size_x // 2, size_y // 2, size_y // 2),
+                                             mode="replicate")
+            windows = padded.unfold(2, size_y, 1).unfold(3, size_x, 1)  # [1, C, H, W, size_y, size_x]
+            median = windows.reshape(channels, height, width, -1).median(dim=-1).values
+            results.append(median.permute(1, 2, 0).to(sample.dtype).reshape(sample.shape))
+        return results
+
+
+registry.register("median_blur", "cpu")(MedianBlur)
+registry.register("median_blur", "gpu", requires=devices.gpu_problem)(MedianBlurGpu)
+
+
+__all__ = ["BORDER_RULES", "Window", "anchor_of", "apply_window", "filter_window", "gaussian_blur_window",
+           "gaussian_window", "laplacian_window", "morphology_window", "per_axis"]

@@ -1,0 +1,117 @@
+"""Noise: ``noise.gaussian``, ``noise.shot`` and ``noise.salt_and_pepper``, as DALI's: the output
+has the input's shape and type, the noisy values converted to it by penstock.numeric's rule
+(rounded, halves to even, and saturated).
+
+Each sample's noise comes from a seed the operator draws for it from the batch's random stream
+(``draw``), so a pipeline's seed fixes the noise whatever the thread count. The CPU makes the
+sample's noise with numpy from a Philox generator keyed by that seed; the GPU with Triton's Philox
+(tl.rand, tl.randn) seeded by it, in one launch per batch (penstock.kernels.triton_filters). The
+two devices draw different numbers from the same distributions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, SampleOperator
+from penstock.operators.gpu_plan import tensors_of
+from penstock.schema import Arg, OpSchema
+
+registry.register_schema(OpSchema(
+    name="noise.gaussian", class_name="noise.Gaussian",
+    doc="Adds Gaussian noise (mean, stddev) to every element.",
+    args=(Arg("mean", "float", 0.0, "Mean of the noise.", per_sample=True),
+          Arg("stddev", "float", 1.0, "Standard deviation of the noise.", per_sample=True, min=0.0)),
+    input_names=("input",)))
+
+registry.register_schema(OpSchema(
+    name="noise.shot", class_name="noise.Shot",
+    doc="Shot (Poisson) noise: each element becomes poisson(max(0, x / factor)) * factor; factor 0 keeps the "
+        "input. The GPU draws means from 64 up from the normal approximation of the Poisson distribution.",
+    args=(Arg("factor", "float", 20.0, "What one event adds: the larger, the noisier.", per_sample=True, min=0.0),),
+    input_names=("input",)))
+
+registry.register_schema(OpSchema(
+    name="noise.salt_and_pepper", class_name="noise.SaltAndPepper",
+    doc="Sets elements to salt_val or pepper_val with probability ``prob`` (salt with probability "
+        "prob * salt_vs_pepper); without per_channel every channel of a pixel (the last axis of HWC "
+        "images) is treated alike.",
+    args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, min=0.0, max=1.0),
+          Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True,
+              min=0.0, max=1.0),
+          Arg("salt_val", "float", None, "The salt value; default the type's largest (1.0 for floats).",
+              per_sample=True, nullable=True),
+          Arg("pepper_val", "float", None, "The pepper value; default the type's smallest (-1.0 for floats).",
+              per_sample=True, nullable=True),
+          Arg("per_channel", "bool", False, "Each channel of a pixel on its own.")),
+    input_names=("input",)))
+
+
+# ---- the rules, shared by both devices ----------------------------------------------------------
+def noise_parameters(kind: str, args: dict, dtype: np.dtype) -> tuple[float, float, float, float]:
+    """The noise kernel's four parameters of one sample (penstock.kernels.triton_filters.noise_kernel)."""
+    if kind == "gaussian":
+        return args["mean"], args["stddev"], 0.0, 0.0
+    if kind == "shot":
+        return args["factor"], 0.0, 0.0, 0.0
+    integer = np.dtype(dtype).kind in "iu"
+    salt = args["salt_val"] if args["salt_val"] is not None else (float(np.iinfo(dtype).max) if integer else 1.0)
+    pepper = args["pepper_val"] if args["pepper_val"] is not None else (float(np.iinfo(dtype).min) if integer else -1.0)
+    return args["prob"], args["salt_vs_pepper"], salt, pepper
+
+
+def channels_of(shape: tuple) -> int:
+    """The channels a pixel has: the last axis of 3-D samples (HWC images), else 1."""
+    return shape[-1] if len(shape) == 3 else 1
+
+
+def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, channels: int,
+              per_channel: bool) -> np.ndarray:
+    """The noisy values (float) of one sample, from a generator keyed by its seed."""
+    rng = np.random.Generator(np.random.Philox(key=int(seed)))
+    values = values.astype(np.float32)
+    first, second, salt, pepper = parameters
+    if kind == "gaussian":
+        return values + np.float32(first) + np.float32(second) * rng.standard_normal(values.shape, np.float32)
+    if kind == "shot":
+        return values if first == 0 else rng.poisson(np.maximum(values / first, 0.0)) * first
+    draw_shape = values.shape if per_channel or channels == 1 else (*values.shape[:-1], 1)
+    uniform = rng.random(draw_shape, np.float32)
+    return np.where(uniform < first * second, np.float32(salt), np.where(uniform < first, np.float32(pepper), values))
+
+
+class NoiseDeclaration:
+    kind = ""
+
+    def draw(self, rng, count):
+        return rng.integers(0, 2 ** 31 - 1, count)  # one seed per sample
+
+
+class Noise(NoiseDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        data = np.asarray(inputs[0])
+        noisy = noisy_cpu(data, self.kind, noise_parameters(self.kind, args, data.dtype), sample.params,
+                          channels_of(data.shape), args.get("per_channel", False))
+        return numeric.saturate(noisy, data.dtype)
+
+
+class NoiseGpu(NoiseDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        from penstock.kernels import triton_filters
+        samples = tensors_of(inputs[0])
+        if not samples:
+            return []
+        dtype = types.to_numpy_dtype(samples[0].dtype)
+        parameters = np.array([noise_parameters(self.kind, a, dtype) for a in args], np.float32)
+        return triton_filters.run_noise(samples, self.kind, list(batch.params), parameters,
+                                        [channels_of(tuple(s.shape)) for s in samples],
+                                        args[0].get("per_channel", False), self.name)
+
+
+for _kind, _class_name in (("gaussian", "Gaussian"), ("shot", "Shot"), ("salt_and_pepper", "SaltAndPepper")):
+    registry.register(f"noise.{_kind}", "cpu")(type(f"{_class_name}Noise", (Noise,), {"kind": _kind}))
+    registry.register(f"noise.{_kind}", "gpu", requires=devices.gpu_problem)(
+        type(f"{_class_name}NoiseGpu", (NoiseGpu,), {"kind": _kind}))
+
+
+__all__ = ["channels_of", "noise_parameters", "noisy_cpu"]

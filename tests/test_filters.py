@@ -1,0 +1,228 @@
+"""Filters and noise beyond the coverage cases: per-sample arguments, every border rule of
+fn.filter and its 'valid' mode, noise that depends on the seed alone, and bad arguments refused
+where the user calls, naming the operator and the argument."""
+from __future__ import annotations
+
+import re
+
+import cv2
+import numpy as np
+import pytest
+from cases_filters import FILTER, correlate, window_size
+from conftest import SEED, gpu_or_emulated, noise_image, smooth_image
+
+from penstock import fn, pipeline_def, types
+from penstock.pipeline import Pipeline
+
+IMAGES = [smooth_image(20, 30, 3, seed=1), smooth_image(24, 18, 3, seed=2), smooth_image(17, 21, 3, seed=3)]
+NUMPY_PADS = {"reflect_101": "reflect", "reflect_1001": "symmetric", "wrap": "wrap", "clamp": "edge"}
+
+
+def run(device: str, build, samples=IMAGES, num_threads: int = 2, seed: int = SEED, iterations: int = 1) -> list:
+    """The outputs of ``build(node)`` over ``samples`` on ``device`` (the GPU, or the emulated GPU
+    without one), as lists of numpy arrays per output, over the iterations."""
+    @pipeline_def(batch_size=len(samples), num_threads=num_threads, device_id=None if device == "cpu" else 0,
+                  seed=seed)
+    def pipeline():
+        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC")
+        outputs = build(node.gpu() if device == "gpu" else node)
+        return outputs if isinstance(outputs, tuple) else (outputs,)
+
+    def outputs_of():
+        pipe = pipeline()
+        try:
+            runs = [pipe.run() for _ in range(iterations)]
+        finally:
+            pipe.close()
+        return [[np.asarray(sample) for batches in runs for sample in batches[k].as_cpu()]
+                for k in range(len(runs[0]))]
+    if device == "cpu":
+        return outputs_of()
+    with gpu_or_emulated():
+        return outputs_of()
+
+
+# ---- per-sample arguments ------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_gaussian_blur_takes_a_sigma_per_sample(device):
+    blurred, sigmas = run(device, lambda images: (lambda sigma: (fn.gaussian_blur(images, sigma=sigma), sigma))(
+        fn.random.uniform(range=(0.5, 2.5))))
+    assert len(set(float(s) for s in sigmas)) == len(IMAGES)  # each sample its own
+    for image, output, sigma in zip(IMAGES, blurred, sigmas):
+        sigma = float(sigma)
+        size = window_size(sigma)
+        expected = cv2.GaussianBlur(image, (size, size), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REFLECT_101)
+        assert np.abs(output.astype(int) - expected).max() <= 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_gaussian_blur_from_window_size_alone_uses_dalis_sigma(device):
+    (blurred,) = run(device, lambda images: fn.gaussian_blur(images, window_size=(5, 7), dtype=types.FLOAT))
+    for image, output in zip(IMAGES, blurred):
+        sigma_y, sigma_x = (2 - 1) * 0.3 + 0.8, (3 - 1) * 0.3 + 0.8  # radius 2 and 3
+        expected = cv2.GaussianBlur(image.astype(np.float32), (7, 5), sigmaX=sigma_x, sigmaY=sigma_y,
+                                    borderType=cv2.BORDER_REFLECT_101)
+        np.testing.assert_allclose(output, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_filter_takes_a_filter_per_sample(device):
+    filters = [FILTER, FILTER[:, ::-1] * 2, np.ones((1, 3), np.float32) / 3]
+
+    def build(images):
+        kernel = fn.external_source(source=lambda: filters, batch=True)
+        return fn.filter(images, kernel, border="clamp", dtype=types.FLOAT)
+    (filtered,) = run(device, build)
+    for image, output, weights in zip(IMAGES, filtered, filters):
+        padded = np.pad(image, ((5, 5), (5, 5), (0, 0)), mode="edge")
+        anchor = (weights.shape[0] // 2, weights.shape[1] // 2)
+        expected = correlate(padded, weights, anchor, 0.0)[5:-5, 5:-5]
+        np.testing.assert_allclose(output, expected, atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("border", sorted(NUMPY_PADS))
+def test_filter_border_rules(device, border):
+    anchor = (2, 1)
+    (filtered,) = run(device, lambda images: fn.filter(images, FILTER, anchor=anchor, border=border,
+                                                       dtype=types.FLOAT), samples=IMAGES[:2])
+    for image, output in zip(IMAGES, filtered):
+        # the image padded by the rule, then correlated inside the padding
+        padded = np.pad(image, ((8, 8), (8, 8), (0, 0)), mode=NUMPY_PADS[border])
+        expected = correlate(padded, FILTER, anchor, 0.0)[8:-8, 8:-8]
+        np.testing.assert_allclose(output, expected, atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_filter_valid_mode_keeps_the_pixels_whose_window_fits(device):
+    (filtered,) = run(device, lambda images: fn.filter(images, FILTER, mode="valid", dtype=types.FLOAT))
+    for image, output in zip(IMAGES, filtered):
+        height, width = image.shape[0] - 2, image.shape[1] - 3
+        expected = correlate(image, FILTER, (0, 0), 0.0)[:height, :width]
+        np.testing.assert_allclose(output, expected, atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_laplacian_normalized_kernel_and_smoothing_size(device):
+    (normalized, unsmoothed) = run(device, lambda images: (
+        fn.laplacian(images, window_size=3, normalized_kernel=True, dtype=types.FLOAT),
+        fn.laplacian(images, window_size=3, smoothing_size=1, dtype=types.FLOAT)))
+    for image, scaled, plain in zip(IMAGES, normalized, unsmoothed):
+        expected = cv2.Laplacian(image, cv2.CV_32F, ksize=3, borderType=cv2.BORDER_REFLECT_101) / 4  # 2 ** -(6 - 4)
+        np.testing.assert_allclose(scaled, expected, atol=1e-3)
+        expected = cv2.Laplacian(image, cv2.CV_32F, ksize=1, borderType=cv2.BORDER_REFLECT_101)  # [1, -2, 1] per axis
+        np.testing.assert_allclose(plain, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_filters_take_one_channel_images_and_keep_their_shape(device):
+    gray = [noise_image(12, 15, 1, seed=4), noise_image(9, 11, 1, seed=5)]
+    (eroded, blurred) = run(device, lambda images: (fn.erode(images), fn.median_blur(images)), samples=gray)
+    for image, low, median in zip(gray, eroded, blurred):
+        assert low.shape == median.shape == image.shape and low.dtype == np.uint8
+        np.testing.assert_array_equal(low[:, :, 0], cv2.erode(image[:, :, 0], np.ones((3, 3), np.uint8)))
+        np.testing.assert_array_equal(median[:, :, 0], cv2.medianBlur(image[:, :, 0], 3))
+
+
+# ---- noise: the seed decides -----------------------------------------------------------------------
+NOISES = [lambda x: fn.noise.gaussian(x, stddev=fn.random.uniform(range=(5.0, 20.0))),
+          lambda x: fn.noise.shot(x, factor=4.0),
+          lambda x: fn.noise.salt_and_pepper(x, prob=0.3, per_channel=True)]
+
+
+@pytest.mark.parametrize("noise", NOISES, ids=["gaussian", "shot", "salt_and_pepper"])
+def test_noise_depends_on_the_seed_not_the_threads(noise):
+    one_thread = run("cpu", noise, num_threads=1, iterations=2)[0]
+    two_threads = run("cpu", noise, num_threads=2, iterations=2)[0]
+    for first, second in zip(one_thread, two_threads):
+        np.testing.assert_array_equal(first, second)
+    assert not np.array_equal(one_thread[0], one_thread[len(IMAGES)])  # the next batch: other noise
+    other_seed = run("cpu", noise, seed=SEED + 1)[0]
+    assert not np.array_equal(one_thread[0], other_seed[0])
+
+
+@pytest.mark.parametrize("noise", NOISES, ids=["gaussian", "shot", "salt_and_pepper"])
+def test_gpu_noise_depends_on_the_seed(noise):
+    first, second = run("gpu", noise)[0], run("gpu", noise)[0]
+    for a, b, image in zip(first, second, IMAGES):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == image.dtype and not np.array_equal(a, image)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_gaussian_noise_saturates_to_the_type(device):
+    bright = [np.full((6, 7, 3), 250, np.uint8)]
+    (noisy,) = run(device, lambda x: fn.noise.gaussian(x, mean=20.0, stddev=1.0), samples=bright)
+    np.testing.assert_array_equal(noisy[0], 255)
+
+
+# ---- bad arguments, refused at the call ---------------------------------------------------------
+@pytest.fixture
+def images():
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None, seed=1)
+    with pipe:
+        yield fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2, layout="HWC")
+
+
+def raises(error_type, *fragments):
+    return pytest.raises(error_type, match="(?s)" + "".join(f"(?=.*{re.escape(f)})" for f in fragments))
+
+
+@pytest.mark.parametrize("call,operator,argument,expected", [
+    (lambda x: fn.gaussian_blur(x, sigma=-1.0), "gaussian_blur", "sigma", "[0.0, inf]"),
+    (lambda x: fn.gaussian_blur(x, window_size=4), "gaussian_blur", "window_size", "odd"),
+    (lambda x: fn.gaussian_blur(x, sigma=(1.0, 2.0, 3.0)), "gaussian_blur", "sigma", "expected 1 or 2 values"),
+    (lambda x: fn.laplacian(x, window_size=4), "laplacian", "window_size", "odd"),
+    (lambda x: fn.laplacian(x, window_size=25), "laplacian", "window_size", "[3, 23]"),
+    (lambda x: fn.laplacian(x, smoothing_size=2), "laplacian", "smoothing_size", "odd"),
+    (lambda x: fn.laplacian(x, normalized_kernel=True, scale=2.0), "laplacian", "scale", "normalized_kernel"),
+    (lambda x: fn.median_blur(x, window_size=0), "median_blur", "window_size", "[1, inf]"),
+    (lambda x: fn.median_blur(x, window_size=(3, 4)), "median_blur", "window_size", "odd"),
+    (lambda x: fn.experimental.median_blur(x, window_size=2), "median_blur", "window_size", "odd"),
+    (lambda x: fn.filter(x, np.ones((3, 3, 3))), "filter", "filter", "2-D"),
+    (lambda x: fn.filter(x, [1.0, 2.0]), "filter", "filter", "2-D"),
+    (lambda x: fn.filter(x, np.ones((3, 3)), border="mirror"), "filter", "border", "reflect_101"),
+    (lambda x: fn.filter(x, np.ones((3, 3)), anchor=(3, 0)), "filter", "anchor", "outside"),
+    (lambda x: fn.erode(x, border_mode="clampp"), "erode", "border_mode", "expected one of"),
+    (lambda x: fn.dilate(x, iterations=0), "dilate", "iterations", "[1, inf]"),
+    (lambda x: fn.erode(x, mask_size=(3, 3), anchor=(5, 1)), "erode", "anchor", "outside"),
+    (lambda x: fn.noise.salt_and_pepper(x, prob=1.5), "noise.salt_and_pepper", "prob", "[0.0, 1.0]"),
+    (lambda x: fn.noise.salt_and_pepper(x, salt_vs_pepper=-0.1), "noise.salt_and_pepper", "salt_vs_pepper",
+     "[0.0, 1.0]"),
+    (lambda x: fn.noise.gaussian(x, stddev=-2.0), "noise.gaussian", "stddev", "[0.0, inf]"),
+    (lambda x: fn.noise.shot(x, factor=-1.0), "noise.shot", "factor", "[0.0, inf]"),
+])
+def test_bad_argument_is_refused_at_the_call(images, call, operator, argument, expected):
+    with raises(ValueError, f"{operator}: ", f"'{argument}'", expected):
+        call(images)
+
+
+def test_gaussian_blur_needs_sigma_or_window_size(images):
+    with raises(ValueError, "gaussian_blur: ", "give sigma or window_size"):
+        fn.gaussian_blur(images)
+    with raises(ValueError, "gaussian_blur: ", "give sigma or window_size"):
+        fn.gaussian_blur(images, sigma=(1.0, 0.0), window_size=(0, 0))
+
+
+def test_bad_per_sample_sigma_names_the_operator_and_argument():
+    with pytest.raises(Exception, match=r"gaussian_blur.*sigma"):
+        run("cpu", lambda x: fn.gaussian_blur(x, sigma=fn.random.uniform(range=(-2.0, -1.0))))
+
+
+def test_filter_refuses_volumes_naming_the_operator():
+    volumes = [np.zeros((2, 4, 4, 3), np.uint8)]
+    with pytest.raises(Exception, match=r"median_blur.*HWC"):
+        run("cpu", lambda x: fn.median_blur(x), samples=volumes)
+
+
+def test_valid_mode_needs_the_filter_to_fit():
+    with pytest.raises(Exception, match=r"filter.*'valid'"):
+        run("cpu", lambda x: fn.filter(x, np.ones((40, 3), np.float32), mode="valid"))
+
+
+def test_experimental_names_are_the_same_operators():
+    for name in ("median_blur", "erode", "dilate"):
+        assert callable(getattr(fn.experimental, name))
+    (plain, experimental) = run("cpu", lambda x: (fn.dilate(x, mask_size=5), fn.experimental.dilate(x, mask_size=5)))
+    for a, b in zip(plain, experimental):
+        np.testing.assert_array_equal(a, b)

@@ -5,6 +5,12 @@ process of its own, the cases alternating, with defaults everywhere.
 usage: python benchmarks/side_by_side.py --data DIR [--cases gpu-train,gpu-val,cpu-train,cpu-val]
        [--runners penstock,dali] [--rounds 2] [--seconds 10] [--threads 16] [--json FILE]
 
+Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
+flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
+operations at magnitude 9, normalize); the runner ``torchvision`` runs it with
+torchvision.transforms.v2 (on GPU tensors after nvJPEG batch decode, or in a 16-worker DataLoader),
+the runner ``kornia`` with Kornia's batched augmentations on the GPU after per-image crops.
+
 For each case: images/s through DALIClassificationIterator (auto_reset, so epochs end and restart
 inside the measurement), the time from the process's start to the first batch and from
 ``Pipeline(...)`` to the first batch, the process's whole life, CPU cores busy (the process and
@@ -14,6 +20,7 @@ ratio of each penstock figure to DALI's of the same round last.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -71,7 +78,95 @@ def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, thre
                                           crop=(224, 224), mean=MEAN, std=STD)
         return images, labels
 
-    return (train if kind == "train" else val)()
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7, enable_conditionals=True)
+    def augmented():  # the augmentation-heavy training pipeline: colour jitter and RandAugment
+        jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB,
+                                               random_aspect_ratio=[0.75, 4 / 3], random_area=[0.08, 1.0],
+                                               num_attempts=100, **decoder_args)
+        images = fn.resize(images, device=rest, resize_x=224, resize_y=224)
+        images = fn.flip(images, device=rest, horizontal=fn.random.coin_flip(probability=0.5))
+        images = fn.color_twist(images, device=rest, brightness=fn.random.uniform(range=[0.6, 1.4]),
+                                contrast=fn.random.uniform(range=[0.6, 1.4]),
+                                saturation=fn.random.uniform(range=[0.6, 1.4]),
+                                hue=fn.random.uniform(range=[-36.0, 36.0]))  # 0.1 of a turn, in degrees
+        images = api.auto_aug.rand_augment.rand_augment(images, n=2, m=9)
+        images = fn.crop_mirror_normalize(images, device=rest, dtype=types.FLOAT16, output_layout="CHW",
+                                          mean=MEAN, std=STD)
+        return images, labels
+
+    return {"train": train, "val": val, "aug": augmented}[kind]()
+
+
+def torchvision_transform(v2, torch):
+    """The augmentation-heavy pipeline in torchvision.transforms.v2, from a decoded uint8 CHW image."""
+    return v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                       v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandAugment(num_ops=2, magnitude=9)])
+
+
+def _image_files(data: str) -> list:
+    classes = sorted(entry.name for entry in os.scandir(data) if entry.is_dir())
+    return [(os.path.join(data, name, file), label) for label, name in enumerate(classes)
+            for file in sorted(os.listdir(os.path.join(data, name)))]
+
+
+def torchvision_batches(device: str, data: str, batch_size: int, threads: int):
+    """Batches of the augmentation-heavy pipeline in torchvision: on the GPU ('gpu'), nvJPEG batch
+    decode (torchvision.io.decode_jpeg on CUDA) and the v2 transforms per image on GPU tensors; with
+    Kornia ('kornia'), the crops per image and the rest batched; on the CPU ('cpu'), a DataLoader
+    with ``threads`` workers (decode_jpeg and the v2 transforms in each)."""
+    import random
+
+    import torch
+    import torchvision
+    from torchvision.transforms import v2
+    files = _image_files(data)
+    transform = torchvision_transform(v2, torch)
+    mean = torch.tensor(MEAN).view(3, 1, 1)
+    std = torch.tensor(STD).view(3, 1, 1)
+    if device == "gpu":
+        mean, std = mean.cuda(), std.cuda()
+        while True:
+            order = list(range(len(files)))
+            random.shuffle(order)
+            for start in range(0, len(order) - batch_size + 1, batch_size):
+                chunk = [files[index] for index in order[start:start + batch_size]]
+                encoded = [torchvision.io.read_file(path) for path, _ in chunk]
+                decoded = torchvision.io.decode_jpeg(encoded, device="cuda")
+                images = torch.stack([transform(image) for image in decoded])
+                yield ((images.float() - mean) / std).half(), torch.tensor([label for _, label in chunk])
+
+    if device == "kornia":  # per-image crops to one size, then Kornia's batched augmentations
+        import kornia.augmentation as augment
+        from kornia.augmentation.auto import RandAugment
+        crop = v2.RandomResizedCrop(224, antialias=True)
+        batched = torch.nn.Sequential(augment.RandomHorizontalFlip(), augment.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                                      RandAugment(n=2, m=9)).cuda()
+        mean, std = mean.cuda(), std.cuda()
+        while True:
+            order = list(range(len(files)))
+            random.shuffle(order)
+            for start in range(0, len(order) - batch_size + 1, batch_size):
+                chunk = [files[index] for index in order[start:start + batch_size]]
+                decoded = torchvision.io.decode_jpeg([torchvision.io.read_file(path) for path, _ in chunk],
+                                                     device="cuda")
+                images = torch.stack([crop(image) for image in decoded]).float() / 255
+                images = batched(images) * 255
+                yield ((images - mean) / std).half(), torch.tensor([label for _, label in chunk])
+
+    class Files(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(files)
+
+        def __getitem__(self, index):
+            path, label = files[index]
+            image = transform(torchvision.io.decode_jpeg(torchvision.io.read_file(path)))
+            return ((image.float() - mean) / std).half(), label
+
+    loader = torch.utils.data.DataLoader(Files(), batch_size=batch_size, shuffle=True, num_workers=threads,
+                                         drop_last=True, persistent_workers=True, prefetch_factor=2)
+    while True:
+        yield from loader
 
 
 def run_case(args) -> None:
@@ -80,13 +175,23 @@ def run_case(args) -> None:
     import torch
     library, _, settings = args.runner.partition(":")
     decoder_args = {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    if library in ("torchvision", "kornia"):
+        if kind != "aug" or (library == "kornia" and device != "gpu"):
+            raise SystemExit(f"the {library} runner has the augmentation-heavy pipeline only (case gpu-aug"
+                             f"{', cpu-aug' if library == 'torchvision' else ''})")
+        imported = time.time()
+        batches = torchvision_batches(library if library == "kornia" else device, args.data, args.batch_size,
+                                      args.threads)
+        return _time_steps(args, started, imported, synchronize, batches, lambda step: step[0])
     if library == "dali":
         import nvidia.dali as api
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator
     else:
         import penstock.compat.dali as api
         from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator
-    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
+        importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
     pipe = build_pipeline(api, kind, device, args.data, args.batch_size, args.threads, decoder_args)
     iterator = DALIClassificationIterator([pipe], reader_name="Reader", auto_reset=True)
@@ -95,7 +200,11 @@ def run_case(args) -> None:
         while True:
             yield from iterator
 
-    steps = epochs()
+    _time_steps(args, started, imported, synchronize, epochs(), lambda step: step[0]["data"])
+
+
+def _time_steps(args, started: float, imported: float, synchronize, steps, images_of) -> None:
+    """Times ``steps`` (an endless generator of batches) after a warm-up; prints the RESULT line."""
     step = next(steps)
     first_batch = time.time()
     for _ in range(args.warmup):
@@ -105,16 +214,15 @@ def run_case(args) -> None:
     images = 0
     while time.perf_counter() - timed_from < args.seconds:
         step = next(steps)
-        images += step[0]["data"].shape[0]
+        images += images_of(step).shape[0]
     synchronize()
     seconds = time.perf_counter() - timed_from
     cpu = _tree_cpu_seconds(os.getpid()) - cpu_before
     print("RESULT " + json.dumps({
         "images_per_second": images / seconds, "images": images, "seconds": seconds, "cpu_cores": cpu / seconds,
         "import_s": imported - started, "pipeline_to_first_batch_s": first_batch - imported,
-        "start_to_first_batch_s": first_batch - started, "output_device": str(step[0]["data"].device)}), flush=True)
+        "start_to_first_batch_s": first_batch - started, "output_device": str(images_of(step).device)}), flush=True)
     steps.close()
-    del steps, iterator, pipe
 
 
 # ---- the driver -------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ NOISES = {"gaussian": 0, "shot": 1, "salt_and_pepper": 2}
 # (its error in the variance is below 1/64 there); below it, by inversion, exactly
 POISSON_NORMAL_FROM = tl.constexpr(64.0)
 
-_TRITON_TYPES = {torch.uint8: tl.uint8, torch.int8: tl.int8, torch.int16: tl.int16, torch.int32: tl.int32,
+TRITON_TYPES = {torch.uint8: tl.uint8, torch.int8: tl.int8, torch.int16: tl.int16, torch.int32: tl.int32,
                  torch.float16: tl.float16, torch.float32: tl.float32, torch.bfloat16: tl.bfloat16}
 _WINDOW_COLUMNS = 13
 _NOISE_COLUMNS = 5
@@ -171,13 +171,13 @@ def noise_kernel(
     tl.store(output + tl.load(row + 3) + elements, result, mask=active)
 
 
-def _source_type(tensors: list, op_name: str):
+def common_source_type(tensors: list, op_name: str):
     dtypes = {tensor.dtype for tensor in tensors}
     if len(dtypes) > 1:
         raise ValueError(f"{op_name}: the batch's samples have different types {sorted(map(str, dtypes))}")
     dtype = dtypes.pop()
-    if dtype not in _TRITON_TYPES:
-        allowed = ", ".join(str(t).replace("torch.", "") for t in _TRITON_TYPES)
+    if dtype not in TRITON_TYPES:
+        allowed = ", ".join(str(t).replace("torch.", "") for t in TRITON_TYPES)
         raise TypeError(f"{op_name}: the GPU form takes {allowed} data, got {str(dtype).replace('torch.', '')}")
     return dtype
 
@@ -187,20 +187,20 @@ def _finish(output: torch.Tensor, offsets: list, shapes: list, out_dtype: torch.
     return list(PackedBatch(numeric.saturate_tensor(output, out_dtype), offsets, shapes))
 
 
-def _tables_to(device, arrays: list) -> list:
+def tables_to(device, arrays: list) -> list:
     if device.type == "cuda":
         return upload_arrays(device, arrays)
     return [torch.from_numpy(array) for array in arrays]
 
 
-def _grid(sizes: list) -> tuple[int, int]:
+def ragged_grid(sizes: list) -> tuple[int, int]:
     largest = max(max(sizes), 1)
     # each program costs the interpreter the same, whatever its size: use few
     block = min(1 << 16, triton.next_power_of_2(largest)) if INTERPRETED else BLOCK
     return block, triton.cdiv(largest, block)
 
 
-def _offsets(sizes: list) -> list:
+def packed_offsets(sizes: list) -> list:
     return [int(offset) for offset in np.concatenate([[0], np.cumsum(sizes)[:-1]])] if sizes else []
 
 
@@ -213,14 +213,14 @@ def run_window(sources: list, windows: list, output_sizes: list, operation: str,
     count = len(sources)
     if count == 0:
         return []
-    dtype = _source_type(sources, op_name)
+    dtype = common_source_type(sources, op_name)
     device = sources[0].device
     sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
     shapes = [(height, width, source.shape[2]) for source, (height, width) in zip(sources, output_sizes)]
     sizes = [height * width * channels for height, width, channels in shapes]
-    offsets = _offsets(sizes)
+    offsets = packed_offsets(sizes)
     all_weights = np.concatenate([np.ravel(weights) for weights, _ in windows]).astype(np.float32)
-    weight_offsets = _offsets([weights.size for weights, _ in windows])
+    weight_offsets = packed_offsets([weights.size for weights, _ in windows])
     table = np.zeros((count, _WINDOW_COLUMNS), np.int64)
     for index, (source, (weights, (anchor_y, anchor_x))) in enumerate(zip(sources, windows)):
         table[index, :4] = (source.data_ptr(), *source.shape)
@@ -228,11 +228,11 @@ def run_window(sources: list, windows: list, output_sizes: list, operation: str,
     table[:, 4] = offsets
     table[:, 5:7] = output_sizes
     table[:, 12] = np.asarray(fills, np.float32).view(np.int32)
-    table, all_weights = _tables_to(device, [table, all_weights])
+    table, all_weights = tables_to(device, [table, all_weights])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
-    block, tiles = _grid(sizes)
+    block, tiles = ragged_grid(sizes)
     window_kernel[(tiles, count)](table, all_weights, output, OPERATION=OPERATIONS[operation],
-                                  BORDER=BORDER_CODES[border], SOURCE_DTYPE=_TRITON_TYPES[dtype], BLOCK=block)
+                                  BORDER=BORDER_CODES[border], SOURCE_DTYPE=TRITON_TYPES[dtype], BLOCK=block)
     return _finish(output, offsets, shapes, out_dtype)
 
 
@@ -245,19 +245,19 @@ def run_noise(sources: list, noise: str, seeds: list, parameters: np.ndarray, ch
     count = len(sources)
     if count == 0:
         return []
-    dtype = _source_type(sources, op_name)
+    dtype = common_source_type(sources, op_name)
     device = sources[0].device
     sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
     sizes = [source.numel() for source in sources]
-    offsets = _offsets(sizes)
+    offsets = packed_offsets(sizes)
     table = np.zeros((count, _NOISE_COLUMNS), np.int64)
     for index, source in enumerate(sources):
         table[index, :3] = (source.data_ptr(), sizes[index], channels[index])
     table[:, 3] = offsets
     table[:, 4] = seeds
-    table, parameters = _tables_to(device, [table, np.ascontiguousarray(parameters, np.float32)])
+    table, parameters = tables_to(device, [table, np.ascontiguousarray(parameters, np.float32)])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
-    block, tiles = _grid(sizes)
+    block, tiles = ragged_grid(sizes)
     noise_kernel[(tiles, count)](table, parameters, output, NOISE=NOISES[noise], PER_CHANNEL=per_channel,
-                                 SOURCE_DTYPE=_TRITON_TYPES[dtype], BLOCK=block)
+                                 SOURCE_DTYPE=TRITON_TYPES[dtype], BLOCK=block)
     return _finish(output, offsets, [tuple(source.shape) for source in sources], dtype)

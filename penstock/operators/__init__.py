@@ -5,3 +5,4 @@ from penstock.operators import (arithmetic, batch_ops, conditional, decoders, ex
 from penstock.operators import warps  # noqa: F401,E402
 from penstock.operators import color, color_nonlinear  # noqa: F401,E402
 from penstock.operators import filters, noise  # noqa: F401,E402
+from penstock.operators import distortions, erase_paste, mixing, transforms  # noqa: F401,E402

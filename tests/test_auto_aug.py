@@ -1,0 +1,193 @@
+"""penstock.auto_aug: the policies' tables against torchvision's (where torchvision is installed),
+each operation against a numpy / OpenCV reference, the per-sample selection, determinism for a
+seed, the GPU form against the CPU form, and bad arguments.
+
+Tolerances: pixel-value operations (posterize, solarize, invert, equalize, auto_contrast) exact
+(auto_contrast within 1 grey level: float scaling then rounding); whole policies on the GPU
+against the CPU within a mean of 1 grey level (bilinear warps and rounding differ by a level at
+some pixels; fused colour steps round once).
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from conftest import smooth_image
+
+from penstock import devices, fn, pipeline_def
+from penstock.auto_aug import augmentations as a
+from penstock.auto_aug import auto_augment, rand_augment, trivial_augment
+
+IMAGES = [smooth_image(20 + 2 * (i % 3), 24, 3, seed=i) for i in range(12)]
+
+TORCHVISION_NAMES = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "TranslateX": "translate_x",
+                     "TranslateY": "translate_y", "Rotate": "rotate", "Brightness": "brightness", "Color": "color",
+                     "Contrast": "contrast", "Sharpness": "sharpness", "Posterize": "posterize", "Solarize": "solarize",
+                     "AutoContrast": "auto_contrast", "Equalize": "equalize", "Invert": "invert"}
+
+
+def _run(build, device="cpu", images=IMAGES, seed=11, num_threads=1):
+    @pipeline_def(batch_size=len(images), num_threads=num_threads, device_id=None if device == "cpu" else 0,
+                  seed=seed, enable_conditionals=True)
+    def pipeline():
+        data = fn.external_source(source=lambda: images, batch=True, layout="HWC")
+        shapes = fn.shapes(data)  # on the CPU, as a DALI program gives RandAugment the shapes
+        placed = data.gpu() if device == "gpu" else data
+        return build(placed, shapes) if build.__code__.co_argcount == 2 else build(placed)
+
+    with devices.emulated_gpu(device == "gpu"):
+        pipe = pipeline()
+        try:
+            return [np.asarray(sample) for sample in pipe.run()[0].as_cpu()]
+        finally:
+            pipe.close()
+
+
+def _one(aug, magnitude_bin=None, bins=None, **extras):
+    return lambda data: aug(data, magnitude_bin=magnitude_bin, num_magnitude_bins=bins, **extras)
+
+
+# ---- each operation against its reference --------------------------------------------------------
+def test_value_operations_match_numpy_and_opencv():
+    image = IMAGES[0]
+    [posterized] = _run(_one(a.posterize, 30, 31), images=[image])  # bin 30 of (8, 4): 4 bits
+    np.testing.assert_array_equal(posterized, image & 0xF0)
+    [solarized] = _run(_one(a.solarize, 15, 31), images=[image])  # threshold 127.5
+    np.testing.assert_array_equal(solarized, np.where(image >= 127.5, 255 - image, image))
+    [inverted] = _run(_one(a.invert), images=[image])
+    np.testing.assert_array_equal(inverted, 255 - image)
+    [stretched] = _run(_one(a.auto_contrast), images=[image])
+    low, high = image.min((0, 1)).astype(np.float64), image.max((0, 1)).astype(np.float64)
+    expected = np.clip(np.rint((image - low) * (255 / (high - low))), 0, 255)
+    assert np.abs(stretched.astype(np.float64) - expected).max() <= 1
+
+
+def test_equalize_matches_opencv():
+    pytest.importorskip("penstock.operators.color")
+    image = IMAGES[1]
+    [equalized] = _run(_one(a.equalize), images=[image])
+    expected = np.stack([cv2.equalizeHist(np.ascontiguousarray(image[:, :, c])) for c in range(3)], axis=2)
+    np.testing.assert_array_equal(equalized, expected)
+
+
+def test_rotate_turns_counter_clockwise_by_the_magnitude_with_the_fill():
+    image = np.zeros((21, 31, 3), np.uint8)
+    image[10, 20:] = 255  # a ray to the right of the centre
+    rotate = a.rotate.augmentation(mag_range=(0, 90), randomly_negate=False)
+    [turned] = _run(_one(rotate, 30, 31, fill_value=128, interp_type=None), images=[image])
+    assert turned.shape == image.shape  # keep_size, as torchvision's rotate
+    assert turned[1:5, 15].min() > 200 and turned[10, 17:25].max() < 100  # the ray now points up
+    assert (turned[0, 0] == 128).all()  # the corners come from outside: the fill
+
+
+# ---- selection -----------------------------------------------------------------------------------
+def test_each_sample_draws_its_own_operation_and_every_operation_is_drawn():
+    suite = [a.identity, a.invert, a.posterize.augmentation((1, 1))]
+    images = [smooth_image(12, 12, 3, seed=i) for i in range(48)]
+    outputs = _run(lambda data: rand_augment.apply_rand_augment(suite, data, n=1, m=0, num_magnitude_bins=1),
+                   images=images)
+    chosen = []
+    for image, output in zip(images, outputs):
+        candidates = [image, 255 - image, image & 0x80]
+        matches = [index for index, candidate in enumerate(candidates) if np.array_equal(candidate, output)]
+        assert matches, "a sample matches none of the operations"
+        chosen.append(matches[0])
+    assert set(chosen) == {0, 1, 2}
+
+
+def test_policies_are_deterministic_for_a_seed_whatever_the_threads():
+    build = lambda data: rand_augment.apply_rand_augment(  # noqa: E731
+        [a.rotate, a.posterize, a.solarize, a.invert, a.auto_contrast, a.identity], data, n=2, m=17)
+    one = _run(build, seed=5, num_threads=1)
+    two = _run(build, seed=5, num_threads=2)
+    other = _run(build, seed=6, num_threads=1)
+    assert all(np.array_equal(x, y) for x, y in zip(one, two))
+    assert not all(np.array_equal(x, y) for x, y in zip(one, other))
+
+
+FULL_POLICIES = {
+    "rand_augment": lambda data: rand_augment.rand_augment(data, n=2, m=9),
+    "rand_augment with shape": lambda data, shapes: rand_augment.rand_augment(data, n=2, m=9, shape=shapes),
+    "trivial_augment_wide": lambda data: trivial_augment.trivial_augment_wide(data),
+    "auto_augment": lambda data: auto_augment.auto_augment(data),
+}
+
+
+@pytest.mark.parametrize("policy", list(FULL_POLICIES))
+def test_policies_on_the_gpu_match_the_cpu(policy):
+    build = FULL_POLICIES[policy]
+    images = IMAGES[:6]
+    on_cpu = _run(build, images=images)
+    on_gpu = _run(build, device="gpu", images=images)
+    for index, (gpu, cpu) in enumerate(zip(on_gpu, on_cpu)):
+        assert gpu.shape == cpu.shape and gpu.dtype == cpu.dtype
+        difference = np.abs(gpu.astype(np.float64) - cpu.astype(np.float64))
+        assert difference.mean() <= 1.0, f"{policy}, sample {index}: mean difference {difference.mean():.2f}"
+
+
+# ---- the tables against torchvision's -----------------------------------------------------------
+def _torchvision_space(transform_class, bins, height=224, width=224):
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    space = getattr(v2, transform_class)._AUGMENTATION_SPACE
+    return {TORCHVISION_NAMES[name]: (np.asarray(magnitudes(bins, height, width), np.float64), signed)
+            for name, (magnitudes, signed) in space.items()}
+
+
+def _our_space(suite, bins, width=224):
+    table = {}
+    for aug in suite:
+        if aug.mag_range is None:
+            table[aug.name] = (None, False)
+            continue
+        magnitudes = np.linspace(aug.mag_range[0], aug.mag_range[1], bins)
+        if aug.name == "posterize":
+            magnitudes = np.array([int(round(float(m))) for m in magnitudes], np.float64)
+        if aug.name.startswith("translate") and aug.mag_range[1] < 1:
+            magnitudes = magnitudes * width
+        table[aug.name] = (magnitudes, aug.randomly_negate)
+    return table
+
+
+@pytest.mark.parametrize("transform_class, suite, bins", [
+    ("RandAugment", rand_augment.get_rand_augment_suite(use_shape=True), 31),
+    ("TrivialAugmentWide", trivial_augment.get_trivial_augment_wide_suite(use_shape=False), 31),
+])
+def test_suites_match_torchvisions_operations_and_magnitudes(transform_class, suite, bins):
+    theirs = _torchvision_space(transform_class, bins)
+    ours = _our_space(suite, bins)
+    assert set(ours) == set(theirs)
+    for name, (magnitudes, signed) in theirs.items():
+        our_magnitudes, our_signed = ours[name]
+        if magnitudes.ndim == 0:  # an operation without magnitude
+            assert our_magnitudes is None, name
+            continue
+        assert our_signed == signed, name
+        np.testing.assert_allclose(our_magnitudes, magnitudes, rtol=1e-5, atol=1e-4, err_msg=name)
+
+
+def test_auto_augment_image_net_policy_matches_torchvisions():
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    theirs = v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET)._policies
+    ours = auto_augment.get_image_net_policy().sub_policies
+    assert len(ours) == len(theirs)
+    for our_sub, their_sub in zip(ours, theirs):
+        assert [(aug.name, probability, magnitude_bin) for aug, probability, magnitude_bin in our_sub] == \
+            [(TORCHVISION_NAMES[name], probability, magnitude_bin) for name, probability, magnitude_bin in their_sub]
+    space = _torchvision_space("AutoAugment", 10)
+    for aug in {aug for sub in ours for aug, _, _ in sub}:
+        if aug.mag_range is not None:
+            np.testing.assert_allclose(_our_space([aug], 10)[aug.name][0], space[aug.name][0], atol=1e-4,
+                                       err_msg=aug.name)
+
+
+# ---- bad arguments -------------------------------------------------------------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda data: rand_augment.rand_augment(data, n=2, m=31), "m must be an int in"),
+    (lambda data: rand_augment.rand_augment(data, n=-1, m=3), "n must be a non-negative int"),
+    (lambda data: rand_augment.rand_augment(data, n=1, m=3, excluded=["rotat"]), "not in the suite"),
+    (lambda data: auto_augment.auto_augment(data, policy_name="cifar"), "unknown policy"),
+    (lambda data: rand_augment.apply_rand_augment([a.identity], data, n=1, m=0, speed=3), "no augmentation takes"),
+])
+def test_bad_arguments_are_named_where_the_policy_is_called(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        _run(call)

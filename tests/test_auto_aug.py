@@ -12,9 +12,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from conftest import smooth_image
+from conftest import CUDA, smooth_image
 
-from penstock import devices, fn, pipeline_def
+from penstock import devices, fn, pipeline_def, types
 from penstock.auto_aug import augmentations as a
 from penstock.auto_aug import auto_augment, rand_augment, trivial_augment
 
@@ -35,7 +35,7 @@ def _run(build, device="cpu", images=IMAGES, seed=11, num_threads=1):
         placed = data.gpu() if device == "gpu" else data
         return build(placed, shapes) if build.__code__.co_argcount == 2 else build(placed)
 
-    with devices.emulated_gpu(device == "gpu"):
+    with devices.emulated_gpu(device == "gpu" and not CUDA):
         pipe = pipeline()
         try:
             return [np.asarray(sample) for sample in pipe.run()[0].as_cpu()]
@@ -142,6 +142,8 @@ def _our_space(suite, bins, width=224):
         magnitudes = np.linspace(aug.mag_range[0], aug.mag_range[1], bins)
         if aug.name == "posterize":
             magnitudes = np.array([int(round(float(m))) for m in magnitudes], np.float64)
+        if aug.name == "solarize":  # torchvision's table is in units of the image's largest value (255)
+            magnitudes = magnitudes / 255
         if aug.name.startswith("translate") and aug.mag_range[1] < 1:
             magnitudes = magnitudes * width
         table[aug.name] = (magnitudes, aug.randomly_negate)
@@ -191,3 +193,44 @@ def test_auto_augment_image_net_policy_matches_torchvisions():
 def test_bad_arguments_are_named_where_the_policy_is_called(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         _run(call)
+
+
+# ---- the fused step against the augmentations run as operators -----------------------------------
+def _suite_for_step():
+    suite = rand_augment.get_rand_augment_suite(use_shape=False) + [a.invert, a.solarize_add]
+    return [aug for aug in suite]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("name", [aug.name for aug in _suite_for_step()])
+def test_the_fused_step_matches_each_augmentation_run_on_its_own(name, device):
+    """auto_aug runs a policy's step as one operator (augment_step); each operation it applies
+    matches the augmentation's own function over fn operators (within a grey level: the contrast
+    mean is summed in another order, bilinear sampling rounds once)."""
+    from penstock.auto_aug.core import apply_step, step_table
+    aug = next(aug for aug in _suite_for_step() if aug.name == name)
+    bins, magnitude_bin = 31, 23
+    images = IMAGES[:4]
+    own = _run(lambda data: aug(data, magnitude_bin=magnitude_bin, num_magnitude_bins=bins,
+                                **{k: v for k, v in {"fill_value": 128, "interp_type": None}.items()
+                                   if k in aug.extras}), device=device, images=images)
+    fused = _run(lambda data: apply_step(data, [aug], [step_table(aug, bins)], 0, magnitude_bin, 128, None),
+                 device=device, images=images)
+    for index, (mine, theirs) in enumerate(zip(fused, own)):
+        difference = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+        assert difference.max() <= 1 and difference.mean() <= 0.05, \
+            f"{name} on {device}, sample {index}: max {difference.max()}, mean {difference.mean():.3f}"
+
+
+def test_suites_with_augmentations_of_ones_own_run_through_conditionals():
+    from penstock.auto_aug.core import augmentation
+
+    @augmentation
+    def halve(data, _):
+        return fn.cast(data // 2, dtype=types.UINT8)
+
+    images = [smooth_image(12, 12, 3, seed=i) for i in range(32)]
+    outputs = _run(lambda data: rand_augment.apply_rand_augment([a.identity, halve], data, n=1, m=0,
+                                                                num_magnitude_bins=1), images=images)
+    chosen = {int(np.array_equal(output, image // 2)) for image, output in zip(images, outputs)}
+    assert chosen == {0, 1}

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from penstock import fn, types
 from penstock.auto_aug import augmentations as a
-from penstock.auto_aug.core import seeded, Augmentation, applied, check_extras, select, with_probability
+from penstock.auto_aug.core import (Augmentation, applied, apply_step, check_extras, fusable, seeded, select, step_table,
+                                    with_probability)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ def apply_auto_augment(policy: Policy, data, seed=None, **extras):
             if aug.mag_range is not None and magnitude_bin is None:
                 raise ValueError(f"auto_augment: {aug.name} needs a magnitude bin")
     sign = fn.random.coin_flip(dtype=types.INT32, **seeded(seed))
+    choice = fn.random.uniform(values=list(range(len(policy.sub_policies))), dtype=types.INT32, **seeded(seed))
+    if fusable(augmentations) and len({len(sub) for sub in policy.sub_policies}) == 1:
+        return _apply_fused(policy, data, choice, sign, seed, extras)
 
     def sub_policy(steps):
         def run(data):
@@ -101,5 +107,23 @@ def apply_auto_augment(policy: Policy, data, seed=None, **extras):
             return data
         return run
 
-    choice = fn.random.uniform(values=list(range(len(policy.sub_policies))), dtype=types.INT32, **seeded(seed))
     return select([sub_policy(steps) for steps in policy.sub_policies], choice, data, "auto_augment")
+
+
+def _apply_fused(policy: Policy, data, choice, sign, seed, extras: dict):
+    """The policy as one augment_step per position in the sub-policies: at step k a sample applies
+    step k of its sub-policy with that step's probability, else the identity."""
+    from penstock.auto_aug import augmentations as a
+    from penstock.auto_aug.core import pick_row
+    count = len(policy.sub_policies)
+    for position in range(len(policy.sub_policies[0])):
+        steps = [sub[position] for sub in policy.sub_policies]
+        augmentations = [aug for aug, _, _ in steps] + [a.identity]
+        tables = [step_table(aug, policy.num_magnitude_bins, [magnitude_bin or 0]) for aug, _, magnitude_bin in steps]
+        tables.append(step_table(a.identity, policy.num_magnitude_bins))
+        probability = pick_row(np.array([probability for _, probability, _ in steps], np.float32), choice)
+        applies = fn.random.uniform(range=[0.0, 1.0], **seeded(seed)) < probability
+        op_index = count + (choice - count) * fn.cast(applies, dtype=types.INT32)
+        data = apply_step(data, augmentations, tables, op_index, sign, extras.get("fill_value", 128),
+                          extras.get("interp_type"))
+    return data

@@ -32,6 +32,7 @@ class Augmentation:
     randomly_negate: bool = False
     mag_to_param: Callable | None = None
     name: str = ""
+    kind: str | None = None  # the operation of penstock.operators.augment_step it is (None: the user's own)
 
     def augmentation(self, mag_range=None, randomly_negate=None, mag_to_param=None, name=None) -> "Augmentation":
         """A copy with some of its settings changed (DALI's ``aug.augmentation(...)``)."""
@@ -87,12 +88,12 @@ def pick_row(table: np.ndarray, index) -> DataNode:
 
 
 def augmentation(function=None, *, mag_range=None, randomly_negate=False, mag_to_param=None, name=None,
-                 param_device=None):
+                 param_device=None, kind=None):
     """Decorator: makes ``function(data, parameter, **extras)`` an Augmentation (``param_device``
     is accepted from DALI programs: parameters are computed on the CPU)."""
     def wrap(function):
         return Augmentation(function, tuple(mag_range) if mag_range is not None else None, randomly_negate,
-                            mag_to_param, name or function.__name__)
+                            mag_to_param, name or function.__name__, kind)
     return wrap(function) if function is not None else wrap
 
 
@@ -152,3 +153,38 @@ def with_probability(function: Callable, probability: float, seed=None) -> Calla
         chosen = fn.random.coin_flip(probability=probability, dtype=types.BOOL, **seeded(seed))
         return if_expression(chosen, lambda: function(data), lambda: data, "an augmentation's probability")
     return maybe
+
+
+# ---- a whole step in one operator ----------------------------------------------------------------
+def fusable(augmentations: Sequence[Augmentation]) -> bool:
+    """Whether every augmentation is one of penstock's own (a kind of augment_step)."""
+    return all(aug.kind is not None for aug in augmentations)
+
+
+def step_table(aug: Augmentation, num_magnitude_bins: int, bins: Sequence[int] | None = None) -> np.ndarray:
+    """The parameter rows augment_step reads for ``aug``: row ``bin`` (or ``position`` of ``bins``)
+    for the magnitude, ``count + that`` for the negated one (the same again where the augmentation
+    is not negated), each padded to augment_step.PARAMETERS values."""
+    from penstock.operators.augment_step import PARAMETERS
+    if aug.mag_range is None:
+        return np.zeros((2 * (len(bins) if bins is not None else num_magnitude_bins), PARAMETERS))
+    signed = aug.parameters(num_magnitude_bins).reshape(2 * num_magnitude_bins, -1)
+    if not aug.randomly_negate:
+        signed[num_magnitude_bins:] = signed[:num_magnitude_bins]
+    if bins is not None:
+        signed = np.concatenate([signed[list(bins)], signed[[num_magnitude_bins + b for b in bins]]])
+    rows = np.zeros((len(signed), PARAMETERS))
+    rows[:, :signed.shape[1]] = signed
+    return rows
+
+
+def apply_step(data, augmentations: Sequence[Augmentation], tables: Sequence[np.ndarray], op_index, row,
+               fill_value=128, interp_type=None):
+    """Each sample through ``augmentations[op_index]`` with row ``row`` of its table: one
+    augment_step operator for the whole batch."""
+    from penstock import registry
+    from penstock.graph import invoke
+    arguments = {"kinds": [aug.kind for aug in augmentations], "parameters": [table.tolist() for table in tables],
+                 "op_index": op_index, "row": row, "fill_value": fill_value,
+                 "interp_type": interp_type or types.INTERP_LINEAR}
+    return invoke(registry.get_schema("_augment_step"), (data,), arguments)

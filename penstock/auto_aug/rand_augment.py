@@ -7,7 +7,8 @@ from typing import Sequence
 
 from penstock import fn, types
 from penstock.auto_aug import augmentations as a
-from penstock.auto_aug.core import seeded, Augmentation, applied, check_extras, select, signed_bin
+from penstock.auto_aug.core import (Augmentation, applied, apply_step, check_extras, fusable, seeded, select, signed_bin,
+                                    step_table)
 
 
 def translations(use_shape: bool, default_abs: float, default_rel: float, max_translate_abs=None,
@@ -79,6 +80,14 @@ def apply_rand_augment(augmentations: Sequence[Augmentation], data, n: int, m: i
     if n and not augmentations:
         raise ValueError("rand_augment: the list of augmentations is empty")
     check_extras(augmentations, extras, "rand_augment")
+    if fusable(augmentations):  # each level is one operator over the whole batch
+        tables = [step_table(aug, num_magnitude_bins) for aug in augmentations]
+        for _ in range(n):
+            op_index = fn.random.uniform(values=list(range(len(augmentations))), dtype=types.INT32, **seeded(seed))
+            sign = fn.random.coin_flip(dtype=types.INT32, **seeded(seed))
+            data = apply_step(data, augmentations, tables, op_index, sign * num_magnitude_bins + m,
+                              extras.get("fill_value", 128), extras.get("interp_type"))
+        return data
     for _ in range(n):
         op_index = fn.random.uniform(values=list(range(len(augmentations))), dtype=types.INT32, **seeded(seed))
         magnitude_bin, sign = signed_bin(m, seed=seed)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from penstock import fn, types
 from penstock.auto_aug import augmentations as a
-from penstock.auto_aug.core import seeded, Augmentation, applied, check_extras, select
+from penstock.auto_aug.core import Augmentation, applied, apply_step, check_extras, fusable, seeded, select, step_table
 from penstock.auto_aug.rand_augment import translations
 
 
@@ -56,6 +56,10 @@ def apply_trivial_augment(augmentations: Sequence[Augmentation], data, num_magni
     op_index = fn.random.uniform(values=list(range(len(augmentations))), dtype=types.INT32, **seeded(seed))
     magnitude_bin = fn.random.uniform(values=list(range(num_magnitude_bins)), dtype=types.INT32, **seeded(seed))
     sign = fn.random.coin_flip(dtype=types.INT32, **seeded(seed))
+    if fusable(augmentations):
+        tables = [step_table(aug, num_magnitude_bins) for aug in augmentations]
+        return apply_step(data, augmentations, tables, op_index, sign * num_magnitude_bins + magnitude_bin,
+                          extras.get("fill_value", 128), extras.get("interp_type"))
     functions = [applied(aug, magnitude_bin=magnitude_bin, num_magnitude_bins=num_magnitude_bins, sign=sign, **extras)
                  for aug in augmentations]
     return select(functions, op_index, data, "trivial_augment_wide")

@@ -37,6 +37,7 @@ class ImagePlan(DeferredBatch):
     borders: np.ndarray | None = None  # [N, C]: what samples outside the source read (warps with a fill)
     border: int = BORDER_FILL_OUTSIDE
     bounds: np.ndarray | None = None  # [N, 4] (top, left, height, width) of each source that warps see
+    tables: torch.Tensor | None = None  # uint8 [N, C, 256]: each source value is looked up first
     filter: int = triton_resample.FILTER_LINEAR
     antialias: bool = False
     resized: bool = False  # a filtered step (resize, warp) is planned; else pixels are copied (nearest)
@@ -74,10 +75,20 @@ class ImagePlan(DeferredBatch):
 
     @property
     def identity(self) -> bool:
-        return (not self.resized and self.dtype in (None, hwc_facts(self.sources)[1] if len(self.sources) else None)
+        return (self.tables is None and not self.resized and self.dtype in (None, hwc_facts(self.sources)[1] if len(self.sources) else None)
                 and not self.chw and not self.pad_channels and self.color_identity
                 and np.array_equal(self.maps, np.broadcast_to(np.eye(3), self.maps.shape))
                 and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, _source_sizes(self.sources))))
+
+    def with_tables(self, tables: torch.Tensor) -> "ImagePlan":
+        """Each source value v of channel c of sample i becomes tables[i, c, v] (uint8 [N, C, 256] on
+        the sources' device) before anything planned; a plan that already transformed its values or
+        geometry, or has tables, runs first."""
+        plan = self
+        if self.tables is not None or not self.color_identity or self.resized or self.dtype not in (None, torch.uint8) \
+                or not np.array_equal(self.maps, np.broadcast_to(np.eye(3), self.maps.shape)):
+            plan = ImagePlan.of(self.materialize()[0])
+        return replace(plan, tables=tables)
 
     @property
     def geometry_final(self) -> bool:
@@ -242,7 +253,8 @@ class ImagePlan(DeferredBatch):
         plan = ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,
                             self.color_offsets, self.fills, borders,
                             self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
-                            self.bounds, self.dtype or hwc_facts(self.sources)[1], self.chw, self.pad_channels)
+                            self.bounds, self.tables, self.dtype or hwc_facts(self.sources)[1], self.chw,
+                            self.pad_channels)
         packed = run_resample(plan, block=block)
         dense = packed.dense()
         if dense is not None:

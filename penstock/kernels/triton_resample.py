@@ -63,13 +63,16 @@ def _round_half_to_even(value):
 
 
 @triton.jit
-def _accumulate(acc, weight, address, mask, border, BORDER: tl.constexpr):
-    """acc + weight * the source value at ``address`` (the border value where ``mask`` is off and
-    the border is constant)."""
+def _accumulate(acc, weight, address, mask, border, table, BORDER: tl.constexpr, USE_TABLE: tl.constexpr):
+    """acc + weight * the source value at ``address`` (looked up in the sample's 256-entry ``table``
+    of this channel when there is one; the border value where ``mask`` is off and the border is
+    constant)."""
+    value = tl.load(address, mask=mask, other=0)
+    if USE_TABLE:
+        value = tl.load(table + value.to(tl.int32), mask=mask, other=0)
+    value = value.to(tl.float32)
     if BORDER == 1:
-        value = tl.where(mask, tl.load(address, mask=mask, other=0).to(tl.float32), border)
-    else:
-        value = tl.load(address, mask=mask, other=0).to(tl.float32)
+        value = tl.where(mask, value, border)
     return acc + weight * value
 
 
@@ -98,11 +101,11 @@ def resample_kernel(
     reals,  # float64 [N, REALS]: the 3x3 map from output to source coordinates (row-major), the
             # filter's stretch (y, x), the colour matrix [COLOR_CHANNELS, CHANNELS] and offsets
             # (out = matrix @ value + offset), the fill per colour channel, the border per source channel
-    output, count,
+    output, count, tables,  # tables: uint8 [N, CHANNELS, 256] looked up on every source value (USE_TABLE)
     CHANNELS: tl.constexpr, COLOR_CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr,
     FILTER: tl.constexpr, PERSPECTIVE: tl.constexpr, DIAGONAL: tl.constexpr, BORDER: tl.constexpr,
     SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr, OUT_MAX: tl.constexpr,
-    BLOCK: tl.constexpr,
+    USE_TABLE: tl.constexpr, BLOCK: tl.constexpr,
 ):
     tile = tl.program_id(0)
     sample = tl.program_id(1)
@@ -149,6 +152,7 @@ def resample_kernel(
     border1 = tl.load(border_values + (1 if CHANNELS > 1 else 0)).to(tl.float32)
     border2 = tl.load(border_values + (2 if CHANNELS > 2 else 0)).to(tl.float32)
     border3 = tl.load(border_values + (3 if CHANNELS > 3 else 0)).to(tl.float32)
+    table = tables + sample.to(tl.int64) * (CHANNELS * 256)
     acc0 = tl.zeros([BLOCK], dtype=tl.float32)
     acc1 = tl.zeros([BLOCK], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
@@ -177,13 +181,13 @@ def resample_kernel(
             if BORDER == 1:
                 mask = mask & row_inside & (x >= 0) & (x < width)
             address = source + row + column
-            acc0 = _accumulate(acc0, weight, address, mask, border0, BORDER)
+            acc0 = _accumulate(acc0, weight, address, mask, border0, table + 0, BORDER, USE_TABLE)
             if CHANNELS > 1:
-                acc1 = _accumulate(acc1, weight, address + 1, mask, border1, BORDER)
+                acc1 = _accumulate(acc1, weight, address + 1, mask, border1, table + 256, BORDER, USE_TABLE)
             if CHANNELS > 2:
-                acc2 = _accumulate(acc2, weight, address + 2, mask, border2, BORDER)
+                acc2 = _accumulate(acc2, weight, address + 2, mask, border2, table + 512, BORDER, USE_TABLE)
             if CHANNELS > 3:
-                acc3 = _accumulate(acc3, weight, address + 3, mask, border3, BORDER)
+                acc3 = _accumulate(acc3, weight, address + 3, mask, border3, table + 768, BORDER, USE_TABLE)
             total += weight
             kx += 1
         ky += 1
@@ -257,6 +261,9 @@ class ResamplePlan:
     # [N, 4] (top, left, height, width): the part of each source that is sampled, its outside being
     # outside the source for the border rule (a crop before a warp); None: the whole sources
     bounds: np.ndarray | None = None
+    # uint8 [N, C, 256] on the device: each source value v of channel c of sample i reads tables[i, c, v]
+    # first (the value maps of automatic augmentation); None: values as they are
+    tables: torch.Tensor | None = None
     out_dtype: torch.dtype = torch.float32
     chw: bool = False
     pad_channels: bool = False
@@ -339,11 +346,13 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     grid = (triton.cdiv(max_pixels, block), count)
     matrices = plan.color_matrices
     diagonal = color_channels == channels and not np.any(matrices - matrices * np.eye(channels))
+    if plan.tables is not None and (dtype != torch.uint8 or tuple(plan.tables.shape) != (count, channels, 256)):
+        raise ValueError("resample: value tables are for uint8 sources, one [channels, 256] table per sample")
     resample_kernel[grid](
-        integers, reals, output, count,
+        integers, reals, output, count, plan.tables if plan.tables is not None else integers,
         CHANNELS=channels, COLOR_CHANNELS=color_channels, OUT_CHANNELS=out_channels, CHW=plan.chw,
         FILTER=plan.filter, PERSPECTIVE=bool(np.any(maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),
         BORDER=plan.border, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
         OUT_MIN=bounds[0] if bounds else 0.0, OUT_MAX=bounds[1] if bounds else 0.0,
-        BLOCK=block)
+        USE_TABLE=plan.tables is not None, BLOCK=block)
     return PackedBatch(output, offsets, shapes)

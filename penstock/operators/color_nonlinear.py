@@ -74,18 +74,14 @@ class Equalize(EqualizeDeclaration, SampleOperator):
 def equalize_tensor(sample):
     """OpenCV's equalizeHist on every channel of a uint8 HWC tensor, in float32 as OpenCV computes it."""
     import torch
+
+    from penstock.operators.augment_step import equalize_table
     height, width, channels = sample.shape
-    pixels = height * width
     levels = sample.reshape(-1, channels).long()
     bins = levels + 256 * torch.arange(channels, device=sample.device)
     counts = torch.bincount(bins.reshape(-1), minlength=256 * channels).reshape(channels, 256)
-    cumulative = counts.cumsum(1)
-    # the count of the lowest level present: the smallest cumulative count above zero
-    first = torch.where(cumulative > 0, cumulative, torch.full_like(cumulative, pixels + 1)).amin(1, keepdim=True)
-    scale = 255.0 / (pixels - first).clamp_min(1).float()
-    table = ((cumulative - first).float() * scale).round().clamp(0, 255)
-    identity = torch.arange(256, device=sample.device, dtype=torch.float32).expand(channels, 256)
-    table = torch.where(first == pixels, identity, table).to(torch.uint8)  # one level only: left as it is
+    table = equalize_table(counts, counts.cumsum(1), counts.sum(1, keepdim=True),
+                           torch.arange(256, device=sample.device, dtype=torch.float32)).to(torch.uint8)
     return table.gather(1, levels.T.contiguous()).T.reshape(height, width, channels)
 
 

@@ -34,7 +34,14 @@ def plan_of(value):
     if len(value) and (value[0].dim() != 3 or value[0].shape[2] > MAX_PLAN_CHANNELS):
         raise ValueError(f"GPU image operators take HWC images of 1 to {MAX_PLAN_CHANNELS} channels, got a "
                          f"sample of shape {tuple(value[0].shape)}")
-    return ImagePlan.of(value)
+    return ImagePlan.of(value if hasattr(value, "layouts") else [_pixels_contiguous(sample) for sample in value])
+
+
+def _pixels_contiguous(sample):
+    """The sample itself when its pixels are contiguous (rows may be strided), else a contiguous copy
+    (an operator's output may be a permuted view)."""
+    _, pixel_stride, channel_stride = sample.stride()
+    return sample if channel_stride == 1 and pixel_stride == sample.shape[2] else sample.contiguous()
 
 
 def geometry_plan(value):

@@ -1,0 +1,250 @@
+"""``_augment_step``: one step of an automatic augmentation policy in one operator. Each sample
+applies the operation its ``op_index`` names with the parameter row ``row`` of that operation's
+table (penstock.auto_aug builds the tables, one row per magnitude bin and sign).
+
+On the GPU the whole batch is one pass of the image kernel, whatever each sample drew: a
+geometric operation is the sample's sampling map (the identity for the others), brightness and
+colour its colour matrix, and the value operations (posterize, solarize, invert, equalize,
+auto_contrast, contrast) its 256-entry table per channel, looked up on every source value; the
+statistics the tables need (a histogram per sample and channel) are one bincount for the batch.
+Sharpness is a 3x3 filter over the samples that drew it (one launch). The CPU does the same per
+sample with OpenCV, from the same tables and matrices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from penstock import devices, numeric, registry, types
+from penstock.contract import BatchOperator, SampleOperator
+from penstock.kernels import cpu_image
+from penstock.operators import color_tables
+from penstock.operators.filters import Window, apply_window
+from penstock.operators.geometry import check_hwc, declare_hwc, rotation_edge_map
+from penstock.operators.gpu_plan import ExtendsImagePlan, tensors_of
+from penstock.operators.transforms import homogeneous, shear_linear
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+GEOMETRY = ("shear_x", "shear_y", "translate_x", "translate_y", "translate_x_rel", "translate_y_rel", "rotate")
+COLOR = ("brightness", "color")
+TABLES = ("posterize", "solarize", "solarize_add", "invert", "equalize", "auto_contrast", "contrast")
+KINDS = ("identity", *GEOMETRY, *COLOR, *TABLES, "sharpness")
+STATISTICS = ("equalize", "auto_contrast", "contrast")  # tables made from the sample's histogram
+PARAMETERS = 9  # columns of a parameter row: the widest parameter is sharpness's 3x3 kernel
+LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def _check_tables(static: dict, per_sample: frozenset) -> None:
+    kinds, tables = static.get("kinds") or (), static.get("parameters")
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ArgError(f"argument 'kinds': unknown operation {kind!r}; known: {', '.join(KINDS)}")
+    if tables is not None and len(tables) != len(kinds):
+        raise ArgError(f"argument 'parameters': {len(tables)} tables for {len(kinds)} operations")
+
+
+registry.register_schema(OpSchema(
+    name="_augment_step", class_name="_AugmentStep",
+    doc="One step of an automatic augmentation policy: each sample of a batch of uint8 RGB HWC images "
+        "applies operation ``kinds[op_index]`` with row ``row`` of its parameter table.",
+    args=(Arg("kinds", "strs", REQUIRED, "The operations, by kind."),
+          Arg("parameters", "any", REQUIRED, "Per operation, its table of parameter rows (rows of up to 9 values)."),
+          Arg("op_index", "int", 0, "The operation each sample applies.", per_sample=True, min=0),
+          Arg("row", "int", 0, "The parameter row it uses.", per_sample=True, min=0),
+          Arg("fill_value", "float", None, "What geometric operations bring in from outside the image; None "
+              "repeats the edge pixels.", nullable=True),
+          Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR for the geometric ones.")),
+    checks=(_check_tables,),
+    input_names=("images",)))
+
+
+# ---- the rules, shared by both devices ------------------------------------------------------------
+def step_parameters(args: dict) -> tuple[str, np.ndarray]:
+    """(kind, parameter row of PARAMETERS values) of one sample."""
+    index, row = args["op_index"], args["row"]
+    if index >= len(args["kinds"]):
+        raise ValueError(f"_augment_step: op_index {index} for {len(args['kinds'])} operations")
+    table = np.asarray(args["parameters"][index], np.float64).reshape(-1, PARAMETERS)
+    if row >= len(table):
+        raise ValueError(f"_augment_step: parameter row {row} of a table of {len(table)} ({args['kinds'][index]})")
+    return args["kinds"][index], table[row]
+
+
+def geometry_map(kind: str, parameters: np.ndarray, height: int, width: int) -> np.ndarray:
+    """The 3x3 map from output pixel edges to input ones of a geometric operation (the sample's size kept)."""
+    if kind == "rotate":
+        return rotation_edge_map(height, width, height, width, parameters[0])
+    if kind.startswith("shear"):
+        forward = homogeneous(shear_linear(parameters[:2]))
+    else:
+        offset = parameters[:2] * ((width, height) if kind.endswith("_rel") else 1.0)
+        forward = homogeneous(np.eye(2), offset)
+    return np.linalg.inv(forward)  # as warp_affine with inverse_map=False
+
+
+def color_map(kind: str, parameter: float) -> np.ndarray:
+    """The 3x3 colour matrix of brightness (a factor) or colour (a saturation, DALI's YIQ map)."""
+    if kind == "brightness":
+        return np.eye(3) * parameter
+    ones = np.ones(1)
+    matrices, _ = color_tables.yiq_maps({"hue": 0 * ones, "saturation": parameter * ones, "value": ones,
+                                         "brightness": ones, "contrast": ones}, types.RGB, np.uint8)
+    return matrices[0]
+
+
+def value_tables(kinds: list, parameters: np.ndarray, counts):
+    """The uint8 tables (torch [M, C, 256], on the device of ``counts``) of M value operations:
+    ``parameters`` [M, PARAMETERS], ``counts`` int64 [M, C, 256] the histograms equalize,
+    auto_contrast and contrast read. Rounding to nearest, halves to even (penstock.numeric)."""
+    import torch
+    device = counts.device
+    channels = counts.shape[1]
+    levels = torch.arange(256, dtype=torch.float32, device=device)
+    pixels = counts.sum(-1, keepdim=True)  # [M, C, 1]
+    present = counts > 0
+    lowest = present.to(torch.uint8).argmax(-1, keepdim=True)  # the lowest level present
+    highest = 255 - present.flip(-1).to(torch.uint8).argmax(-1, keepdim=True)
+    cumulative = counts.cumsum(-1)
+    tables = []
+    for index, kind in enumerate(kinds):
+        parameter = float(parameters[index][0])
+        if kind == "posterize":
+            table = (levels.to(torch.int32) & int(parameter)).to(torch.float32)
+        elif kind == "solarize":
+            table = torch.where(levels < parameter, levels, 255.0 - levels)
+        elif kind == "solarize_add":
+            table = torch.where(levels < 128.0, (levels + parameter).clamp(max=255.0), levels)
+        elif kind == "invert":
+            table = 255.0 - levels
+        elif kind == "equalize":
+            table = equalize_table(counts[index], cumulative[index], pixels[index], levels)
+        elif kind == "auto_contrast":  # each channel stretched to [0, 255] from its lowest to its highest level
+            low, high = lowest[index].to(torch.float32), highest[index].to(torch.float32)
+            flat = high <= low
+            scale = 255.0 / torch.where(flat, torch.full_like(low, 255.0), high - low)
+            table = ((levels - torch.where(flat, torch.zeros_like(low), low)) * scale).round()
+        else:  # contrast: a blend with the mean of the image's luma (PIL's and torchvision's rule)
+            means = ((counts[index].to(torch.float64) * levels).sum(-1) / pixels[index][:, 0]).to(torch.float32)
+            center = (means * torch.as_tensor(LUMA, device=device)).sum()
+            table = (center + (levels - center) * parameter).round()
+        tables.append(table.expand(channels, 256).clamp(0.0, 255.0))
+    if not tables:
+        return torch.zeros((0, channels, 256), dtype=torch.uint8, device=device)
+    return torch.stack(tables).to(torch.uint8)
+
+
+def equalize_table(counts, cumulative, pixels, levels):
+    """OpenCV's equalizeHist tables [C, 256] (float32, as OpenCV computes them) from histograms."""
+    import torch
+    # the count of the lowest level present: the smallest cumulative count above zero
+    first = torch.where(cumulative > 0, cumulative, torch.full_like(cumulative, 2**62)).amin(-1, keepdim=True)
+    scale = 255.0 / (pixels - first).clamp_min(1).float()
+    table = ((cumulative - first).float() * scale).round().clamp(0, 255)
+    return torch.where(first == pixels, levels.expand_as(table), table)  # one level only: left as it is
+
+
+def sharpness_window(parameters: np.ndarray) -> Window:
+    return Window(parameters[:9].reshape(3, 3).astype(np.float32), (1, 1), "reflect_101")
+
+
+class AugmentStepDeclaration:
+    def declare_outputs(self, inputs):
+        declare_hwc(inputs[0], self.name)
+        if inputs[0].dtype is not None and np.dtype(inputs[0].dtype) != np.uint8:
+            raise TypeError(f"{self.name}: takes uint8 images, got {np.dtype(inputs[0].dtype)}")
+        return inputs[0]
+
+
+def _border(args: dict) -> tuple[str, tuple | None]:
+    fill = args["fill_value"]
+    return ("replicate", None) if fill is None else ("constant", (fill,) * 3)
+
+
+@registry.register("_augment_step", "cpu")
+class AugmentStep(AugmentStepDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        image = inputs[0]
+        check_hwc(image, self.name)
+        kind, parameters = step_parameters(args)
+        height, width, channels = image.shape
+        if kind in GEOMETRY:
+            border, fill = _border(args)
+            warped = cpu_image.warp(image, geometry_map(kind, parameters, height, width), height, width,
+                                    args["interp_type"], border, fill)
+            return numeric.saturate(warped, np.uint8)
+        if kind in COLOR:
+            values = image.reshape(-1, channels).astype(np.float32) @ color_map(kind, parameters[0]).T.astype(np.float32)
+            return numeric.saturate(values.reshape(image.shape), np.uint8)
+        if kind in TABLES:
+            import torch
+            counts = np.stack([np.bincount(image[:, :, c].ravel(), minlength=256) for c in range(channels)])
+            table = value_tables([kind], parameters[None], torch.from_numpy(counts[None]))[0].numpy()
+            return np.stack([table[c][image[:, :, c]] for c in range(channels)], axis=2)
+        if kind == "sharpness":
+            return numeric.saturate(apply_window(image, sharpness_window(parameters), self.name), np.uint8)
+        return image.copy()
+
+
+@registry.register("_augment_step", "gpu", requires=devices.gpu_problem)
+class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        import torch
+
+        from penstock.kernels.image_plan import BORDER_CLAMP, BORDER_CONSTANT, ImagePlan
+        from penstock.kernels.triton_filters import run_window
+        from penstock.operators.gpu_plan import kernel_filter
+        samples = tensors_of(inputs[0])
+        if not samples:
+            return samples
+        steps = [step_parameters(a) for a in args]
+        count = len(samples)
+        maps = np.tile(np.eye(3), (count, 1, 1))
+        colors = np.tile(np.eye(3), (count, 1, 1))
+        sharpened = [i for i, (kind, _) in enumerate(steps) if kind == "sharpness"]
+        if sharpened:
+            results = run_window([samples[i] for i in sharpened], [_window_of(steps[i][1]) for i in sharpened],
+                                 [tuple(samples[i].shape[:2]) for i in sharpened], "sum", "reflect_101",
+                                 [0.0] * len(sharpened), torch.uint8, self.name)
+            samples = list(samples)
+            for i, result in zip(sharpened, results):
+                samples[i] = result
+        for i, (kind, parameters) in enumerate(steps):
+            if kind in GEOMETRY:
+                maps[i] = geometry_map(kind, parameters, *samples[i].shape[:2])
+            elif kind in COLOR:
+                colors[i] = color_map(kind, parameters[0])
+        plan = ImagePlan.of(samples)
+        tabled = [i for i, (kind, _) in enumerate(steps) if kind in TABLES]
+        if tabled:
+            plan = plan.with_tables(_batch_tables(samples, steps, tabled, torch))
+        fill = args[0]["fill_value"]
+        borders = np.full((count, 3), fill, np.float64) if fill is not None else None
+        plan = plan.with_warp(maps, [tuple(s.shape[:2]) for s in samples], kernel_filter(args[0]["interp_type"]),
+                              BORDER_CONSTANT if fill is not None else BORDER_CLAMP, borders)
+        return plan.with_color(colors, np.zeros((count, 3))).with_output(dtype=torch.uint8)
+
+
+def _window_of(parameters):
+    window = sharpness_window(parameters)
+    return window.weights, window.anchor
+
+
+def _batch_tables(samples: list, steps: list, tabled: list, torch):
+    """uint8 [N, 3, 256] tables on the samples' device: the identity, and each value operation's
+    table for the samples that drew one (their histograms in one bincount)."""
+    device = samples[0].device
+    count, channels = len(samples), samples[0].shape[2]
+    tables = torch.arange(256, device=device, dtype=torch.uint8).repeat(count, channels, 1)
+    needing = [i for i in tabled if steps[i][0] in STATISTICS]
+    counts = torch.zeros((len(tabled), channels, 256), dtype=torch.int64, device=device)
+    if needing:
+        values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
+        sizes = torch.tensor([samples[i].numel() for i in needing], device=device)
+        which = torch.repeat_interleave(torch.arange(len(needing), device=device), sizes)
+        channel = torch.cat([torch.arange(samples[i].numel(), device=device) % channels for i in needing])
+        bins = (which * channels + channel) * 256 + values
+        histograms = torch.bincount(bins, minlength=len(needing) * channels * 256).reshape(len(needing), channels, 256)
+        positions = torch.tensor([tabled.index(i) for i in needing], device=device)
+        counts[positions] = histograms
+    made = value_tables([steps[i][0] for i in tabled], np.stack([steps[i][1] for i in tabled]), counts)
+    tables[torch.tensor(tabled, device=device)] = made
+    return tables

@@ -58,15 +58,22 @@ registry.register_schema(OpSchema(
 
 
 # ---- the rules, shared by both devices ------------------------------------------------------------
-def step_parameters(args: dict) -> tuple[str, np.ndarray]:
-    """(kind, parameter row of PARAMETERS values) of one sample."""
-    index, row = args["op_index"], args["row"]
-    if index >= len(args["kinds"]):
-        raise ValueError(f"_augment_step: op_index {index} for {len(args['kinds'])} operations")
-    table = np.asarray(args["parameters"][index], np.float64).reshape(-1, PARAMETERS)
-    if row >= len(table):
-        raise ValueError(f"_augment_step: parameter row {row} of a table of {len(table)} ({args['kinds'][index]})")
-    return args["kinds"][index], table[row]
+class Steps:
+    """The step's operations and their parameter tables, as numpy arrays made once."""
+
+    def __init__(self, args: dict):
+        self.kinds = tuple(args["kinds"])
+        self.tables = [np.asarray(table, np.float64).reshape(-1, PARAMETERS) for table in args["parameters"]]
+
+    def of(self, args: dict) -> tuple[str, np.ndarray]:
+        """(kind, parameter row of PARAMETERS values) of one sample."""
+        index, row = args["op_index"], args["row"]
+        if index >= len(self.kinds):
+            raise ValueError(f"_augment_step: op_index {index} for {len(self.kinds)} operations")
+        table = self.tables[index]
+        if row >= len(table):
+            raise ValueError(f"_augment_step: parameter row {row} of a table of {len(table)} ({self.kinds[index]})")
+        return self.kinds[index], table[row]
 
 
 def geometry_map(kind: str, parameters: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -94,42 +101,42 @@ def color_map(kind: str, parameter: float) -> np.ndarray:
 def value_tables(kinds: list, parameters: np.ndarray, counts):
     """The uint8 tables (torch [M, C, 256], on the device of ``counts``) of M value operations:
     ``parameters`` [M, PARAMETERS], ``counts`` int64 [M, C, 256] the histograms equalize,
-    auto_contrast and contrast read. Rounding to nearest, halves to even (penstock.numeric)."""
+    auto_contrast and contrast read. Each kind is computed for all its samples at once. Rounding
+    to nearest, halves to even (penstock.numeric)."""
     import torch
     device = counts.device
-    channels = counts.shape[1]
+    count, channels = counts.shape[0], counts.shape[1]
     levels = torch.arange(256, dtype=torch.float32, device=device)
-    pixels = counts.sum(-1, keepdim=True)  # [M, C, 1]
-    present = counts > 0
-    lowest = present.to(torch.uint8).argmax(-1, keepdim=True)  # the lowest level present
-    highest = 255 - present.flip(-1).to(torch.uint8).argmax(-1, keepdim=True)
-    cumulative = counts.cumsum(-1)
-    tables = []
-    for index, kind in enumerate(kinds):
-        parameter = float(parameters[index][0])
+    tables = torch.empty((count, channels, 256), dtype=torch.uint8, device=device)
+    for kind in sorted(set(kinds)):
+        chosen = [index for index, name in enumerate(kinds) if name == kind]
+        rows = torch.tensor(chosen, device=device)
+        parameter = torch.as_tensor(parameters[chosen, 0], dtype=torch.float32, device=device)[:, None, None]
+        histogram = counts[rows]
         if kind == "posterize":
-            table = (levels.to(torch.int32) & int(parameter)).to(torch.float32)
+            table = (levels.to(torch.int32) & parameter.to(torch.int32)).to(torch.float32)
         elif kind == "solarize":
             table = torch.where(levels < parameter, levels, 255.0 - levels)
         elif kind == "solarize_add":
             table = torch.where(levels < 128.0, (levels + parameter).clamp(max=255.0), levels)
         elif kind == "invert":
-            table = 255.0 - levels
+            table = (255.0 - levels).expand(len(chosen), 1, 256)
         elif kind == "equalize":
-            table = equalize_table(counts[index], cumulative[index], pixels[index], levels)
+            table = equalize_table(histogram, histogram.cumsum(-1), histogram.sum(-1, keepdim=True), levels)
         elif kind == "auto_contrast":  # each channel stretched to [0, 255] from its lowest to its highest level
-            low, high = lowest[index].to(torch.float32), highest[index].to(torch.float32)
+            present = (histogram > 0).to(torch.uint8)
+            low = present.argmax(-1, keepdim=True).to(torch.float32)
+            high = 255.0 - present.flip(-1).argmax(-1, keepdim=True).to(torch.float32)
             flat = high <= low
             scale = 255.0 / torch.where(flat, torch.full_like(low, 255.0), high - low)
             table = ((levels - torch.where(flat, torch.zeros_like(low), low)) * scale).round()
         else:  # contrast: a blend with the mean of the image's luma (PIL's and torchvision's rule)
-            means = ((counts[index].to(torch.float64) * levels).sum(-1) / pixels[index][:, 0]).to(torch.float32)
-            center = (means * torch.as_tensor(LUMA, device=device)).sum()
+            pixels = histogram.sum(-1).to(torch.float64)
+            means = ((histogram.to(torch.float64) * levels).sum(-1) / pixels).to(torch.float32)  # [m, C]
+            center = (means * torch.as_tensor(LUMA[:channels], device=device)).sum(-1)[:, None, None]
             table = (center + (levels - center) * parameter).round()
-        tables.append(table.expand(channels, 256).clamp(0.0, 255.0))
-    if not tables:
-        return torch.zeros((0, channels, 256), dtype=torch.uint8, device=device)
-    return torch.stack(tables).to(torch.uint8)
+        tables[rows] = table.clamp(0.0, 255.0).expand(len(chosen), channels, 256).to(torch.uint8)
+    return tables
 
 
 def equalize_table(counts, cumulative, pixels, levels):
@@ -161,10 +168,14 @@ def _border(args: dict) -> tuple[str, tuple | None]:
 
 @registry.register("_augment_step", "cpu")
 class AugmentStep(AugmentStepDeclaration, SampleOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._steps = Steps(args)
+
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        kind, parameters = step_parameters(args)
+        kind, parameters = self._steps.of(args)
         height, width, channels = image.shape
         if kind in GEOMETRY:
             border, fill = _border(args)
@@ -186,6 +197,10 @@ class AugmentStep(AugmentStepDeclaration, SampleOperator):
 
 @registry.register("_augment_step", "gpu", requires=devices.gpu_problem)
 class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._steps = Steps(args)
+
     def run_batch(self, inputs, args, batch):
         import torch
 
@@ -195,7 +210,7 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         samples = tensors_of(inputs[0])
         if not samples:
             return samples
-        steps = [step_parameters(a) for a in args]
+        steps = [self._steps.of(a) for a in args]
         count = len(samples)
         maps = np.tile(np.eye(3), (count, 1, 1))
         colors = np.tile(np.eye(3), (count, 1, 1))
@@ -240,7 +255,7 @@ def _batch_tables(samples: list, steps: list, tabled: list, torch):
         values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
         sizes = torch.tensor([samples[i].numel() for i in needing], device=device)
         which = torch.repeat_interleave(torch.arange(len(needing), device=device), sizes)
-        channel = torch.cat([torch.arange(samples[i].numel(), device=device) % channels for i in needing])
+        channel = torch.arange(len(values), device=device) % channels  # every sample holds whole pixels
         bins = (which * channels + channel) * 256 + values
         histograms = torch.bincount(bins, minlength=len(needing) * channels * 256).reshape(len(needing), channels, 256)
         positions = torch.tensor([tabled.index(i) for i in needing], device=device)

@@ -108,10 +108,11 @@ def value_tables(kinds: list, parameters: np.ndarray, counts):
     count, channels = counts.shape[0], counts.shape[1]
     levels = torch.arange(256, dtype=torch.float32, device=device)
     tables = torch.empty((count, channels, 256), dtype=torch.uint8, device=device)
-    for kind in sorted(set(kinds)):
-        chosen = [index for index, name in enumerate(kinds) if name == kind]
-        rows = torch.tensor(chosen, device=device)
-        parameter = torch.as_tensor(parameters[chosen, 0], dtype=torch.float32, device=device)[:, None, None]
+    names = sorted(set(kinds))
+    chosen_rows = [np.array([index for index, name in enumerate(kinds) if name == kind], np.int64) for kind in names]
+    first_parameters, *row_tensors = to_device(device, [np.asarray(parameters, np.float32)[:, 0], *chosen_rows])
+    for kind, chosen, rows in zip(names, chosen_rows, row_tensors):
+        parameter = first_parameters[rows][:, None, None]
         histogram = counts[rows]
         if kind == "posterize":
             table = (levels.to(torch.int32) & parameter.to(torch.int32)).to(torch.float32)
@@ -137,6 +138,16 @@ def value_tables(kinds: list, parameters: np.ndarray, counts):
             table = (center + (levels - center) * parameter).round()
         tables[rows] = table.clamp(0.0, 255.0).expand(len(chosen), channels, 256).to(torch.uint8)
     return tables
+
+
+def to_device(device, arrays: list) -> list:
+    """Numpy arrays as tensors on ``device``: on a GPU from pinned memory in one copy, so that
+    the copy does not wait for the work already queued there."""
+    import torch
+    if device.type == "cuda":
+        from penstock.kernels.pinned import upload_arrays
+        return upload_arrays(device, arrays)
+    return [torch.from_numpy(array) for array in arrays]
 
 
 def equalize_table(counts, cumulative, pixels, levels):
@@ -250,16 +261,17 @@ def _batch_tables(samples: list, steps: list, tabled: list, torch):
     count, channels = len(samples), samples[0].shape[2]
     tables = torch.arange(256, device=device, dtype=torch.uint8).repeat(count, channels, 1)
     needing = [i for i in tabled if steps[i][0] in STATISTICS]
-    counts = torch.zeros((len(tabled), channels, 256), dtype=torch.int64, device=device)
-    if needing:
+    sizes = [samples[i].numel() for i in needing]
+    tabled_rows, needing_positions, owners = to_device(device, [
+        np.array(tabled, np.int64), np.array([tabled.index(i) for i in needing], np.int64),
+        np.repeat(np.arange(len(needing), dtype=np.int64), sizes)])
+    counts = torch.zeros((len(tabled) * channels * 256,), dtype=torch.int64, device=device)
+    if needing:  # every histogram in one scatter (bincount would wait for the GPU to learn its size)
         values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
-        sizes = torch.tensor([samples[i].numel() for i in needing], device=device)
-        which = torch.repeat_interleave(torch.arange(len(needing), device=device), sizes)
         channel = torch.arange(len(values), device=device) % channels  # every sample holds whole pixels
-        bins = (which * channels + channel) * 256 + values
-        histograms = torch.bincount(bins, minlength=len(needing) * channels * 256).reshape(len(needing), channels, 256)
-        positions = torch.tensor([tabled.index(i) for i in needing], device=device)
-        counts[positions] = histograms
+        bins = ((needing_positions[owners] * channels + channel) * 256 + values)
+        counts.scatter_add_(0, bins, torch.ones_like(bins))
+    counts = counts.reshape(len(tabled), channels, 256)
     made = value_tables([steps[i][0] for i in tabled], np.stack([steps[i][1] for i in tabled]), counts)
-    tables[torch.tensor(tabled, device=device)] = made
+    tables[tabled_rows] = made
     return tables

@@ -12,6 +12,8 @@ sample with OpenCV, from the same tables and matrices.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from penstock import devices, numeric, registry, types
@@ -64,6 +66,23 @@ class Steps:
     def __init__(self, args: dict):
         self.kinds = tuple(args["kinds"])
         self.tables = [np.asarray(table, np.float64).reshape(-1, PARAMETERS) for table in args["parameters"]]
+        self._fixed_tables = None
+        self._fixed_rows = None
+
+    def fixed_tables(self) -> tuple[np.ndarray, dict]:
+        """The value tables that depend on the parameters alone (posterize, solarize, invert...),
+        made once: uint8 [R, 256] with row 0 the identity, and (op_index, row) -> its row there."""
+        if self._fixed_tables is None:
+            import torch
+            tables, rows = [np.arange(256, dtype=np.uint8)], {}
+            for index, (kind, table) in enumerate(zip(self.kinds, self.tables)):
+                if kind in TABLES and kind not in STATISTICS:
+                    for row, parameters in enumerate(table):
+                        rows[index, row] = len(tables)
+                        no_counts = torch.zeros((1, 1, 256), dtype=torch.int64)
+                        tables.append(value_tables([kind], parameters[None], no_counts)[0, 0].numpy())
+            self._fixed_tables, self._fixed_rows = np.stack(tables), rows
+        return self._fixed_tables, self._fixed_rows
 
     def of(self, args: dict) -> tuple[str, np.ndarray]:
         """(kind, parameter row of PARAMETERS values) of one sample."""
@@ -78,24 +97,35 @@ class Steps:
 
 def geometry_map(kind: str, parameters: np.ndarray, height: int, width: int) -> np.ndarray:
     """The 3x3 map from output pixel edges to input ones of a geometric operation (the sample's size kept)."""
+    return _geometry_map(kind, tuple(parameters[:2]), height, width)
+
+
+@functools.lru_cache(maxsize=4096)  # a policy's parameter rows are few: the maps repeat batch after batch
+def _geometry_map(kind: str, parameters: tuple, height: int, width: int) -> np.ndarray:
     if kind == "rotate":
-        return rotation_edge_map(height, width, height, width, parameters[0])
+        return _frozen(rotation_edge_map(height, width, height, width, parameters[0]))
     if kind.startswith("shear"):
-        forward = homogeneous(shear_linear(parameters[:2]))
+        forward = homogeneous(shear_linear(parameters))
     else:
-        offset = parameters[:2] * ((width, height) if kind.endswith("_rel") else 1.0)
+        offset = np.array(parameters) * ((width, height) if kind.endswith("_rel") else 1.0)
         forward = homogeneous(np.eye(2), offset)
-    return np.linalg.inv(forward)  # as warp_affine with inverse_map=False
+    return _frozen(np.linalg.inv(forward))  # as warp_affine with inverse_map=False
 
 
+@functools.lru_cache(maxsize=4096)
 def color_map(kind: str, parameter: float) -> np.ndarray:
     """The 3x3 colour matrix of brightness (a factor) or colour (a saturation, DALI's YIQ map)."""
     if kind == "brightness":
-        return np.eye(3) * parameter
+        return _frozen(np.eye(3) * parameter)
     ones = np.ones(1)
     matrices, _ = color_tables.yiq_maps({"hue": 0 * ones, "saturation": parameter * ones, "value": ones,
                                          "brightness": ones, "contrast": ones}, types.RGB, np.uint8)
-    return matrices[0]
+    return _frozen(matrices[0])
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False  # cached: shared by every sample that draws the same row
+    return array
 
 
 def value_tables(kinds: list, parameters: np.ndarray, counts):
@@ -211,6 +241,7 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
     def __init__(self, args, context):
         super().__init__(args, context)
         self._steps = Steps(args)
+        self._fixed_device = None
 
     def run_batch(self, inputs, args, batch):
         import torch
@@ -239,9 +270,8 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
             elif kind in COLOR:
                 colors[i] = color_map(kind, parameters[0])
         plan = ImagePlan.of(samples)
-        tabled = [i for i, (kind, _) in enumerate(steps) if kind in TABLES]
-        if tabled:
-            plan = plan.with_tables(_batch_tables(samples, steps, tabled, torch))
+        if any(kind in TABLES for kind, _ in steps):
+            plan = plan.with_tables(self._batch_tables(samples, steps, args))
         fill = args[0]["fill_value"]
         borders = np.full((count, 3), fill, np.float64) if fill is not None else None
         plan = plan.with_warp(maps, [tuple(s.shape[:2]) for s in samples], kernel_filter(args[0]["interp_type"]),
@@ -249,29 +279,37 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         return plan.with_color(colors, np.zeros((count, 3))).with_output(dtype=torch.uint8)
 
 
+    def _batch_tables(self, samples: list, steps: list, args: list):
+        """uint8 [N, C, 256] tables on the samples' device: the identity, the parameter-only tables
+        (made once, gathered by row), and the tables made from the histograms of the samples that
+        drew equalize, auto_contrast or contrast (every histogram in one scatter: bincount would
+        wait for the GPU to learn its size)."""
+        import torch
+        device = samples[0].device
+        count, channels = len(samples), samples[0].shape[2]
+        fixed, fixed_rows = self._steps.fixed_tables()
+        if self._fixed_device is None or self._fixed_device.device != device:
+            self._fixed_device = to_device(device, [fixed])[0]
+        rows = np.array([fixed_rows.get((a["op_index"], a["row"]), 0) for a in args], np.int64)
+        needing = [i for i, (kind, _) in enumerate(steps) if kind in STATISTICS]
+        sizes = [samples[i].numel() for i in needing]
+        rows, needing_rows, sample_sizes = to_device(device, [rows, np.array(needing, np.int64),
+                                                              np.array(sizes, np.int64)])
+        tables = self._fixed_device[rows][:, None, :].expand(count, channels, 256).contiguous()
+        if needing:
+            values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
+            owners = torch.repeat_interleave(torch.arange(len(needing), device=device), sample_sizes,
+                                             output_size=len(values))
+            channel = torch.arange(len(values), device=device) % channels  # every sample holds whole pixels
+            bins = (owners * channels + channel) * 256 + values
+            counts = torch.zeros((len(needing) * channels * 256,), dtype=torch.int64, device=device)
+            counts.scatter_add_(0, bins, torch.ones((1,), dtype=counts.dtype, device=device).expand_as(bins))
+            counts = counts.reshape(len(needing), channels, 256)
+            tables[needing_rows] = value_tables([steps[i][0] for i in needing],
+                                                np.stack([steps[i][1] for i in needing]), counts)
+        return tables
+
+
 def _window_of(parameters):
     window = sharpness_window(parameters)
     return window.weights, window.anchor
-
-
-def _batch_tables(samples: list, steps: list, tabled: list, torch):
-    """uint8 [N, 3, 256] tables on the samples' device: the identity, and each value operation's
-    table for the samples that drew one (their histograms in one bincount)."""
-    device = samples[0].device
-    count, channels = len(samples), samples[0].shape[2]
-    tables = torch.arange(256, device=device, dtype=torch.uint8).repeat(count, channels, 1)
-    needing = [i for i in tabled if steps[i][0] in STATISTICS]
-    sizes = [samples[i].numel() for i in needing]
-    tabled_rows, needing_positions, owners = to_device(device, [
-        np.array(tabled, np.int64), np.array([tabled.index(i) for i in needing], np.int64),
-        np.repeat(np.arange(len(needing), dtype=np.int64), sizes)])
-    counts = torch.zeros((len(tabled) * channels * 256,), dtype=torch.int64, device=device)
-    if needing:  # every histogram in one scatter (bincount would wait for the GPU to learn its size)
-        values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
-        channel = torch.arange(len(values), device=device) % channels  # every sample holds whole pixels
-        bins = ((needing_positions[owners] * channels + channel) * 256 + values)
-        counts.scatter_add_(0, bins, torch.ones_like(bins))
-    counts = counts.reshape(len(tabled), channels, 256)
-    made = value_tables([steps[i][0] for i in tabled], np.stack([steps[i][1] for i in tabled]), counts)
-    tables[tabled_rows] = made
-    return tables

@@ -118,7 +118,7 @@ class ShardedEpochs:
     """
 
     def __init__(self, total: int, batch_size: int, shard_id: int, num_shards: int, stick_to_shard: bool,
-                 shuffle: bool, pad_last_batch: bool, seed: int, name: str):
+                 shuffle: bool, pad_last_batch: bool, seed: int, name: str, shuffle_data_set_seed: int | None = None):
         if shard_id >= num_shards:
             raise ValueError(f"{name}: shard_id ({shard_id}) must be less than num_shards ({num_shards})")
         if total < num_shards:
@@ -126,6 +126,9 @@ class ShardedEpochs:
         self.total, self.batch_size = total, batch_size
         self.shard_id, self.num_shards, self.stick_to_shard = shard_id, num_shards, stick_to_shard
         self.shuffle, self.pad_last_batch, self.seed = shuffle, pad_last_batch, seed
+        # shuffle_after_epoch: the whole data set permuted after each epoch, the same permutation on
+        # every shard (the seed is shared), so that the shards still partition it
+        self.shuffle_data_set_seed = shuffle_data_set_seed
         largest_shard = max(self.shard_bounds(k)[1] - self.shard_bounds(k)[0] for k in range(num_shards))
         self.batches_per_epoch = -(-largest_shard // batch_size)
         self.epoch, self.batch_in_epoch = 0, 0
@@ -141,6 +144,9 @@ class ShardedEpochs:
         shard = self.shard_id if self.stick_to_shard else (self.shard_id + epoch) % self.num_shards
         start, stop = self.shard_bounds(shard)
         order = np.arange(start, stop)
+        if self.shuffle_data_set_seed is not None and epoch > 0:
+            permutation = np.random.Generator(np.random.Philox(key=[self.shuffle_data_set_seed & (2**64 - 1), epoch]))
+            order = permutation.permutation(self.total)[start:stop]
         if self.shuffle:
             np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
         return order
@@ -225,42 +231,17 @@ def read_bytes(path: str) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
-@registry.register("readers.file", "cpu")
-class FileReader(Reader):
-    def __init__(self, args, context):
-        super().__init__(args, context)
-        self.paths, self.labels = self._list_files(args)
-        if not self.paths:
-            where = args["file_root"] or args["file_list"] or "files"
-            raise ValueError(f"readers.file: no files found in '{where}'")
-        shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], "readers.file")
-        self.epochs = ShardedEpochs(len(self.paths), context.batch_size, shard_id, num_shards,
-                                    args["stick_to_shard"], args["random_shuffle"], args["pad_last_batch"],
-                                    context.seed, "readers.file")
+class ShardedReader(Reader):
+    """A reader of ``self.paths`` (one sample each) whose batches ``self.epochs`` (ShardedEpochs)
+    chooses: sharding, shuffling, padding and lending are the same for every such reader."""
 
-    @staticmethod
-    def _list_files(args) -> tuple[list, np.ndarray]:
-        root, file_list, files = args["file_root"], args["file_list"], args["files"]
-        if files is not None:
-            paths = [os.path.join(root, path) if root else path for path in files]
-            labels = list(args["labels"]) if args["labels"] is not None else list(range(len(paths)))
-            if len(labels) != len(paths):
-                raise ValueError(f"readers.file: {len(labels)} labels for {len(paths)} files")
-        elif file_list is not None:
-            paths, labels = read_file_list(file_list, root)
-        elif root is not None:
-            extensions = tuple(args["file_filters"] or FILE_EXTENSIONS)
-            extensions = tuple(ext.lstrip("*") for ext in extensions)
-            paths, labels = list_folder_tree(root, extensions, args["case_sensitive_filter"])
-        return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
+    paths: list
+    epochs: ShardedEpochs
 
     def next_batch(self, iteration: int) -> SourceBatch:
         indices, info = self.epochs.next_batch()
         indices = np.asarray(indices).tolist()  # Python ints: cheaper to hand to worker processes
         return SourceBatch(indices, info, [self.paths[i] for i in indices])
-
-    def load(self, index, sample: SampleContext) -> tuple:
-        return read_bytes(self.paths[index]), self.labels[index]
 
     def lend(self, epoch: int, position: int) -> tuple | None:
         index = self.epochs.lend(epoch, position)
@@ -278,9 +259,6 @@ class FileReader(Reader):
     def restore(self, state: dict) -> None:
         self.epochs.restore(state)
 
-    def declare_outputs(self, inputs):
-        return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))
-
     def epoch_size(self) -> int:
         return len(self.paths)
 
@@ -290,3 +268,44 @@ class FileReader(Reader):
                 "number_of_shards": self.epochs.num_shards, "shard_id": self.epochs.shard_id,
                 "pad_last_batch": self.epochs.pad_last_batch, "stick_to_shard": self.epochs.stick_to_shard,
                 "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}
+
+
+def sharded_epochs(args: dict, context, total: int, name: str, shuffle_data_set_seed: int | None = None
+                   ) -> ShardedEpochs:
+    """The ShardedEpochs of a reader from its READER_ARGS."""
+    shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], name)
+    return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"],
+                         args["random_shuffle"], args["pad_last_batch"], context.seed, name, shuffle_data_set_seed)
+
+
+@registry.register("readers.file", "cpu")
+class FileReader(ShardedReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.paths, self.labels = self._list_files(args)
+        if not self.paths:
+            where = args["file_root"] or args["file_list"] or "files"
+            raise ValueError(f"readers.file: no files found in '{where}'")
+        self.epochs = sharded_epochs(args, context, len(self.paths), "readers.file")
+
+    @staticmethod
+    def _list_files(args) -> tuple[list, np.ndarray]:
+        root, file_list, files = args["file_root"], args["file_list"], args["files"]
+        if files is not None:
+            paths = [os.path.join(root, path) if root else path for path in files]
+            labels = list(args["labels"]) if args["labels"] is not None else list(range(len(paths)))
+            if len(labels) != len(paths):
+                raise ValueError(f"readers.file: {len(labels)} labels for {len(paths)} files")
+        elif file_list is not None:
+            paths, labels = read_file_list(file_list, root)
+        elif root is not None:
+            extensions = tuple(args["file_filters"] or FILE_EXTENSIONS)
+            extensions = tuple(ext.lstrip("*") for ext in extensions)
+            paths, labels = list_folder_tree(root, extensions, args["case_sensitive_filter"])
+        return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        return read_bytes(self.paths[index]), self.labels[index]
+
+    def declare_outputs(self, inputs):
+        return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))

@@ -1,0 +1,230 @@
+"""readers.coco against pycocotools' COCO API on a generated COCO set (benchmarks/make_coco.py):
+the same images in the same order, boxes, labels, polygons and masks (run-length masks exactly,
+filled polygons up to their border pixels); its filters, subsets, shards and saved index; and its
+errors for files that are not COCO."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from penstock import fn, pipeline_def
+
+pycocotools = pytest.importorskip("pycocotools")
+from pycocotools import mask as mask_util  # noqa: E402
+from pycocotools.coco import COCO  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from make_coco import make_coco  # noqa: E402
+
+from penstock.operators.coco import rle_decode, rle_from_string  # noqa: E402
+
+IMAGES = 36
+# pycocotools' compiled decoder calls numpy's __array__ the pre-2.0 way
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy keyword")
+
+
+@pytest.fixture(scope="module")
+def coco_set(tmp_path_factory):
+    root = tmp_path_factory.mktemp("coco")
+    annotations = make_coco(str(root), IMAGES, seed=3)
+    return str(root / "images"), annotations, COCO(annotations)
+
+
+def read_all(image_root, annotations, batch_size=IMAGES, epochs=1, **kwargs):
+    """Every output of every sample over ``epochs`` epochs, as lists of numpy arrays."""
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=5)
+    def pipe():
+        return tuple(fn.readers.coco(file_root=image_root, annotations_file=annotations, name="Reader", **kwargs))
+    built = pipe()
+    built.build()
+    batches_per_epoch = built.reader_meta("Reader")["batches_per_epoch"]
+    outputs = None
+    for _ in range(epochs * batches_per_epoch):
+        result = built.run()
+        valid = built.last_epoch_info.valid
+        if outputs is None:
+            outputs = [[] for _ in result]
+        for column, batch in zip(outputs, result):
+            column.extend(np.asarray(batch.at(i)) for i in range(valid))
+    meta = built.reader_meta("Reader")
+    built.close()
+    return outputs, meta
+
+
+def expected_annotations(coco: COCO, image_id: int, threshold=0.1, crowd=True):
+    return [a for a in coco.loadAnns(coco.getAnnIds(imgIds=image_id))
+            if a["bbox"][2] >= threshold and a["bbox"][3] >= threshold and (crowd or not a["iscrowd"])]
+
+
+def remapped(coco: COCO) -> dict:
+    return {c["id"]: position for position, c in enumerate(coco.dataset["categories"], 1)}
+
+
+def test_boxes_labels_and_order_match_pycocotools(coco_set):
+    images, annotations, coco = coco_set
+    (jpegs, boxes, labels, ids), meta = read_all(images, annotations, image_ids=True)
+    assert [int(i[0]) for i in ids] == sorted(coco.getImgIds())  # ordered by image id
+    labels_of = remapped(coco)
+    for image_id, got_boxes, got_labels, jpeg in zip(ids, boxes, labels, jpegs):
+        expected = expected_annotations(coco, int(image_id[0]))
+        assert got_boxes.dtype == np.float32 and got_boxes.shape == (len(expected), 4)
+        np.testing.assert_allclose(got_boxes, np.array([a["bbox"] for a in expected]).reshape(-1, 4), rtol=1e-6)
+        assert got_labels.dtype == np.int32 and got_labels.tolist() == [labels_of[a["category_id"]] for a in expected]
+        file_name = coco.loadImgs(int(image_id[0]))[0]["file_name"]
+        with open(os.path.join(images, file_name), "rb") as handle:
+            assert jpeg.tobytes() == handle.read()
+    small = sum(1 for a in coco.dataset["annotations"] if min(a["bbox"][2:]) < 0.1)
+    assert small > 0 and meta["skipped"]["small_objects"] == small
+
+
+def test_ltrb_ratio_and_original_category_ids(coco_set):
+    images, annotations, coco = coco_set
+    (_, boxes, labels, ids), _ = read_all(images, annotations, image_ids=True, ltrb=True, ratio=True,
+                                          avoid_class_remapping=True)
+    for image_id, got_boxes, got_labels in zip(ids, boxes, labels):
+        info = coco.loadImgs(int(image_id[0]))[0]
+        expected = expected_annotations(coco, int(image_id[0]))
+        xywh = np.array([a["bbox"] for a in expected], np.float64).reshape(-1, 4)
+        ltrb = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
+        scale = np.array([info["width"], info["height"]] * 2)
+        np.testing.assert_allclose(got_boxes, ltrb / scale, rtol=1e-5, atol=1e-7)
+        assert got_labels.tolist() == [a["category_id"] for a in expected]
+
+
+def test_crowd_and_empty_filters_count_what_they_skip(coco_set):
+    images, annotations, coco = coco_set
+    (_, boxes, _, ids), meta = read_all(images, annotations, batch_size=5, image_ids=True, include_iscrowd=False,
+                                        skip_empty=True)
+    crowd = sum(1 for a in coco.dataset["annotations"] if a["iscrowd"])
+    kept = [i for i in sorted(coco.getImgIds()) if expected_annotations(coco, i, crowd=False)]
+    assert crowd > 0 and meta["skipped"]["crowd_objects"] == crowd
+    assert [int(i[0]) for i in ids] == kept and meta["skipped"]["empty_images"] == IMAGES - len(kept) > 0
+    assert all(len(b) > 0 for b in boxes)
+
+
+def test_polygons_and_vertices_are_the_segmentations(coco_set):
+    images, annotations, coco = coco_set
+    (_, _, _, polygons, vertices, ids), _ = read_all(images, annotations, polygon_masks=True, image_ids=True)
+    for image_id, got_polygons, got_vertices in zip(ids, polygons, vertices):
+        expected = expected_annotations(coco, int(image_id[0]))
+        rows = [(number, polygon) for number, a in enumerate(expected) if isinstance(a["segmentation"], list)
+                for polygon in a["segmentation"]]  # run-length masks have no polygons
+        assert got_polygons.shape == (len(rows), 3) and got_vertices.dtype == np.float32
+        for (number, polygon), (index, start, end) in zip(rows, got_polygons):
+            assert index == number
+            np.testing.assert_allclose(got_vertices[start:end], np.reshape(polygon, (-1, 2)), rtol=1e-6)
+
+
+def test_pixelwise_masks_match_pycocotools(coco_set):
+    images, annotations, coco = coco_set
+    (_, _, labels, masks, ids), _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
+    labels_of = remapped(coco)
+    for image_id, mask, got_labels in zip(ids, masks, labels):
+        info = coco.loadImgs(int(image_id[0]))[0]
+        assert mask.dtype == np.int32 and mask.shape == (info["height"], info["width"], 1)
+        expected = np.zeros((info["height"], info["width"]), np.int32)
+        border = np.zeros_like(expected, bool)
+        for a in sorted(expected_annotations(coco, int(image_id[0])), key=lambda a: labels_of[a["category_id"]]):
+            covered = coco.annToMask(a).astype(bool)
+            expected[covered] = labels_of[a["category_id"]]
+            if not a["iscrowd"]:  # a filled polygon's border pixels may go either way
+                ring = cv2.dilate(covered.astype(np.uint8), np.ones((3, 3), np.uint8)) - \
+                    cv2.erode(covered.astype(np.uint8), np.ones((3, 3), np.uint8))
+                border |= ring.astype(bool)
+        differ = mask[:, :, 0] != expected
+        assert not (differ & ~border).any(), f"image {int(image_id[0])}: masks differ inside objects"
+        assert differ.sum() <= 0.25 * max(border.sum(), 1)
+
+
+def test_run_length_masks_decode_as_pycocotools():
+    rng = np.random.default_rng(1)
+    for height, width in [(7, 5), (40, 33), (1, 1)]:
+        mask = np.asfortranarray((rng.random((height, width)) < 0.3).astype(np.uint8))
+        encoded = mask_util.encode(mask)
+        counts = rle_from_string(encoded["counts"].decode())
+        np.testing.assert_array_equal(rle_decode(counts, height, width), mask.astype(bool))
+
+
+def test_images_subset_in_its_order_with_repeats(coco_set):
+    images, annotations, coco = coco_set
+    names = [info["file_name"] for info in coco.dataset["images"]]
+    chosen = [names[5], names[2], names[5]]
+    (_, _, _, ids), _ = read_all(images, annotations, batch_size=3, images=chosen, image_ids=True)
+    by_name = {info["file_name"]: info["id"] for info in coco.dataset["images"]}
+    assert [int(i[0]) for i in ids] == [by_name[n] for n in chosen]
+
+
+@pytest.mark.parametrize("arguments", [{"random_shuffle": True}, {"shuffle_after_epoch": True}])
+def test_shards_deliver_every_image_once_per_epoch(coco_set, arguments):
+    images, annotations, _ = coco_set
+    per_epoch = []
+    for shard in range(2):
+        (_, _, _, ids), _ = read_all(images, annotations, batch_size=4, epochs=3, image_ids=True,
+                                     shard_id=shard, num_shards=2, **arguments)
+        per_epoch.append([[int(i[0]) for i in ids[e * 18:(e + 1) * 18]] for e in range(3)])
+    for epoch in range(3):
+        union = per_epoch[0][epoch] + per_epoch[1][epoch]
+        assert sorted(union) == sorted(set(union)) and len(union) == IMAGES
+    if "shuffle_after_epoch" in arguments:  # the first epoch in order, the next ones permuted
+        assert per_epoch[0][0] == sorted(per_epoch[0][0]) and per_epoch[0][1] != per_epoch[0][0]
+
+
+def test_saved_index_reads_back_the_same(coco_set, tmp_path):
+    images, annotations, _ = coco_set
+    first, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True, save_preprocessed_annotations=True,
+                        save_preprocessed_annotations_dir=str(tmp_path / "index"))
+
+    @pipeline_def(batch_size=IMAGES, num_threads=1, device_id=None)
+    def again():
+        return tuple(fn.readers.coco(file_root=images, preprocessed_annotations=str(tmp_path / "index"),
+                                     pixelwise_masks=True, image_ids=True))
+    pipe = again()
+    pipe.build()
+    second = pipe.run()
+    for column, batch in zip(first, second):
+        for index, expected in enumerate(column):
+            np.testing.assert_array_equal(np.asarray(batch.at(index)), expected)
+    pipe.close()
+
+
+def _broken(tmp_path, images, edit) -> str:
+    with open(os.path.join(os.path.dirname(images), "annotations", "instances.json")) as handle:
+        document = json.load(handle)
+    edit(document)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.pop("categories"), "lacks 'categories'"),
+    (lambda d: d["annotations"][3]["bbox"].__setitem__(2, -4.0), "annotation 4 has bbox"),
+    (lambda d: d["annotations"][5].__setitem__("category_id", 99), "annotation 6 has category 99"),
+    (lambda d: d["images"][0].__setitem__("file_name", "missing.jpg"), "missing.jpg"),
+    (lambda d: d["annotations"][0].__setitem__("image_id", 5), "annotation 1 is of image 5"),
+])
+def test_files_that_are_not_coco_say_what_is_wrong(coco_set, tmp_path, edit, message):
+    images, _, _ = coco_set
+    broken = _broken(tmp_path, images, edit)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return tuple(fn.readers.coco(file_root=images, annotations_file=broken))
+    with pytest.raises((ValueError, FileNotFoundError), match="readers.coco") as caught:
+        pipe().build()
+    assert message in str(caught.value)
+
+
+def test_arguments_that_exclude_each_other_fail_at_the_call(coco_set):
+    images, annotations, _ = coco_set
+    with pytest.raises(ValueError, match="polygon_masks"):
+        @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        def pipe():
+            return tuple(fn.readers.coco(file_root=images, annotations_file=annotations, polygon_masks=True,
+                                         pixelwise_masks=True))
+        pipe()

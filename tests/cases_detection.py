@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 import numpy as np
-from operator_cases import Case
+from operator_cases import Case, on_device
 
 from penstock import fn
 
@@ -38,7 +38,105 @@ def _coco_reference(samples, outputs):
         assert got_labels.tolist() == [labels_of[a["category_id"]] for a in expected]
 
 
+def random_boxes(count: int, seed: int, ltrb: bool = False) -> np.ndarray:
+    """``count`` boxes inside the unit square, float32 [count, 4]."""
+    rng = np.random.default_rng(seed)
+    corners = np.sort(rng.uniform(0, 1, (count, 2, 2)), axis=1)  # [box, (min, max), (x, y)]
+    lt, rb = corners[:, 0], corners[:, 1]
+    return np.concatenate([lt, rb if ltrb else rb - lt], axis=1).astype(np.float32)
+
+
+BOX_FEED = [random_boxes(count, seed) for seed, count in enumerate([3, 0, 5, 1, 4])]
+ANCHORS = np.concatenate([random_boxes(12, 99, ltrb=True),
+                          np.array([[0, 0, 0.5, 0.5], [0.5, 0.5, 1, 1]], np.float32)]).reshape(-1)
+
+
+def xywh_to_ltrb(boxes):
+    return np.concatenate([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]], axis=1)
+
+
+def ssd_encode(boxes, labels, anchors, criteria=0.5, offset=False, means=(0, 0, 0, 0), stds=(1, 1, 1, 1)):
+    """SSD's matching written out box by box and anchor by anchor (MLPerf's reference rule: each box
+    claims its best anchor, each anchor then takes the box it overlaps most when above criteria;
+    ties to the later one)."""
+    anchors = np.asarray(anchors, np.float64).reshape(-1, 4)
+
+    def iou(a, b):
+        w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+        h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+        return w * h / union if union > 0 else 0.0
+    table = [[iou(box, anchor) for anchor in anchors] for box in boxes]
+    for row in table:
+        best = max(range(len(row)), key=lambda k: (row[k], k))
+        row[best] = 2.0
+    out_boxes, out_labels = [], []
+    for k, anchor in enumerate(anchors):
+        a_centre, a_size = (anchor[:2] + anchor[2:]) / 2, anchor[2:] - anchor[:2]
+        best = max(range(len(boxes)), key=lambda b: (table[b][k], b)) if len(boxes) else None
+        if best is not None and table[best][k] > criteria:
+            box = np.asarray(boxes[best], np.float64)
+            centre, size = (box[:2] + box[2:]) / 2, box[2:] - box[:2]
+            if offset:
+                encoded = np.concatenate([(centre - a_centre) / a_size, np.log(size / a_size)])
+                out_boxes.append((encoded - np.asarray(means)) / np.asarray(stds))
+            else:
+                out_boxes.append(np.concatenate([centre, size]))
+            out_labels.append(labels[best])
+        else:
+            out_boxes.append(np.zeros(4) if offset else np.concatenate([a_centre, a_size]))
+            out_labels.append(0)
+    return np.array(out_boxes, np.float32), np.array(out_labels, np.int32)
+
+
+def _flip_reference(samples):
+    out = []
+    for boxes in samples:
+        flipped = boxes.copy()
+        flipped[:, 0] = 1 - boxes[:, 0] - boxes[:, 2]
+        out.append(flipped)
+    return out
+
+
+def _encode_case(offset):
+    labels = [np.arange(1, len(b) + 1, dtype=np.int32) for b in BOX_FEED]
+
+    def build(node, device):
+        from penstock import fn as f
+        boxes = f.coord_transform(node, MT=[1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0])
+        label_node = f.external_source(source=lambda: labels, batch=True)
+        encoded = f.box_encoder(boxes.gpu() if device == "gpu" else boxes, label_node.gpu() if device == "gpu" else
+                                label_node, anchors=ANCHORS.tolist(), offset=offset, criteria=0.4,
+                                means=[0.1, 0.0, 0.2, 0.0] if offset else [0, 0, 0, 0],
+                                stds=[0.1, 0.1, 0.2, 0.2] if offset else [1, 1, 1, 1])
+        return encoded
+
+    def reference(samples, outputs):
+        for boxes, sample_labels, got_boxes, got_labels in zip(samples, labels, *outputs):
+            want_boxes, want_labels = ssd_encode(xywh_to_ltrb(boxes), sample_labels, ANCHORS, 0.4, offset,
+                                                 (0.1, 0.0, 0.2, 0.0) if offset else (0, 0, 0, 0),
+                                                 (0.1, 0.1, 0.2, 0.2) if offset else (1, 1, 1, 1))
+            np.testing.assert_allclose(got_boxes, want_boxes, atol=1e-5)
+            np.testing.assert_array_equal(got_labels, want_labels)
+    return Case(lambda: BOX_FEED, build, reference, max_abs=1e-5)
+
+
 CASES = {
+    "bb_flip": Case(lambda: BOX_FEED, lambda node, device: fn.bb_flip(on_device(node, device)),
+                    lambda samples, outputs: _flip_reference(samples), max_abs=1e-6),
+    "bbox_paste": Case(lambda: BOX_FEED, lambda node, device: fn.bbox_paste(on_device(node, device), ratio=4.0,
+                                                                            paste_x=0.25, paste_y=1.0),
+                       lambda samples, outputs: [np.concatenate([b[:, :2] / 4 + [0.25 * 0.75, 0.75], b[:, 2:] / 4], 1)
+                                                 for b in samples], max_abs=1e-6),
+    "coord_flip": Case(lambda: BOX_FEED, lambda node, device: fn.coord_flip(
+        fn.reshape(on_device(node, device), shape=[-1, 2]), flip_x=1, flip_y=1, center_y=0.25),
+        lambda samples, outputs: [np.stack([1 - b.reshape(-1, 2)[:, 0], 0.5 - b.reshape(-1, 2)[:, 1]], 1)
+                                  for b in samples], max_abs=1e-6),
+    "coord_transform": Case(lambda: BOX_FEED, lambda node, device: fn.coord_transform(
+        fn.reshape(on_device(node, device), shape=[-1, 2]), M=[0.5, 2.0, -1.0, 1.0], T=[0.25, -3.0]),
+        lambda samples, outputs: [b.reshape(-1, 2) @ np.array([[0.5, 2.0], [-1.0, 1.0]]).T + [0.25, -3.0]
+                                  for b in samples], max_abs=1e-5),
+    "box_encoder": _encode_case(offset=True),
     "readers.coco": Case(list, lambda node, device: tuple(fn.readers.coco(
         file_root=coco_set()[0], annotations_file=coco_set()[1], image_ids=True)), _coco_reference),
 }

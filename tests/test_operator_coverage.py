@@ -268,11 +268,15 @@ def test_gpu_form_matches_the_cpu_form(name, device):
     if case.compare_gpu_to_cpu is not None:
         case.compare_gpu_to_cpu(samples, on_gpu, on_cpu)
         return
-    for index, (gpu_output, cpu_output) in enumerate(zip(on_gpu, on_cpu)):
-        assert gpu_output.dtype == cpu_output.dtype, f"{name}: sample {index}"
+    several = bool(on_cpu) and isinstance(on_cpu[0], list)  # an operator of several outputs: a list each
+    pairs = [(f"output {k}, sample {index}", g, c) for k, (gpu_column, cpu_column) in
+             enumerate(zip(on_gpu, on_cpu) if several else [(on_gpu, on_cpu)])
+             for index, (g, c) in enumerate(zip(gpu_column, cpu_column))]
+    for where, gpu_output, cpu_output in pairs:
+        assert gpu_output.dtype == cpu_output.dtype, f"{name}: {where}"
         # each within the reference's tolerance, perhaps on opposite sides of it
         assert_close(gpu_output, cpu_output, 2 * case.max_abs, case.mean_abs and 2 * case.mean_abs, 2 * case.rtol,
-                     where=f"{name} gpu vs cpu, sample {index}")
+                     where=f"{name} gpu vs cpu, {where}")
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])

@@ -358,22 +358,25 @@ class TensorDeclaration:
         return OutputSpec(np.dtype(dtype) if dtype is not None else None, None, layout)
 
 
-def _register(name: str, function, num_inputs, args, doc) -> None:
+def register_array_operator(name: str, function, num_inputs, args, doc, *, declaration=TensorDeclaration,
+                            input_names=None, checks=(), on_devices=("cpu", "gpu"), **extras) -> None:
+    """An operator whose every sample is ``function(xp, sample_args, *input_samples)`` with ``xp``
+    numpy on the CPU and torch on the GPU (one definition of the arithmetic for both devices);
+    ``declaration`` a class with declare_outputs."""
     registry.register_schema(OpSchema(
         name=name, class_name=".".join([*name.split(".")[:-1],  # ops.reductions.StdDev, as in DALI
                                         "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
-        doc=doc, args=args,
-        num_inputs=num_inputs, input_names=tuple(f"input{i}" for i in range(num_inputs[1])),
-        checks=(_axis_in_range,), **SCHEMA_EXTRAS.get(name, {})))
+        doc=doc, args=args, num_inputs=num_inputs,
+        input_names=input_names or tuple(f"input{i}" for i in range(num_inputs[1])), checks=checks, **extras))
 
-    class Cpu(TensorDeclaration, SampleOperator):
+    class Cpu(declaration, SampleOperator):
         def run(self, inputs, args, sample, out=None):
             result = function(np, args, *(np.asarray(value) for value in inputs))
             if isinstance(result, tuple):
                 return tuple(_contiguous(np.asarray(value)) for value in result)
             return _contiguous(np.asarray(result))
 
-    class Gpu(TensorDeclaration, BatchOperator):
+    class Gpu(declaration, BatchOperator):
         def run_batch(self, inputs, args, batch):
             import torch
 
@@ -387,8 +390,10 @@ def _register(name: str, function, num_inputs, args, doc) -> None:
 
     Cpu.__name__ = Cpu.__qualname__ = name.title().replace("_", "").replace(".", "")
     Gpu.__name__ = Gpu.__qualname__ = Cpu.__name__ + "Gpu"
-    registry.register(name, "cpu")(Cpu)
-    registry.register(name, "gpu", requires=devices.gpu_problem)(Gpu)
+    if "cpu" in on_devices:
+        registry.register(name, "cpu")(Cpu)
+    if "gpu" in on_devices:
+        registry.register(name, "gpu", requires=devices.gpu_problem)(Gpu)
 
 
 def _contiguous(array: np.ndarray) -> np.ndarray:
@@ -396,7 +401,8 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
 
 
 for _name, (_function, _inputs, _args, _doc) in OPERATORS.items():
-    _register(_name, _function, _inputs, _args, _doc)
+    register_array_operator(_name, _function, _inputs, _args, _doc, checks=(_axis_in_range,),
+                            **SCHEMA_EXTRAS.get(_name, {}))
 
 
 # ---- get_property: what is known of each sample besides its data -----------------------------

@@ -119,9 +119,9 @@ def _call(schema, inputs: tuple, kwargs: dict):
         outputs = _run_batch_operator(impl, samples, args, params, device, batches)
     elif isinstance(impl, WholeBatchOperator):
         outputs = [list(output) for output in as_tuple(call_operator(impl.name, "", impl.run_batch, _on_cpu(samples),
-                                                                     args, params), _outputs(schema, static))]
+                                                                     args, params), schema.outputs_for(static, len(batches)))]
     else:
-        outputs = _run_per_sample(impl, _on_cpu(samples), args, params, _outputs(schema, static))
+        outputs = _run_per_sample(impl, _on_cpu(samples), args, params, schema.outputs_for(static, len(batches)))
     layouts = [spec.layout for spec in (declared if isinstance(declared, tuple) else (declared,) * len(outputs))]
     results = [_shaped(output, batches[0] if batches else None, layout) for output, layout in zip(outputs, layouts)]
     return results[0] if len(results) == 1 else tuple(results)
@@ -133,10 +133,6 @@ def _implementation(schema, static: dict, count: int):
         if static.get("seed", -1) in (None, -1) else static["seed"]
     cls = registry.implementation(schema.name, static["device"])
     return cls(static, BuildContext(count, 1, device_id, op_seed))
-
-
-def _outputs(schema, static) -> int:
-    return schema.outputs_for(static)
 
 
 def _on_cpu(samples: list[list]) -> list[list]:

@@ -423,5 +423,6 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
     node = graph.add(schema, device, static, tuple(inputs), per_sample)
     output_device = "cpu" if device == "cpu" else "gpu"
     scope = graph.scope if node.dependencies() else None  # a source makes every sample
-    node.outputs = tuple(DataNode(node, i, output_device, scope) for i in range(schema.outputs_for(static)))
+    node.outputs = tuple(DataNode(node, i, output_device, scope)
+                         for i in range(schema.outputs_for(static, len(inputs))))
     return node.outputs[0] if len(node.outputs) == 1 else node.outputs

@@ -214,7 +214,9 @@ class OpSchema:
 
     ``name`` is the ``fn`` path ("decoders.image_random_crop"), ``class_name`` the ``ops`` path
     ("decoders.ImageRandomCrop"), both written literally. ``num_inputs`` is (min, max).
-    ``num_outputs`` is an int or a function of the validated arguments.
+    ``num_outputs`` is an int or a function of the validated arguments (and of the number of
+    data inputs given, when ``outputs_follow_inputs``: an optional input passed through to an
+    output of its own, as random_bbox_crop's labels).
     """
 
     name: str
@@ -223,6 +225,7 @@ class OpSchema:
     args: tuple[Arg, ...] = ()
     num_inputs: tuple[int, int] = (1, 1)
     num_outputs: int | Callable[[dict], int] = 1
+    outputs_follow_inputs: bool = False
     input_names: tuple[str, ...] = ("input",)
     is_source: bool = False  # produces whole batches (readers, external sources, random generators)
     # checks of a call's arguments taken together (a size given, allowed combinations), run where
@@ -246,8 +249,12 @@ class OpSchema:
             for alias in arg.aliases:
                 self.all_args[alias] = arg
 
-    def outputs_for(self, static_args: dict) -> int:
-        return self.num_outputs(static_args) if callable(self.num_outputs) else self.num_outputs
+    def outputs_for(self, static_args: dict, num_inputs: int | None = None) -> int:
+        if not callable(self.num_outputs):
+            return self.num_outputs
+        if self.outputs_follow_inputs:
+            return self.num_outputs(static_args, self.num_inputs[0] if num_inputs is None else num_inputs)
+        return self.num_outputs(static_args)
 
     def validate(self, kwargs: dict) -> tuple[dict, dict]:
         """Splits and checks a call's keyword arguments.

@@ -89,6 +89,16 @@ def ssd_encode(boxes, labels, anchors, criteria=0.5, offset=False, means=(0, 0, 
     return np.array(out_boxes, np.float32), np.array(out_labels, np.int32)
 
 
+def _check_crops(samples, outputs):
+    """The boxes whose centres are in the window, clipped to it and made relative to it (numpy)."""
+    for boxes, anchor, extent, cropped in zip(samples, *outputs):
+        centres = (boxes[:, :2] + boxes[:, 2:]) / 2
+        inside = np.all((centres >= anchor) & (centres < anchor + extent), axis=1)
+        low = np.clip((np.maximum(boxes[inside, :2], anchor) - anchor) / extent, 0, 1)
+        high = np.clip((np.minimum(boxes[inside, 2:], anchor + extent) - anchor) / extent, 0, 1)
+        np.testing.assert_allclose(cropped, np.concatenate([low, high], 1).reshape(-1, 4), atol=1e-5)
+
+
 def _flip_reference(samples):
     out = []
     for boxes in samples:
@@ -137,6 +147,11 @@ CASES = {
         lambda samples, outputs: [b.reshape(-1, 2) @ np.array([[0.5, 2.0], [-1.0, 1.0]]).T + [0.25, -3.0]
                                   for b in samples], max_abs=1e-5),
     "box_encoder": _encode_case(offset=True),
+    "random_bbox_crop": Case(lambda: [xywh_to_ltrb(b) for b in BOX_FEED],
+                             lambda node, device: fn.random_bbox_crop(node, thresholds=[0.0, 0.2], scaling=[0.3, 1.0],
+                                                                      aspect_ratio=[0.5, 2.0], num_attempts=10,
+                                                                      total_num_attempts=50),
+                             lambda samples, outputs: _check_crops(samples, outputs)),
     "readers.coco": Case(list, lambda node, device: tuple(fn.readers.coco(
         file_root=coco_set()[0], annotations_file=coco_set()[1], image_ids=True)), _coco_reference),
 }

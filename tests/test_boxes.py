@@ -105,3 +105,112 @@ def test_box_encoder_arguments_are_checked_at_the_call(arguments, message):
             labels = fn.external_source(source=lambda: [np.ones(1, np.int32)], batch=True)
             return fn.box_encoder(boxes, labels, **arguments)
         pipe()
+
+
+def crop_draws(boxes, labels=None, runs=1, num_threads=1, **arguments):
+    """Every sample's outputs over ``runs`` batches of the same boxes."""
+    feeds = [boxes] + ([labels] if labels is not None else [])
+
+    @pipeline_def(batch_size=len(boxes), num_threads=num_threads, device_id=None, seed=21)
+    def pipe():
+        nodes = [fn.external_source(source=lambda feed=feed: feed, batch=True) for feed in feeds]
+        return fn.random_bbox_crop(*nodes, **arguments)
+    built = pipe()
+    built.build()
+    draws = []
+    for _ in range(runs):
+        outputs = built.run()
+        draws.extend(zip(*[[np.asarray(batch.at(i)) for i in range(len(boxes))] for batch in outputs]))
+    built.close()
+    return draws
+
+
+def _iou(low, high, anchor, extent):
+    inter = np.prod(np.clip(np.minimum(high, anchor + extent) - np.maximum(low, anchor), 0, None), axis=1)
+    return inter / (np.prod(extent) + np.prod(high - low, axis=1) - inter), inter
+
+
+def sizable_boxes(count: int, seed: int) -> np.ndarray:
+    """ltrb boxes with sides of 0.3 to 0.7: a window of the tests' scaling can reach their thresholds
+    (for boxes too small to, random_bbox_crop draws forever unless total_num_attempts, as DALI's)."""
+    rng = np.random.default_rng(seed)
+    sides = rng.uniform(0.3, 0.7, (count, 2))
+    low = rng.uniform(0, 1 - sides)
+    return np.concatenate([low, low + sides], 1).astype(np.float32)
+
+
+def test_every_crop_keeps_its_promises_over_thousands_of_draws():
+    boxes = [sizable_boxes(count, seed) for seed, count in enumerate([1, 2, 3, 4, 6] * 40)]
+    labels = [np.arange(10, 10 + len(b), dtype=np.int32) for b in boxes]
+    draws = crop_draws(boxes, labels, runs=10, thresholds=[0.3], allow_no_crop=False, aspect_ratio=[0.5, 2.0],
+                       scaling=[0.3, 1.0], num_attempts=20, output_bbox_indices=True, all_boxes_above_threshold=False)
+    assert len(draws) == 2000
+    for (anchor, extent, cropped, kept_labels, indices), original, sample_labels in zip(draws, boxes * 10, labels * 10):
+        low, high = original[:, :2], original[:, 2:]
+        assert (0.3 - 1e-6 <= extent).all() and (extent <= 1 + 1e-6).all() and 0.5 - 1e-5 <= extent[0] / extent[1] <= 2 + 1e-5
+        assert (anchor >= -1e-6).all() and (anchor + extent <= 1 + 1e-6).all()
+        iou, _ = _iou(low, high, anchor, extent)
+        assert iou.max() >= 0.3 - 1e-6  # some box reaches the threshold
+        centres = (low + high) / 2
+        inside = np.flatnonzero(np.all((centres >= anchor) & (centres < anchor + extent), axis=1))
+        assert indices.tolist() == inside.tolist() and len(inside) > 0
+        np.testing.assert_array_equal(kept_labels, sample_labels[inside])
+        expected = np.concatenate([np.clip((np.maximum(low[inside], anchor) - anchor) / extent, 0, 1),
+                                   np.clip((np.minimum(high[inside], anchor + extent) - anchor) / extent, 0, 1)], 1)
+        np.testing.assert_allclose(cropped, expected, atol=1e-5)
+
+
+def test_with_all_boxes_above_threshold_every_box_reaches_it():
+    boxes = [sizable_boxes(count, seed) for seed, count in enumerate([1, 2] * 50)]
+    draws = crop_draws(boxes, runs=4, thresholds=[0.2], allow_no_crop=False, aspect_ratio=[0.5, 2.0],
+                       scaling=[0.3, 1.0], num_attempts=20, total_num_attempts=2000)
+    reached = 0
+    for (anchor, extent, _), original in zip(draws, boxes * 4):
+        iou, _ = _iou(original[:, :2], original[:, 2:], anchor, extent)
+        reached += iou.min() >= 0.2 - 1e-6
+    assert reached >= 0.95 * len(draws)  # the rest: no window within total_num_attempts, the best one instead
+
+
+def test_overlap_threshold_and_overlap_pruning():
+    boxes = [sizable_boxes(count, seed) for seed, count in enumerate([2, 3, 5] * 30)]
+    draws = crop_draws(boxes, runs=5, thresholds=[0.5], threshold_type="overlap", all_boxes_above_threshold=False,
+                       allow_no_crop=False, scaling=[0.3, 0.8], aspect_ratio=[0.5, 2.0], num_attempts=10,
+                       bbox_prune_threshold=0.4, output_bbox_indices=True)
+    for (anchor, extent, _, indices), original in zip(draws, boxes * 5):
+        low, high = original[:, :2], original[:, 2:]
+        _, inter = _iou(low, high, anchor, extent)
+        overlap = inter / np.prod(high - low, axis=1)
+        assert overlap.max() >= 0.5 - 1e-6  # some box is at least half inside
+        assert indices.tolist() == np.flatnonzero((inter > 0) & (overlap >= 0.4 - 1e-7)).tolist()
+
+
+def test_an_impossible_threshold_stops_at_total_num_attempts_with_the_best_window():
+    boxes = [np.array([[0.1, 0.1, 0.2, 0.2], [0.7, 0.7, 0.9, 0.9]], np.float32)] * 8
+    draws = crop_draws(boxes, thresholds=[0.99], allow_no_crop=False, scaling=[0.2, 1.0], aspect_ratio=[0.5, 2.0],
+                       num_attempts=4, total_num_attempts=12)
+    assert all(extent.min() > 0 for _, extent, _ in draws)  # a window, not the whole image
+
+
+def test_draws_are_the_same_whatever_the_thread_count():
+    boxes = [xywh_to_ltrb(random_boxes(count, seed)) for seed, count in enumerate([2, 3, 1, 4] * 4)]
+    arguments = dict(thresholds=[0.1, 0.5, 0.9], scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], num_attempts=5, runs=3)
+    one, three = crop_draws(boxes, **arguments), crop_draws(boxes, num_threads=3, **arguments)
+    for a, b in zip(one, three):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"thresholds": [1.5]}, "argument 'thresholds'"),
+    ({"scaling": [0.8, 0.3]}, "argument 'scaling'"),
+    ({"crop_shape": [100, 100]}, "needs 'input_shape'"),
+    ({"bbox_layout": "xyAB"}, "bbox_layout 'xyAB'"),
+])
+def test_random_bbox_crop_arguments_say_what_is_wrong(arguments, message):
+    with pytest.raises(Exception, match=message):
+        crop_draws([random_boxes(2, 0)], **arguments)
+
+
+def test_boxes_outside_the_image_are_refused():
+    with pytest.raises(Exception, match=r"box 1 .* is not inside \[0, 1\]"):
+        crop_draws([np.array([[0.1, 0.1, 0.5, 0.5], [0.2, 0.3, 1.4, 0.9]], np.float32)])

@@ -342,6 +342,7 @@ def test_an_output_of_samples_of_different_shapes_padded_on_request():
     for i, (rows, columns) in enumerate([(2, 3), (4, 1), (3, 3)]):
         expected[i, :rows, :columns] = i + 1
     assert torch.equal(padded, expected)
+    assert step["data_lengths"].tolist() == [2, 4, 3] and "label_lengths" not in step  # label is dense
     pipe.close()
 
 

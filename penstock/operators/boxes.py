@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock import types
-from penstock.contract import OutputSpec
+from penstock import registry, types
+from penstock.contract import OutputSpec, SampleOperator
 from penstock.operators.tensors import register_array_operator
-from penstock.schema import REQUIRED, Arg, ArgError
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
 def _copy(xp, array):
@@ -283,3 +283,235 @@ register_array_operator(
     "anchor, and each other anchor the box it overlaps most when their IoU exceeds criteria. Outputs the "
     "boxes [anchors, 4] (centre x, y, width, height, or offsets) and labels [anchors] (0: background).",
     declaration=EncoderDeclaration, input_names=("boxes", "labels"), checks=(_check_encoder,), num_outputs=2)
+
+
+# ---- random_bbox_crop -------------------------------------------------------------------------------
+AXES = "xyz"
+HIGH = "XYZ"
+EXTENT = "WHD"
+
+
+def _layout(args: dict, columns: int) -> str:
+    dimensions = columns // 2
+    layout = args["bbox_layout"] or (("xyXY", "xyzXYZ") if args["ltrb"] else ("xyWH", "xyzWHD"))[dimensions - 2]
+    expected = set(AXES[:dimensions]) | (set(HIGH[:dimensions]) if set(layout) & set(HIGH) else set(EXTENT[:dimensions]))
+    if len(layout) != columns or set(layout) != expected:
+        raise ValueError(f"random_bbox_crop: bbox_layout {layout!r} does not describe boxes of {columns} values "
+                         f"(use e.g. 'xyXY' or 'xyWH', or 'xyzXYZ' / 'xyzWHD' in 3-D)")
+    return layout
+
+
+def boxes_to_corners(boxes: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """(low [N, D], high [N, D]) corners of boxes in ``layout`` (x, y, z order)."""
+    dimensions = len(layout) // 2
+    low = np.stack([boxes[:, layout.index(AXES[d])] for d in range(dimensions)], 1).astype(np.float64)
+    if HIGH[0] in layout:
+        high = np.stack([boxes[:, layout.index(HIGH[d])] for d in range(dimensions)], 1).astype(np.float64)
+    else:
+        high = low + np.stack([boxes[:, layout.index(EXTENT[d])] for d in range(dimensions)], 1)
+    return low, high
+
+
+def corners_to_boxes(low: np.ndarray, high: np.ndarray, layout: str) -> np.ndarray:
+    columns = {}
+    for d in range(low.shape[1]):
+        columns[AXES[d]], columns[HIGH[d]], columns[EXTENT[d]] = low[:, d], high[:, d], high[:, d] - low[:, d]
+    return np.stack([columns[name] for name in layout], 1).astype(np.float32).reshape(-1, len(layout))
+
+
+class BoxCropper:
+    """One sample's draw of random_bbox_crop (DALI's rules: an option per round, num_attempts
+    candidate windows per round, the last valid one kept; docs/operators.md)."""
+
+    def __init__(self, args: dict, dimensions: int):
+        self.args, self.dimensions = args, dimensions
+        self.pairs = [(0, 1), (0, 2), (1, 2)][:1 if dimensions == 2 else 3]
+        ratios = list(args["aspect_ratio"])
+        self.ratios = [ratios[2 * k:2 * k + 2] if len(ratios) >= 2 * k + 2 else ratios[:2] for k in range(3)]
+        self.input_shape = self._xyz(args["input_shape"])
+        self.crop_shape = self._xyz(args["crop_shape"])
+
+    def _xyz(self, values):
+        """A shape given in shape_layout order ('WH' by default) in x, y, z order."""
+        if not values:
+            return None
+        layout = self.args["shape_layout"] or "WHD"[:self.dimensions]
+        return np.array([values[layout.index(EXTENT[d])] for d in range(self.dimensions)], np.float64)
+
+    def window(self, rng) -> tuple[np.ndarray, np.ndarray] | None:
+        """(anchor, extent) relative to the image, or None when the aspect ratios reject the draw."""
+        if self.crop_shape is not None:
+            span = self.input_shape - self.crop_shape
+            anchor = np.array([rng.integers(min(0, s), max(0, s) + 1) for s in span], np.float64)
+            return anchor / self.input_shape, self.crop_shape / self.input_shape
+        low, high = self.args["scaling"]
+        draws = rng.uniform(low, high, self.dimensions)
+        extent = draws.copy()
+        fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
+        if fixed:  # one side follows another at the fixed ratio, in random order, then the longest is the largest draw
+            for i, j, ratio in fixed:
+                pixels = self.input_shape if self.input_shape is not None else np.ones(self.dimensions)
+                if rng.integers(2):
+                    extent[j] = extent[i] * pixels[i] / (ratio * pixels[j])
+                else:
+                    extent[i] = extent[j] * ratio * pixels[j] / pixels[i]
+            extent *= draws.max() / extent.max()
+        sizes = extent * (self.input_shape if self.input_shape is not None else 1.0)
+        for (i, j), (least, most) in zip(self.pairs, self.ratios):
+            if not least <= sizes[i] / sizes[j] <= most:
+                return None
+        anchor = np.array([rng.uniform(min(0.0, 1.0 - e), max(0.0, 1.0 - e)) for e in extent])
+        return anchor, extent
+
+    def metric(self, low, high, anchor, extent) -> tuple[float, np.ndarray]:
+        """(the window's score against the boxes, each box's intersection volume)."""
+        inter = np.prod(np.clip(np.minimum(high, anchor + extent) - np.maximum(low, anchor), 0.0, None), axis=1)
+        volumes = np.prod(high - low, axis=1)
+        if self.args["threshold_type"] == "iou":
+            scores = inter / (np.prod(extent) + volumes - inter)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                scores = inter / volumes  # 0 / 0 for a box of no area: never passes
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        return float(scores.min() if self.args["all_boxes_above_threshold"] else scores.max()), inter
+
+    def keep(self, low, high, inter, anchor, extent) -> np.ndarray:
+        threshold = self.args["bbox_prune_threshold"]
+        if threshold is None:  # the box's centre inside the window (the far side open)
+            centres = (low + high) / 2
+            return np.all((centres >= anchor) & (centres < anchor + extent), axis=1)
+        volumes = np.prod(high - low, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (inter > 0) & (inter / volumes >= threshold)
+
+    def crop(self, low, high, rng):
+        """(anchor, extent, indices of the kept boxes)."""
+        options = [*self.args["thresholds"], *([None] if self.args["allow_no_crop"] else [])]
+        whole = (np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low)))
+        total, attempts = self.args["total_num_attempts"], 0
+        best, best_score = None, -np.inf
+        while True:
+            threshold = options[rng.integers(len(options))]
+            if threshold is None:
+                return whole
+            chosen = None
+            for _ in range(self.args["num_attempts"]):
+                attempts += 1
+                window = self.window(rng)
+                if window is None:
+                    continue
+                if len(low) == 0:  # nothing to keep in view: the first window the ratios allow
+                    return (*window, np.arange(0))
+                score, inter = self.metric(low, high, *window)
+                kept = np.flatnonzero(self.keep(low, high, inter, *window))
+                if score >= threshold and len(kept):
+                    chosen = (*window, kept)
+                if score > best_score:
+                    best, best_score = (*window, kept), score
+            if chosen is not None:
+                return chosen
+            if total > 0 and attempts >= total:
+                return best if best is not None else (np.zeros(self.dimensions), np.zeros(self.dimensions),
+                                                      np.arange(0))
+
+
+def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng) -> tuple:
+    boxes = np.asarray(boxes, np.float32)
+    if boxes.ndim == 1 and boxes.size in (0, 4, 6):
+        boxes = boxes.reshape(-1, 4 if boxes.size != 6 else 6)
+    if boxes.ndim != 2 or boxes.shape[1] not in (4, 6):
+        raise ValueError(f"random_bbox_crop: takes boxes as a [N, 4] (or 3-D [N, 6]) array, got shape {boxes.shape}")
+    layout = _layout(args, boxes.shape[1])
+    low, high = boxes_to_corners(boxes, layout)
+    if len(low) and ((low < 0).any() or (high > 1).any() or (high < low).any()):
+        bad = int(np.flatnonzero(((low < 0) | (high > 1) | (high < low)).any(1))[0])
+        raise ValueError(f"random_bbox_crop: box {bad} {boxes[bad].tolist()} is not inside [0, 1] ({layout}); it takes "
+                         "boxes relative to the image")
+    dimensions = boxes.shape[1] // 2
+    anchor, extent, kept = BoxCropper(args, dimensions).crop(low, high, rng)
+    safe = np.where(extent > 0, extent, 1.0)
+    new_low = np.clip((np.maximum(low[kept], anchor) - anchor) / safe, 0.0, 1.0)
+    new_high = np.clip((np.minimum(high[kept], anchor + extent) - anchor) / safe, 0.0, 1.0)
+    scale = BoxCropper(args, dimensions).input_shape if args["crop_shape"] else None
+    outputs = [(anchor * scale if scale is not None else anchor).astype(np.float32),
+               (extent * scale if scale is not None else extent).astype(np.float32),
+               corners_to_boxes(new_low, new_high, layout)]
+    if labels is not None:
+        outputs.append(np.asarray(labels)[kept])
+    if args["output_bbox_indices"]:
+        outputs.append(kept.astype(np.int32))
+    return tuple(outputs)
+
+
+def _check_crop(static: dict, per_sample: frozenset) -> None:
+    if not static["thresholds"] or any(not 0 <= t <= 1 for t in static["thresholds"]):
+        raise ArgError(f"argument 'thresholds': {list(static['thresholds'])}; give values in [0, 1]")
+    for name in ("aspect_ratio", "scaling"):
+        values = list(static[name])
+        if len(values) % 2 or not values or any(v < 0 for v in values) or \
+                any(values[k] > values[k + 1] for k in range(0, len(values), 2)):
+            raise ArgError(f"argument '{name}': {values}; give (min, max) pairs with 0 <= min <= max")
+    if static["crop_shape"] and not static["input_shape"]:
+        raise ArgError("argument 'crop_shape' needs 'input_shape'")
+    if static["crop_shape"] and static["allow_no_crop"]:
+        raise ArgError("argument 'crop_shape' takes a crop every time: set allow_no_crop=False")
+    if static["total_num_attempts"] == 0 or static["total_num_attempts"] < -1:
+        raise ArgError("argument 'total_num_attempts': give a positive number, or -1 for no limit")
+    if static["bbox_prune_threshold"] is not None and not 0 <= static["bbox_prune_threshold"] <= 1:
+        raise ArgError("argument 'bbox_prune_threshold': give a value in [0, 1]")
+
+
+class RandomBBoxCropDeclaration:
+    def declare_outputs(self, inputs):
+        specs = [OutputSpec(np.dtype(np.float32), 1, ""), OutputSpec(np.dtype(np.float32), 1, ""),
+                 OutputSpec(np.dtype(np.float32), 2, "")]
+        if len(inputs) > 1:
+            specs.append(inputs[1].but(layout=""))
+        if self.args["output_bbox_indices"]:
+            specs.append(OutputSpec(np.dtype(np.int32), 1, ""))
+        return tuple(specs)
+
+
+registry.register_schema(OpSchema(
+    name="random_bbox_crop", class_name="RandomBBoxCrop",
+    doc="Chooses a random crop window that keeps the boxes (relative coordinates) as asked, and gives the "
+        "window and the boxes in it. Each round draws one of ``thresholds`` (or no crop at all, with "
+        "``allow_no_crop``) and ``num_attempts`` windows of a size from ``scaling`` and ``aspect_ratio``; "
+        "the last window whose IoU (or overlap) with every box (or any box) reaches the threshold, keeping "
+        "a box, wins; else the next round. Boxes whose centre (or overlap, with ``bbox_prune_threshold``) "
+        "leaves the window are dropped; the others are clipped and made relative to the window. Outputs: "
+        "anchor and shape of the window (relative, x y [z] order; in pixels with ``crop_shape``), the boxes, "
+        "the labels of the kept boxes (when given) and their indices (``output_bbox_indices``).",
+    args=(Arg("thresholds", "floats", (0.0,), "The minimum IoU or overlap an option asks of the window."),
+          Arg("threshold_type", "str", "iou", "'iou' or 'overlap' (the part of the box inside the window).",
+              choices=("iou", "overlap")),
+          Arg("aspect_ratio", "floats", (1.0, 1.0), "(min, max) of the window's width / height (3-D: xy, xz, yz)."),
+          Arg("scaling", "floats", (1.0, 1.0), "(min, max) of the window's sides relative to the image's."),
+          Arg("num_attempts", "int", 1, "Windows drawn per round.", min=1),
+          Arg("total_num_attempts", "int", -1, "Stop after this many windows (-1: no limit) and take the best.",
+              min=-1),
+          Arg("all_boxes_above_threshold", "bool", True, "Every box must reach the threshold; else one box."),
+          Arg("allow_no_crop", "bool", True, "Taking the whole image is one of the options."),
+          Arg("bbox_layout", "str", None, "The boxes' layout, e.g. 'xyXY' or 'xyWH' (default from ltrb).",
+              nullable=True),
+          Arg("ltrb", "bool", True, "Boxes as [left, top, right, bottom] (when bbox_layout is not given)."),
+          Arg("bbox_prune_threshold", "float", None, "Keep a box when this part of it is inside the window "
+              "(default: when its centre is).", nullable=True),
+          Arg("output_bbox_indices", "bool", False, "Also output the indices of the kept boxes."),
+          Arg("input_shape", "ints", None, "The image's size (shape_layout order), for aspect ratios in pixels "
+              "and for crop_shape."),
+          Arg("crop_shape", "ints", None, "A fixed window size in pixels (shape_layout order)."),
+          Arg("shape_layout", "str", None, "Order of input_shape and crop_shape (default 'WH' / 'WHD').",
+              nullable=True)),
+    num_inputs=(1, 2), num_outputs=lambda static, inputs: 3 + (inputs > 1) + bool(static["output_bbox_indices"]),
+    outputs_follow_inputs=True, input_names=("boxes", "labels"), checks=(_check_crop,)))
+
+
+@registry.register("random_bbox_crop", "cpu")
+class RandomBBoxCrop(RandomBBoxCropDeclaration, SampleOperator):
+    def draw(self, rng, count):
+        return rng.integers(0, 2**63, count)  # a stream per sample: a draw takes as many numbers as it needs
+
+    def run(self, inputs, args, sample, out=None):
+        rng = np.random.Generator(np.random.Philox(key=int(sample.params)))
+        return _random_bbox_crop(args, inputs[0], inputs[1] if len(inputs) > 1 else None, rng)

@@ -62,7 +62,9 @@ class GenericIterator:
     ``last_batch_padded`` is accepted from DALI programs and changes nothing: the readers count
     their padding, and the iterator uses that count (docs/dali.md). An output whose samples differ
     in shape (variable crops, boxes, text) comes as a list of per-sample tensors (``ragged="list"``,
-    the default) or padded to the batch's largest shape with ``fill_value`` (``ragged="pad"``).
+    the default) or padded to the batch's largest shape with ``fill_value`` (``ragged="pad"``), and
+    then with its samples' lengths along their first axis as ``<name>_lengths`` (int64 [batch]): the
+    number of boxes of each sample, for example.
     """
 
     def __init__(self, pipelines: Pipeline | Sequence[Pipeline], output_map: Sequence[str], size: int = -1,
@@ -152,9 +154,13 @@ class GenericIterator:
         result = []
         for outputs, valid in step:
             tensors = [to_torch(batch, self._ragged, self._fill_value) for batch in outputs]
+            named = dict(zip(self._output_map, tensors))
+            if self._ragged == "pad":  # each padded output's true lengths along its first axis
+                named.update({f"{name}_lengths": torch.tensor([len(sample) for sample in batch], dtype=torch.int64)
+                              for name, batch in zip(self._output_map, outputs) if not batch.is_dense_tensor()})
             if self._policy is LastBatchPolicy.PARTIAL:
-                tensors = [tensor[:valid] for tensor in tensors]
-            result.append(dict(zip(self._output_map, tensors)))
+                named = {name: tensor[:valid] for name, tensor in named.items()}
+            result.append(named)
         return result
 
     next = __next__

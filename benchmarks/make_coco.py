@@ -1,7 +1,7 @@
 """Make a COCO-format detection data set: JPEGs of drawn objects and an instances JSON written as
 COCO writes it (images, annotations with bbox, area, iscrowd and segmentation, categories).
 
-usage: python benchmarks/make_coco.py OUT_DIR [IMAGES] [--seed S]
+usage: python benchmarks/make_coco.py OUT_DIR [IMAGES] [--seed S] [--sizes MIN MAX]
 Writes OUT_DIR/images/*.jpg and OUT_DIR/annotations/instances.json.
 
 Each image holds 0-6 objects (rectangles, triangles and ellipses as polygons, drawn filled over a
@@ -108,8 +108,10 @@ def main() -> None:
     parser.add_argument("out_dir")
     parser.add_argument("images", type=int, nargs="?", default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sizes", type=int, nargs=2, default=(96, 320), metavar=("MIN", "MAX"),
+                        help="image sides are drawn from [MIN, MAX)")
     args = parser.parse_args()
-    print(make_coco(args.out_dir, args.images, args.seed))
+    print(make_coco(args.out_dir, args.images, args.seed, tuple(args.sizes)))
 
 
 if __name__ == "__main__":

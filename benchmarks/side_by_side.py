@@ -5,6 +5,10 @@ process of its own, the cases alternating, with defaults everywhere.
 usage: python benchmarks/side_by_side.py --data DIR [--cases gpu-train,gpu-val,cpu-train,cpu-val]
        [--runners penstock,dali] [--rounds 2] [--seconds 10] [--threads 16] [--json FILE]
 
+Cases gpu-ssd and cpu-ssd run examples/ssd_training.py's SSD300 pipeline (COCO reader, random_bbox_crop,
+decoding the window, resize 300, flip with boxes, colour twist, normalize, box_encoder) on the
+COCO-format set given by ``--coco`` (benchmarks/make_coco.py makes one).
+
 Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
 flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
 operations at magnitude 9, normalize); the runner ``torchvision`` runs it with
@@ -186,10 +190,21 @@ def run_case(args) -> None:
         return _time_steps(args, started, imported, synchronize, batches, lambda step: step[0])
     if library == "dali":
         import nvidia.dali as api
-        from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+        from nvidia.dali.plugin.pytorch import DALIClassificationIterator, DALIGenericIterator
     else:
         import penstock.compat.dali as api
-        from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator
+        from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator, DALIGenericIterator
+    if kind == "ssd":  # examples/ssd_training.py's pipeline on a COCO-format set
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        from ssd_training import build_pipeline as ssd_pipeline
+        imported = time.time()
+        pipe = ssd_pipeline(api, args.data, 300, args.batch_size, args.threads, device == "gpu")
+        iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
+
+        def detection_epochs():
+            while True:
+                yield from iterator
+        return _time_steps(args, started, imported, synchronize, detection_epochs(), lambda step: step[0]["images"])
     if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
         importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
@@ -269,8 +284,11 @@ def _descendants(root: int) -> list[int]:
 
 
 def measure(args, case: str, runner: str) -> dict:
+    data = args.coco if case.endswith("-ssd") else args.data
+    if data is None:
+        raise SystemExit(f"case {case} reads a COCO-format set: give --coco DIR (benchmarks/make_coco.py makes one)")
     command = [sys.executable, os.path.abspath(__file__), "--one", "--case", case, "--runner", runner,
-               "--data", args.data, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+               "--data", data, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
                "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
     started = time.time()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -297,6 +315,7 @@ def measure(args, case: str, runner: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
+    parser.add_argument("--coco", help="a COCO-format folder for the ssd cases (images/, annotations/instances.json)")
     parser.add_argument("--cases", default="gpu-train,gpu-val,cpu-train,cpu-val")
     parser.add_argument("--runners", default="penstock,dali")
     parser.add_argument("--rounds", type=int, default=2)

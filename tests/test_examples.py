@@ -26,6 +26,14 @@ def test_imagenet_training_loss_falls(tmp_path):
     assert last < first and "validation accuracy" in summary and "inference on" in summary
 
 
+def test_ssd_training_loss_falls(tmp_path):
+    printed = run("ssd_training.py", "--images", "32", "--steps", "60", "--size", "96", "--batch-size", "8",
+                  "--threads", "2", "--work-dir", str(tmp_path))
+    summary = printed.strip().splitlines()[-1]
+    first, last = (float(value) for value in summary.split("loss ")[1].split(" over")[0].split(" -> "))
+    assert last < first and "anchors" in summary
+
+
 def test_streaming_rotate(tmp_path):
     chart = tmp_path / "chart.png"
     printed = run("streaming_rotate.py", "--samples", "64", "--batch-size", "16", "--out", str(chart))

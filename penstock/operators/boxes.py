@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock import registry, types
-from penstock.contract import OutputSpec, SampleOperator
+from penstock import devices, registry, types
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.operators.tensors import register_array_operator
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -186,17 +186,14 @@ register_array_operator(
 
 # ---- box_encoder ------------------------------------------------------------------------------------
 def box_iou(xp, boxes, anchors):
-    """IoU [N, M] of ltrb boxes with ltrb anchors."""
-    left = xp.maximum(boxes[:, None, 0], anchors[None, :, 0])
-    top = xp.maximum(boxes[:, None, 1], anchors[None, :, 1])
-    right = xp.minimum(boxes[:, None, 2], anchors[None, :, 2])
-    bottom = xp.minimum(boxes[:, None, 3], anchors[None, :, 3])
-    zero = 0.0
-    inter = (right - left).clip(zero) * (bottom - top).clip(zero) if xp is np else \
-        (right - left).clamp(min=0) * (bottom - top).clamp(min=0)
-    area_boxes = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    area_anchors = (anchors[:, 2] - anchors[:, 0]) * (anchors[:, 3] - anchors[:, 1])
-    union = area_boxes[:, None] + area_anchors[None, :] - inter
+    """IoU [..., N, M] of ltrb boxes [..., N, 4] with ltrb anchors [M, 4]."""
+    boxes, anchors = boxes[..., :, None, :], anchors[None, :, :]
+    extent = xp.minimum(boxes[..., 2:], anchors[..., 2:]) - xp.maximum(boxes[..., :2], anchors[..., :2])
+    extent = extent.clip(0.0, None) if xp is np else extent.clamp(min=0.0)
+    inter = extent[..., 0] * extent[..., 1]
+    areas = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+    anchor_areas = (anchors[..., 2] - anchors[..., 0]) * (anchors[..., 3] - anchors[..., 1])
+    union = areas + anchor_areas - inter
     return xp.where(union > 0, inter / xp.where(union > 0, union, 1.0), 0.0 * inter)
 
 
@@ -208,54 +205,63 @@ def _last_argmax(xp, values, axis: int):
 
 
 def _centre_extent(boxes):
-    return (boxes[:, :2] + boxes[:, 2:]) * 0.5, boxes[:, 2:] - boxes[:, :2]
+    return (boxes[..., :2] + boxes[..., 2:]) * 0.5, boxes[..., 2:] - boxes[..., :2]
 
 
-def _box_encoder(xp, args, boxes, labels):
+def encode_boxes(xp, boxes, valid, labels, anchors, args):
+    """SSD's encoding of a batch: ``boxes`` float32 [B, N, 4] ltrb (rows past a sample's boxes
+    padding, ``valid`` [B, N] False there), ``labels`` [B, N], ``anchors`` [M, 4]. Returns boxes
+    [B, M, 4] and labels [B, M]. Each box claims its best anchor; each anchor then takes the box
+    it overlaps most when their IoU exceeds criteria (ties to the later box and anchor, DALI's)."""
+    count = anchors.shape[0]
+    anchor_centre, anchor_extent = _centre_extent(anchors)
+    iou = box_iou(xp, boxes, anchors)
+    iou = xp.where(valid[..., None], iou, -1.0 + 0.0 * iou)  # padding rows never win an anchor
+    best_anchor = _last_argmax(xp, iou, 2)  # [B, N]
+    claimed = (xp.arange(count) if xp is np else xp.arange(count, device=boxes.device)) == best_anchor[..., None]
+    iou = xp.where(claimed & valid[..., None], 2.0 + 0.0 * iou, iou)
+    best_box = _last_argmax(xp, iou, 1)  # [B, M]
+    best_iou = xp.take_along_axis(iou, best_box[:, None, :], 1)[:, 0] if xp is np else \
+        iou.gather(1, best_box[:, None, :])[:, 0]
+    matched = best_iou > args["criteria"]
+    index = best_box[..., None]
+    chosen = xp.take_along_axis(boxes, index, 1) if xp is np else boxes.gather(1, index.expand(-1, -1, 4))
+    chosen_labels = xp.take_along_axis(labels, best_box, 1) if xp is np else labels.gather(1, best_box)
+    box_centre, box_extent = _centre_extent(chosen)
+    if args["offset"]:
+        scale = args["scale"]
+        means, stds = (np.asarray(args[name], np.float32) for name in ("means", "stds"))
+        if xp is not np:
+            means, stds = xp.from_numpy(means).to(boxes.device), xp.from_numpy(stds).to(boxes.device)
+        log = np.log if xp is np else xp.log
+        centre = ((box_centre * scale - anchor_centre * scale) / (anchor_extent * scale) - means[:2]) / stds[:2]
+        with np.errstate(divide="ignore", invalid="ignore"):  # unmatched anchors' values are replaced below
+            extent = (log((box_extent * scale) / (anchor_extent * scale)) - means[2:]) / stds[2:]
+        unmatched, unmatched_extent = xp.zeros_like(centre), xp.zeros_like(extent)
+    else:
+        centre, extent = box_centre, box_extent
+        unmatched, unmatched_extent = anchor_centre + xp.zeros_like(centre), anchor_extent + xp.zeros_like(extent)
+    cat = np.concatenate if xp is np else xp.cat
+    encoded = xp.where(matched[..., None], cat([centre, extent], -1), cat([unmatched, unmatched_extent], -1))
+    zero = xp.zeros_like(chosen_labels)
+    return _float32(xp, encoded), xp.where(matched, chosen_labels, zero)
+
+
+def _encoder_inputs(xp, boxes, labels):
     boxes = check_boxes(xp, boxes, "box_encoder")
     labels = labels.reshape(-1)
     if labels.shape[0] != boxes.shape[0]:
         raise ValueError(f"box_encoder: {boxes.shape[0]} boxes with {labels.shape[0]} labels")
-    anchors = np.asarray(args["anchors"], np.float32).reshape(-1, 4)
-    if xp is not np:
-        anchors = xp.as_tensor(anchors, device=boxes.device)
-    count = anchors.shape[0]
-    anchor_centre, anchor_extent = _centre_extent(anchors)
-    if args["offset"]:
-        out = xp.zeros((count, 4), dtype=np.float32) if xp is np else \
-            xp.zeros((count, 4), dtype=xp.float32, device=boxes.device)
-    else:
-        out = xp.concatenate([anchor_centre, anchor_extent], 1) if xp is np else xp.cat([anchor_centre, anchor_extent], 1)
-    out_labels = xp.zeros(count, dtype=labels.dtype) if xp is np else \
-        xp.zeros(count, dtype=labels.dtype, device=boxes.device)
-    if boxes.shape[0] == 0:
-        return out, out_labels
-    iou = box_iou(xp, boxes, anchors)
-    rows = xp.arange(boxes.shape[0]) if xp is np else xp.arange(boxes.shape[0], device=boxes.device)
-    iou[rows, _last_argmax(xp, iou, 1)] = 2.0  # every box keeps its best anchor, whatever the criteria
-    best_box = _last_argmax(xp, iou, 0)
-    columns = xp.arange(count) if xp is np else xp.arange(count, device=boxes.device)
-    matched = iou[best_box, columns] > args["criteria"]
-    box_centre, box_extent = _centre_extent(boxes[best_box])
-    if args["offset"]:
-        scale, means, stds = args["scale"], np.asarray(args["means"], np.float32), np.asarray(args["stds"], np.float32)
-        if xp is not np:
-            means, stds = xp.as_tensor(means, device=boxes.device), xp.as_tensor(stds, device=boxes.device)
-        log = np.log if xp is np else xp.log
-        centre = ((box_centre * scale - anchor_centre * scale) / (anchor_extent * scale) - means[:2]) / stds[:2]
-        extent = (log((box_extent * scale) / (anchor_extent * scale)) - means[2:]) / stds[2:]
-    else:
-        centre, extent = box_centre, box_extent
-    encoded = xp.concatenate([centre, extent], 1) if xp is np else xp.cat([centre, extent], 1)
-    out[matched] = _float32(xp, encoded[matched])
-    out_labels[matched] = labels[best_box][matched]
-    return out, out_labels
+    return boxes, labels
 
 
 class EncoderDeclaration:
     def declare_outputs(self, inputs):
         return OutputSpec(np.dtype(np.float32), 2, "", (len(self.args["anchors"]) // 4, 4)), \
             OutputSpec(inputs[1].dtype, 1, "", (len(self.args["anchors"]) // 4,))
+
+    def anchors(self) -> np.ndarray:
+        return np.asarray(self.args["anchors"], np.float32).reshape(-1, 4)
 
 
 def _check_encoder(static: dict, per_sample: frozenset) -> None:
@@ -269,20 +275,60 @@ def _check_encoder(static: dict, per_sample: frozenset) -> None:
         raise ArgError("argument 'stds': a standard deviation of 0")
 
 
-register_array_operator(
-    "box_encoder", _box_encoder, (2, 2),
-    (Arg("anchors", "floats", REQUIRED, "The anchors (default boxes), 4 values each: left, top, right, bottom."),
-     Arg("criteria", "float", 0.5, "An anchor takes the box it overlaps most when their IoU is above this.",
-         min=0.0, max=1.0),
-     Arg("offset", "bool", False, "Output the matched boxes as offsets from their anchors, normalized by "
-         "means and stds (unmatched anchors: zeros); else as centre and size (unmatched: the anchor)."),
-     Arg("scale", "float", 1.0, "Boxes and anchors are multiplied by this before the offsets are computed."),
-     Arg("means", "floats", (0.0, 0.0, 0.0, 0.0), "Subtracted from the offsets (x, y, w, h)."),
-     Arg("stds", "floats", (1.0, 1.0, 1.0, 1.0), "The offsets are divided by these (x, y, w, h).")),
-    "SSD's encoding of a sample's ltrb boxes and labels against a set of anchors: each box takes its best "
-    "anchor, and each other anchor the box it overlaps most when their IoU exceeds criteria. Outputs the "
-    "boxes [anchors, 4] (centre x, y, width, height, or offsets) and labels [anchors] (0: background).",
-    declaration=EncoderDeclaration, input_names=("boxes", "labels"), checks=(_check_encoder,), num_outputs=2)
+registry.register_schema(OpSchema(
+    name="box_encoder", class_name="BoxEncoder",
+    doc="SSD's encoding of a sample's ltrb boxes and labels against a set of anchors: each box takes its best "
+        "anchor, and each other anchor the box it overlaps most when their IoU exceeds criteria. Outputs the "
+        "boxes [anchors, 4] (centre x, y, width, height, or offsets) and labels [anchors] (0: background).",
+    args=(Arg("anchors", "floats", REQUIRED, "The anchors (default boxes), 4 values each: left, top, right, bottom."),
+          Arg("criteria", "float", 0.5, "An anchor takes the box it overlaps most when their IoU is above this.",
+              min=0.0, max=1.0),
+          Arg("offset", "bool", False, "Output the matched boxes as offsets from their anchors, normalized by "
+              "means and stds (unmatched anchors: zeros); else as centre and size (unmatched: the anchor)."),
+          Arg("scale", "float", 1.0, "Boxes and anchors are multiplied by this before the offsets are computed."),
+          Arg("means", "floats", (0.0, 0.0, 0.0, 0.0), "Subtracted from the offsets (x, y, w, h)."),
+          Arg("stds", "floats", (1.0, 1.0, 1.0, 1.0), "The offsets are divided by these (x, y, w, h).")),
+    num_inputs=(2, 2), num_outputs=2, input_names=("boxes", "labels"), checks=(_check_encoder,)))
+
+
+@registry.register("box_encoder", "cpu")
+class BoxEncoder(EncoderDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        boxes, labels = _encoder_inputs(np, *inputs)
+        valid = np.ones((1, len(boxes)), bool)
+        if len(boxes) == 0:  # one padding row: every anchor is background
+            boxes, labels, valid = np.zeros((1, 4), np.float32), np.zeros(1, labels.dtype), np.zeros((1, 1), bool)
+        encoded, encoded_labels = encode_boxes(np, boxes[None], valid, labels[None], self.anchors(), args)
+        return encoded[0], encoded_labels[0]
+
+
+@registry.register("box_encoder", "gpu", requires=devices.gpu_problem)
+class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
+    """The whole batch at once: boxes padded to the batch's most, one IoU table [B, N, M]."""
+
+    _anchors = None
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+
+        from penstock.operators.gpu_plan import tensors_of
+        pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(inputs[0]), tensors_of(inputs[1]))]
+        if not pairs:
+            return [], []
+        device = pairs[0][0].device
+        if self._anchors is None or self._anchors.device != device:
+            self._anchors = torch.from_numpy(self.anchors()).to(device)
+        most = max(1, max(len(b) for b, _ in pairs))
+        boxes = torch.zeros((len(pairs), most, 4), dtype=torch.float32, device=device)
+        labels = torch.zeros((len(pairs), most), dtype=pairs[0][1].dtype, device=device)
+        valid = torch.zeros((len(pairs), most), dtype=torch.bool, device=device)
+        for row, (sample_boxes, sample_labels) in enumerate(pairs):
+            boxes[row, :len(sample_boxes)] = sample_boxes
+            labels[row, :len(sample_labels)] = sample_labels
+            valid[row, :len(sample_boxes)] = True
+        # one set of arguments per batch: box_encoder's are all fixed for the pipeline
+        encoded, encoded_labels = encode_boxes(torch, boxes, valid, labels, self._anchors, args[0])
+        return list(encoded.unbind(0)), list(encoded_labels.unbind(0))
 
 
 # ---- random_bbox_crop -------------------------------------------------------------------------------
@@ -338,78 +384,83 @@ class BoxCropper:
         layout = self.args["shape_layout"] or "WHD"[:self.dimensions]
         return np.array([values[layout.index(EXTENT[d])] for d in range(self.dimensions)], np.float64)
 
-    def window(self, rng) -> tuple[np.ndarray, np.ndarray] | None:
-        """(anchor, extent) relative to the image, or None when the aspect ratios reject the draw."""
+    def windows(self, rng, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``count`` candidate windows at once: (anchors [A, D], extents [A, D], allowed [A]),
+        relative to the image; a window the aspect ratios reject is not allowed."""
+        dimensions = self.dimensions
         if self.crop_shape is not None:
             span = self.input_shape - self.crop_shape
-            anchor = np.array([rng.integers(min(0, s), max(0, s) + 1) for s in span], np.float64)
-            return anchor / self.input_shape, self.crop_shape / self.input_shape
+            anchors = rng.integers(np.minimum(0, span), np.maximum(0, span) + 1, (count, dimensions))
+            return anchors / self.input_shape, np.tile(self.crop_shape / self.input_shape, (count, 1)), \
+                np.ones(count, bool)
         low, high = self.args["scaling"]
-        draws = rng.uniform(low, high, self.dimensions)
-        extent = draws.copy()
+        draws = rng.uniform(low, high, (count, dimensions))
+        extents = draws.copy()
+        pixels = self.input_shape if self.input_shape is not None else np.ones(dimensions)
         fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
-        if fixed:  # one side follows another at the fixed ratio, in random order, then the longest is the largest draw
+        if fixed:  # one side follows another at the fixed ratio, in random order; the longest is the largest draw
             for i, j, ratio in fixed:
-                pixels = self.input_shape if self.input_shape is not None else np.ones(self.dimensions)
-                if rng.integers(2):
-                    extent[j] = extent[i] * pixels[i] / (ratio * pixels[j])
-                else:
-                    extent[i] = extent[j] * ratio * pixels[j] / pixels[i]
-            extent *= draws.max() / extent.max()
-        sizes = extent * (self.input_shape if self.input_shape is not None else 1.0)
+                first = rng.integers(2, size=count).astype(bool)
+                extents[:, j] = np.where(first, extents[:, i] * pixels[i] / (ratio * pixels[j]), extents[:, j])
+                extents[:, i] = np.where(first, extents[:, i], extents[:, j] * ratio * pixels[j] / pixels[i])
+            extents *= (draws.max(1) / extents.max(1))[:, None]
+        sizes = extents * pixels
+        allowed = np.ones(count, bool)
         for (i, j), (least, most) in zip(self.pairs, self.ratios):
-            if not least <= sizes[i] / sizes[j] <= most:
-                return None
-        anchor = np.array([rng.uniform(min(0.0, 1.0 - e), max(0.0, 1.0 - e)) for e in extent])
-        return anchor, extent
+            ratio = sizes[:, i] / sizes[:, j]
+            allowed &= (least <= ratio) & (ratio <= most)
+        anchors = rng.uniform(np.minimum(0.0, 1.0 - extents), np.maximum(0.0, 1.0 - extents))
+        return anchors, extents, allowed
 
-    def metric(self, low, high, anchor, extent) -> tuple[float, np.ndarray]:
-        """(the window's score against the boxes, each box's intersection volume)."""
-        inter = np.prod(np.clip(np.minimum(high, anchor + extent) - np.maximum(low, anchor), 0.0, None), axis=1)
-        volumes = np.prod(high - low, axis=1)
-        if self.args["threshold_type"] == "iou":
-            scores = inter / (np.prod(extent) + volumes - inter)
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scores = inter / volumes  # 0 / 0 for a box of no area: never passes
-        scores = np.where(np.isnan(scores), -np.inf, scores)
-        return float(scores.min() if self.args["all_boxes_above_threshold"] else scores.max()), inter
+    def scores(self, low, high, anchors, extents) -> tuple[np.ndarray, np.ndarray]:
+        """(each window's score against the boxes [A], each box's intersection volume [A, N])."""
+        far = anchors + extents
+        inter = np.prod(np.clip(np.minimum(high[None], far[:, None]) - np.maximum(low[None], anchors[:, None]),
+                                0.0, None), axis=2)
+        volumes = np.prod(high - low, axis=1)[None]
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 for a box of no area: never passes
+            if self.args["threshold_type"] == "iou":
+                table = inter / (np.prod(extents, axis=1)[:, None] + volumes - inter)
+            else:
+                table = inter / volumes
+        table = np.where(np.isnan(table), -np.inf, table)
+        return (table.min(1) if self.args["all_boxes_above_threshold"] else table.max(1)), inter
 
-    def keep(self, low, high, inter, anchor, extent) -> np.ndarray:
+    def keep(self, low, high, inter, anchors, extents) -> np.ndarray:
+        """Which boxes each window keeps [A, N]."""
         threshold = self.args["bbox_prune_threshold"]
         if threshold is None:  # the box's centre inside the window (the far side open)
-            centres = (low + high) / 2
-            return np.all((centres >= anchor) & (centres < anchor + extent), axis=1)
-        volumes = np.prod(high - low, axis=1)
+            centres = ((low + high) / 2)[None]
+            return np.all((centres >= anchors[:, None]) & (centres < (anchors + extents)[:, None]), axis=2)
+        volumes = np.prod(high - low, axis=1)[None]
         with np.errstate(divide="ignore", invalid="ignore"):
             return (inter > 0) & (inter / volumes >= threshold)
 
     def crop(self, low, high, rng):
         """(anchor, extent, indices of the kept boxes)."""
         options = [*self.args["thresholds"], *([None] if self.args["allow_no_crop"] else [])]
-        whole = (np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low)))
         total, attempts = self.args["total_num_attempts"], 0
         best, best_score = None, -np.inf
         while True:
             threshold = options[rng.integers(len(options))]
             if threshold is None:
-                return whole
-            chosen = None
-            for _ in range(self.args["num_attempts"]):
-                attempts += 1
-                window = self.window(rng)
-                if window is None:
-                    continue
-                if len(low) == 0:  # nothing to keep in view: the first window the ratios allow
-                    return (*window, np.arange(0))
-                score, inter = self.metric(low, high, *window)
-                kept = np.flatnonzero(self.keep(low, high, inter, *window))
-                if score >= threshold and len(kept):
-                    chosen = (*window, kept)
-                if score > best_score:
-                    best, best_score = (*window, kept), score
-            if chosen is not None:
-                return chosen
+                return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low))
+            anchors, extents, allowed = self.windows(rng, self.args["num_attempts"])
+            attempts += len(allowed)
+            if len(low) == 0 and allowed.any():  # nothing to keep in view: the first window the ratios allow
+                first = int(np.argmax(allowed))
+                return anchors[first], extents[first], np.arange(0)
+            if allowed.any():
+                scores, inter = self.scores(low, high, anchors, extents)
+                kept = self.keep(low, high, inter, anchors, extents)
+                valid = np.flatnonzero(allowed & (scores >= threshold) & kept.any(1))
+                if len(valid):  # the round's last valid window
+                    last = int(valid[-1])
+                    return anchors[last], extents[last], np.flatnonzero(kept[last])
+                scores = np.where(allowed, scores, -np.inf)
+                top = int(np.argmax(scores))  # the first window of the best score
+                if scores[top] > best_score:
+                    best, best_score = (anchors[top], extents[top], np.flatnonzero(kept[top])), scores[top]
             if total > 0 and attempts >= total:
                 return best if best is not None else (np.zeros(self.dimensions), np.zeros(self.dimensions),
                                                       np.arange(0))

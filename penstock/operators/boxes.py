@@ -310,6 +310,7 @@ class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
         from penstock.operators.gpu_plan import tensors_of
         pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(inputs[0]), tensors_of(inputs[1]))]
@@ -318,14 +319,13 @@ class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
         device = pairs[0][0].device
         if self._anchors is None or self._anchors.device != device:
             self._anchors = torch.from_numpy(self.anchors()).to(device)
-        most = max(1, max(len(b) for b, _ in pairs))
-        boxes = torch.zeros((len(pairs), most, 4), dtype=torch.float32, device=device)
-        labels = torch.zeros((len(pairs), most), dtype=pairs[0][1].dtype, device=device)
-        valid = torch.zeros((len(pairs), most), dtype=torch.bool, device=device)
-        for row, (sample_boxes, sample_labels) in enumerate(pairs):
-            boxes[row, :len(sample_boxes)] = sample_boxes
-            labels[row, :len(sample_labels)] = sample_labels
-            valid[row, :len(sample_boxes)] = True
+        lengths = [len(b) for b, _ in pairs]
+        if max(lengths) == 0:  # one padding row: every anchor is background
+            pairs = [(b.new_zeros((1, 4)), l.new_zeros(1)) for b, l in pairs]
+        boxes = pad_sequence([b for b, _ in pairs], batch_first=True)
+        labels = pad_sequence([l for _, l in pairs], batch_first=True)
+        counts = torch.tensor(lengths, device="cpu").to(device, non_blocking=True)
+        valid = torch.arange(boxes.shape[1], device=device)[None, :] < counts[:, None]
         # one set of arguments per batch: box_encoder's are all fixed for the pipeline
         encoded, encoded_labels = encode_boxes(torch, boxes, valid, labels, self._anchors, args[0])
         return list(encoded.unbind(0)), list(encoded_labels.unbind(0))

@@ -93,8 +93,9 @@ def test_the_older_operator_names_are_the_current_operators():
     assert dali_fn.coin_flip is dali_fn.random.coin_flip and dali_fn.uniform is dali_fn.random.uniform
     assert dali_ops.FileReader is dali_ops.readers.File and dali_ops.nvJPEGDecoderRandomCrop is \
         dali_ops.decoders.ImageRandomCrop
-    with pytest.raises(AttributeError, match=r"fn\.coco_reader \(now readers\.coco\): penstock does not have"):
-        dali_fn.coco_reader
+    assert dali_fn.coco_reader is dali_fn.readers.coco and dali_ops.COCOReader is dali_ops.readers.COCO
+    with pytest.raises(AttributeError, match=r"fn\.tfrecord_reader \(now readers\.tfrecord\): penstock does not have"):
+        dali_fn.tfrecord_reader
 
 
 def test_external_source_drops_a_partial_batch_at_an_iterables_end():

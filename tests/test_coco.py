@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-from penstock import fn, pipeline_def
+from penstock import fn, pipeline_def, types
 
 pycocotools = pytest.importorskip("pycocotools")
 from pycocotools import mask as mask_util  # noqa: E402
@@ -228,3 +228,26 @@ def test_arguments_that_exclude_each_other_fail_at_the_call(coco_set):
             return tuple(fn.readers.coco(file_root=images, annotations_file=annotations, polygon_masks=True,
                                          pixelwise_masks=True))
         pipe()
+
+
+def test_masks_follow_the_image_through_flip_and_nearest_resize(coco_set):
+    images, annotations, _ = coco_set
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=2)
+    def pipe():
+        _, _, _, masks = fn.readers.coco(file_root=images, annotations_file=annotations, pixelwise_masks=True)
+        flipped = fn.flip(masks, horizontal=1)
+        resized = fn.resize(masks, resize_x=50, resize_y=40, interp_type=types.INTERP_NN)
+        return masks, flipped, resized
+    built = pipe()
+    built.build()
+    masks, flipped, resized = built.run()
+    for index in range(4):
+        mask = np.asarray(masks.at(index))
+        np.testing.assert_array_equal(np.asarray(flipped.at(index)), mask[:, ::-1])
+        small = np.asarray(resized.at(index))
+        # nearest by pixel centres (OpenCV's INTER_NEAREST_EXACT): labels are kept, never blended
+        expected = cv2.resize(mask[:, :, 0], (50, 40), interpolation=cv2.INTER_NEAREST_EXACT)
+        assert small.dtype == np.int32
+        np.testing.assert_array_equal(small[:, :, 0], expected)
+    built.close()

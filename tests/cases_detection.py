@@ -147,6 +147,10 @@ CASES = {
         lambda samples, outputs: [b.reshape(-1, 2) @ np.array([[0.5, 2.0], [-1.0, 1.0]]).T + [0.25, -3.0]
                                   for b in samples], max_abs=1e-5),
     "box_encoder": _encode_case(offset=True),
+    "bbox_rotate": Case(lambda: BOX_FEED, lambda node, device: fn.bbox_rotate(
+        node, angle=90.0, input_shape=[40, 60], bbox_layout="xyWH"),  # a quarter turn: x, y, w, h -> y, 1 - x - w, h, w
+        lambda samples, outputs: [np.stack([b[:, 1], 1 - b[:, 0] - b[:, 2], b[:, 3], b[:, 2]], 1) for b in samples],
+        max_abs=1e-5),
     "random_bbox_crop": Case(lambda: [xywh_to_ltrb(b) for b in BOX_FEED],
                              lambda node, device: fn.random_bbox_crop(node, thresholds=[0.0, 0.2], scaling=[0.3, 1.0],
                                                                       aspect_ratio=[0.5, 2.0], num_attempts=10,

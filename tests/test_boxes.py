@@ -214,3 +214,36 @@ def test_random_bbox_crop_arguments_say_what_is_wrong(arguments, message):
 def test_boxes_outside_the_image_are_refused():
     with pytest.raises(Exception, match=r"box 1 .* is not inside \[0, 1\]"):
         crop_draws([np.array([[0.1, 0.1, 0.5, 0.5], [0.2, 0.3, 1.4, 0.9]], np.float32)])
+
+
+@pytest.mark.parametrize("angle", [30.0, -45.0, 90.0, 135.0, 180.0])
+def test_rotated_boxes_hold_what_rotate_turns(angle):
+    from penstock import types
+    height, width = 60, 90
+    mask = np.zeros((height, width, 1), np.uint8)
+    mask[10:30, 20:50] = 255
+    box = np.array([[20 / width, 10 / height, 50 / width, 30 / height]], np.float32)
+    turned, [boxes] = run(lambda m, b: (fn.rotate(m, angle=angle, interp_type=types.INTERP_NN),
+                                        fn.bbox_rotate(b, angle=angle, input_shape=fn.shapes(m), shape_layout="HWC")),
+                          [[mask], [box]])
+    image = turned[0][:, :, 0]
+    rows, columns = np.nonzero(image)
+    out_height, out_width = image.shape
+    pixels = boxes[0] * [out_width, out_height, out_width, out_height]
+    # the turned rectangle's pixels (nearest sampling) lie within a pixel of the turned box's edges
+    np.testing.assert_allclose(pixels, [columns.min(), rows.min(), columns.max() + 1, rows.max() + 1], atol=1.0)
+
+
+def test_boxes_turned_off_the_canvas_are_dropped_with_their_labels():
+    boxes = [np.array([[0.0, 0.0, 0.1, 0.1], [0.4, 0.4, 0.6, 0.6]], np.float32)]
+    labels = [np.array([5, 6], np.int32)]
+    kept, kept_labels = run(lambda b, l: fn.bbox_rotate(b, l, angle=45.0, input_shape=[100, 100], keep_size=True,
+                                                        remove_threshold=0.5), [boxes, labels])
+    assert kept_labels[0].tolist() == [6] and kept[0].shape == (1, 4)  # the corner box leaves the canvas
+
+
+def test_fixed_mode_keeps_the_boxes_size_on_a_quarter_turn():
+    box = [np.array([[0.1, 0.2, 0.5, 0.4]], np.float32)]
+    [fixed] = run(lambda b: fn.bbox_rotate(b, angle=90.0, input_shape=[50, 80], mode="fixed"), [box])
+    [expanded] = run(lambda b: fn.bbox_rotate(b, angle=90.0, input_shape=[50, 80]), [box])
+    np.testing.assert_allclose(fixed[0], expanded[0], atol=1e-6)  # a quarter turn needs no shrinking

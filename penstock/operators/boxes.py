@@ -566,3 +566,82 @@ class RandomBBoxCrop(RandomBBoxCropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         rng = np.random.Generator(np.random.Philox(key=int(sample.params)))
         return _random_bbox_crop(args, inputs[0], inputs[1] if len(inputs) > 1 else None, rng)
+
+
+# ---- bbox_rotate --------------------------------------------------------------------------------------
+def _bbox_rotate(args: dict, boxes: np.ndarray, labels) -> tuple:
+    from penstock.operators.geometry import rotated_size
+    boxes = check_boxes(np, np.asarray(boxes), "bbox_rotate")
+    shape, layout = list(args["input_shape"]), args["shape_layout"] or "HW"
+    if "H" not in layout or "W" not in layout or len(shape) < len(layout):
+        raise ValueError(f"bbox_rotate: input_shape {shape} with shape_layout {layout!r} does not give a height "
+                         "and a width")
+    height, width = int(shape[layout.index("H")]), int(shape[layout.index("W")])
+    angle = float(args["angle"])
+    out_height, out_width = rotated_size(height, width, angle, args)
+    low, high = boxes_to_corners(boxes, "xyXY" if args["bbox_layout"] == "xyXY" else "xyWH")
+    scale = np.array([width, height], np.float64) if args["bbox_normalized"] else np.ones(2)
+    low, high = low * scale, high * scale
+    corners = np.stack([low, np.stack([high[:, 0], low[:, 1]], 1), high, np.stack([low[:, 0], high[:, 1]], 1)], 1)
+    radians = np.radians(angle)
+    cos, sin = np.cos(radians), np.sin(radians)
+    centred = corners - [width / 2, height / 2]  # pixel edges about the image's centre, as rotate turns it
+    turned = np.stack([centred[..., 0] * cos + centred[..., 1] * sin, -centred[..., 0] * sin + centred[..., 1] * cos],
+                      -1) + [out_width / 2, out_height / 2]
+    new_low, new_high = turned.min(1), turned.max(1)
+    if args["mode"] != "expand" and len(boxes):  # shrink the hull toward the box's own size (sides swapped if turned)
+        sizes, hulls = high - low, new_high - new_low
+        swap = (sizes[:, 0] < sizes[:, 1]) ^ (hulls[:, 0] < hulls[:, 1])
+        target = np.where(swap[:, None], sizes[:, ::-1], sizes)
+        shrink = (hulls - target) / 2 * (0.5 if args["mode"] == "halfway" else 1.0)
+        new_low, new_high = new_low + shrink, new_high - shrink
+    canvas = np.array([out_width, out_height], np.float64)
+    clipped_low, clipped_high = np.clip(new_low, 0, canvas), np.clip(new_high, 0, canvas)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kept_part = np.prod(clipped_high - clipped_low, 1) / np.prod(new_high - new_low, 1)
+    keep = np.flatnonzero(kept_part >= args["remove_threshold"])  # 0 / 0 (a box of no area) is never kept
+    divide = canvas if args["bbox_normalized"] else np.ones(2)
+    result = corners_to_boxes(clipped_low[keep] / divide, clipped_high[keep] / divide,
+                              "xyXY" if args["bbox_layout"] == "xyXY" else "xyWH")
+    return (result,) if labels is None else (result, np.asarray(labels)[keep])
+
+
+class BBoxRotateDeclaration:
+    def declare_outputs(self, inputs):
+        box_spec = OutputSpec(np.dtype(np.float32), 2, "")
+        return (box_spec, inputs[1].but(layout="")) if len(inputs) > 1 else box_spec
+
+
+registry.register_schema(OpSchema(
+    name="bbox_rotate", class_name="BBoxRotate",
+    doc="Turns boxes with their image as rotate turns it (about the image's centre, a positive angle "
+        "counter-clockwise, the output canvas rotate's), giving each the box around its turned corners "
+        "('expand'), or that box shrunk toward the original size ('fixed') or halfway there ('halfway'); "
+        "boxes clipped to the canvas, and dropped (with their labels) when less than remove_threshold of "
+        "them stays on it.",
+    args=(Arg("angle", "float", REQUIRED, "Degrees, counter-clockwise, as rotate's.", per_sample=True),
+          Arg("input_shape", "ints", REQUIRED, "The image's shape (shape_layout order), e.g. fn.shapes(images).",
+              per_sample=True),
+          Arg("shape_layout", "str", "HW", "Which entries of input_shape are the height and the width ('HWC'...)."),
+          Arg("bbox_layout", "str", "xyXY", "'xyXY' (ltrb) or 'xyWH'.", choices=("xyXY", "xyWH")),
+          Arg("bbox_normalized", "bool", True, "Boxes relative to the image (else in pixels)."),
+          Arg("keep_size", "bool", False, "The canvas keeps the image's size (as rotate's keep_size)."),
+          Arg("size", "floats", None, "The canvas's (height, width), as rotate's size."),
+          Arg("mode", "str", "expand", "'expand', 'halfway' or 'fixed'.", choices=("expand", "halfway", "fixed")),
+          Arg("remove_threshold", "float", 0.1, "Drop a box when less than this part of it stays on the canvas.",
+              min=0.0, max=1.0)),
+    num_inputs=(1, 2), num_outputs=lambda static, inputs: inputs, outputs_follow_inputs=True,
+    input_names=("boxes", "labels"),
+    checks=(lambda static, per_sample: _exclusive_size(static),)))
+
+
+def _exclusive_size(static: dict) -> None:
+    if static["keep_size"] and static["size"]:
+        raise ArgError("give either 'keep_size' or 'size', not both")
+
+
+@registry.register("bbox_rotate", "cpu")
+class BBoxRotate(BBoxRotateDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        result = _bbox_rotate(args, inputs[0], inputs[1] if len(inputs) > 1 else None)
+        return result if len(result) > 1 else result[0]

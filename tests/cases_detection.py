@@ -89,6 +89,42 @@ def ssd_encode(boxes, labels, anchors, criteria=0.5, offset=False, means=(0, 0, 
     return np.array(out_boxes, np.float32), np.array(out_labels, np.int32)
 
 
+MASKS = [np.pad(np.eye(6, dtype=np.int32) * (k + 1), ((0, 1), (1, 0)))[:, :, None] for k in range(4)] + \
+    [np.zeros((5, 4, 1), np.int32)]
+
+
+def _check_mask_pixels(samples, outputs):
+    """A foreground pixel where there is one, else a pixel of the mask."""
+    for mask, pixel in zip(samples, outputs):
+        assert pixel.dtype == np.int64 and pixel.shape == (3,) and (pixel < mask.shape).all()
+        if mask.any():
+            assert mask[tuple(pixel)] > 0
+
+
+def _select_case():
+    polygons = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [1, 10, 13]], np.int32)] * 3
+    vertices = [np.arange(26, dtype=np.float32).reshape(13, 2) + k for k in range(3)]
+    chosen = [np.array([1], np.int32), np.array([2, 0], np.int32), np.array([0, 1, 2], np.int32)]
+
+    def build(node, device):
+        from penstock import fn as f
+        ids, poly, vert = (f.external_source(source=lambda v=v: v, batch=True) for v in (chosen, polygons, vertices))
+        return f.segmentation.select_masks(ids, poly, vert, reindex_masks=True)
+
+    def reference(samples, outputs):  # written out: each chosen mask's polygons, in the order asked
+        for ids, poly, vert, got_polygons, got_vertices in zip(chosen, polygons, vertices, *outputs):
+            rows, pieces, start = [], [], 0
+            for new_id, mask_id in enumerate(ids):
+                for owner, first, end in poly:
+                    if owner == mask_id:
+                        rows.append([new_id, start, start + end - first])
+                        pieces.append(vert[first:end])
+                        start += end - first
+            np.testing.assert_array_equal(got_polygons, np.array(rows).reshape(-1, 3))
+            np.testing.assert_array_equal(got_vertices, np.concatenate(pieces))
+    return Case(lambda: [], build, reference)
+
+
 def _check_crops(samples, outputs):
     """The boxes whose centres are in the window, clipped to it and made relative to it (numpy)."""
     for boxes, anchor, extent, cropped in zip(samples, *outputs):
@@ -147,6 +183,9 @@ CASES = {
         lambda samples, outputs: [b.reshape(-1, 2) @ np.array([[0.5, 2.0], [-1.0, 1.0]]).T + [0.25, -3.0]
                                   for b in samples], max_abs=1e-5),
     "box_encoder": _encode_case(offset=True),
+    "segmentation.random_mask_pixel": Case(lambda: MASKS, lambda node, device: fn.segmentation.random_mask_pixel(
+        node, foreground=1), lambda samples, outputs: _check_mask_pixels(samples, outputs)),
+    "segmentation.select_masks": _select_case(),
     "bbox_rotate": Case(lambda: BOX_FEED, lambda node, device: fn.bbox_rotate(
         node, angle=90.0, input_shape=[40, 60], bbox_layout="xyWH"),  # a quarter turn: x, y, w, h -> y, 1 - x - w, h, w
         lambda samples, outputs: [np.stack([b[:, 1], 1 - b[:, 0] - b[:, 2], b[:, 3], b[:, 2]], 1) for b in samples],

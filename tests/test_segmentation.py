@@ -1,0 +1,48 @@
+"""segmentation.random_mask_pixel draws uniformly from the foreground it is given (checked over many
+draws against numpy's count of the pixels), and segmentation.select_masks refuses ids it cannot serve."""
+import numpy as np
+import pytest
+
+from penstock import fn, pipeline_def
+
+
+def draw_pixels(masks, runs, **arguments):
+    @pipeline_def(batch_size=len(masks), num_threads=2, device_id=None, seed=4)
+    def pipe():
+        return fn.segmentation.random_mask_pixel(fn.external_source(source=lambda: masks, batch=True), **arguments)
+    built = pipe()
+    built.build()
+    pixels = [tuple(np.asarray(batch.at(i)).tolist()) for batch in (built.run()[0] for _ in range(runs))
+              for i in range(len(masks))]
+    built.close()
+    return pixels
+
+
+def test_foreground_pixels_are_drawn_uniformly():
+    mask = np.zeros((6, 8), np.uint8)
+    mask[1, 2] = mask[4, 7] = mask[5, 0] = 3
+    mask[2, 2] = 9
+    pixels = draw_pixels([mask] * 50, 40, foreground=1, value=3)
+    counts = {pixel: pixels.count(pixel) for pixel in set(pixels)}
+    assert set(counts) == {(1, 2), (4, 7), (5, 0)}  # only the pixels equal to value
+    assert all(abs(count / len(pixels) - 1 / 3) < 0.04 for count in counts.values())
+
+
+def test_without_foreground_every_pixel_can_be_drawn():
+    pixels = draw_pixels([np.zeros((3, 4), np.int32)] * 40, 30, foreground=1)
+    assert set(pixels) == {(y, x) for y in range(3) for x in range(4)}
+
+
+@pytest.mark.parametrize("mask_ids, message", [([1, 1], "name a mask twice"), ([4], "mask id 4 has no polygon")])
+def test_select_masks_refuses_ids_it_cannot_serve(mask_ids, message):
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        ids = fn.external_source(source=lambda: [np.array(mask_ids, np.int32)], batch=True)
+        polygons = fn.external_source(source=lambda: [np.array([[0, 0, 3], [1, 3, 6]], np.int32)], batch=True)
+        vertices = fn.external_source(source=lambda: [np.zeros((6, 2), np.float32)], batch=True)
+        return fn.segmentation.select_masks(ids, polygons, vertices)
+    built = pipe()
+    built.build()
+    with pytest.raises(Exception, match=message):
+        built.run()
+    built.close()

@@ -101,6 +101,17 @@ def _check_mask_pixels(samples, outputs):
             assert mask[tuple(pixel)] > 0
 
 
+def _check_object_boxes(samples, outputs):
+    """The box of the label's pixels (each mask's diagonal is one 8-connected blob), or the whole mask."""
+    for mask, box in zip(samples, outputs):
+        if mask.any():
+            rows, columns, _ = np.nonzero(mask)
+            expected = [rows.min(), columns.min(), 0, rows.max() + 1, columns.max() + 1, 1]
+        else:
+            expected = [0, 0, 0, *mask.shape]
+        np.testing.assert_array_equal(box, expected)
+
+
 def _select_case():
     polygons = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [1, 10, 13]], np.int32)] * 3
     vertices = [np.arange(26, dtype=np.float32).reshape(13, 2) + k for k in range(3)]
@@ -186,6 +197,8 @@ CASES = {
     "segmentation.random_mask_pixel": Case(lambda: MASKS, lambda node, device: fn.segmentation.random_mask_pixel(
         node, foreground=1), lambda samples, outputs: _check_mask_pixels(samples, outputs)),
     "segmentation.select_masks": _select_case(),
+    "segmentation.random_object_bbox": Case(lambda: MASKS, lambda node, device: fn.segmentation.random_object_bbox(
+        node, format="box", k_largest=1), lambda samples, outputs: _check_object_boxes(samples, outputs)),
     "bbox_rotate": Case(lambda: BOX_FEED, lambda node, device: fn.bbox_rotate(
         node, angle=90.0, input_shape=[40, 60], bbox_layout="xyWH"),  # a quarter turn: x, y, w, h -> y, 1 - x - w, h, w
         lambda samples, outputs: [np.stack([b[:, 1], 1 - b[:, 0] - b[:, 2], b[:, 3], b[:, 2]], 1) for b in samples],

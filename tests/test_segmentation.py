@@ -46,3 +46,41 @@ def test_select_masks_refuses_ids_it_cannot_serve(mask_ids, message):
     with pytest.raises(Exception, match=message):
         built.run()
     built.close()
+
+
+def object_boxes(mask, runs=30, **arguments):
+    @pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=6)
+    def pipe():
+        return fn.segmentation.random_object_bbox(fn.external_source(source=lambda: [mask] * 8, batch=True),
+                                                  format="start_end", output_class=True, **arguments)
+    built = pipe()
+    built.build()
+    found = []
+    for _ in range(runs):
+        starts, ends, labels = built.run()
+        found.extend((tuple(np.asarray(starts.at(i))), tuple(np.asarray(ends.at(i))), int(np.asarray(labels.at(i))))
+                     for i in range(8))
+    built.close()
+    return found
+
+
+MASK = np.zeros((10, 12), np.int32)
+MASK[1:3, 2:6] = 1   # 8 pixels
+MASK[6:9, 8:11] = 1  # 9 pixels
+MASK[5, 0] = 2       # 1 pixel
+MASK[8, 2] = MASK[9, 3] = 2  # diagonal neighbours: one 8-connected blob
+
+
+def test_every_blob_of_the_drawn_label_is_drawn_with_its_box():
+    found = set(object_boxes(MASK))
+    assert found == {((1, 2), (3, 6), 1), ((6, 8), (9, 11), 1), ((5, 0), (6, 1), 2), ((8, 2), (10, 4), 2)}
+
+
+def test_k_largest_threshold_foreground_prob_and_ignore_class():
+    assert set(object_boxes(MASK, k_largest=1, classes=[1])) == {((6, 8), (9, 11), 1)}
+    assert set(object_boxes(MASK, threshold=[2, 2])) == {((1, 2), (3, 6), 1), ((6, 8), (9, 11), 1),
+                                                         ((8, 2), (10, 4), 2)}
+    assert set(object_boxes(MASK, foreground_prob=0.0)) == {((0, 0), (10, 12), 0)}
+    merged = np.zeros((4, 4), np.int32)
+    merged[1, 1], merged[1, 2] = 1, 2  # two labels side by side: one blob when labels are ignored
+    assert set(object_boxes(merged, ignore_class=True)) == {((1, 1), (2, 3), 0)}

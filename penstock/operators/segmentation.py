@@ -7,7 +7,7 @@ import numpy as np
 
 from penstock import registry
 from penstock.contract import OutputSpec, SampleOperator
-from penstock.schema import Arg, OpSchema
+from penstock.schema import Arg, ArgError, OpSchema
 
 
 def select_masks(mask_ids: np.ndarray, polygons: np.ndarray, vertices: np.ndarray, reindex: bool):
@@ -75,9 +75,18 @@ registry.register_schema(OpSchema(
     args=(Arg("foreground", "int", 0, "Draw from the foreground (1) or from every pixel (0).", per_sample=True,
               min=0, max=1),
           Arg("value", "int", None, "The foreground is the pixels equal to this (default: above threshold).",
-              nullable=True),
-          Arg("threshold", "float", 0.0, "The foreground is the pixels above this (when value is not given).")),
-    num_inputs=(1, 1), input_names=("mask",)))
+              nullable=True, per_sample=True),
+          Arg("threshold", "float", 0.0, "The foreground is the pixels above this (when value is not given).",
+              per_sample=True)),
+    num_inputs=(1, 1), input_names=("mask",),
+    checks=(lambda static, per_sample: _value_or_threshold(static, per_sample),)))
+
+
+def _value_or_threshold(static: dict, per_sample: frozenset) -> None:
+    gave_value = static.get("value") is not None or "value" in per_sample
+    gave_threshold = static.get("threshold") not in (None, 0.0) or "threshold" in per_sample
+    if gave_value and gave_threshold:
+        raise ArgError("give either 'value' or 'threshold', not both")
 
 
 @registry.register("segmentation.random_mask_pixel", "cpu")
@@ -90,3 +99,96 @@ class RandomMaskPixel(SampleOperator):
 
     def run(self, inputs, args, sample, out=None):
         return random_mask_pixel(inputs[0], args, np.random.Generator(np.random.Philox(key=int(sample.params))))
+
+
+# ---- random_object_bbox -------------------------------------------------------------------------------
+def object_boxes(plane: np.ndarray, selected: np.ndarray) -> np.ndarray:
+    """(start_y, start_x, end_y, end_x, pixels) of each 8-connected blob of ``selected`` in a 2-D plane."""
+    import cv2
+    count, _, stats, _ = cv2.connectedComponentsWithStats(selected.astype(np.uint8), connectivity=8)
+    stats = stats[1:]  # label 0 is what is not selected
+    return np.stack([stats[:, 1], stats[:, 0], stats[:, 1] + stats[:, 3], stats[:, 0] + stats[:, 2],
+                     stats[:, 4]], 1).reshape(-1, 5)
+
+
+def random_object_bbox(mask: np.ndarray, args: dict, rng: np.random.Generator) -> tuple:
+    mask = np.asarray(mask)
+    planar = [axis for axis, size in enumerate(mask.shape) if size != 1]
+    if len(planar) > 2:
+        raise ValueError(f"segmentation.random_object_bbox: takes 2-D masks (other axes of size 1), got shape "
+                         f"{mask.shape}")
+    plane = mask.reshape([mask.shape[axis] for axis in planar] + [1] * (2 - len(planar)))
+    background = args["background"]
+    classes = [int(c) for c in args["classes"]] if args["classes"] is not None else \
+        sorted(int(v) for v in np.unique(plane) if v != background)
+    present = [c for c in classes if (plane == c).any()]
+    start, end, label = np.zeros(mask.ndim, np.int64), np.array(mask.shape, np.int64), background
+    if present and rng.random() < args["foreground_prob"]:
+        if args["ignore_class"]:
+            selected, label = np.isin(plane, present), background
+        else:
+            weights = np.asarray(args["class_weights"], np.float64) if args["class_weights"] is not None else None
+            if weights is not None:
+                weights = np.array([weights[classes.index(c)] for c in present])
+                weights = weights / weights.sum() if weights.sum() > 0 else None
+            label = present[rng.choice(len(present), p=weights)]
+            selected = plane == label
+        blobs = object_boxes(plane, selected)
+        if args["threshold"] is not None:
+            least = np.broadcast_to(np.asarray(args["threshold"], np.float64), (2,))
+            blobs = blobs[np.all(blobs[:, 2:4] - blobs[:, 0:2] >= least, axis=1)]
+        if args["k_largest"] is not None:
+            blobs = blobs[np.argsort(-blobs[:, 4], kind="stable")[:args["k_largest"]]]
+        if len(blobs):
+            blob = blobs[rng.integers(len(blobs))]
+            for index, axis in enumerate(planar):
+                start[axis], end[axis] = blob[index], blob[2 + index]
+    if args["format"] == "anchor_shape":
+        outputs = [start.astype(np.int32), (end - start).astype(np.int32)]
+    elif args["format"] == "start_end":
+        outputs = [start.astype(np.int32), end.astype(np.int32)]
+    else:
+        outputs = [np.concatenate([start, end]).astype(np.int32)]
+    if args["output_class"]:
+        outputs.append(np.array(label, np.int32))
+    return tuple(outputs)
+
+
+registry.register_schema(OpSchema(
+    name="segmentation.random_object_bbox", class_name="segmentation.RandomObjectBBox",
+    doc="The box of a random object of a label mask: with probability foreground_prob a label is drawn "
+        "(uniformly, or by class_weights) among those present, its 8-connected blobs found (filtered by "
+        "threshold and k_largest) and one drawn; else, or when there is none, the whole mask. Outputs, by "
+        "format: anchor and shape, start and end, or one box [start..., end...] (int32, the mask's axis "
+        "order), and the label with output_class.",
+    args=(Arg("background", "int", 0, "The label of no object.", per_sample=True),
+          Arg("classes", "ints", None, "The labels to draw from (default: every label present but background).",
+              per_sample=True),
+          Arg("class_weights", "floats", None, "The weight of each of classes.", per_sample=True),
+          Arg("foreground_prob", "float", 1.0, "How often an object is drawn (else the whole mask).",
+              per_sample=True, min=0.0, max=1.0),
+          Arg("format", "str", "anchor_shape", "'anchor_shape', 'start_end' or 'box'.",
+              choices=("anchor_shape", "start_end", "box")),
+          Arg("ignore_class", "bool", False, "Blobs of any foreground label, regardless of label."),
+          Arg("k_largest", "int", None, "Draw among the k largest blobs only.", min=1, nullable=True),
+          Arg("threshold", "ints", None, "The least extent of a blob per axis (one value or one per axis).",
+              per_sample=True),
+          Arg("output_class", "bool", False, "Also output the drawn label."),
+          Arg("cache_objects", "bool", False, "Accepted for DALI compatibility; blobs are found each time.")),
+    num_inputs=(1, 1), input_names=("mask",),
+    num_outputs=lambda static: (2 if static["format"] != "box" else 1) + bool(static["output_class"])))
+
+
+@registry.register("segmentation.random_object_bbox", "cpu")
+class RandomObjectBBox(SampleOperator):
+    def declare_outputs(self, inputs):
+        count = self.schema.outputs_for(self.args)
+        return tuple(OutputSpec(np.dtype(np.int32), 1 if i < count - bool(self.args["output_class"]) else 0, "")
+                     for i in range(count))
+
+    def draw(self, rng, count):
+        return rng.integers(0, 2**63, count)
+
+    def run(self, inputs, args, sample, out=None):
+        result = random_object_bbox(inputs[0], args, np.random.Generator(np.random.Philox(key=int(sample.params))))
+        return result if len(result) > 1 else result[0]

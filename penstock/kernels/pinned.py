@@ -134,5 +134,6 @@ def copy_into(buffer: torch.Tensor, offsets: list, arrays: list) -> int:
 def upload_arrays(device, arrays: list) -> list[torch.Tensor]:
     """Each array as a tensor on ``device`` (views into one packed copy)."""
     packed, offsets = upload(device, arrays)
-    return [packed[offset:offset + array.nbytes].view(to_torch_dtype(array.dtype)).view(array.shape)
+    torch_types = {dtype: to_torch_dtype(dtype) for dtype in {array.dtype for array in arrays}}  # once per type
+    return [packed[offset:offset + array.nbytes].view(torch_types[array.dtype]).view(array.shape)
             for array, offset in zip(arrays, offsets)]

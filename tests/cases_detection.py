@@ -112,6 +112,27 @@ def _check_object_boxes(samples, outputs):
         np.testing.assert_array_equal(box, expected)
 
 
+SSD_IMAGES = [np.full((30 + 5 * k, 40, 3), k, np.uint8) for k in range(5)]
+
+
+def _ssd_crop_build(node, device):
+    images = fn.external_source(source=lambda: SSD_IMAGES, batch=True, layout="HWC")
+    boxes = fn.external_source(source=lambda: [xywh_to_ltrb(b) if len(b) else np.array([[0.2, 0.2, 0.8, 0.8]],
+                                                                                     np.float32)
+                                               for b in BOX_FEED], batch=True)
+    labels = fn.external_source(source=lambda: [np.arange(max(len(b), 1), dtype=np.int32) for b in BOX_FEED],
+                                batch=True)
+    return fn.ssd_random_crop(images, boxes, labels, num_attempts=10)
+
+
+def _check_ssd_crops(outputs):
+    """Each crop a window of its image (every pixel the image's value), its boxes inside [0, 1]
+    and as many as its labels."""
+    for k, (crop, boxes, labels) in enumerate(zip(*outputs)):
+        assert crop.ndim == 3 and (crop == k).all() and crop.shape[0] <= SSD_IMAGES[k].shape[0]
+        assert len(boxes) == len(labels) >= 1 and ((boxes >= 0) & (boxes <= 1)).all()
+
+
 def _select_case():
     polygons = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [1, 10, 13]], np.int32)] * 3
     vertices = [np.arange(26, dtype=np.float32).reshape(13, 2) + k for k in range(3)]
@@ -199,6 +220,7 @@ CASES = {
     "segmentation.select_masks": _select_case(),
     "segmentation.random_object_bbox": Case(lambda: MASKS, lambda node, device: fn.segmentation.random_object_bbox(
         node, format="box", k_largest=1), lambda samples, outputs: _check_object_boxes(samples, outputs)),
+    "ssd_random_crop": Case(lambda: [], _ssd_crop_build, lambda samples, outputs: _check_ssd_crops(outputs)),
     "bbox_rotate": Case(lambda: BOX_FEED, lambda node, device: fn.bbox_rotate(
         node, angle=90.0, input_shape=[40, 60], bbox_layout="xyWH"),  # a quarter turn: x, y, w, h -> y, 1 - x - w, h, w
         lambda samples, outputs: [np.stack([b[:, 1], 1 - b[:, 0] - b[:, 2], b[:, 3], b[:, 2]], 1) for b in samples],

@@ -247,3 +247,25 @@ def test_fixed_mode_keeps_the_boxes_size_on_a_quarter_turn():
     [fixed] = run(lambda b: fn.bbox_rotate(b, angle=90.0, input_shape=[50, 80], mode="fixed"), [box])
     [expanded] = run(lambda b: fn.bbox_rotate(b, angle=90.0, input_shape=[50, 80]), [box])
     np.testing.assert_allclose(fixed[0], expanded[0], atol=1e-6)  # a quarter turn needs no shrinking
+
+
+def test_ssd_random_crop_crops_the_image_to_the_window_its_boxes_are_in():
+    height, width = 90, 120
+    ys, xs = np.mgrid[0:height, 0:width]
+    image = np.stack([xs, ys, np.zeros_like(xs)], axis=2).astype(np.uint8)  # each pixel holds its coordinates
+    boxes = [sizable_boxes(count, seed) for seed, count in enumerate([1, 2, 3] * 10)]
+    labels = [np.arange(len(b), dtype=np.int32) + 1 for b in boxes]
+    crops, cropped, kept = run(lambda i, b, l: fn.ssd_random_crop(i, b, l, num_attempts=10),
+                               [[image] * len(boxes), boxes, labels])
+    for crop, original, new_boxes, new_labels in zip(crops, boxes, cropped, kept):
+        x0, y0 = int(crop[0, 0, 0]), int(crop[0, 0, 1])
+        h, w = crop.shape[:2]
+        np.testing.assert_array_equal(crop, image[y0:y0 + h, x0:x0 + w])  # a window of the image
+        anchor, extent = np.array([x0 / width, y0 / height]), np.array([w / width, h / height])
+        centres = (original[:, :2] + original[:, 2:]) / 2
+        inside = np.all((centres >= anchor - 0.01) & (centres < anchor + extent + 0.01), axis=1)
+        assert len(new_labels) >= 1 and set(new_labels.tolist()) <= set((np.flatnonzero(inside) + 1).tolist())
+        expected = np.concatenate([np.clip((np.maximum(original[new_labels - 1, :2], anchor) - anchor) / extent, 0, 1),
+                                   np.clip((np.minimum(original[new_labels - 1, 2:], anchor + extent) - anchor) / extent,
+                                           0, 1)], 1)
+        np.testing.assert_allclose(new_boxes, expected, atol=0.02)  # the window rounded to whole pixels

@@ -645,3 +645,49 @@ class BBoxRotate(BBoxRotateDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         result = _bbox_rotate(args, inputs[0], inputs[1] if len(inputs) > 1 else None)
         return result if len(result) > 1 else result[0]
+
+
+# ---- ssd_random_crop (DALI's older, fixed form of random_bbox_crop, cropping the image itself) ---------
+SSD_CROP = {"thresholds": (0.1, 0.3, 0.5, 0.7, 0.9, 0.0), "threshold_type": "iou", "aspect_ratio": (0.5, 2.0),
+            "scaling": (0.3, 1.0), "total_num_attempts": -1, "all_boxes_above_threshold": True,
+            "allow_no_crop": True, "bbox_prune_threshold": None, "input_shape": None, "crop_shape": None,
+            "shape_layout": None}
+
+
+def _ssd_random_crop(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, num_attempts: int, rng) -> tuple:
+    boxes = check_boxes(np, np.asarray(boxes), "ssd_random_crop")
+    if image.ndim != 3:
+        raise ValueError(f"ssd_random_crop: takes HWC images, got shape {image.shape}")
+    low, high = boxes[:, :2].astype(np.float64), boxes[:, 2:].astype(np.float64)
+    anchor, extent, kept = BoxCropper({**SSD_CROP, "num_attempts": num_attempts}, 2).crop(low, high, rng)
+    height, width = image.shape[:2]
+    x0, y0 = int(round(anchor[0] * width)), int(round(anchor[1] * height))
+    x1, y1 = int(round((anchor[0] + extent[0]) * width)), int(round((anchor[1] + extent[1]) * height))
+    new_low = np.clip((np.maximum(low[kept], anchor) - anchor) / extent, 0.0, 1.0)
+    new_high = np.clip((np.minimum(high[kept], anchor + extent) - anchor) / extent, 0.0, 1.0)
+    return (np.ascontiguousarray(image[y0:max(y1, y0 + 1), x0:max(x1, x0 + 1)]),
+            np.concatenate([new_low, new_high], 1).astype(np.float32).reshape(-1, 4), np.asarray(labels)[kept])
+
+
+registry.register_schema(OpSchema(
+    name="ssd_random_crop", class_name="SSDRandomCrop",
+    doc="SSD's random crop (DALI's older operator; random_bbox_crop is its general form): each round draws "
+        "no crop or a minimum IoU of 0.1, 0.3, 0.5, 0.7, 0.9 or 0, and num_attempts windows of sides 0.3-1 "
+        "of the image's with an aspect ratio of 0.5-2, until one reaches the IoU with every box and keeps "
+        "a box whose centre it holds; outputs the cropped image, its boxes (ltrb, relative to the crop) "
+        "and their labels.",
+    args=(Arg("num_attempts", "int", 1, "Windows drawn per round.", min=1),),
+    num_inputs=(3, 3), num_outputs=3, input_names=("images", "boxes", "labels")))
+
+
+@registry.register("ssd_random_crop", "cpu")
+class SSDRandomCrop(SampleOperator):
+    def declare_outputs(self, inputs):
+        return inputs[0].but(shape=None), OutputSpec(np.dtype(np.float32), 2, ""), inputs[2].but(layout="")
+
+    def draw(self, rng, count):
+        return rng.integers(0, 2**63, count)
+
+    def run(self, inputs, args, sample, out=None):
+        rng = np.random.Generator(np.random.Philox(key=int(sample.params)))
+        return _ssd_random_crop(inputs[0], inputs[1], inputs[2], args["num_attempts"], rng)

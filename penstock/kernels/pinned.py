@@ -137,3 +137,12 @@ def upload_arrays(device, arrays: list) -> list[torch.Tensor]:
     torch_types = {dtype: to_torch_dtype(dtype) for dtype in {array.dtype for array in arrays}}  # once per type
     return [packed[offset:offset + array.nbytes].view(torch_types[array.dtype]).view(array.shape)
             for array, offset in zip(arrays, offsets)]
+
+
+def to_device(device, arrays: list) -> list[torch.Tensor]:
+    """Numpy arrays as tensors on ``device``: on a GPU views into one copy from pinned memory,
+    which does not wait for the work already queued there (a copy from pageable memory would);
+    on the CPU the arrays themselves."""
+    if device.type == "cuda":
+        return upload_arrays(device, arrays)
+    return [torch.from_numpy(array) for array in arrays]

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from penstock import numeric
 from penstock.batch import PackedBatch
-from penstock.kernels.pinned import upload_arrays
+from penstock.kernels.pinned import to_device
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 BLOCK = 1024
@@ -187,10 +187,7 @@ def _finish(output: torch.Tensor, offsets: list, shapes: list, out_dtype: torch.
     return list(PackedBatch(numeric.saturate_tensor(output, out_dtype), offsets, shapes))
 
 
-def tables_to(device, arrays: list) -> list:
-    if device.type == "cuda":
-        return upload_arrays(device, arrays)
-    return [torch.from_numpy(array) for array in arrays]
+tables_to = to_device  # the kernels' parameter tables, uploaded without waiting for the GPU
 
 
 def ragged_grid(sizes: list) -> tuple[int, int]:

@@ -19,6 +19,7 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
+from penstock.kernels.pinned import to_device
 from penstock.operators import color_tables
 from penstock.operators.filters import Window, apply_window
 from penstock.operators.geometry import check_hwc, declare_hwc, rotation_edge_map
@@ -168,16 +169,6 @@ def value_tables(kinds: list, parameters: np.ndarray, counts):
             table = (center + (levels - center) * parameter).round()
         tables[rows] = table.clamp(0.0, 255.0).expand(len(chosen), channels, 256).to(torch.uint8)
     return tables
-
-
-def to_device(device, arrays: list) -> list:
-    """Numpy arrays as tensors on ``device``: on a GPU from pinned memory in one copy, so that
-    the copy does not wait for the work already queued there."""
-    import torch
-    if device.type == "cuda":
-        from penstock.kernels.pinned import upload_arrays
-        return upload_arrays(device, arrays)
-    return [torch.from_numpy(array) for array in arrays]
 
 
 def equalize_table(counts, cumulative, pixels, levels):

@@ -312,6 +312,7 @@ class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
         import torch
         from torch.nn.utils.rnn import pad_sequence
 
+        from penstock.kernels.pinned import to_device
         from penstock.operators.gpu_plan import tensors_of
         pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(inputs[0]), tensors_of(inputs[1]))]
         if not pairs:
@@ -324,7 +325,8 @@ class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
             pairs = [(b.new_zeros((1, 4)), l.new_zeros(1)) for b, l in pairs]
         boxes = pad_sequence([b for b, _ in pairs], batch_first=True)
         labels = pad_sequence([l for _, l in pairs], batch_first=True)
-        counts = torch.tensor(lengths, device="cpu").to(device, non_blocking=True)
+        # from pinned memory: a copy from pageable memory would wait for the stream's queued work
+        counts = to_device(device, [np.array(lengths, np.int64)])[0]
         valid = torch.arange(boxes.shape[1], device=device)[None, :] < counts[:, None]
         # one set of arguments per batch: box_encoder's are all fixed for the pipeline
         encoded, encoded_labels = encode_boxes(torch, boxes, valid, labels, self._anchors, args[0])

@@ -19,7 +19,6 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.kernels.pinned import to_device
 from penstock.operators import color_tables
 from penstock.operators.filters import Window, apply_window
 from penstock.operators.geometry import check_hwc, declare_hwc, rotation_edge_map
@@ -141,6 +140,7 @@ def value_tables(kinds: list, parameters: np.ndarray, counts):
     tables = torch.empty((count, channels, 256), dtype=torch.uint8, device=device)
     names = sorted(set(kinds))
     chosen_rows = [np.array([index for index, name in enumerate(kinds) if name == kind], np.int64) for kind in names]
+    from penstock.kernels.pinned import to_device  # (torch only when a step runs)
     first_parameters, *row_tensors = to_device(device, [np.asarray(parameters, np.float32)[:, 0], *chosen_rows])
     for kind, chosen, rows in zip(names, chosen_rows, row_tensors):
         parameter = first_parameters[rows][:, None, None]
@@ -276,6 +276,8 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         drew equalize, auto_contrast or contrast (every histogram in one scatter: bincount would
         wait for the GPU to learn its size)."""
         import torch
+
+        from penstock.kernels.pinned import to_device
         device = samples[0].device
         count, channels = len(samples), samples[0].shape[2]
         fixed, fixed_rows = self._steps.fixed_tables()

@@ -201,21 +201,20 @@ def run_case(args) -> None:
         pipe = ssd_pipeline(api, args.data, 300, args.batch_size, args.threads, device == "gpu")
         iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
 
-        def detection_epochs():
-            while True:
-                yield from iterator
-        return _time_steps(args, started, imported, synchronize, detection_epochs(), lambda step: step[0]["images"])
+        return _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["images"])
     if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
         importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
     pipe = build_pipeline(api, kind, device, args.data, args.batch_size, args.threads, decoder_args)
     iterator = DALIClassificationIterator([pipe], reader_name="Reader", auto_reset=True)
 
-    def epochs():  # auto_reset: each epoch ends with StopIteration, and the next starts at once
-        while True:
-            yield from iterator
+    _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["data"])
 
-    _time_steps(args, started, imported, synchronize, epochs(), lambda step: step[0]["data"])
+
+def _epochs(iterator):
+    """Batches without end: with auto_reset each epoch ends with StopIteration and the next starts at once."""
+    while True:
+        yield from iterator
 
 
 def _time_steps(args, started: float, imported: float, synchronize, steps, images_of) -> None:

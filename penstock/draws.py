@@ -90,3 +90,16 @@ class SampleBlocks:
     def __array__(self, dtype=None, copy=None):
         array = np.array(list(self), np.float64).reshape(self.blocks, 4)
         return array if dtype is None else array.astype(dtype)
+
+
+class SampleStreams:
+    """For operators whose samples draw as many numbers as they turn out to need (rounds of crop
+    attempts, a pixel among however many the mask has): ``draw`` gives each sample a key of its
+    own, and ``stream(sample)`` is that sample's generator, the same whatever thread runs it."""
+
+    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        return rng.integers(0, 2**63, count)
+
+    @staticmethod
+    def stream(sample) -> np.random.Generator:
+        return np.random.Generator(np.random.Philox(key=int(sample.params)))

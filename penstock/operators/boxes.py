@@ -12,6 +12,7 @@ import numpy as np
 
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.draws import SampleStreams
 from penstock.operators.tensors import register_array_operator
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -216,10 +217,10 @@ def encode_boxes(xp, boxes, valid, labels, anchors, args):
     count = anchors.shape[0]
     anchor_centre, anchor_extent = _centre_extent(anchors)
     iou = box_iou(xp, boxes, anchors)
-    iou = xp.where(valid[..., None], iou, -1.0 + 0.0 * iou)  # padding rows never win an anchor
+    iou = xp.where(valid[..., None], iou, -1.0)  # padding rows never win an anchor
     best_anchor = _last_argmax(xp, iou, 2)  # [B, N]
     claimed = (xp.arange(count) if xp is np else xp.arange(count, device=boxes.device)) == best_anchor[..., None]
-    iou = xp.where(claimed & valid[..., None], 2.0 + 0.0 * iou, iou)
+    iou = xp.where(claimed & valid[..., None], 2.0, iou)
     best_box = _last_argmax(xp, iou, 1)  # [B, M]
     best_iou = xp.take_along_axis(iou, best_box[:, None, :], 1)[:, 0] if xp is np else \
         iou.gather(1, best_box[:, None, :])[:, 0]
@@ -481,11 +482,12 @@ def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng) -> tuple:
         raise ValueError(f"random_bbox_crop: box {bad} {boxes[bad].tolist()} is not inside [0, 1] ({layout}); it takes "
                          "boxes relative to the image")
     dimensions = boxes.shape[1] // 2
-    anchor, extent, kept = BoxCropper(args, dimensions).crop(low, high, rng)
+    cropper = BoxCropper(args, dimensions)
+    anchor, extent, kept = cropper.crop(low, high, rng)
     safe = np.where(extent > 0, extent, 1.0)
     new_low = np.clip((np.maximum(low[kept], anchor) - anchor) / safe, 0.0, 1.0)
     new_high = np.clip((np.minimum(high[kept], anchor + extent) - anchor) / safe, 0.0, 1.0)
-    scale = BoxCropper(args, dimensions).input_shape if args["crop_shape"] else None
+    scale = cropper.input_shape if args["crop_shape"] else None
     outputs = [(anchor * scale if scale is not None else anchor).astype(np.float32),
                (extent * scale if scale is not None else extent).astype(np.float32),
                corners_to_boxes(new_low, new_high, layout)]
@@ -561,12 +563,10 @@ registry.register_schema(OpSchema(
 
 
 @registry.register("random_bbox_crop", "cpu")
-class RandomBBoxCrop(RandomBBoxCropDeclaration, SampleOperator):
-    def draw(self, rng, count):
-        return rng.integers(0, 2**63, count)  # a stream per sample: a draw takes as many numbers as it needs
+class RandomBBoxCrop(SampleStreams, RandomBBoxCropDeclaration, SampleOperator):
 
     def run(self, inputs, args, sample, out=None):
-        rng = np.random.Generator(np.random.Philox(key=int(sample.params)))
+        rng = self.stream(sample)
         return _random_bbox_crop(args, inputs[0], inputs[1] if len(inputs) > 1 else None, rng)
 
 
@@ -683,13 +683,11 @@ registry.register_schema(OpSchema(
 
 
 @registry.register("ssd_random_crop", "cpu")
-class SSDRandomCrop(SampleOperator):
+class SSDRandomCrop(SampleStreams, SampleOperator):
     def declare_outputs(self, inputs):
         return inputs[0].but(shape=None), OutputSpec(np.dtype(np.float32), 2, ""), inputs[2].but(layout="")
 
-    def draw(self, rng, count):
-        return rng.integers(0, 2**63, count)
 
     def run(self, inputs, args, sample, out=None):
-        rng = np.random.Generator(np.random.Philox(key=int(sample.params)))
+        rng = self.stream(sample)
         return _ssd_random_crop(inputs[0], inputs[1], inputs[2], args["num_attempts"], rng)

@@ -7,6 +7,7 @@ import numpy as np
 
 from penstock import registry
 from penstock.contract import OutputSpec, SampleOperator
+from penstock.draws import SampleStreams
 from penstock.schema import Arg, ArgError, OpSchema
 
 
@@ -90,15 +91,13 @@ def _value_or_threshold(static: dict, per_sample: frozenset) -> None:
 
 
 @registry.register("segmentation.random_mask_pixel", "cpu")
-class RandomMaskPixel(SampleOperator):
+class RandomMaskPixel(SampleStreams, SampleOperator):
     def declare_outputs(self, inputs):
         return OutputSpec(np.dtype(np.int64), 1, "")
 
-    def draw(self, rng, count):
-        return rng.integers(0, 2**63, count)
 
     def run(self, inputs, args, sample, out=None):
-        return random_mask_pixel(inputs[0], args, np.random.Generator(np.random.Philox(key=int(sample.params))))
+        return random_mask_pixel(inputs[0], args, self.stream(sample))
 
 
 # ---- random_object_bbox -------------------------------------------------------------------------------
@@ -180,15 +179,13 @@ registry.register_schema(OpSchema(
 
 
 @registry.register("segmentation.random_object_bbox", "cpu")
-class RandomObjectBBox(SampleOperator):
+class RandomObjectBBox(SampleStreams, SampleOperator):
     def declare_outputs(self, inputs):
         count = self.schema.outputs_for(self.args)
         return tuple(OutputSpec(np.dtype(np.int32), 1 if i < count - bool(self.args["output_class"]) else 0, "")
                      for i in range(count))
 
-    def draw(self, rng, count):
-        return rng.integers(0, 2**63, count)
 
     def run(self, inputs, args, sample, out=None):
-        result = random_object_bbox(inputs[0], args, np.random.Generator(np.random.Philox(key=int(sample.params))))
+        result = random_object_bbox(inputs[0], args, self.stream(sample))
         return result if len(result) > 1 else result[0]

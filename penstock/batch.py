@@ -27,6 +27,13 @@ class PackedBatch:
         self.offsets = offsets
         self.shapes = shapes
 
+    @classmethod
+    def of_dense(cls, tensor) -> "PackedBatch":
+        """The rows of a dense [N, ...] tensor, without a view per row."""
+        shape = tuple(tensor.shape[1:])
+        volume = _volume(shape)
+        return cls(tensor.reshape(-1), [index * volume for index in range(len(tensor))], [shape] * len(tensor))
+
     def __len__(self) -> int:
         return len(self.shapes)
 

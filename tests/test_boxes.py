@@ -6,14 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases_detection import ANCHORS, random_boxes, ssd_encode, xywh_to_ltrb
+from conftest import gpu_or_emulated
 
 from penstock import fn, pipeline_def
 
 
-def run(build, feeds, batch_size=None):
+def run(build, feeds, batch_size=None, device_id=None):
     batch_size = batch_size or len(feeds[0])
 
-    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
+    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=device_id, seed=3)
     def pipe():
         nodes = [fn.external_source(source=lambda feed=feed: feed, batch=True) for feed in feeds]
         return build(*nodes)
@@ -23,7 +24,8 @@ def run(build, feeds, batch_size=None):
     built.close()
     if not isinstance(outputs, (list, tuple)):
         outputs = (outputs,)
-    return [[np.asarray(batch.at(i)) for i in range(batch_size)] for batch in outputs]
+    return [[np.asarray(batch.at(i).cpu() if hasattr(batch.at(i), "cpu") else batch.at(i)) for i in range(batch_size)]
+            for batch in outputs]
 
 
 def measured_box(mask: np.ndarray) -> np.ndarray:
@@ -81,6 +83,34 @@ def test_box_encoder_without_offsets_gives_centres_and_sizes():
         np.testing.assert_allclose(got, want, atol=1e-6)
         np.testing.assert_array_equal(got_labels, want_labels)
     assert (encoded_labels[1] == 0).all()  # no boxes: every anchor is background
+
+
+@pytest.mark.parametrize("counts", [[4, 0, 1, 3], [2, 2, 2], [0, 0]])
+def test_the_gpu_encodes_ragged_boxes_moved_with_gpu_as_the_cpu_does(counts):
+    """.gpu() keeps ragged boxes and labels packed in one buffer: the GPU form pads them from it."""
+    boxes = [xywh_to_ltrb(random_boxes(count, seed)) for seed, count in enumerate(counts)]
+    labels = [np.arange(1, len(b) + 1, dtype=np.int32) for b in boxes]
+    labels[1::2] = [label.reshape(-1, 1) for label in labels[1::2]]  # [N, 1] as readers.coco gives, or [N]
+    if counts[2:3] == [1]:
+        boxes[2] = boxes[2].reshape(4)  # a single box as [4]
+
+    def encode(b, l, device):
+        if device == "gpu":
+            b, l = b.gpu(), l.gpu()
+        return fn.box_encoder(b, l, anchors=ANCHORS.tolist(), criteria=0.4, offset=True, stds=[0.1, 0.1, 0.2, 0.2])
+    with gpu_or_emulated():
+        gpu = run(lambda b, l: encode(b, l, "gpu"), [boxes, labels], device_id=0)
+    cpu = run(lambda b, l: encode(b, l, "cpu"), [boxes, labels])
+    for gpu_output, cpu_output in zip(gpu, cpu):
+        for gpu_sample, cpu_sample in zip(gpu_output, cpu_output):
+            np.testing.assert_allclose(gpu_sample, cpu_sample, atol=1e-5)
+
+
+def test_the_gpu_names_the_sample_whose_boxes_and_labels_differ_in_number():
+    boxes = [random_boxes(3, 0), random_boxes(2, 1)]
+    labels = [np.ones(3, np.int32), np.ones(1, np.int32)]
+    with gpu_or_emulated(), pytest.raises(Exception, match=r"box_encoder: 2 boxes with 1 labels \(sample 1\)"):
+        run(lambda b, l: fn.box_encoder(b.gpu(), l.gpu(), anchors=ANCHORS.tolist()), [boxes, labels], device_id=0)
 
 
 @pytest.mark.parametrize("build, message", [

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from penstock.batch import GpuBatch
+from penstock.batch import GpuBatch, PackedBatch
 from penstock.contract import BatchContext, DeferredBatch
 from penstock.executor import branches
 from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, WorkerCalls, as_tuple, call_operator
@@ -279,4 +279,6 @@ def _materialize(value) -> tuple[list, Any]:
     when the dense tensor is there (a GpuBatch makes it when asked)."""
     if isinstance(value, DeferredBatch):
         return value.materialize(per_sample=False)
+    if isinstance(value, PackedBatch):  # its views are made when asked for
+        return value, value.dense()
     return list(value), None

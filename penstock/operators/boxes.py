@@ -311,27 +311,83 @@ class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         import torch
-        from torch.nn.utils.rnn import pad_sequence
 
-        from penstock.kernels.pinned import to_device
-        from penstock.operators.gpu_plan import tensors_of
-        pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(inputs[0]), tensors_of(inputs[1]))]
-        if not pairs:
+        from penstock.batch import PackedBatch
+        if not len(inputs[0]):
             return [], []
-        device = pairs[0][0].device
-        if self._anchors is None or self._anchors.device != device:
-            self._anchors = torch.from_numpy(self.anchors()).to(device)
-        lengths = [len(b) for b, _ in pairs]
-        if max(lengths) == 0:  # one padding row: every anchor is background
-            pairs = [(b.new_zeros((1, 4)), l.new_zeros(1)) for b, l in pairs]
-        boxes = pad_sequence([b for b, _ in pairs], batch_first=True)
-        labels = pad_sequence([l for _, l in pairs], batch_first=True)
-        # from pinned memory: a copy from pageable memory would wait for the stream's queued work
-        counts = to_device(device, [np.array(lengths, np.int64)])[0]
-        valid = torch.arange(boxes.shape[1], device=device)[None, :] < counts[:, None]
+        padded = _padded_from_packed(inputs[0], inputs[1]) if isinstance(inputs[0], PackedBatch) and \
+            isinstance(inputs[1], PackedBatch) else None
+        boxes, labels, valid = padded or _padded_from_samples(inputs[0], inputs[1])
+        if self._anchors is None or self._anchors.device != boxes.device:
+            self._anchors = torch.from_numpy(self.anchors()).to(boxes.device)
         # one set of arguments per batch: box_encoder's are all fixed for the pipeline
         encoded, encoded_labels = encode_boxes(torch, boxes, valid, labels, self._anchors, args[0])
-        return list(encoded.unbind(0)), list(encoded_labels.unbind(0))
+        return PackedBatch.of_dense(encoded), PackedBatch.of_dense(encoded_labels)
+
+
+def _padded_from_samples(boxes, labels):
+    """(boxes [B, N, 4], labels [B, N], valid [B, N]) from per-sample tensors, N the batch's most
+    boxes (at least one row: a batch without boxes gets one padding row)."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    from penstock.kernels.pinned import to_device
+    from penstock.operators.gpu_plan import tensors_of
+    pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(boxes), tensors_of(labels))]
+    device = pairs[0][0].device
+    lengths = [len(b) for b, _ in pairs]
+    if max(lengths) == 0:
+        pairs = [(b.new_zeros((1, 4)), l.new_zeros(1)) for b, l in pairs]
+    boxes = pad_sequence([b for b, _ in pairs], batch_first=True)
+    labels = pad_sequence([l for _, l in pairs], batch_first=True)
+    # from pinned memory: a copy from pageable memory would wait for the stream's queued work
+    counts = to_device(device, [np.array(lengths, np.int64)])[0]
+    valid = torch.arange(boxes.shape[1], device=device)[None, :] < counts[:, None]
+    return boxes, labels, valid
+
+
+def _padded_from_packed(boxes, labels):
+    """_padded_from_samples' result from two PackedBatches (what ``.gpu()`` makes of ragged boxes
+    and labels) with a few operations for the whole batch: the rows' places are worked out on the
+    CPU from the samples' offsets and uploaded with one copy. None where the boxes are not float32
+    [N, 4] rows starting on whole rows of their buffer (the per-sample path then takes them)."""
+    import torch
+
+    from penstock.kernels.pinned import to_device
+    if boxes.buffer.dtype != torch.float32 or boxes.buffer.numel() % 4 or len(boxes) != len(labels):
+        return None
+    counts = []
+    for index, shape in enumerate(boxes.shapes):
+        if tuple(shape) == (4,):
+            shape = (1, 4)
+        if len(shape) != 2 or shape[1] != 4:
+            raise ValueError(f"box_encoder: takes boxes as a [N, 4] array, got shape {tuple(shape)} (sample {index})")
+        count = _volume(labels.shapes[index])
+        if count != shape[0]:
+            raise ValueError(f"box_encoder: {shape[0]} boxes with {count} labels (sample {index})")
+        counts.append(shape[0])
+    box_offsets = np.asarray(boxes.offsets, np.int64)
+    if np.any(box_offsets % 4):
+        return None
+    counts = np.asarray(counts, np.int64)
+    size, most, total = len(counts), max(int(counts.max()), 1), int(counts.sum())
+    firsts = np.repeat(np.cumsum(counts) - counts, counts)
+    places = np.empty((4, total), np.int64)
+    places[0] = np.repeat(np.arange(size), counts)  # the row's sample
+    places[1] = np.arange(total) - firsts  # its place among the sample's boxes
+    places[2] = np.repeat(box_offsets // 4, counts) + places[1]  # its row in the boxes' buffer
+    places[3] = np.repeat(np.asarray(labels.offsets, np.int64), counts) + places[1]  # its label's element
+    places, counts = to_device(boxes.buffer.device, [places, counts])
+    padded = boxes.buffer.new_zeros((size, most, 4))
+    padded_labels = labels.buffer.new_zeros((size, most))
+    padded[places[0], places[1]] = boxes.buffer.view(-1, 4)[places[2]]
+    padded_labels[places[0], places[1]] = labels.buffer[places[3]]
+    valid = torch.arange(most, device=padded.device)[None, :] < counts[:, None]
+    return padded, padded_labels, valid
+
+
+def _volume(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 # ---- random_bbox_crop -------------------------------------------------------------------------------

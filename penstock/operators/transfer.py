@@ -15,13 +15,17 @@ registry.register_schema(OpSchema(
 
 @registry.register("_to_gpu", "mixed", requires=devices.gpu_problem)
 class ToGpu(BatchOperator):
-    """CPU samples to the GPU: one copy from pinned memory for the whole batch."""
+    """CPU samples to the GPU: one copy from pinned memory for the whole batch, kept as one
+    PackedBatch when the samples share a dtype."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.kernels.pinned import upload_arrays
+        from penstock.batch import PackedBatch
+        from penstock.kernels.pinned import upload_arrays, upload_packed
         samples = [np.asarray(sample, order="C") for sample in inputs[0]]  # (ascontiguousarray makes 0-d 1-d)
         if not samples:
             return []
         if len({(s.shape, s.dtype) for s in samples}) == 1:
-            return list(upload_arrays(batch.device, [np.stack(samples)])[0])
+            return PackedBatch.of_dense(upload_arrays(batch.device, [np.stack(samples)])[0])
+        if len({s.dtype for s in samples}) == 1:  # ragged (boxes, labels): packed, no view per sample
+            return upload_packed(batch.device, samples)
         return upload_arrays(batch.device, samples)

@@ -3,11 +3,13 @@ colour spaces, and bad input named where it is given. The GPU runs on the emulat
 there is none (CPU tensors, Triton's interpreter)."""
 from __future__ import annotations
 
+import contextlib
+
 import cv2
 import numpy as np
 import pytest
 from cases_color import round_uint8, twist_matrix
-from conftest import CUDA, SEED, assert_close, smooth_image
+from conftest import CUDA, SEED, assert_close, gpu_or_emulated, smooth_image
 
 from penstock import Pipeline, devices, fn, pipeline_def, types
 
@@ -175,6 +177,34 @@ def define(body):
 def test_bad_values_fail_at_the_call(call, message):
     with pytest.raises(ValueError, match=message):
         define(call)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_per_sample_values_are_converted_and_checked_for_every_sample(device):
+    """Per-sample numbers reach a GPU operator converted for the whole batch at once, and one out of
+    range fails the batch naming the argument, as on the CPU."""
+    images = [np.full((4, 4, 3), 100, np.uint8)] * 3
+
+    def run(factors):
+        @pipeline_def(batch_size=3, num_threads=1, device_id=0 if device == "gpu" else None)
+        def pipeline():
+            data = fn.external_source(source=lambda: images, batch=True, layout="HWC")
+            factor = fn.external_source(source=lambda: factors, batch=True)
+            return fn.color_twist(data.gpu() if device == "gpu" else data, brightness=factor)
+        pipe = pipeline()
+        pipe.build()
+        try:
+            batch, = pipe.run()
+            return [np.asarray(sample.cpu() if hasattr(sample, "cpu") else sample) for sample in batch]
+        finally:
+            pipe.close()
+
+    with gpu_or_emulated() if device == "gpu" else contextlib.nullcontext():
+        for factors in ([np.float32(0.5), np.float32(1.5), np.float32(2)],  # one column of numbers
+                        [np.float32(0.5), np.array([1.5], np.float32), np.float64(2)]):  # one by one
+            assert [int(output[0, 0, 0]) for output in run(factors)] == [50, 150, 200]
+        with pytest.raises(Exception, match=r"color_twist.*'brightness': expected a value in \[0"):
+            run([np.float32(0.5), np.float32(-1.0), np.float32(1.0)])
 
 
 def test_lookup_keys_outside_the_input_type_fail_when_the_pipeline_is_built():

@@ -167,18 +167,24 @@ def sample_args(impl, arg_inputs: dict, values: dict) -> dict:
 def batch_args(impl, columns: dict, size: int) -> list:
     """Each sample's arguments for a batch operator, its per-sample arguments (``columns``: name ->
     per-sample values) filled in. A batch's samples share few distinct values (a coin flip has
-    two): each is converted once, and samples with the same values share one dictionary."""
+    two): each is converted once, and samples with the same values share one dictionary. Numbers
+    drawn per sample (all distinct) are converted for the whole column at once."""
     converted: dict = {}
     combined: dict = {}
     names = list(columns)
+    numbers = {name: _numbers(impl.schema.all_args[name], columns[name], size) for name in names}
     args = []
     for index in range(size):
         keys = []
         for name in names:
-            value = columns[name][index]
-            key = (name, _value_key(value))
-            if key not in converted:
-                converted[key] = call_operator(impl.name, "", _per_sample_value, impl, name, value)
+            if numbers[name] is not None:
+                key = (name, numbers[name][index])
+                converted[key] = key[1]
+            else:
+                value = columns[name][index]
+                key = (name, _value_key(value))
+                if key not in converted:
+                    converted[key] = call_operator(impl.name, "", _per_sample_value, impl, name, value)
             keys.append(key)
         keys = tuple(keys)
         args_of_sample = combined.get(keys)
@@ -186,6 +192,30 @@ def batch_args(impl, columns: dict, size: int) -> list:
             args_of_sample = combined[keys] = {**impl.args, **{key[0]: converted[key] for key in keys}}
         args.append(args_of_sample)
     return args
+
+
+def _numbers(arg, column, size: int) -> list | None:
+    """A float or int argument's per-sample values as Python numbers, converted for the whole
+    column (what ``arg.convert`` gives each); None where one of them needs the per-sample
+    conversion (not one number per sample, or out of range: that conversion says why)."""
+    if arg.kind not in ("float", "int") or arg.choices:
+        return None
+    try:
+        values = np.asarray(column)
+    except (ValueError, TypeError):
+        return None
+    if values.dtype.kind not in "biuf" or values.size != size:
+        return None
+    values = values.reshape(size)
+    if arg.kind == "int":
+        if values.dtype.kind == "f" and not (np.isfinite(values).all() and np.array_equal(values, np.floor(values))):
+            return None
+        values = values.astype(np.int64)
+    else:
+        values = values.astype(np.float64)
+    if (arg.min is not None and (values < arg.min).any()) or (arg.max is not None and (values > arg.max).any()):
+        return None
+    return values.tolist()
 
 
 def _value_key(value):

@@ -211,7 +211,9 @@ class GpuImageDecoder:
             packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
         pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe, run_call,
                                 run_on_workers)
-        on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1 and image_codecs.is_jpeg(item.data)]
+        # encoded data is a JPEG whose header the CPU workers read (anything else comes decoded);
+        # one the decoders cannot parse after all is decoded on the CPU, which says why
+        on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1]
         if self._hardware is not None and on_gpu:
             on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
         if not on_gpu:

@@ -116,3 +116,22 @@ def test_shared_arena_reuses_freed_space_and_says_when_full():
     assert arena.array((arena.size,), np.uint8) is None  # no room: the pool makes a private buffer
     pool = buffers.BufferPool(keep=2, arena=arena)
     assert arena.location(pool.acquire((3, 4), np.float32)) is not None
+
+
+@pytest.mark.parametrize("values", [
+    [np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros((0, 4), np.float32), np.ones((1, 4), np.float32)],
+    [np.arange(3, dtype=np.int32), np.arange(5, dtype=np.int32)],  # ragged, one rank: packed
+    [np.zeros((2, 4), np.float32), np.zeros(4, np.float32)],  # ranks differ: sent as they are
+    [np.zeros(2, np.float32), np.zeros(3, np.int64)],  # types differ: sent as they are
+    [np.full((2, 2), 7, np.uint8), np.full((2, 2), 9, np.uint8)],  # one shape: stacked
+])
+def test_a_column_crosses_the_pipe_and_comes_back_as_its_samples(values):
+    import pickle
+
+    from penstock.executor.processes import _column, _rows
+    back = _rows(pickle.loads(pickle.dumps(_column(values))))
+    assert len(back) == len(values)
+    for sent, received in zip(values, back):
+        assert received.shape == sent.shape and received.dtype == sent.dtype
+        np.testing.assert_array_equal(received, sent)
+        assert received.flags.writeable

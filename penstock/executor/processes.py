@@ -411,21 +411,39 @@ def _replies(reply: tuple):
         position += 1
 
 
+class _RaggedColumn(tuple):
+    """_RaggedColumn((flat, shapes)): arrays of one dtype and rank but different shapes (boxes,
+    labels), their elements back to back in ``flat`` and their shapes as an int64 array [n, rank].
+    A tuple without a __new__ of its own: it unpickles without running Python code."""
+
+    __slots__ = ()
+
+
 def _column(values: list):
     """One value of several samples, for the pipe: arrays of one shape and type stacked into one
-    array (one pickled object, not one per sample; the other end takes views of its rows, see
-    _rows), anything else as the list."""
+    array, arrays of one type and rank but different shapes packed into one _RaggedColumn (one
+    pickled object, not one per sample, each of which costs the receiving thread microseconds to
+    unpickle; the other end takes views, see _rows), anything else as the list."""
     first = values[0] if values else None
-    if isinstance(first, np.ndarray) and not first.dtype.hasobject and all(
-            isinstance(value, np.ndarray) and value.shape == first.shape and value.dtype == first.dtype
-            for value in values):
+    if not isinstance(first, np.ndarray) or first.dtype.hasobject or \
+            not all(isinstance(value, np.ndarray) and value.dtype == first.dtype for value in values):
+        return values
+    if all(value.shape == first.shape for value in values):
         return np.stack(values)
-    return values
+    if first.ndim == 0 or any(value.ndim != first.ndim for value in values):
+        return values
+    return _RaggedColumn((np.concatenate([value.reshape(-1) for value in values]),
+                          np.array([value.shape for value in values], np.int64)))
 
 
 def _rows(column) -> list:
     """The per-sample values of a _column: views of a stacked array's rows (0-d arrays for a
-    column of scalars, not numpy scalars), or the list itself."""
+    column of scalars, not numpy scalars) or of a _RaggedColumn's parts, or the list itself."""
+    if type(column) is _RaggedColumn:
+        flat, shapes = column
+        ends = np.cumsum(np.prod(shapes, axis=1)).tolist()
+        starts = [0, *ends[:-1]]
+        return [flat[start:end].reshape(shape) for start, end, shape in zip(starts, ends, shapes.tolist())]
     if not isinstance(column, np.ndarray):
         return column
     if column.ndim > 1:

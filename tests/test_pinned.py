@@ -41,3 +41,16 @@ def test_copies_from_pinned_and_pageable_arrays_give_the_same_bytes():
     finally:
         pinned.unpin(memory)
     assert not pinned.is_pinned(np.frombuffer(memory, np.uint8))
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (0, 4), (1, 4)], [(0,)], [(2,), (5,), (1,)]])
+def test_arrays_of_one_type_upload_as_one_packed_batch(shapes):
+    import torch
+    device = torch.device("cuda", 0) if CUDA else torch.device("cpu")
+    rng = np.random.default_rng(1)
+    arrays = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
+    arrays[-1] = arrays[-1].T if arrays[-1].ndim == 2 else arrays[-1]  # not contiguous: copied as its elements
+    packed = pinned.upload_packed(device, arrays)
+    assert packed.buffer.device.type == device.type and len(packed) == len(arrays)
+    for array, sample in zip(arrays, packed):
+        np.testing.assert_array_equal(sample.cpu().numpy(), array)

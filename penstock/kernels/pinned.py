@@ -140,13 +140,20 @@ def upload_arrays(device, arrays: list) -> list[torch.Tensor]:
 
 
 def upload_packed(device, arrays: list):
-    """Arrays of one dtype as a PackedBatch on ``device``: one packed copy, and no tensor per array
-    (a view costs microseconds of the thread that launches the GPU work, and a batch has hundreds)."""
+    """Arrays of one dtype as a PackedBatch on ``device``: their elements back to back, joined into
+    pinned memory with one numpy call and copied once, and no tensor per array (a view costs
+    microseconds of the thread that launches the GPU work, and a batch has hundreds)."""
     from penstock.batch import PackedBatch
-    packed, offsets = upload(device, arrays)
     dtype = arrays[0].dtype
-    return PackedBatch(packed.view(to_torch_dtype(dtype)), [offset // dtype.itemsize for offset in offsets],
-                       [array.shape for array in arrays])
+    sizes = [array.size for array in arrays]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    total = offsets[-1] + sizes[-1]
+    on_cuda = device.type == "cuda"
+    packed = torch.empty(max(total, 1) * dtype.itemsize, dtype=torch.uint8, pin_memory=on_cuda)
+    np.concatenate([array.reshape(-1) for array in arrays], out=packed.numpy().view(dtype)[:total])
+    if on_cuda:
+        packed = packed.to(device, non_blocking=True)
+    return PackedBatch(packed.view(to_torch_dtype(dtype)), offsets, [array.shape for array in arrays])
 
 
 def to_device(device, arrays: list) -> list[torch.Tensor]:

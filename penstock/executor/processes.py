@@ -45,9 +45,6 @@ from penstock.executor.samples import SampleRunner
 from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, SharedRing
 
 PROCESS_CHUNK = 32  # samples per message to a worker process, at most
-# after each reply the dispatcher lets a thread waiting for the interpreter lock (the GPU stage,
-# back from a call that released it) take it at once, rather than after a switch interval (5 ms)
-YIELD_BETWEEN_REPLIES = True
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
 
 
@@ -170,8 +167,6 @@ class WorkerProcesses:
                 self._note_row_shapes(tasks)
                 finish_samples(tasks)
                 idle.append(link)
-                if YIELD_BETWEEN_REPLIES:
-                    time.sleep(0)
 
     def _shared_buffers(self, job: Job) -> dict:
         """Kept slot -> SharedArena location of the job's buffer, for the values the processes may

@@ -66,6 +66,32 @@ def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
     assert ring.put(np.zeros(10, np.uint8)).shape == (10,)  # small arrays are not worth a reference
 
 
+def test_encoded_images_cross_the_ring_as_one_array_of_rows():
+    import pickle
+
+    from penstock.executor.shared_ring import RingRows, SharedRing
+    from penstock.kernels.nvimgcodec_decode import EncodedImage
+
+    ring = SharedRing(size=1 << 16)
+    image = np.arange(20_000, dtype=np.uint8)
+    images = [EncodedImage((image + i, (1, 2, 3, 4) if i else None, 7, 8, bool(i % 2))) for i in range(2)]
+    column = pickle.loads(pickle.dumps(ring.put_column(images)))
+    assert type(column) is RingRows
+    resolved, ends = ring.resolve_column(column)
+    for sent, received in zip(images, resolved):
+        assert type(received) is EncodedImage and received[1:] == sent[1:]
+        np.testing.assert_array_equal(received[0], sent[0])
+    assert ends == [20_000, 40_000]
+    # no room for all three: each one as put() makes it, the ones that fit by reference
+    fallback = ring.put_column([EncodedImage((image, None, 7, 8, True))] * 3)
+    assert isinstance(fallback, list) and type(fallback[0]) is not EncodedImage  # the first fits, by reference
+    assert isinstance(fallback[-1], EncodedImage)
+    # values without the row protocol, or decoded pixels, go one by one
+    decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
+    assert ring.put_column([decoded]) == [decoded]
+    assert ring.resolve_column([decoded]) == ([decoded], [0])
+
+
 def test_processes_write_samples_into_the_shared_batch_buffer(data):
     """From the second batch on, the processes write each sample into its row of the batch, which
     lives in the arena shared with them: the batch handed out is that buffer, not a copy."""

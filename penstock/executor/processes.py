@@ -21,9 +21,10 @@ reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, colu
                 failed);
     columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
                 not fail, in order, as a ``_column``: WrittenInPlace for a value the process wrote
-                into its row of a shared buffer. In per-sample preparations (the GPU stage's
-                inputs), arrays large enough are written into the process's shared ring when it has
-                room, and travel as RingRefs (see shared_ring).
+                into its row of a shared buffer. Per-sample preparations (the GPU stage's inputs)
+                go through ``SharedRing.put_column``: arrays large enough are written into the
+                process's shared ring when it has room, and travel as RingRefs, or, for values with
+                the ring's row protocol (encoded images), the column as one RingRows array.
 """
 from __future__ import annotations
 
@@ -151,22 +152,41 @@ class WorkerProcesses:
                 except RuntimeError as error:  # the process died: its samples fail, naming them
                     finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
-                ring = link.ring
-                for (job, index), (error, payload) in zip(tasks, _replies(replies)):
-                    if error is not None:
-                        job.record_failure(index, error)
-                        continue
-                    for slot, value in enumerate(payload):
-                        if slot in prepared_slots:
-                            value, end = ring.resolve(value)
-                            if end > job.ring_ends.get(link, 0):
-                                job.ring_ends[link] = end
-                        if job.error is None:
-                            job.values[slot][index] = job.buffers[slot][index] if value is WrittenInPlace \
-                                else store(job, slot, index, value)
+                self._store_reply(link, tasks, replies)
                 self._note_row_shapes(tasks)
                 finish_samples(tasks)
                 idle.append(link)
+
+    def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> None:
+        """Stores a reply's values in their batches, value by value (kept slot) rather than sample
+        by sample: a preparation's values are resolved from the ring together."""
+        errors, columns = reply
+        done = tasks
+        if any(error is not None for error in errors):
+            done = []
+            for task, error in zip(tasks, errors):
+                if error is None:
+                    done.append(task)
+                else:
+                    task[0].record_failure(task[1], error)
+        prepared_slots, dense_slots = self._runner.plan.prepared_slots, self._runner.plan.dense_slots
+        store = self._runner.store
+        for slot, column in enumerate(columns):
+            if slot in prepared_slots:
+                values, ends = link.ring.resolve_column(column)
+                for (job, _), end in zip(done, ends):  # each batch keeps its arrays in the ring until it is used
+                    if end > job.ring_ends.get(link, 0):
+                        job.ring_ends[link] = end
+            else:
+                values = _rows(column)
+            for (job, index), value in zip(done, values):
+                if job.error is not None:
+                    continue
+                if value is WrittenInPlace:
+                    value = job.buffers[slot][index]
+                elif slot in dense_slots:
+                    value = store(job, slot, index, value)
+                job.values[slot][index] = value
 
     def _shared_buffers(self, job: Job) -> dict:
         """Kept slot -> SharedArena location of the job's buffer, for the values the processes may
@@ -341,8 +361,6 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
                 if shared else None
             try:
                 kept = runner.compute(items, params, index, source_info, rows)
-                for slot in plan.prepared_slots:
-                    kept[slot] = ring.put(kept[slot])
                 if rows is not None:
                     for slot in shared:
                         if rows.written(slot, index, kept[slot]):
@@ -352,7 +370,8 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
             except Exception as error:
                 errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
                               PipelineError(f"{type(error).__name__}: {error}"))
-        connection.send((errors, [_column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
+        connection.send((errors, [ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
+                                  else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
 
 
 def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:
@@ -396,19 +415,6 @@ def _unpacked(source_keys: tuple, message: list):
             yield ({key: values[position] for key, values in zip(source_keys, items)},
                    {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},
                    index, infos[position] if infos is not None else "", shared)
-
-
-def _replies(reply: tuple):
-    """(error or None, kept values) per sample of a reply."""
-    errors, columns = reply
-    columns = [_rows(column) for column in columns]
-    position = 0
-    for error in errors:
-        if error is not None:
-            yield error, None
-            continue
-        yield None, [column[position] for column in columns]
-        position += 1
 
 
 class _RaggedColumn(tuple):

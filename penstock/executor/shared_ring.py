@@ -39,6 +39,18 @@ class HoldsRingRefs(tuple):
     __slots__ = ()
 
 
+class RingRows(tuple):
+    """RingRows((kind, rows)): values of a tuple class ``kind`` with the row protocol (below),
+    several samples' at once: ``rows`` int64 [n, 2 + k], per value the start and size in bytes of
+    its first item (flat bytes, in the ring) and then the k ints of ``value.ring_row()``. One
+    array crosses the pipe for them all, and the parent makes no object per field.
+
+    The row protocol: ``value.ring_row()`` -> k ints (the value without its bytes), and
+    ``kind.from_ring_row(data, row)`` -> the value again, ``data`` its bytes read in place."""
+
+    __slots__ = ()
+
+
 _REFERENCES = (RingRef, HoldsRingRefs)
 
 
@@ -60,6 +72,27 @@ class SharedRing:
             return value
         if not isinstance(value, np.ndarray) or value.nbytes < SMALLEST or value.dtype.hasobject:
             return value
+        start = self._write(value)
+        return value if start is None else RingRef((start, value.nbytes, value.shape, value.dtype.str))
+
+    def put_column(self, values: list):
+        """The values of several samples (one kept value each): a RingRows when every one is of one
+        class with the row protocol and its bytes fit in the ring, else each one ``put``."""
+        kind = type(values[0]) if values else None
+        if kind is None or not hasattr(kind, "from_ring_row") or any(
+                type(value) is not kind or not _flat_bytes(value[0]) for value in values):
+            return [self.put(value) for value in values]
+        rows, begun = [], self._written
+        for value in values:
+            start = self._write(value[0])
+            if start is None:  # no room for them all: what this column wrote is free again, nothing refers to it
+                self._written = begun
+                return [self.put(value) for value in values]
+            rows.append((start, value[0].nbytes, *value.ring_row()))
+        return RingRows((kind, np.array(rows, np.int64)))
+
+    def _write(self, value: np.ndarray) -> int | None:
+        """Writes the array at the ring's next free position: that position, or None without room."""
         size = value.nbytes
         start = self._written
         offset = start % self._size
@@ -67,10 +100,10 @@ class SharedRing:
             start += self._size - offset
             offset = 0
         if start + size - int(self._released[0]) > self._size:
-            return value
+            return None
         np.frombuffer(self._memory, np.uint8, size, offset)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
         self._written = start + size
-        return RingRef((start, size, value.shape, value.dtype.str))
+        return start
 
     # ---- parent side ----------------------------------------------------------------------------
     def resolve(self, value) -> tuple:
@@ -94,10 +127,26 @@ class SharedRing:
             return _rebuilt(kind, items), end
         return value, 0
 
+    def resolve_column(self, values) -> tuple[list, list]:
+        """The values of several samples (what put_column made, or a list of values) resolved, and
+        each one's ring position after its last array (0 when it has none)."""
+        if type(values) is not RingRows:
+            resolved = [self.resolve(value) for value in values]
+            return [value for value, _ in resolved], [end for _, end in resolved]
+        kind, rows = values
+        ends = (rows[:, 0] + rows[:, 1]).tolist()
+        memory, size, from_row = self._memory, self._size, kind.from_ring_row
+        return [from_row(np.frombuffer(memory, np.uint8, row[1], row[0] % size), row[2:])
+                for row in rows.tolist()], ends
+
     def release(self, end: int) -> None:
         """Lets the process write over everything before ``end``."""
         if end > self._released[0]:
             self._released[0] = end
+
+
+def _flat_bytes(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1 and value.nbytes >= SMALLEST
 
 
 def _rebuilt(kind: type, items: list):

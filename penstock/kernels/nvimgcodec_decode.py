@@ -53,6 +53,18 @@ class EncodedImage(tuple):
 
     __slots__ = ()
     data = property(operator.itemgetter(0))
+
+    def ring_row(self) -> tuple:
+        """The image without its data, as ints (executor.shared_ring's row protocol: a worker
+        process sends a batch's EncodedImages as one array)."""
+        window = self[1] or (-1, -1, -1, -1)
+        return (*window, self[2], self[3], int(self[4]))
+
+    @classmethod
+    def from_ring_row(cls, data, row) -> "EncodedImage":
+        top, left, height, width, image_height, image_width, hardware = row
+        return cls((data, None if top < 0 else (top, left, height, width), image_height, image_width, bool(hardware)))
+
     window = property(operator.itemgetter(1))
     height = property(operator.itemgetter(2))
     width = property(operator.itemgetter(3))

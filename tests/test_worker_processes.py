@@ -161,3 +161,24 @@ def test_a_column_crosses_the_pipe_and_comes_back_as_its_samples(values):
         assert received.shape == sent.shape and received.dtype == sent.dtype
         np.testing.assert_array_equal(received, sent)
         assert received.flags.writeable
+
+
+def test_light_samples_go_many_to_a_message(data, monkeypatch):
+    """Each message costs the dispatcher's thread; samples that take a worker little time are sent
+    more than PROCESS_CHUNK at a time once their time is measured (results unchanged)."""
+    from penstock.executor import processes
+    sizes = []
+    send = processes.ProcessLink.send
+
+    def counting_send(self, request):
+        sizes.append(sum(len(block[0]) for block in request))
+        return send(self, request)
+    monkeypatch.setattr(processes.ProcessLink, "send", counting_send)
+    monkeypatch.setattr(processes, "MESSAGE_SECONDS", 1.0)  # every sample counts as light, however slow this machine
+    pipe = imagenet_train(data, batch_size=96, num_threads=2, device_id=None, seed=11, crop=32, worker_processes=True)
+    try:
+        for _ in range(6):
+            pipe.run()
+    finally:
+        pipe.close()
+    assert max(sizes) > processes.PROCESS_CHUNK

@@ -15,7 +15,7 @@ request (dispatcher -> process), made by ``_requests``: a list with one block pe
     shared      kept slot -> location in the SharedArena of the batch's buffer for that value, for
                 the values per-sample operators may write straight into their sample's row.
     None instead of a request stops the process.
-reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns):
+reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns, seconds):
     errors      per sample of the request, in order: None, or a PipelineError (its message and fields)
                 of its failure (which names the operator and the sample's source when an operator
                 failed);
@@ -24,7 +24,8 @@ reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, colu
                 into its row of a shared buffer. Per-sample preparations (the GPU stage's inputs)
                 go through ``SharedRing.put_column``: arrays large enough are written into the
                 process's shared ring when it has room, and travel as RingRefs, or, for values with
-                the ring's row protocol (encoded images), the column as one RingRows array.
+                the ring's row protocol (encoded images), the column as one RingRows array;
+    seconds     how long the process took for the request (the dispatcher sizes its messages by it).
 """
 from __future__ import annotations
 
@@ -45,7 +46,13 @@ from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls
 from penstock.executor.samples import SampleRunner
 from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, SharedRing
 
-PROCESS_CHUNK = 32  # samples per message to a worker process, at most
+PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
+# Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
+# write that wakes the process, a poll, a read): samples that take a worker little time (a GPU
+# pipeline's header parsing and window choice) go many to a message, enough for about this long
+# of the worker's time, rather than spread over every idle process
+MESSAGE_SECONDS = 0.01
+LIGHT_CHUNK = 128  # samples per message of light samples, at most
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
 
 
@@ -121,11 +128,15 @@ class WorkerProcesses:
         store = self._runner.store
         closing = False
         calls = self.calls
+        sample_seconds = None  # a worker's time per sample (moving average), once measured
         while not self._stopping.is_set():
             if calls:
                 calls.run_waiting()
             while idle and not closing:
-                tasks = self._waiting_tasks(max(1, min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))))
+                chunk = min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))
+                if sample_seconds is not None:
+                    chunk = max(chunk, min(LIGHT_CHUNK, int(MESSAGE_SECONDS / max(sample_seconds, 1e-6))))
+                tasks = self._waiting_tasks(max(1, chunk))
                 if tasks and tasks[-1] is None:
                     closing = True
                     tasks.pop()
@@ -152,6 +163,8 @@ class WorkerProcesses:
                 except RuntimeError as error:  # the process died: its samples fail, naming them
                     finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
+                took = replies[2] / len(tasks)  # the worker's own time: not how long the reply waited here
+                sample_seconds = took if sample_seconds is None else 0.8 * sample_seconds + 0.2 * took
                 self._store_reply(link, tasks, replies)
                 self._note_row_shapes(tasks)
                 finish_samples(tasks)
@@ -160,7 +173,7 @@ class WorkerProcesses:
     def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> None:
         """Stores a reply's values in their batches, value by value (kept slot) rather than sample
         by sample: a preparation's values are resolved from the ring together."""
-        errors, columns = reply
+        errors, columns, _ = reply
         done = tasks
         if any(error is not None for error in errors):
             done = []
@@ -356,6 +369,7 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         if message is None:
             return
         errors, computed = [], []
+        started = time.perf_counter()
         for items, params, index, source_info, shared in _unpacked(plan.source_keys, message):
             rows = _SharedRows(kept_count, {slot: arena.view(location) for slot, location in shared.items()}) \
                 if shared else None
@@ -370,8 +384,9 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
             except Exception as error:
                 errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
                               PipelineError(f"{type(error).__name__}: {error}"))
-        connection.send((errors, [ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
-                                  else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]))
+        columns = [ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
+                   else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]
+        connection.send((errors, columns, time.perf_counter() - started))
 
 
 def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:

@@ -8,6 +8,7 @@ said otherwise, as in DALI.
 """
 from __future__ import annotations
 
+import math
 import numpy as np
 
 from penstock import devices, registry, types
@@ -387,7 +388,7 @@ def _padded_from_packed(boxes, labels):
 
 
 def _volume(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)  # not np.prod: microseconds per call, and this runs for every sample
 
 
 # ---- random_bbox_crop -------------------------------------------------------------------------------

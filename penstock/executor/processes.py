@@ -124,8 +124,6 @@ class WorkerProcesses:
         idle = list(self._links)
         doorbell = self._doorbell[0]
         source_keys = self._runner.plan.source_keys
-        prepared_slots = self._runner.plan.prepared_slots
-        store = self._runner.store
         closing = False
         calls = self.calls
         sample_seconds = None  # a worker's time per sample (moving average), once measured

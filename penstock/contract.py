@@ -351,6 +351,26 @@ class WholeBatchOperator(Operator):
         raise NotImplementedError
 
 
+class RowPreparation(tuple):
+    """A per-sample preparation (what ``BatchOperator.prepare`` returns) that crosses from a worker
+    process as a row of ints: a tuple whose first item is flat bytes (uint8, 1-D: an encoded
+    image), which go through the process's shared ring, and whose other items ``ring_row`` gives as
+    ints. A worker sends the preparations of a request as one int64 array of such rows, and the
+    pipeline's process makes no object per field. Subclasses stay plain tuples (no __new__ of
+    their own, ``__slots__ = ()``)."""
+
+    __slots__ = ()
+
+    def ring_row(self) -> tuple:
+        """Every item but the first, as ints."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_ring_row(cls, data, row) -> "RowPreparation":
+        """The preparation again from its bytes (``data``, read in place) and ``ring_row()``'s ints."""
+        raise NotImplementedError
+
+
 class BatchOperator(Operator):
     """Runs on a whole batch at once on the executor's GPU stage (devices 'mixed' and 'gpu').
 

@@ -10,7 +10,10 @@ instead: the ring never blocks either side.
 from __future__ import annotations
 
 import mmap
+
 import numpy as np
+
+from penstock.contract import RowPreparation
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
 # a ring the parent pins for the GPU's copies (executor: when a worker's preparations hold pixels
@@ -40,13 +43,10 @@ class HoldsRingRefs(tuple):
 
 
 class RingRows(tuple):
-    """RingRows((kind, rows)): values of a tuple class ``kind`` with the row protocol (below),
+    """RingRows((kind, rows)): values of one RowPreparation class ``kind`` (penstock.contract),
     several samples' at once: ``rows`` int64 [n, 2 + k], per value the start and size in bytes of
     its first item (flat bytes, in the ring) and then the k ints of ``value.ring_row()``. One
-    array crosses the pipe for them all, and the parent makes no object per field.
-
-    The row protocol: ``value.ring_row()`` -> k ints (the value without its bytes), and
-    ``kind.from_ring_row(data, row)`` -> the value again, ``data`` its bytes read in place."""
+    array crosses the pipe for them all, and the parent makes no object per field."""
 
     __slots__ = ()
 
@@ -77,9 +77,9 @@ class SharedRing:
 
     def put_column(self, values: list):
         """The values of several samples (one kept value each): a RingRows when every one is of one
-        class with the row protocol and its bytes fit in the ring, else each one ``put``."""
+        RowPreparation class and their bytes fit in the ring, else each one ``put``."""
         kind = type(values[0]) if values else None
-        if kind is None or not hasattr(kind, "from_ring_row") or any(
+        if kind is None or not issubclass(kind, RowPreparation) or any(
                 type(value) is not kind or not _flat_bytes(value[0]) for value in values):
             return [self.put(value) for value in values]
         rows, begun = [], self._written

@@ -21,6 +21,7 @@ from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
 from penstock.batch import PackedBatch
+from penstock.contract import RowPreparation
 from penstock.kernels.pinned import copy_into
 from penstock.types import DALIImageType
 
@@ -43,7 +44,7 @@ def library() -> capi.Library:
         return _library
 
 
-class EncodedImage(tuple):
+class EncodedImage(RowPreparation):
     """EncodedImage((data, window, height, width, hardware)): what the CPU workers hand the GPU
     decoder for one image. ``data``: its encoded bytes (1-D), or, for a format the GPU decoders do
     not take, the image already decoded on the worker (HWC uint8, window None); ``window``: (top,
@@ -55,8 +56,6 @@ class EncodedImage(tuple):
     data = property(operator.itemgetter(0))
 
     def ring_row(self) -> tuple:
-        """The image without its data, as ints (executor.shared_ring's row protocol: a worker
-        process sends a batch's EncodedImages as one array)."""
         window = self[1] or (-1, -1, -1, -1)
         return (*window, self[2], self[3], int(self[4]))
 

@@ -29,6 +29,7 @@ reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, colu
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import multiprocessing
 import multiprocessing.connection
@@ -354,9 +355,25 @@ class _SharedRows:
         return value.__array_interface__["data"][0] == buffer.__array_interface__["data"][0] + index * buffer.strides[0]
 
 
+def _keep_freed_memory() -> None:
+    """Lets this process's allocator keep what it frees (glibc): an operator's temporaries (a float
+    copy of an image, a megabyte) are otherwise mapped afresh and faulted in page by page for every
+    sample, and returned to the system at once. A worker process holds at most its peak."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return
+    for option, value in ((_M_TRIM_THRESHOLD, 256 << 20), (_M_TOP_PAD, 64 << 20), (_M_MMAP_THRESHOLD, 32 << 20)):
+        mallopt(option, value)
+
+
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
+
+
 def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None) -> None:
     """The worker process: answers each request with its reply until it gets None or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+    _keep_freed_memory()
     plan = runner.plan
     kept_count = len(plan.kept)
     while True:

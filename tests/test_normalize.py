@@ -51,6 +51,18 @@ def test_crop_mirror_normalize_matches_numpy(layout, dtype, tolerance, mirror):
                    std=STD, mirror=mirror, output_layout=layout, dtype=dtype)
 
 
+@pytest.mark.parametrize("channels", [1, 2, 4])
+@pytest.mark.parametrize("mirror", [0, 1])
+def test_crop_mirror_normalize_to_planes_of_any_channel_count(channels, mirror):
+    """CHW output from uint8 images goes channel plane by channel plane: every count of channels."""
+    rng = np.random.default_rng(22 + channels)
+    images = [rng.integers(0, 256, (20 + 3 * index, 25 + index, channels), dtype=np.uint8) for index in range(3)]
+    mean, std = [10.0 * (c + 1) for c in range(channels)], [2.0 + c for c in range(channels)]
+    check_operator(fn.crop_mirror_normalize, images,
+                   lambda image: reference_cmn(image, (12, 14), mean=mean, std=std, mirror=mirror),
+                   **FLOAT32_TOLERANCE, crop=(12, 14), mean=mean, std=std, mirror=mirror, output_layout="CHW")
+
+
 def test_crop_mirror_normalize_scale_shift_and_scalar_mean_std():
     images = ragged_images(3, smooth=False, seed=21)
     check_operator(fn.crop_mirror_normalize, images,

@@ -227,6 +227,22 @@ def normalize_uint8(image: np.ndarray, table: np.ndarray) -> np.ndarray:
     return result.reshape(image.shape)
 
 
+def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror: bool = False) -> None:
+    """``out[c] = table[0, :, c][image[:, :, c]]`` for an HWC uint8 image, mirrored left to right
+    first when asked: the channels split into planes (OpenCV) and each looked up straight into its
+    plane of ``out`` [C, H, W] (GIL released)."""
+    source = image if image.flags.c_contiguous else np.ascontiguousarray(image)
+    if mirror:
+        source = cv2.flip(source, 1).reshape(image.shape)
+    planes = cv2.split(source) if image.shape[2] > 1 else [source.reshape(image.shape[:2])]
+    for channel, plane in enumerate(planes):
+        lut = np.ascontiguousarray(table[0, :, channel]).reshape(1, 256)
+        target = out[channel]
+        written = cv2.LUT(plane, lut, dst=target) if target.flags.c_contiguous else None
+        if written is None or not np.shares_memory(written, target):
+            target[...] = cv2.LUT(plane, lut)
+
+
 def warp_affine(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool,
                 fill: float) -> np.ndarray:
     """The HWC image mapped by the 2x3 ``matrix`` (input pixel centres to output pixel centres) into

@@ -137,6 +137,19 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
         window = crop_image(image, args, self.name)
         channels = window.shape[2]
         dtype = args["dtype"].numpy
+        pad = args["pad_output"] and channels == 3
+        if out is None:
+            out_channels = channels + (1 if pad else 0)
+            shape = (out_channels, *window.shape[:2]) if args["output_layout"] == "CHW" else (*window.shape[:2], out_channels)
+            out = np.empty(shape, dtype)
+        if window.dtype == np.uint8 and args["output_layout"] == "CHW" and window.size:
+            # each channel's plane looked up straight into its plane of the output: no HWC result to
+            # transpose (an eighth of the time)
+            table = self._tables.get(args["mean"], args["std"], args["scale"], args["shift"], channels, dtype)
+            cpu_image.lookup_planes(window, table, out[:channels], mirror=bool(args["mirror"]))
+            if pad:
+                out[channels] = 0
+            return out
         if window.dtype == np.uint8:
             table = self._tables.get(args["mean"], args["std"], args["scale"], args["shift"], channels, dtype)
             normalized = cpu_image.normalize_uint8(window, table)
@@ -147,11 +160,6 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
             normalized = numeric.saturate(values, dtype)
         if args["mirror"]:
             normalized = normalized[:, ::-1]
-        pad = args["pad_output"] and channels == 3
-        if out is None:
-            out_channels = channels + (1 if pad else 0)
-            shape = (out_channels, *window.shape[:2]) if args["output_layout"] == "CHW" else (*window.shape[:2], out_channels)
-            out = np.empty(shape, dtype)
         if args["output_layout"] == "CHW":
             out[:channels] = normalized.transpose(2, 0, 1)
             if pad:

@@ -56,12 +56,16 @@ def saturate(values: np.ndarray, dtype) -> np.ndarray:
         info = np.iinfo(dtype)
         if not _holds(values.dtype, info.max):
             values = values.astype(np.float64)
-        rounded = np.nan_to_num(np.rint(values), nan=0.0, posinf=np.inf, neginf=-np.inf)
+        rounded = np.rint(values, out=np.empty(values.shape, values.dtype))  # an array even for 0-d values
+        # NaN becomes 0 (not nan_to_num: ten times the time of this, per image)
+        not_a_number = np.isnan(rounded)
+        if not_a_number.any():
+            rounded[not_a_number] = 0.0
         if _holds(values.dtype, info.max):
-            return np.clip(rounded, info.min, info.max).astype(dtype)
+            return np.clip(rounded, info.min, info.max, out=rounded).astype(dtype)
         # not even float64 holds 2**63 - 1: values that reach it would overflow, so they saturate here
         too_high = rounded >= float(info.max)
-        result = np.clip(np.where(too_high, 0, rounded), info.min, None).astype(dtype)
+        result = np.asarray(np.clip(np.where(too_high, 0, rounded), info.min, None)).astype(dtype)  # (0-d too)
         result[too_high] = info.max
         return result
     if dtype.kind == "b":

@@ -209,6 +209,15 @@ def test_cast_float_to_int_rounds_and_saturates(dtype):
                    layout="", dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64])
+def test_not_a_number_becomes_zero_and_infinities_the_ends(dtype):
+    from penstock import numeric
+    info = np.iinfo(dtype)
+    values = np.array([np.nan, np.inf, -np.inf, 2.5, np.nan], np.float32)
+    np.testing.assert_array_equal(numeric.saturate(values, dtype), np.array([0, info.max, info.min, 2, 0], dtype))
+    assert numeric.saturate(np.float32(np.nan), dtype) == 0  # 0-d too
+
+
 def test_cast_float_to_int64_saturates_at_both_ends():
     samples = [np.array([-1e30, -2.0 ** 63, -3.5, 2.0 ** 62, 2.0 ** 63, 1e30], np.float64)]
     [result] = run_operator(fn.cast, samples, layout="", dtype=types.INT64)

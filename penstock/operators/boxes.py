@@ -188,23 +188,24 @@ register_array_operator(
 
 # ---- box_encoder ------------------------------------------------------------------------------------
 class AnchorTable:
-    """The anchors as the encoding reads them, made once per operator and device: each coordinate
-    a contiguous [M] array (the IoU's operations then run over contiguous [..., N, M] arrays, a
-    tenth of the time of slicing pairs out of [..., N, M, 2] ones), their areas, and the centre and
-    size [M, 4] that unmatched anchors keep."""
+    """The anchors as the encoding reads them, made once per operator and device, every quantity
+    a contiguous [M] array (operations then run over contiguous [..., N, M] or [B, M] arrays, a
+    tenth of the time of slicing pairs out of [..., M, 2] ones): the coordinates (left, top,
+    right, bottom), the areas, and the centre and size (x, y, width, height)."""
 
     def __init__(self, anchors: np.ndarray, device=None):
-        columns = [np.ascontiguousarray(anchors[:, index]) for index in range(4)]
-        areas = (columns[2] - columns[0]) * (columns[3] - columns[1])
+        left, top, right, bottom = (np.ascontiguousarray(anchors[:, index]) for index in range(4))
+        areas = (right - left) * (bottom - top)
         self.count = len(anchors)
         self.all_positive = bool((areas > 0).all())  # then no union is 0: nothing to guard against
         centre, extent = _centre_extent(anchors)
-        arrays = [*columns, areas, centre, extent, np.concatenate([centre, extent], -1), np.arange(self.count)]
+        arrays = [left, top, right, bottom, areas, *(np.ascontiguousarray(column) for column in (*centre.T, *extent.T)),
+                  np.arange(self.count)]
         if device is not None:
             import torch
             arrays = [torch.from_numpy(array).to(device) for array in arrays]
         self.device = device
-        *self.columns, self.areas, self.centre, self.extent, self.centre_extent, self.indices = arrays
+        self.columns, self.areas, self.centre_columns, self.indices = arrays[:4], arrays[4], arrays[5:9], arrays[9]
 
 
 def box_iou(xp, boxes, anchors: AnchorTable):
@@ -248,25 +249,25 @@ def encode_boxes(xp, boxes, valid, labels, anchors: AnchorTable, args):
     best_iou = xp.take_along_axis(iou, best_box[:, None, :], 1)[:, 0] if xp is np else \
         iou.gather(1, best_box[:, None, :])[:, 0]
     matched = best_iou > args["criteria"]
-    index = best_box[..., None]
-    chosen = xp.take_along_axis(boxes, index, 1) if xp is np else boxes.gather(1, index.expand(-1, -1, 4))
-    chosen_labels = xp.take_along_axis(labels, best_box, 1) if xp is np else labels.gather(1, best_box)
-    box_centre, box_extent = _centre_extent(chosen)
+    take = (lambda values: xp.take_along_axis(values, best_box, 1)) if xp is np else \
+        (lambda values: values.gather(1, best_box))
+    left, top, right, bottom = (boxes[..., index] for index in range(4))  # [B, N]
+    # per anchor, the centre and size of the box it took: [B, M] each
+    chosen = [take(column) for column in ((left + right) * 0.5, (top + bottom) * 0.5, right - left, bottom - top)]
     if args["offset"]:
-        scale = args["scale"]
-        means, stds = (np.asarray(args[name], np.float32) for name in ("means", "stds"))
-        if xp is not np:
-            means, stds = xp.from_numpy(means).to(boxes.device), xp.from_numpy(stds).to(boxes.device)
+        scale, means, stds = args["scale"], args["means"], args["stds"]
+        anchor_x, anchor_y, anchor_width, anchor_height = anchors.centre_columns
         log = np.log if xp is np else xp.log
-        centre = ((box_centre * scale - anchors.centre * scale) / (anchors.extent * scale) - means[:2]) / stds[:2]
         with np.errstate(divide="ignore", invalid="ignore"):  # unmatched anchors' values are replaced below
-            extent = (log((box_extent * scale) / (anchors.extent * scale)) - means[2:]) / stds[2:]
-        unmatched = 0.0
+            columns = [((chosen[0] * scale - anchor_x * scale) / (anchor_width * scale) - means[0]) / stds[0],
+                       ((chosen[1] * scale - anchor_y * scale) / (anchor_height * scale) - means[1]) / stds[1],
+                       (log((chosen[2] * scale) / (anchor_width * scale)) - means[2]) / stds[2],
+                       (log((chosen[3] * scale) / (anchor_height * scale)) - means[3]) / stds[3]]
+        unmatched = (0.0,) * 4
     else:
-        centre, extent = box_centre, box_extent
-        unmatched = anchors.centre_extent
-    encoded = xp.where(matched[..., None], (np.concatenate if xp is np else xp.cat)([centre, extent], -1), unmatched)
-    return _float32(xp, encoded), xp.where(matched, chosen_labels, 0)
+        columns, unmatched = chosen, anchors.centre_columns
+    encoded = xp.stack([xp.where(matched, column, fill) for column, fill in zip(columns, unmatched)], -1)
+    return _float32(xp, encoded), xp.where(matched, take(labels), 0)
 
 
 def _encoder_inputs(xp, boxes, labels):

@@ -1,4 +1,5 @@
-"""The profiling script runs on a small COCO-format set and prints its table."""
+"""The benchmark scripts: the profiling script runs on a small COCO-format set and prints its table; the
+large-photograph recipe makes images of the size asked for, read as a folder-per-class set."""
 import os
 import subprocess
 import sys
@@ -15,3 +16,25 @@ def test_stage_profile_of_the_ssd_pipeline(tmp_path):
                              "--batch-size", "4", "--threads", "2"], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ssd on cpu:" in result.stdout and "ms/batch" in result.stdout
+
+
+def test_large_photographs_have_their_size_and_read_as_a_class_tree(tmp_path):
+    from make_photos import make_photo
+
+    from penstock import fn, pipeline_def
+    sizes = [make_photo(index, str(tmp_path), 2, 0.05, seed=3) for index in range(4)]
+    assert all(size > 0 for size in sizes)
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=str(tmp_path))
+        return fn.decoders.image(jpegs), labels
+    built = pipe()
+    built.build()
+    images, labels = built.run()
+    built.close()
+    for index in range(4):
+        height, width, channels = images.at(index).shape
+        assert channels == 3 and abs(height * width - 0.05e6) < 0.002e6  # the megapixels asked for
+        assert 1.0 <= max(height, width) / min(height, width) <= 16 / 9 + 0.01  # 3:4 to 16:9, either way
+    assert sorted(int(label) for label in labels.as_array().ravel()) == [0, 0, 1, 1]

@@ -53,15 +53,17 @@ def _tree_cpu_seconds(root: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, threads: int, decoder_args=None):
+def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, threads: int, decoder_args=None,
+                   device_id=0):
     """The ResNet-50 training or validation pipeline as a DALI user writes it; ``device`` 'gpu' is
-    mixed decode and GPU operators, 'cpu' every operator on the CPU (device_id=0 as DALI's docs do).
+    mixed decode and GPU operators, 'cpu' every operator on the CPU (device_id=0 as DALI's docs do;
+    None on a machine without a GPU, where DALI refuses a device_id).
     ``decoder_args``: arguments added to the decoder (a runner such as 'penstock:cpu_decoder_load=0')."""
     decoder_args = decoder_args or {}
     fn, types = api.fn, api.types
     decoder, rest = ("mixed", "gpu") if device == "gpu" else ("cpu", "cpu")
 
-    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=7)
     def train():
         jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
         images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB,
@@ -73,7 +75,7 @@ def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, thre
                                           mirror=fn.random.coin_flip(probability=0.5))
         return images, labels
 
-    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7)
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=7)
     def val():
         jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False, name="Reader")
         images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB, **decoder_args)
@@ -82,7 +84,8 @@ def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, thre
                                           crop=(224, 224), mean=MEAN, std=STD)
         return images, labels
 
-    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=0, seed=7, enable_conditionals=True)
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=7,
+                      enable_conditionals=True)
     def augmented():  # the augmentation-heavy training pipeline: colour jitter and RandAugment
         jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, name="Reader")
         images = fn.decoders.image_random_crop(jpegs, device=decoder, output_type=types.RGB,
@@ -205,7 +208,8 @@ def run_case(args) -> None:
     if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
         importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
-    pipe = build_pipeline(api, kind, device, args.data, args.batch_size, args.threads, decoder_args)
+    device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
+    pipe = build_pipeline(api, kind, device, args.data, args.batch_size, args.threads, decoder_args, device_id)
     iterator = DALIClassificationIterator([pipe], reader_name="Reader", auto_reset=True)
 
     _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["data"])

@@ -3,7 +3,10 @@ run by DALI and by penstock (``penstock.compat.dali``, only the imports changed)
 process of its own, the cases alternating, with defaults everywhere.
 
 usage: python benchmarks/side_by_side.py --data DIR [--cases gpu-train,gpu-val,cpu-train,cpu-val]
-       [--runners penstock,dali] [--rounds 2] [--seconds 10] [--threads 16] [--json FILE]
+       [--runners penstock,dali] [--rounds 2] [--seconds 10] [--threads 16] [--cores 4,8,16] [--json FILE]
+
+``--cores 4,8,16`` runs every case once per count, its process held to that many of the machine's
+cores (the first ones, by CPU affinity) and given as many threads: images/s against cores.
 
 Cases gpu-ssd and cpu-ssd run examples/ssd_training.py's SSD300 pipeline (COCO reader, random_bbox_crop,
 decoding the window, resize 300, flip with boxes, colour twist, normalize, box_encoder) on the
@@ -286,16 +289,20 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def measure(args, case: str, runner: str) -> dict:
+def measure(args, case: str, runner: str, cores: list | None = None) -> dict:
+    """One case in a process of its own; ``cores``: the CPUs it is held to (and its thread count), or
+    None for the machine's and ``--threads``."""
     data = args.coco if case.endswith("-ssd") else args.data
     if data is None:
         raise SystemExit(f"case {case} reads a COCO-format set: give --coco DIR (benchmarks/make_coco.py makes one)")
+    threads = len(cores) if cores else args.threads
     command = [sys.executable, os.path.abspath(__file__), "--one", "--case", case, "--runner", runner,
-               "--data", data, "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+               "--data", data, "--batch-size", str(args.batch_size), "--threads", str(threads),
                "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
     started = time.time()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, SIDE_BY_SIDE_STARTED=repr(started)))
+                               env=dict(os.environ, SIDE_BY_SIDE_STARTED=repr(started)),
+                               preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     monitor = GpuMemoryMonitor(process.pid)
     monitor.start()
     output = process.stdout.read()
@@ -305,9 +312,10 @@ def measure(args, case: str, runner: str) -> dict:
     lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
     if process.returncode != 0 or not lines:
         print(f"  {case} {runner}: failed (exit {process.returncode})\n{output[-3000:]}", flush=True)
-        return {"case": case, "runner": runner, "failed": True, "output": output[-3000:]}
+        return {"case": case, "runner": runner, "failed": True, "output": output[-3000:],
+                "cores": len(cores) if cores else None}
     result = dict(json.loads(lines[-1][7:]), case=case, runner=runner, process_s=lifetime,
-                  peak_gpu_memory_gib=monitor.peak / 2**30)
+                  peak_gpu_memory_gib=monitor.peak / 2**30, cores=len(cores) if cores else None)
     print(f"  {case:9s} {runner:12s} {result['images_per_second']:9,.0f} images/s  "
           f"{result['cpu_cores']:5.1f} cores  {result['peak_gpu_memory_gib']:5.2f} GiB  first batch "
           f"{result['pipeline_to_first_batch_s']:5.1f} s after Pipeline(), {result['start_to_first_batch_s']:5.1f} s "
@@ -326,6 +334,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--cores", help="comma-separated core counts: each case once per count, held to that many "
+                                        "cores with as many threads")
     parser.add_argument("--json")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -333,30 +343,38 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:
         return run_case(args)
+    available = sorted(os.sched_getaffinity(0))
+    counts = [int(count) for count in args.cores.split(",")] if args.cores else [None]
+    if any(count is not None and not 0 < count <= len(available) for count in counts):
+        raise SystemExit(f"--cores: this machine has {len(available)} cores to give")
     results = []
     runners = args.runners.split(",")
     for round_index in range(args.rounds):
         order = runners if round_index % 2 == 0 else runners[::-1]
-        for case in args.cases.split(","):
-            for runner in order:
-                results.append(dict(measure(args, case, runner), round=round_index + 1))
+        for count in counts:
+            for case in args.cases.split(","):
+                for runner in order:
+                    cores = available[:count] if count else None
+                    results.append(dict(measure(args, case, runner, cores), round=round_index + 1))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)
-    print(f"\n{args.data}; batch {args.batch_size}; {args.threads} threads; {args.seconds:g} s timed after "
+    threads = f"cores {args.cores}, as many threads" if args.cores else f"{args.threads} threads"
+    print(f"\n{args.data}; batch {args.batch_size}; {threads}; {args.seconds:g} s timed after "
           f"{args.warmup} warm-up batches per case; FP16 CHW; one process per case\n")
-    print("| case | round | runner | images/s | vs DALI | CPU cores | GPU memory (GiB) | Pipeline() to first batch (s) "
-          "| start to first batch (s) | process (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    dali = {(r["case"], r["round"]): r["images_per_second"] for r in results
+    print("| case | round | cores | runner | images/s | vs DALI | CPU cores busy | GPU memory (GiB) | Pipeline() to "
+          "first batch (s) | start to first batch (s) | process (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    dali = {(r["case"], r["round"], r["cores"]): r["images_per_second"] for r in results
             if r["runner"] == "dali" and not r.get("failed")}
     for r in results:
+        cores = r["cores"] or "all"
         if r.get("failed"):
-            print(f"| {r['case']} | {r['round']} | {r['runner']} | failed | | | | | | |")
+            print(f"| {r['case']} | {r['round']} | {cores} | {r['runner']} | failed | | | | | | |")
             continue
-        peer = dali.get((r["case"], r["round"]))
+        peer = dali.get((r["case"], r["round"], r["cores"]))
         ratio = f"{r['images_per_second'] / peer:.2f}x" if peer and r["runner"] != "dali" else "-"
-        print(f"| {r['case']} | {r['round']} | {r['runner']} | {r['images_per_second']:,.0f} | {ratio} | "
+        print(f"| {r['case']} | {r['round']} | {cores} | {r['runner']} | {r['images_per_second']:,.0f} | {ratio} | "
               f"{r['cpu_cores']:.1f} | {r['peak_gpu_memory_gib']:.2f} | {r['pipeline_to_first_batch_s']:.1f} | "
               f"{r['start_to_first_batch_s']:.1f} | {r['process_s']:.1f} |")
 

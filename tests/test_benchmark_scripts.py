@@ -38,3 +38,15 @@ def test_large_photographs_have_their_size_and_read_as_a_class_tree(tmp_path):
         assert channels == 3 and abs(height * width - 0.05e6) < 0.002e6  # the megapixels asked for
         assert 1.0 <= max(height, width) / min(height, width) <= 16 / 9 + 0.01  # 3:4 to 16:9, either way
     assert sorted(int(label) for label in labels.as_array().ravel()) == [0, 0, 1, 1]
+
+
+def test_side_by_side_measures_each_case_per_core_count(tmp_path):
+    from helpers_data import make_class_tree
+    make_class_tree(str(tmp_path), {"a": 8, "b": 8}, height=40, width=48)
+    result = subprocess.run([sys.executable, os.path.join(HERE, "..", "benchmarks", "side_by_side.py"), "--data",
+                             str(tmp_path), "--cases", "cpu-train", "--runners", "penstock", "--rounds", "1",
+                             "--seconds", "0.3", "--warmup", "1", "--batch-size", "4", "--cores", "1"],
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| cpu-train")]
+    assert len(rows) == 1 and rows[0].split("|")[3].strip() == "1" and "failed" not in rows[0]

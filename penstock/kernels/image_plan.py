@@ -45,18 +45,24 @@ class ImagePlan(DeferredBatch):
     chw: bool = False
     pad_channels: bool = False
     pending: object = None  # a decode in flight that writes the sources: waited for before they are read
+    source_sizes: list = None  # (height, width) of each source, read once (a plan's steps keep its sources)
 
     @classmethod
     def of(cls, sources: list) -> "ImagePlan":
         count = len(sources)
         channels = hwc_facts(sources)[0] if count else 3
         packed = isinstance(sources, PackedBatch)  # kept packed: no view per image
+        source_sizes = _source_sizes(sources)
         return cls(sources=sources if packed else list(sources), maps=np.tile(np.eye(3), (count, 1, 1)),
-                   sizes=_source_sizes(sources), color_matrices=np.tile(np.eye(channels), (count, 1, 1)),
-                   color_offsets=np.zeros((count, channels)), fills=np.zeros((count, channels)))
+                   sizes=list(source_sizes), color_matrices=np.tile(np.eye(channels), (count, 1, 1)),
+                   color_offsets=np.zeros((count, channels)), fills=np.zeros((count, channels)),
+                   source_sizes=source_sizes)
 
     def __len__(self) -> int:
         return len(self.sources)
+
+    def _sizes_of_sources(self) -> list:
+        return self.source_sizes if self.source_sizes is not None else _source_sizes(self.sources)
 
     @property
     def channels(self) -> int:
@@ -78,7 +84,7 @@ class ImagePlan(DeferredBatch):
         return (self.tables is None and not self.resized and self.dtype in (None, hwc_facts(self.sources)[1] if len(self.sources) else None)
                 and not self.chw and not self.pad_channels and self.color_identity
                 and np.array_equal(self.maps, np.broadcast_to(np.eye(3), self.maps.shape))
-                and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, _source_sizes(self.sources))))
+                and all(tuple(s) == tuple(size) for s, size in zip(self.sizes, self._sizes_of_sources())))
 
     def with_tables(self, tables: torch.Tensor) -> "ImagePlan":
         """Each source value v of channel c of sample i becomes tables[i, c, v] (uint8 [N, C, 256] on
@@ -181,7 +187,7 @@ class ImagePlan(DeferredBatch):
         ends = starts + maps[:, [0, 1], [0, 1]] * size[:, ::-1]  # where the far edge lands
         low, high = np.minimum(starts, ends), np.maximum(starts, ends)
         whole_low, whole_high = np.rint(low), np.rint(high)
-        source = np.asarray(_source_sizes(self.sources), np.float64)[:, ::-1]  # (w, h)
+        source = np.asarray(self._sizes_of_sources(), np.float64)[:, ::-1]  # (w, h)
         if not (np.allclose(low, whole_low, atol=1e-6) and np.allclose(high, whole_high, atol=1e-6)) or \
                 np.any(whole_low < 0) or np.any(whole_high > source) or np.any(whole_high <= whole_low):
             return None

@@ -358,12 +358,13 @@ class _SharedRows:
 def _keep_freed_memory() -> None:
     """Lets this process's allocator keep what it frees (glibc): an operator's temporaries (a float
     copy of an image, a megabyte) are otherwise mapped afresh and faulted in page by page for every
-    sample, and returned to the system at once. A worker process holds at most its peak."""
+    sample, and returned to the system at once. Blocks up to 16 MiB come from the heap, and the heap
+    gives back what it has free above 64 MiB: a worker process keeps at most that beyond its need."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
         return
-    for option, value in ((_M_TRIM_THRESHOLD, 256 << 20), (_M_TOP_PAD, 64 << 20), (_M_MMAP_THRESHOLD, 32 << 20)):
+    for option, value in ((_M_TRIM_THRESHOLD, 64 << 20), (_M_TOP_PAD, 16 << 20), (_M_MMAP_THRESHOLD, 16 << 20)):
         mallopt(option, value)
 
 

@@ -29,7 +29,7 @@ def upload(device, arrays: list) -> tuple[torch.Tensor, list[int]]:
         offsets.append(total)
         total += -(-array.nbytes // _ALIGN) * _ALIGN
     on_cuda = device.type == "cuda"
-    packed = torch.empty(max(total, _ALIGN), dtype=torch.uint8, pin_memory=on_cuda)
+    packed = torch.empty(max(total, 1), dtype=torch.uint8, pin_memory=on_cuda)
     host = packed.numpy()
     for array, offset in zip(arrays, offsets):
         host[offset:offset + array.nbytes] = _bytes_of(array)

@@ -386,7 +386,7 @@ def _padded_from_packed(boxes, labels):
             shape = (1, 4)
         if len(shape) != 2 or shape[1] != 4:
             raise ValueError(f"box_encoder: takes boxes as a [N, 4] array, got shape {tuple(shape)} (sample {index})")
-        count = _volume(labels.shapes[index])
+        count = math.prod(labels.shapes[index])
         if count != shape[0]:
             raise ValueError(f"box_encoder: {shape[0]} boxes with {count} labels (sample {index})")
         counts.append(shape[0])
@@ -408,10 +408,6 @@ def _padded_from_packed(boxes, labels):
     padded_labels[places[0], places[1]] = labels.buffer[places[3]]
     valid = torch.arange(most, device=padded.device)[None, :] < counts[:, None]
     return padded, padded_labels, valid
-
-
-def _volume(shape) -> int:
-    return math.prod(shape)  # not np.prod: microseconds per call, and this runs for every sample
 
 
 # ---- random_bbox_crop -------------------------------------------------------------------------------

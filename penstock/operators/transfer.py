@@ -19,13 +19,10 @@ class ToGpu(BatchOperator):
     PackedBatch when the samples share a dtype."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.batch import PackedBatch
         from penstock.kernels.pinned import upload_arrays, upload_packed
         samples = [np.asarray(sample, order="C") for sample in inputs[0]]  # (ascontiguousarray makes 0-d 1-d)
         if not samples:
             return []
-        if len({(s.shape, s.dtype) for s in samples}) == 1:
-            return PackedBatch.of_dense(upload_arrays(batch.device, [np.stack(samples)])[0])
-        if len({s.dtype for s in samples}) == 1:  # ragged (boxes, labels): packed, no view per sample
+        if len({s.dtype for s in samples}) == 1:  # dense or ragged (boxes, labels): no view per sample
             return upload_packed(batch.device, samples)
         return upload_arrays(batch.device, samples)

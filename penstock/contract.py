@@ -27,6 +27,7 @@ where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -360,6 +361,7 @@ class RowPreparation(tuple):
     their own, ``__slots__ = ()``)."""
 
     __slots__ = ()
+    ROW_FIELDS = 0  # how many ints ring_row() gives
 
     def ring_row(self) -> tuple:
         """Every item but the first, as ints."""
@@ -369,6 +371,91 @@ class RowPreparation(tuple):
     def from_ring_row(cls, data, row) -> "RowPreparation":
         """The preparation again from its bytes (``data``, read in place) and ``ring_row()``'s ints."""
         raise NotImplementedError
+
+
+def address_of(data: np.ndarray) -> int:
+    """Where an array's bytes are: through ctypes (a quarter of the time of the array interface,
+    which counts where it runs for every image), or the array interface for read-only data, which
+    ctypes does not take."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(data))
+    except (TypeError, ValueError):
+        return data.__array_interface__["data"][0]
+
+
+def is_flat_bytes(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1
+
+
+class RowColumn:
+    """One batch's preparations of a RowPreparation class ``kind`` as columns: ``rows`` int64
+    [size, 2 + k], per sample the address and size of its bytes, then its ``ring_row()`` ints.
+    A sample whose value is not such a preparation (an image decoded on the worker, a sample on
+    another branch of a conditional, one not stored yet) has size -1 there and its value in
+    ``others``. The worker processes' replies land here as whole arrays of rows, so the
+    pipeline's process makes no object per sample, and a batch operator reads the columns.
+    Indexing gives a sample's preparation (made when asked); bytes addressed here belong to a
+    worker's ring, or to the preparation ``held`` for them, until the batch is used."""
+
+    ADDRESS, NBYTES = 0, 1
+
+    def __init__(self, kind: type, size: int, row_width: int):
+        self.kind = kind
+        self.rows = np.zeros((size, row_width), np.int64)
+        self.rows[:, self.NBYTES] = -1
+        self.others: dict[int, Any] = {}  # samples without a row (absent: not stored yet, None)
+        self.held: dict[int, Any] = {}  # preparations whose own arrays the rows address
+
+    @classmethod
+    def of(cls, kind: type, values) -> "RowColumn":
+        """The column of a list of values (preparations made in this process, and others)."""
+        if isinstance(values, RowColumn):
+            return values
+        column = cls(kind, len(values), 2 + kind.ROW_FIELDS)
+        for index, value in enumerate(values):
+            if value is not None:
+                column[index] = value
+        return column
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __setitem__(self, index: int, value) -> None:
+        if type(value) is self.kind and is_flat_bytes(value[0]):
+            data = value[0]
+            self.rows[index] = (address_of(data), data.nbytes, *value.ring_row())
+            self.held[index] = value
+            self.others.pop(index, None)
+        else:
+            self.rows[index, self.NBYTES] = -1
+            self.others[index] = value
+            self.held.pop(index, None)
+
+    def put_rows(self, indices: list, rows: np.ndarray) -> None:
+        """Stores the rows of several samples at once (their addresses absolute)."""
+        self.rows[indices] = rows
+        for stored in (self.others, self.held):
+            if stored:
+                for index in indices:
+                    stored.pop(index, None)
+
+    def __getitem__(self, index: int):
+        if index in self.held:
+            return self.held[index]
+        address, nbytes, *fields = self.rows[index].tolist()
+        if nbytes < 0:
+            return self.others.get(index)
+        data = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+        return self.kind.from_ring_row(data, fields)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def positions_without(self, marker) -> tuple | None:
+        """The positions whose value is not ``marker`` (None: all of them)."""
+        if not any(value is marker for value in self.others.values()):
+            return None
+        return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
 
 
 class BatchOperator(Operator):

@@ -164,7 +164,7 @@ def test_hardware_and_cuda_decoders_share_a_batch():
 
 
 def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
-    from penstock.kernels.nvimgcodec_decode import _address
+    from penstock.contract import address_of as _address
     writable = np.arange(32, dtype=np.uint8)
     read_only = np.frombuffer(bytes(32), np.uint8)
     for array in (writable, read_only, writable[5:], read_only[7:]):

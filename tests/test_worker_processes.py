@@ -69,27 +69,49 @@ def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
 def test_encoded_images_cross_the_ring_as_one_array_of_rows():
     import pickle
 
+    from penstock.contract import RowColumn
     from penstock.executor.shared_ring import RingRows, SharedRing
     from penstock.kernels.nvimgcodec_decode import EncodedImage
 
     ring = SharedRing(size=1 << 16)
     image = np.arange(20_000, dtype=np.uint8)
+    decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
     images = [EncodedImage((image + i, (1, 2, 3, 4) if i else None, 7, 8, bool(i % 2))) for i in range(2)]
-    column = pickle.loads(pickle.dumps(ring.put_column(images)))
+    column = pickle.loads(pickle.dumps(ring.put_column([images[0], decoded, images[1]])))
     assert type(column) is RingRows
-    resolved, ends = ring.resolve_column(column)
-    for sent, received in zip(images, resolved):
+    positions, rows, ends, others = ring.resolve_rows(column)
+    assert positions.tolist() == [0, 2] and ends.tolist() == [20_000, 40_000]
+    assert list(others) == [1] and others[1][1] == 0  # pixels go one by one
+    assert type(others[1][0]) is EncodedImage and np.array_equal(others[1][0].data, decoded.data)
+    # the batch's column takes the rows at once; indexing makes a sample's EncodedImage, read in place
+    batch = RowColumn.of(EncodedImage, [None] * 4)
+    batch.put_rows([3, 1], rows)
+    batch[0] = others[1][0]
+    assert batch[2] is None and batch[0] is others[1][0] and batch.rows[0, RowColumn.NBYTES] == -1
+    for index, sent in ((3, images[0]), (1, images[1])):
+        received = batch[index]
         assert type(received) is EncodedImage and received[1:] == sent[1:]
         np.testing.assert_array_equal(received[0], sent[0])
-    assert ends == [20_000, 40_000]
-    # no room for all three: each one as put() makes it, the ones that fit by reference
+    # no room for all three: the ones that fit as rows, the last as itself
     fallback = ring.put_column([EncodedImage((image, None, 7, 8, True))] * 3)
-    assert isinstance(fallback, list) and type(fallback[0]) is not EncodedImage  # the first fits, by reference
-    assert isinstance(fallback[-1], EncodedImage)
-    # values without the row protocol, or decoded pixels, go one by one
-    decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
+    assert type(fallback) is RingRows and len(fallback[1]) == 1 and isinstance(fallback[2][2], EncodedImage)
+    # values without the row protocol go one by one
     assert ring.put_column([decoded]) == [decoded]
     assert ring.resolve_column([decoded]) == ([decoded], [0])
+
+
+def test_row_column_of_preparations_made_in_this_process():
+    from penstock.contract import MISSING, RowColumn
+    from penstock.kernels.nvimgcodec_decode import EncodedImage
+
+    data = np.frombuffer(b"\xff\xd8" + bytes(100), np.uint8)  # read-only bytes still give their address
+    decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
+    column = RowColumn.of(EncodedImage, [EncodedImage((data, (1, 2, 3, 4), 9, 8, True)), decoded, MISSING])
+    assert column.rows[0].tolist() == [data.ctypes.data, 102, 1, 2, 3, 4, 9, 8, 1]
+    assert column[0][0] is data and column[1] is decoded and list(column.others) == [1, 2]
+    assert column.positions_without(MISSING) == (0, 1)
+    column[2] = EncodedImage((data, None, 9, 8, False))
+    assert column.positions_without(MISSING) is None and column.rows[2, 2] == -1
 
 
 def test_processes_write_samples_into_the_shared_batch_buffer(data):

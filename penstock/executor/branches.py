@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock.contract import MISSING
+from penstock.contract import MISSING, RowColumn
 from penstock.draws import UniformBlocks
 
 Positions = "tuple[int, ...] | None"
@@ -13,6 +13,8 @@ Positions = "tuple[int, ...] | None"
 
 def positions_of(column: list) -> tuple | None:
     """The positions of the samples a CPU value holds (None: all of them)."""
+    if isinstance(column, RowColumn):
+        return column.positions_without(MISSING)
     if not any(value is MISSING for value in column):
         return None
     return tuple(index for index, value in enumerate(column) if value is not MISSING)

@@ -41,11 +41,12 @@ import warnings
 
 import numpy as np
 
+from penstock.contract import RowColumn
 from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, SharedRing
+from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, RingRows, SharedRing
 
 PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
 # Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
@@ -184,11 +185,16 @@ class WorkerProcesses:
         prepared_slots, dense_slots = self._runner.plan.prepared_slots, self._runner.plan.dense_slots
         store = self._runner.store
         for slot, column in enumerate(columns):
+            if type(column) is RingRows:
+                self._store_rows(link, done, slot, column)
+                continue
+            if isinstance(column, np.ndarray) and column.ndim > 1 and slot in dense_slots:
+                self._store_stacked(done, slot, column)
+                continue
             if slot in prepared_slots:
                 values, ends = link.ring.resolve_column(column)
                 for (job, _), end in zip(done, ends):  # each batch keeps its arrays in the ring until it is used
-                    if end > job.ring_ends.get(link, 0):
-                        job.ring_ends[link] = end
+                    _keep_ring(link, job, end)
             else:
                 values = _rows(column)
             for (job, index), value in zip(done, values):
@@ -198,6 +204,40 @@ class WorkerProcesses:
                     value = job.buffers[slot][index]
                 elif slot in dense_slots:
                     value = store(job, slot, index, value)
+                job.values[slot][index] = value
+
+    def _store_stacked(self, done: list, slot: int, column: np.ndarray) -> None:
+        """Stores a stacked column of a dense value, each batch's rows copied at once."""
+        for job, begin, end in _job_runs(done):
+            if job.error is not None:
+                continue
+            indices = [index for _, index in done[begin:end]]
+            values = self._runner.store_stacked(job, slot, indices, column[begin:end])
+            stored = job.values[slot]
+            for index, value in zip(indices, values if values is not None else list(column[begin:end])):
+                stored[index] = value
+
+    @staticmethod
+    def _store_rows(link: "ProcessLink", done: list, slot: int, column: RingRows) -> None:
+        """Stores a column of RowPreparations (encoded images) in the RowColumns of their batches,
+        each batch's rows at once."""
+        kind = column[0]
+        positions, rows, ends, others = link.ring.resolve_rows(column)
+        indices = np.fromiter((index for _, index in done), np.int64, len(done))
+        for job, begin, end in _job_runs(done):
+            mine = (positions >= begin) & (positions < end)
+            if not mine.any():
+                continue
+            _keep_ring(link, job, int(ends[mine].max()))
+            if job.error is None:
+                values = job.values[slot]
+                if not isinstance(values, RowColumn):
+                    values = job.values[slot] = RowColumn.of(kind, values)
+                values.put_rows(indices[positions[mine]].tolist(), rows[mine])
+        for position, (value, end) in others.items():
+            job, index = done[position]
+            _keep_ring(link, job, end)
+            if job.error is None:
                 job.values[slot][index] = value
 
     def _shared_buffers(self, job: Job) -> dict:
@@ -403,6 +443,21 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         columns = [ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
                    else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]
         connection.send((errors, columns, time.perf_counter() - started))
+
+
+def _keep_ring(link: "ProcessLink", job: Job, end: int) -> None:
+    """Keeps a worker's ring up to ``end`` until the batch has used its arrays."""
+    if end > job.ring_ends.get(link, 0):
+        job.ring_ends[link] = end
+
+
+def _job_runs(tasks: list):
+    """(job, begin, end) for each run of consecutive tasks of one batch."""
+    begin = 0
+    for position in range(1, len(tasks) + 1):
+        if position == len(tasks) or tasks[position][0] is not tasks[begin][0]:
+            yield tasks[begin][0], begin, position
+            begin = position
 
 
 def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:

@@ -105,6 +105,19 @@ class SampleRunner:
                     buffer = job.buffers[slot] = self._pools[slot].acquire((job.size, *row_shape), dtype)
         return buffer
 
+    def store_stacked(self, job: Job, slot: int, indices: list, stacked: np.ndarray) -> list | None:
+        """The values of several samples computed in a worker process, one array [n, ...] of them:
+        copied into their output's batch buffer at once; the samples' rows of it, or None where the
+        value is not kept in a dense buffer."""
+        if slot not in self.plan.dense_slots or job.ragged[slot]:
+            return None
+        buffer = self.batch_buffer(job, slot, stacked.shape[1:], stacked.dtype)
+        if buffer.shape[1:] != stacked.shape[1:] or buffer.dtype != stacked.dtype:
+            job.ragged[slot] = True
+            return None
+        buffer[indices] = stacked
+        return [buffer[index] for index in indices]
+
     def store(self, job: Job, slot: int, index: int, value):
         """A value computed in a worker process: copied into its output's batch buffer when dense."""
         if slot not in self.plan.dense_slots or job.ragged[slot] or not isinstance(value, np.ndarray):

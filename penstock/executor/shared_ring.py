@@ -13,7 +13,7 @@ import mmap
 
 import numpy as np
 
-from penstock.contract import RowPreparation
+from penstock.contract import RowPreparation, is_flat_bytes
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
 # a ring the parent pins for the GPU's copies (executor: when a worker's preparations hold pixels
@@ -43,10 +43,12 @@ class HoldsRingRefs(tuple):
 
 
 class RingRows(tuple):
-    """RingRows((kind, rows)): values of one RowPreparation class ``kind`` (penstock.contract),
-    several samples' at once: ``rows`` int64 [n, 2 + k], per value the start and size in bytes of
-    its first item (flat bytes, in the ring) and then the k ints of ``value.ring_row()``. One
-    array crosses the pipe for them all, and the parent makes no object per field."""
+    """RingRows((kind, rows, others)): values of several samples, those of one RowPreparation class
+    ``kind`` (penstock.contract) as ``rows`` int64 [n, 3 + k]: per value its position among the
+    samples, the start and size in bytes of its first item (flat bytes, in the ring), then the k
+    ints of ``value.ring_row()``; the other values (not of that class, or not in the ring) in
+    ``others``, position -> what ``put`` made of it. One array crosses the pipe for the rows, and
+    the parent makes no object per sample for them."""
 
     __slots__ = ()
 
@@ -58,6 +60,7 @@ class SharedRing:
     def __init__(self, size: int = RING_BYTES):
         self._size = size
         self.memory = self._memory = mmap.mmap(-1, size)
+        self._base_address = np.frombuffer(self._memory, np.uint8, 1).ctypes.data
         self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
         self._written = 0  # child side: the next position to write
 
@@ -76,20 +79,20 @@ class SharedRing:
         return value if start is None else RingRef((start, value.nbytes, value.shape, value.dtype.str))
 
     def put_column(self, values: list):
-        """The values of several samples (one kept value each): a RingRows when every one is of one
-        RowPreparation class and their bytes fit in the ring, else each one ``put``."""
-        kind = type(values[0]) if values else None
-        if kind is None or not issubclass(kind, RowPreparation) or any(
-                type(value) is not kind or not _flat_bytes(value[0]) for value in values):
-            return [self.put(value) for value in values]
-        rows, begun = [], self._written
-        for value in values:
-            start = self._write(value[0])
-            if start is None:  # no room for them all: what this column wrote is free again, nothing refers to it
-                self._written = begun
-                return [self.put(value) for value in values]
-            rows.append((start, value[0].nbytes, *value.ring_row()))
-        return RingRows((kind, np.array(rows, np.int64)))
+        """The values of several samples (one kept value each): a RingRows when one of them is a
+        RowPreparation whose bytes go in the ring, else each one ``put``."""
+        kind = next((type(value) for value in values if isinstance(value, RowPreparation)), None)
+        rows, others = [], {}
+        for position, value in enumerate(values):
+            if type(value) is kind and _flat_bytes(value[0]):
+                start = self._write(value[0])
+                if start is not None:
+                    rows.append((position, start, value[0].nbytes, *value.ring_row()))
+                    continue
+            others[position] = self.put(value)
+        if not rows:
+            return [others[position] for position in range(len(values))]
+        return RingRows((kind, np.array(rows, np.int64), others))
 
     def _write(self, value: np.ndarray) -> int | None:
         """Writes the array at the ring's next free position: that position, or None without room."""
@@ -127,17 +130,23 @@ class SharedRing:
             return _rebuilt(kind, items), end
         return value, 0
 
-    def resolve_column(self, values) -> tuple[list, list]:
-        """The values of several samples (what put_column made, or a list of values) resolved, and
-        each one's ring position after its last array (0 when it has none)."""
-        if type(values) is not RingRows:
-            resolved = [self.resolve(value) for value in values]
-            return [value for value, _ in resolved], [end for _, end in resolved]
-        kind, rows = values
-        ends = (rows[:, 0] + rows[:, 1]).tolist()
-        memory, size, from_row = self._memory, self._size, kind.from_ring_row
-        return [from_row(np.frombuffer(memory, np.uint8, row[1], row[0] % size), row[2:])
-                for row in rows.tolist()], ends
+    def resolve_rows(self, values: RingRows) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+        """A RingRows read in place: the positions of its rows, the rows as RowColumn takes them
+        (the address of each value's bytes, their size, the ring_row ints), each row's ring position
+        after its bytes, and its other values resolved (position -> (value, ring position after
+        it))."""
+        _, rows, others = values
+        starts, sizes = rows[:, 1], rows[:, 2]
+        column_rows = rows[:, 1:].copy()
+        column_rows[:, 0] = starts % self._size + self._base_address
+        return rows[:, 0], column_rows, starts + sizes, {position: self.resolve(value)
+                                                        for position, value in others.items()}
+
+    def resolve_column(self, values: list) -> tuple[list, list]:
+        """Values that came one by one (``put``) resolved, and each one's ring position after its
+        last array (0 when it has none)."""
+        resolved = [self.resolve(value) for value in values]
+        return [value for value, _ in resolved], [end for _, end in resolved]
 
     def release(self, end: int) -> None:
         """Lets the process write over everything before ``end``."""
@@ -146,7 +155,7 @@ class SharedRing:
 
 
 def _flat_bytes(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1 and value.nbytes >= SMALLEST
+    return is_flat_bytes(value) and value.nbytes >= SMALLEST
 
 
 def _rebuilt(kind: type, items: list):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import math
 import operator
 import threading
@@ -21,13 +22,15 @@ from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
 from penstock.batch import PackedBatch
-from penstock.contract import RowPreparation
+from penstock.contract import RowColumn, RowPreparation
 from penstock.kernels.pinned import copy_into
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
                 "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
+# an EncodedImage's columns in a RowColumn: address, size, then its ring_row()
+_TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _HARDWARE = range(2, 9)
 _library: capi.Library | None = None
 _library_lock = threading.Lock()
 
@@ -53,6 +56,7 @@ class EncodedImage(RowPreparation):
     own, so that it comes back from a worker process without running Python code per image."""
 
     __slots__ = ()
+    ROW_FIELDS = 7
     data = property(operator.itemgetter(0))
 
     def ring_row(self) -> tuple:
@@ -68,15 +72,6 @@ class EncodedImage(RowPreparation):
     height = property(operator.itemgetter(2))
     width = property(operator.itemgetter(3))
     hardware = property(operator.itemgetter(4))
-
-
-def _address(data) -> int:
-    """Where an array's bytes are: through ctypes (a quarter of the time of the array interface,
-    for every image), or the array interface for read-only data, which ctypes does not take."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(data))
-    except (TypeError, ValueError):
-        return data.__array_interface__["data"][0]
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
@@ -200,75 +195,40 @@ class GpuImageDecoder:
         except (OSError, RuntimeError):
             return None
 
-    def submit(self, items: list, cuda_stream, describe=lambda index: f"sample {index}",
+    def submit(self, items, cuda_stream, describe=lambda index: f"sample {index}",
                run_call=run_now, run_on_workers=run_all_now) -> "PendingDecode":
         """Starts decoding a batch into one new buffer on the GPU; the PendingDecode's images (a
         PackedBatch of that buffer: HWC uint8, one per EncodedImage, its window when it has one)
-        are to be read (by work queued on ``cuda_stream``) once its wait() returned. The decode
-        calls go to ``run_call(lane, call)`` (see the class); the images the GPU decoders refuse
-        are decoded by the calls given to ``run_on_workers(calls)``, which returns once they ran."""
-        quick = self._library.quick
+        are to be read (by work queued on ``cuda_stream``) once its wait() returned. ``items``: the
+        batch's EncodedImages, a list or a RowColumn (as the worker processes' replies arrive),
+        read as columns. The decode calls go to ``run_call(lane, call)`` (see the class); the
+        images the GPU decoders refuse are decoded by the calls given to ``run_on_workers(calls)``,
+        which returns once they ran."""
         started = time.perf_counter()
-        channels = self._channels
-        shapes, offsets, total = [], [], 0
-        for item in items:
-            window, height, width = item.window, item.height, item.width
-            if window is not None:
-                height, width = window[2], window[3]
-            shapes.append((height, width, channels))
-            offsets.append(total)
-            total += -(-height * width * channels // _ALIGN) * _ALIGN
+        items = RowColumn.of(EncodedImage, items)
+        rows, channels = items.rows, self._channels
+        windowed = rows[:, _TOP] >= 0
+        heights = np.where(windowed, rows[:, _WINDOW_HEIGHT], rows[:, _IMAGE_HEIGHT])
+        widths = np.where(windowed, rows[:, _WINDOW_WIDTH], rows[:, _IMAGE_WIDTH])
+        for index, item in items.others.items():  # decoded on the CPU workers: the image as it is
+            heights[index], widths[index] = item.height, item.width
+        aligned = -(-heights * widths * channels // _ALIGN) * _ALIGN
+        offsets = np.zeros(len(rows), np.int64)
+        np.cumsum(aligned[:-1], out=offsets[1:])
         with torch.cuda.stream(cuda_stream):
-            packed = torch.empty(max(total, 1), dtype=torch.uint8, device=self.device)
-        pending = PendingDecode(self, items, PackedBatch(packed, offsets, shapes), cuda_stream, describe, run_call,
-                                run_on_workers)
+            packed = torch.empty(max(int(aligned.sum()), 1), dtype=torch.uint8, device=self.device)
+        shapes = list(zip(heights.tolist(), widths.tolist(), itertools.repeat(channels)))
+        pending = PendingDecode(self, items, PackedBatch(packed, offsets.tolist(), shapes), cuda_stream, describe,
+                                run_call, run_on_workers)
         # encoded data is a JPEG whose header the CPU workers read (anything else comes decoded);
         # one the decoders cannot parse after all is decoded on the CPU, which says why
-        on_gpu = [index for index, item in enumerate(items) if item.data.ndim == 1]
-        if self._hardware is not None and on_gpu:
-            on_gpu = self._describe_hardware(pending, items, on_gpu, shapes, offsets, packed.data_ptr())
-        if not on_gpu:
-            return self._start(pending, started)
-        handles = self._handles(len(on_gpu))
-        # plain addresses and the structures' field arrays, looked up once: this loop runs for every
-        # image, on the thread that also launches the kernels
-        wholes, windows, targets, decoded = handles.wholes, handles.windows, handles.images, handles.decoded
-        wholes_at, windows_at, targets_at = (ctypes.addressof(a) for a in (wholes, windows, targets))
+        on_gpu = np.flatnonzero(rows[:, RowColumn.NBYTES] >= 0)
         base = packed.data_ptr()
-        info, plane, start, end = self._image_info, self._plane, self._region_start, self._region_end
-        info.cuda_stream = cuda_stream.cuda_stream
-        instance, view_at, info_at = self._instance.value, ctypes.addressof(self._view), ctypes.addressof(info)
-        create_stream, sub_stream = quick.nvimgcodecCodeStreamCreateFromHostMem, quick.nvimgcodecCodeStreamGetSubCodeStream
-        create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
-        decoding = pending.decoding
-        for index in on_gpu:
-            data, window = items[index].data, items[index].window
-            height, width, _ = shapes[index]
-            position = len(decoding)
-            slot = position * 8  # byte offset of this image's handles in the arrays
-            if create_stream(instance, wholes_at + slot, _address(data), data.nbytes, None) != success:
-                continue  # not a stream nvImageCodec can parse: the CPU decoder says why
-            if window is None:
-                decoded[position] = wholes[position]
-            else:
-                start[0], start[1], end[0], end[1] = window[0], window[1], window[0] + height, window[1] + width
-                if sub_stream(wholes[position], windows_at + slot, view_at) != success:
-                    continue
-                decoded[position] = windows[position]
-            plane.width, plane.height, plane.row_stride = width, height, width * channels
-            info.buffer = base + offsets[index]
-            if create_image(instance, targets_at + slot, info_at) != success:
-                continue
-            decoding.append(index)  # its handles stay at this position
-            if position & 31 == 31:
-                time.sleep(0)  # lets the decode stage (and the workers' dispatcher) take the lock now
-        pending.handles = handles
-        return self._start(pending, started)
-
-    def _start(self, pending: "PendingDecode", started: float) -> "PendingDecode":
-        """Hands the described batch to the decode stage, then queues the upload of what the CPU
-        workers decoded while the decoders work."""
-        pending.to_upload = [index for index, item in enumerate(pending._items) if item.data.ndim == 3]
+        if self._hardware is not None and len(on_gpu):
+            on_gpu = self._describe_hardware(pending, rows, on_gpu, offsets + base, widths * channels)
+        if len(on_gpu):
+            self._describe_nvimgcodec(pending, on_gpu, rows, heights, widths, offsets + base, cuda_stream)
+        pending.to_upload = sorted(items.others)
         self._queue(pending)
         begun = time.perf_counter()
         pending.upload_decoded()
@@ -276,22 +236,56 @@ class GpuImageDecoder:
         self.seconds["code streams and images"] += time.perf_counter() - started
         return pending
 
-    def _describe_hardware(self, pending: "PendingDecode", items: list, on_gpu: list, shapes: list,
-                           offsets: list, base: int) -> list:
+    def _describe_nvimgcodec(self, pending: "PendingDecode", on_gpu: np.ndarray, rows: np.ndarray,
+                             heights: np.ndarray, widths: np.ndarray, outputs: np.ndarray, cuda_stream) -> None:
+        """nvImageCodec's handles for the images of ``on_gpu``: a code stream, its window, the image
+        to decode into (each a call here, on the thread that also launches the kernels)."""
+        quick = self._library.quick
+        handles = pending.handles = self._handles(len(on_gpu))
+        # plain addresses and the structures' field arrays, looked up once: this loop runs per image
+        wholes, windows, targets, decoded = handles.wholes, handles.windows, handles.images, handles.decoded
+        wholes_at, windows_at, targets_at = (ctypes.addressof(a) for a in (wholes, windows, targets))
+        channels = self._channels
+        info, plane, start, end = self._image_info, self._plane, self._region_start, self._region_end
+        info.cuda_stream = cuda_stream.cuda_stream
+        instance, view_at, info_at = self._instance.value, ctypes.addressof(self._view), ctypes.addressof(info)
+        create_stream, sub_stream = quick.nvimgcodecCodeStreamCreateFromHostMem, quick.nvimgcodecCodeStreamGetSubCodeStream
+        create_image, success = quick.nvimgcodecImageCreate, capi.STATUS_SUCCESS
+        decoding = pending.decoding
+        for index, row, height, width, output in zip(on_gpu.tolist(), rows[on_gpu].tolist(), heights[on_gpu].tolist(),
+                                                     widths[on_gpu].tolist(), outputs[on_gpu].tolist()):
+            address, nbytes, top, left = row[:4]
+            position = len(decoding)
+            slot = position * 8  # byte offset of this image's handles in the arrays
+            if create_stream(instance, wholes_at + slot, address, nbytes, None) != success:
+                continue  # not a stream nvImageCodec can parse: the CPU decoder says why
+            if top < 0:
+                decoded[position] = wholes[position]
+            else:
+                start[0], start[1], end[0], end[1] = top, left, top + height, left + width
+                if sub_stream(wholes[position], windows_at + slot, view_at) != success:
+                    continue
+                decoded[position] = windows[position]
+            plane.width, plane.height, plane.row_stride = width, height, width * channels
+            info.buffer = output
+            if create_image(instance, targets_at + slot, info_at) != success:
+                continue
+            decoding.append(index)  # its handles stay at this position
+            if position & 31 == 31:
+                time.sleep(0)  # lets the decode stage (and the workers' dispatcher) take the lock now
+
+    def _describe_hardware(self, pending: "PendingDecode", rows: np.ndarray, on_gpu: np.ndarray,
+                           outputs: np.ndarray, row_bytes: np.ndarray) -> np.ndarray:
         """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
         share = math.ceil(len(on_gpu) * self._hardware_load)
-        chosen = [index for index in on_gpu if items[index].hardware][:share]
-        if not chosen:
+        chosen = on_gpu[rows[on_gpu, _HARDWARE] != 0][:share]
+        if not len(chosen):
             return on_gpu
-        addresses = [_address(items[index].data) for index in chosen]
-        lengths = [items[index].data.nbytes for index in chosen]
-        outputs = np.array([offsets[index] for index in chosen], np.uint64) + base
-        row_bytes = np.array([shapes[index][1] * shapes[index][2] for index in chosen], np.uint64)
-        pending.hardware = chosen
-        pending.hardware_batch = self._hardware.describe(addresses, lengths, outputs, row_bytes,
-                                                         [items[index].window for index in chosen])
-        taken = set(chosen)
-        return [index for index in on_gpu if index not in taken]
+        pending.hardware = chosen.tolist()
+        pending.hardware_batch = self._hardware.describe(
+            rows[chosen, RowColumn.ADDRESS], rows[chosen, RowColumn.NBYTES], outputs[chosen].astype(np.uint64),
+            row_bytes[chosen].astype(np.uint64), rows[chosen, _TOP:_TOP + 4])
+        return np.setdiff1d(on_gpu, chosen, assume_unique=True)
 
     def _queue(self, pending: "PendingDecode") -> None:
         shares = (["hardware"] if pending.hardware else []) + (["nvimgcodec"] if pending.decoding else [])

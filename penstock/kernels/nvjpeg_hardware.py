@@ -159,10 +159,11 @@ class HardwareJpegDecoder:
         self.batch_size_hint = batch_size_hint
         self._free: list[HardwareBatch] = []
 
-    def describe(self, addresses: list, lengths: list, outputs: np.ndarray, row_bytes: np.ndarray,
-                 windows: list) -> HardwareBatch:
+    def describe(self, addresses: np.ndarray, lengths: np.ndarray, outputs: np.ndarray, row_bytes: np.ndarray,
+                 windows: np.ndarray) -> HardwareBatch:
         """A batch: per image the address and length of its encoded data, the address of its output
-        (interleaved, rows of ``row_bytes``) and its window (top, left, height, width) or None."""
+        (interleaved, rows of ``row_bytes``) and its window (top, left, height, width; top -1 for
+        the whole image)."""
         count = len(addresses)
         batch = self._free.pop() if self._free else HardwareBatch(self, count)
         batch.grow(self, count)
@@ -174,11 +175,11 @@ class HardwareJpegDecoder:
         fields["channel"][:, 0] = outputs
         fields["pitch"][:, 0] = row_bytes
         set_window, params = self.library.quick.nvjpegDecodeParamsSetROI, batch.params
-        for index, window in enumerate(windows):
-            if window is None:
-                set_window(params[index], 0, 0, -1, -1)
+        for handle, (top, left, height, width) in zip(params, windows.tolist()):
+            if top < 0:
+                set_window(handle, 0, 0, -1, -1)
             else:
-                set_window(params[index], window[1], window[0], window[3], window[2])
+                set_window(handle, left, top, width, height)
         return batch
 
     def decode(self, batch: HardwareBatch, cuda_stream: int) -> int:

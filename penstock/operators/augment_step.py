@@ -273,11 +273,9 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
     def _batch_tables(self, samples: list, steps: list, args: list):
         """uint8 [N, C, 256] tables on the samples' device: the identity, the parameter-only tables
         (made once, gathered by row), and the tables made from the histograms of the samples that
-        drew equalize, auto_contrast or contrast (every histogram in one scatter: bincount would
-        wait for the GPU to learn its size)."""
-        import torch
-
+        drew equalize, auto_contrast or contrast (every histogram in one launch)."""
         from penstock.kernels.pinned import to_device
+        from penstock.kernels.triton_filters import run_histograms
         device = samples[0].device
         count, channels = len(samples), samples[0].shape[2]
         fixed, fixed_rows = self._steps.fixed_tables()
@@ -285,19 +283,10 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
             self._fixed_device = to_device(device, [fixed])[0]
         rows = np.array([fixed_rows.get((a["op_index"], a["row"]), 0) for a in args], np.int64)
         needing = [i for i, (kind, _) in enumerate(steps) if kind in STATISTICS]
-        sizes = [samples[i].numel() for i in needing]
-        rows, needing_rows, sample_sizes = to_device(device, [rows, np.array(needing, np.int64),
-                                                              np.array(sizes, np.int64)])
+        rows, needing_rows = to_device(device, [rows, np.array(needing, np.int64)])
         tables = self._fixed_device[rows][:, None, :].expand(count, channels, 256).contiguous()
         if needing:
-            values = torch.cat([samples[i].reshape(-1) for i in needing]).long()
-            owners = torch.repeat_interleave(torch.arange(len(needing), device=device), sample_sizes,
-                                             output_size=len(values))
-            channel = torch.arange(len(values), device=device) % channels  # every sample holds whole pixels
-            bins = (owners * channels + channel) * 256 + values
-            counts = torch.zeros((len(needing) * channels * 256,), dtype=torch.int64, device=device)
-            counts.scatter_add_(0, bins, torch.ones((1,), dtype=counts.dtype, device=device).expand_as(bins))
-            counts = counts.reshape(len(needing), channels, 256)
+            counts = run_histograms([samples[i] for i in needing]).long()
             tables[needing_rows] = value_tables([steps[i][0] for i in needing],
                                                 np.stack([steps[i][1] for i in needing]), counts)
         return tables

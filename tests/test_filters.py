@@ -226,3 +226,23 @@ def test_experimental_names_are_the_same_operators():
     (plain, experimental) = run("cpu", lambda x: (fn.dilate(x, mask_size=5), fn.experimental.dilate(x, mask_size=5)))
     for a, b in zip(plain, experimental):
         np.testing.assert_array_equal(a, b)
+
+
+def test_histograms_of_a_ragged_batch_in_one_launch_match_numpy():
+    """The histogram kernel (equalize, auto_contrast, contrast) against numpy's bincount, exact:
+    samples of different sizes, one of a single pixel, a view that is not contiguous, gray."""
+    import torch
+
+    from penstock.kernels.triton_filters import run_histograms
+    rng = np.random.default_rng(SEED)
+    images = [rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for height, width in ((5, 7), (40, 33), (1, 1))]
+    images.append(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)[:, 5:17])
+    counts = run_histograms([torch.from_numpy(image) for image in images])
+    assert counts.shape == (4, 3, 256) and counts.dtype == torch.int32
+    for image, found in zip(images, counts.numpy()):
+        expected = np.stack([np.bincount(image[:, :, c].ravel(), minlength=256) for c in range(3)])
+        np.testing.assert_array_equal(found, expected)
+    gray = rng.integers(0, 256, (9, 11, 1), dtype=np.uint8)
+    np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray)])[0, 0].numpy(),
+                                  np.bincount(gray.ravel(), minlength=256))
+    assert run_histograms([]).shape == (0, 1, 256)

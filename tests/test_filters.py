@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 from cases_filters import FILTER, correlate, window_size
-from conftest import SEED, gpu_or_emulated, noise_image, smooth_image
+from conftest import CUDA, SEED, gpu_or_emulated, noise_image, smooth_image
 
 from penstock import fn, pipeline_def, types
 from penstock.pipeline import Pipeline
@@ -237,12 +237,13 @@ def test_histograms_of_a_ragged_batch_in_one_launch_match_numpy():
     rng = np.random.default_rng(SEED)
     images = [rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for height, width in ((5, 7), (40, 33), (1, 1))]
     images.append(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)[:, 5:17])
-    counts = run_histograms([torch.from_numpy(image) for image in images])
+    device = "cuda" if CUDA else "cpu"  # Triton's interpreter on the CPU, the compiled kernel on a GPU
+    counts = run_histograms([torch.from_numpy(image).to(device) for image in images])
     assert counts.shape == (4, 3, 256) and counts.dtype == torch.int32
-    for image, found in zip(images, counts.numpy()):
+    for image, found in zip(images, counts.cpu().numpy()):
         expected = np.stack([np.bincount(image[:, :, c].ravel(), minlength=256) for c in range(3)])
         np.testing.assert_array_equal(found, expected)
     gray = rng.integers(0, 256, (9, 11, 1), dtype=np.uint8)
-    np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray)])[0, 0].numpy(),
+    np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray).to(device)])[0, 0].cpu().numpy(),
                                   np.bincount(gray.ravel(), minlength=256))
     assert run_histograms([]).shape == (0, 1, 256)

@@ -543,30 +543,32 @@ class BoxCropper:
             if total > 0:  # the rounds the attempt limit leaves
                 rounds = min(rounds, -(-(total - attempts) // per_round))
             round_thresholds = thresholds[rng.integers(len(options), size=rounds)]
-            anchors, extents, allowed = self.windows(rng, rounds * per_round)
-            if len(low):
-                scores, inter = self.scores(low, high, anchors, extents)
-                kept = self.keep(low, high, inter, anchors, extents)
-                # a NaN threshold (no crop) passes no window
-                valid = allowed & (scores >= np.repeat(round_thresholds, per_round)) & kept.any(1)
-            else:  # nothing to keep in view: the first window the ratios allow
-                valid = allowed
-            ending = np.isnan(round_thresholds) | valid.reshape(rounds, per_round).any(1)
-            if ending.any():
-                first = int(np.argmax(ending))
-                if np.isnan(round_thresholds[first]):
-                    return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low))
-                windows = valid[first * per_round:(first + 1) * per_round]
-                if not len(low):
-                    chosen = first * per_round + int(np.argmax(windows))
-                    return anchors[chosen], extents[chosen], np.arange(0)
-                chosen = first * per_round + int(np.flatnonzero(windows)[-1])  # the round's last valid window
-                return anchors[chosen], extents[chosen], np.flatnonzero(kept[chosen])
-            if len(low):
-                scores = np.where(allowed, scores, -np.inf)
-                top = int(np.argmax(scores))  # the first window of the best score
-                if scores[top] > best_score:
-                    best, best_score = (anchors[top], extents[top], np.flatnonzero(kept[top])), scores[top]
+            no_crop = np.isnan(round_thresholds)
+            scored = int(np.argmax(no_crop)) if no_crop.any() else rounds  # the rounds before a no-crop one
+            if scored:
+                anchors, extents, allowed = self.windows(rng, scored * per_round)
+                if len(low):
+                    scores, inter = self.scores(low, high, anchors, extents)
+                    kept = self.keep(low, high, inter, anchors, extents)
+                    valid = allowed & (scores >= np.repeat(round_thresholds[:scored], per_round)) & kept.any(1)
+                else:  # nothing to keep in view: the first window the ratios allow
+                    valid = allowed
+                ending = valid.reshape(scored, per_round).any(1)
+                if ending.any():
+                    first = int(np.argmax(ending))
+                    windows = valid[first * per_round:(first + 1) * per_round]
+                    if not len(low):
+                        chosen = first * per_round + int(np.argmax(windows))
+                        return anchors[chosen], extents[chosen], np.arange(0)
+                    chosen = first * per_round + int(np.flatnonzero(windows)[-1])  # the round's last valid window
+                    return anchors[chosen], extents[chosen], np.flatnonzero(kept[chosen])
+                if len(low):
+                    scores = np.where(allowed, scores, -np.inf)
+                    top = int(np.argmax(scores))  # the first window of the best score
+                    if scores[top] > best_score:
+                        best, best_score = (anchors[top], extents[top], np.flatnonzero(kept[top])), scores[top]
+            if scored < rounds:  # a no-crop round: the whole image
+                return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low))
             attempts += rounds * per_round
             if total > 0 and attempts >= total:
                 return best if best is not None else (np.zeros(self.dimensions), np.zeros(self.dimensions),

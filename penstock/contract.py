@@ -384,7 +384,7 @@ def address_of(data: np.ndarray) -> int:
 
 
 def is_flat_bytes(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1
+    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1 and value.flags.c_contiguous
 
 
 class RowColumn:

@@ -351,7 +351,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         name (the same window for the same draws) and goes to the GPU as pixels: decoded once, and
         not on the thread that launches the GPU work."""
         from penstock.kernels.nvimgcodec_decode import EncodedImage
-        data = np.asarray(inputs[0])
+        data = np.ascontiguousarray(inputs[0])  # the decoders read its bytes from its address
         header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
         if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1) \
                 or self.decodes_on_cpu(sample.index):

@@ -458,6 +458,75 @@ class RowColumn:
         return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
 
 
+class ArrayColumn:
+    """One batch's values of a kept slot as one array, for values that came from the worker
+    processes as whole arrays [n, ...] (numbers drawn per sample, a fixed-shape value of each):
+    ``array`` [size, ...] holds them, a sample whose value came otherwise is held as itself in
+    ``others`` (in neither: not stored yet, None). Indexing gives a sample's row (a view, 0-d for
+    a column of numbers) as a list of them would; ``numpy.asarray`` of a column whose every sample
+    has its row is the array itself, so a column of per-sample arguments is read at once."""
+
+    def __init__(self, size: int, row_shape: tuple, dtype):
+        self.array = np.empty((size, *row_shape), dtype)
+        self.present = np.zeros(size, bool)
+        self.others: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, values: list, row_shape: tuple, dtype) -> "ArrayColumn":
+        """A column of the given row shape and type holding ``values`` (a list) as its others."""
+        column = cls(len(values), row_shape, dtype)
+        column.others = {index: value for index, value in enumerate(values) if value is not None}
+        return column
+
+    @classmethod
+    def full(cls, array: np.ndarray) -> "ArrayColumn":
+        """The column of a whole batch's array (a random generator's draws)."""
+        column = cls.__new__(cls)
+        column.array, column.present, column.others = array, np.ones(len(array), bool), {}
+        return column
+
+    @property
+    def complete(self) -> bool:
+        """Whether every sample has its row in ``array``."""
+        return bool(self.present.all())
+
+    def fits(self, rows: np.ndarray) -> bool:
+        return rows.shape[1:] == self.array.shape[1:] and rows.dtype == self.array.dtype
+
+    def put_rows(self, indices: list, rows: np.ndarray) -> None:
+        self.array[indices] = rows
+        self.present[indices] = True
+        if self.others:
+            for index in indices:
+                self.others.pop(index, None)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __setitem__(self, index: int, value) -> None:
+        self.present[index] = False
+        self.others[index] = value
+
+    def __getitem__(self, index: int):
+        if self.present[index]:
+            return self.array[index, ...]
+        return self.others.get(index)
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def __array__(self, dtype=None, copy=None):
+        if not self.complete:
+            return np.array(list(self), dtype=dtype)
+        return self.array if dtype is None else self.array.astype(dtype, copy=False)
+
+    def positions_without(self, marker) -> tuple | None:
+        """The positions whose value is not ``marker`` (None: all of them)."""
+        if not any(value is marker for value in self.others.values()):
+            return None
+        return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
+
+
 class BatchOperator(Operator):
     """Runs on a whole batch at once on the executor's GPU stage (devices 'mixed' and 'gpu').
 

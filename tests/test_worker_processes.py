@@ -204,3 +204,20 @@ def test_light_samples_go_many_to_a_message(data, monkeypatch):
     finally:
         pipe.close()
     assert max(sizes) > processes.PROCESS_CHUNK
+
+
+def test_array_column_holds_a_batch_of_rows_and_reads_as_one_array():
+    from penstock.contract import MISSING, ArrayColumn
+
+    column = ArrayColumn.of([None, np.array(7.0, np.float32), None, None], (), np.float32)
+    column.put_rows([0, 2, 3], np.array([1.0, 2.0, 3.0], np.float32))
+    assert not column.complete and column[1] == 7.0 and column[2].shape == () and column[2] == 2.0
+    np.testing.assert_array_equal(np.asarray(column), [1.0, 7.0, 2.0, 3.0])  # one sample held as itself
+    column.put_rows([1], np.array([5.0], np.float32))
+    assert column.complete and np.asarray(column) is column.array and list(column.others) == []
+    assert column.positions_without(MISSING) is None
+    column[3] = MISSING  # a sample on the other branch of a conditional
+    assert column.positions_without(MISSING) == (0, 1, 2) and column[3] is MISSING
+    assert not column.fits(np.zeros((2, 3), np.float32)) and column.fits(np.zeros(2, np.float32))
+    draws = ArrayColumn.full(np.arange(4, dtype=np.int32))
+    assert draws.complete and [int(value) for value in draws] == [0, 1, 2, 3] and draws[2].shape == ()

@@ -41,7 +41,7 @@ import warnings
 
 import numpy as np
 
-from penstock.contract import RowColumn
+from penstock.contract import ArrayColumn, RowColumn
 from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
@@ -190,6 +190,9 @@ class WorkerProcesses:
                 continue
             if isinstance(column, np.ndarray) and column.ndim > 1 and slot in dense_slots:
                 self._store_stacked(done, slot, column)
+                continue
+            if isinstance(column, np.ndarray) and slot not in dense_slots and slot not in prepared_slots:
+                _store_array(done, slot, column)
                 continue
             if slot in prepared_slots:
                 values, ends = link.ring.resolve_column(column)
@@ -445,6 +448,23 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         connection.send((errors, columns, time.perf_counter() - started))
 
 
+def _store_array(done: list, slot: int, column: np.ndarray) -> None:
+    """Stores a stacked column of a value that is not an output (per-sample arguments) in the
+    ArrayColumns of their batches, each batch's rows at once."""
+    for job, begin, end in _job_runs(done):
+        if job.error is not None:
+            continue
+        indices = [index for _, index in done[begin:end]]
+        values = job.values[slot]
+        if not isinstance(values, ArrayColumn):
+            values = job.values[slot] = ArrayColumn.of(values, column.shape[1:], column.dtype)
+        if values.fits(column):
+            values.put_rows(indices, column[begin:end])
+        else:  # rows of another shape or type than the batch's first: kept one by one
+            for index, value in zip(indices, _rows(column[begin:end])):
+                values[index] = value
+
+
 def _keep_ring(link: "ProcessLink", job: Job, end: int) -> None:
     """Keeps a worker's ring up to ``end`` until the batch has used its arrays."""
     if end > job.ring_ends.get(link, 0):
@@ -485,12 +505,21 @@ def _requests(tasks: list, source_keys: tuple, shared_buffers) -> list:
         by_job[id(job)].append(index)
     message = []
     for job, indices in blocks:
+        positions = np.array(indices)
         infos = [job.source_infos[index] for index in indices] if job.source_infos else None
-        items = [_column([job.source_items[key][index] for index in indices]) for key in source_keys]
-        params = [None if draws is None else draws[indices] if isinstance(draws, (np.ndarray, UniformBlocks))
+        items = [_source_column(job.source_items[key], indices, positions) for key in source_keys]
+        params = [None if draws is None else draws[positions] if isinstance(draws, (np.ndarray, UniformBlocks))
                   else [draws[index] for index in indices] for draws in job.params.values()]
         message.append((indices, infos, items, list(job.params), params, shared_buffers(job)))
     return message
+
+
+def _source_column(items, indices: list, positions: np.ndarray):
+    """A source's items of some samples as a _column: a slice of its batch's array (random
+    generators' draws), else stacked or listed from the samples' items."""
+    if isinstance(items, ArrayColumn) and items.complete:
+        return items.array[positions]
+    return _column([items[index] for index in indices])
 
 
 def _unpacked(source_keys: tuple, message: list):

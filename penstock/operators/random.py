@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import registry, types
-from penstock.contract import OutputSpec, SampleContext, SampleOperator, SourceBatch, SourceOperator, random_stream
+from penstock.contract import ArrayColumn, OutputSpec, SampleContext, SampleOperator, SourceBatch, SourceOperator, random_stream
 from penstock.schema import Arg, ArgError, OpSchema
 
 SHAPE_ARG = Arg("shape", "ints", None, "Shape of each sample's value; default a scalar.", min=0)
@@ -69,7 +69,7 @@ class RandomSource(SourceOperator):
         rng = random_stream(self.context.seed, iteration)
         shape = (self.context.batch_size, *(self.args["shape"] or ()))
         values = self.generate(rng, shape).astype(self.args["dtype"].numpy, copy=False)
-        return SourceBatch([values[i, ...] for i in range(len(values))])
+        return SourceBatch(ArrayColumn.full(values))  # each sample's value a view when asked
 
     def generate(self, rng: np.random.Generator, shape: tuple) -> np.ndarray:
         raise NotImplementedError

@@ -432,19 +432,16 @@ def _layout(args: dict, columns: int) -> str:
 def boxes_to_corners(boxes: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
     """(low [N, D], high [N, D]) corners of boxes in ``layout`` (x, y, z order)."""
     dimensions = len(layout) // 2
-    low = np.stack([boxes[:, layout.index(AXES[d])] for d in range(dimensions)], 1).astype(np.float64)
+    low = boxes[:, [layout.index(AXES[d]) for d in range(dimensions)]].astype(np.float64)
     if HIGH[0] in layout:
-        high = np.stack([boxes[:, layout.index(HIGH[d])] for d in range(dimensions)], 1).astype(np.float64)
-    else:
-        high = low + np.stack([boxes[:, layout.index(EXTENT[d])] for d in range(dimensions)], 1)
-    return low, high
+        return low, boxes[:, [layout.index(HIGH[d]) for d in range(dimensions)]].astype(np.float64)
+    return low, low + boxes[:, [layout.index(EXTENT[d]) for d in range(dimensions)]]
 
 
 def corners_to_boxes(low: np.ndarray, high: np.ndarray, layout: str) -> np.ndarray:
-    columns = {}
-    for d in range(low.shape[1]):
-        columns[AXES[d]], columns[HIGH[d]], columns[EXTENT[d]] = low[:, d], high[:, d], high[:, d] - low[:, d]
-    return np.stack([columns[name] for name in layout], 1).astype(np.float32).reshape(-1, len(layout))
+    dimensions = low.shape[1]
+    names = AXES[:dimensions] + HIGH[:dimensions] + EXTENT[:dimensions]  # the columns stacked below
+    return np.concatenate([low, high, high - low], 1)[:, [names.index(name) for name in layout]].astype(np.float32)
 
 
 class BoxCropper:
@@ -477,21 +474,24 @@ class BoxCropper:
                 np.ones(count, bool)
         low, high = self.args["scaling"]
         draws = rng.uniform(low, high, (count, dimensions))
-        extents = draws.copy()
+        extents = draws
         pixels = self.input_shape if self.input_shape is not None else np.ones(dimensions)
         fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
         if fixed:  # one side follows another at the fixed ratio, in random order; the longest is the largest draw
+            extents = draws.copy()
             for i, j, ratio in fixed:
                 first = rng.integers(2, size=count).astype(bool)
                 extents[:, j] = np.where(first, extents[:, i] * pixels[i] / (ratio * pixels[j]), extents[:, j])
                 extents[:, i] = np.where(first, extents[:, i], extents[:, j] * ratio * pixels[j] / pixels[i])
             extents *= (draws.max(1) / extents.max(1))[:, None]
-        sizes = extents * pixels
-        allowed = np.ones(count, bool)
+        sizes = extents * pixels if self.input_shape is not None else extents
+        allowed = None
         for (i, j), (least, most) in zip(self.pairs, self.ratios):
             ratio = sizes[:, i] / sizes[:, j]
-            allowed &= (least <= ratio) & (ratio <= most)
-        anchors = rng.uniform(np.minimum(0.0, 1.0 - extents), np.maximum(0.0, 1.0 - extents))
+            fits = (least <= ratio) & (ratio <= most)
+            allowed = fits if allowed is None else allowed & fits
+        # uniform between 0 and 1 - extent, on whichever side of 0 that is
+        anchors = (1.0 - extents) * rng.random((count, dimensions))
         return anchors, extents, allowed
 
     def scores(self, low, high, anchors, extents) -> tuple[np.ndarray, np.ndarray]:

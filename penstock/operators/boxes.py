@@ -507,12 +507,12 @@ class BoxCropper:
             side = high[:, d] - low[:, d]
             volumes = side if volumes is None else volumes * side
             window_volumes = extents[:, d] if window_volumes is None else window_volumes * extents[:, d]
-        with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0 for a box of no area: never passes
-            if self.args["threshold_type"] == "iou":
-                table = inter / (window_volumes[:, None] + volumes[None] - inter)
-            else:
-                table = inter / volumes[None]
-        table[np.isnan(table)] = -np.inf
+        if self.args["threshold_type"] == "iou":
+            union = window_volumes[:, None] + volumes[None] - inter
+        else:
+            union = np.broadcast_to(volumes[None], inter.shape)
+        # 0 / 0 (a box of no area) never passes
+        table = np.divide(inter, union, out=np.full(inter.shape, -np.inf), where=union > 0)
         return (table.min(1) if self.args["all_boxes_above_threshold"] else table.max(1)), inter
 
     def keep(self, low, high, inter, anchors, extents) -> np.ndarray:

@@ -2,13 +2,17 @@
 pipeline's CPU stage, on a machine without a GPU: that thread shares the pipeline process's
 interpreter lock with the GPU stage, so each microsecond here is one the GPU stage may wait.
 
-usage: python benchmarks/dispatcher_cost.py --data DIR [--processes 1] [--batches 60] [--batch-size 256]
+usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|ssd] [--processes 1] [--batches 60]
+       [--batch-size 256]
 
-The pipeline is the training pipeline's front (file reader -> mixed random-crop decoder) on the
-emulated GPU, with the mixed decoder's worker-side work as on a GPU (read the file, parse the JPEG
-header, choose the window: an EncodedImage back through the shared ring) and its decode replaced by
-an empty image, so that only the CPU stage and its messages are measured. Prints images/s and the
-dispatcher thread's CPU time per sample (time.thread_time, over the whole run).
+``--pipeline train`` (the default) is the training pipeline's front (file reader -> mixed random-crop
+decoder; DIR a folder-per-class JPEG set), ``ssd`` the whole SSD pipeline of examples/ssd_training.py
+(DIR a COCO set from make_coco.py: boxes, labels and per-sample colour arguments cross too), on the
+emulated GPU. The mixed decoder's worker-side work runs as on a GPU (read the file, parse the JPEG
+header, choose the window: an EncodedImage back through the shared ring); its decode, the image
+kernel and the box encoder are replaced by empty results, so that the CPU stage, its messages and
+the GPU stage's own Python are what runs. Prints images/s and the dispatcher thread's CPU time per
+sample (time.thread_time, over the whole run).
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="a folder-per-class JPEG set")
+    parser.add_argument("--data", required=True, help="a folder-per-class JPEG set (train) or a COCO set (ssd)")
+    parser.add_argument("--pipeline", choices=("train", "ssd"), default="train")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=256)
@@ -49,13 +54,17 @@ def main() -> None:
             spent["seconds"] = time.thread_time()
     processes.WorkerProcesses.dispatch = timed_dispatch
 
-    @pipeline_def(batch_size=args.batch_size, num_threads=args.processes, device_id=0, seed=1, worker_processes=True)
-    def front():
-        jpegs, labels = fn.readers.file(file_root=args.data, random_shuffle=True, name="Reader")
-        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
-                                               random_area=[0.08, 1.0], num_attempts=100)
-        return images, labels.gpu()
-    pipe = front()
+    if args.pipeline == "ssd":
+        pipe = _ssd_front(args)
+    else:
+        @pipeline_def(batch_size=args.batch_size, num_threads=args.processes, device_id=0, seed=1,
+                      worker_processes=True)
+        def front():
+            jpegs, labels = fn.readers.file(file_root=args.data, random_shuffle=True, name="Reader")
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
+                                                   random_area=[0.08, 1.0], num_attempts=100)
+            return images, labels.gpu()
+        pipe = front()
     pipe.build()
     begun = time.perf_counter()
     for _ in range(args.batches):
@@ -66,6 +75,26 @@ def main() -> None:
     samples = (args.batches + pipe.prefetch_queue_depth + 2) * args.batch_size
     print(f"{args.batches * args.batch_size / seconds:,.0f} images/s with {args.processes} worker process(es); "
           f"dispatcher CPU {spent['seconds'] / samples * 1e6:.2f} us per sample")
+
+
+def _ssd_front(args):
+    """examples/ssd_training.py's pipeline with the GPU work that is not Python replaced: the
+    decoded images, the image kernel's result and the box encoder's are empty tensors."""
+    import torch
+
+    from penstock import registry
+    from penstock.compat import dali
+    from penstock.kernels.image_plan import ImagePlan
+    from penstock.operators import decoders
+    sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+    from ssd_training import build_pipeline
+    decoders.MixedDecoder.run_batch = lambda self, inputs, args, batch: ImagePlan.of(
+        [torch.zeros((8, 8, 3), dtype=torch.uint8) for _ in range(len(inputs[0]))])
+    ImagePlan.materialize = lambda self, block=256, per_sample=True: (
+        [] if per_sample else None, torch.zeros((len(self.sources), 3, 8, 8)))
+    registry.implementations()[("box_encoder", "gpu")].run_batch = lambda self, inputs, args, batch: (
+        torch.zeros((len(args), 1, 4)), torch.zeros((len(args), 1), dtype=torch.int32))
+    return build_pipeline(dali, args.data, 300, args.batch_size, args.processes, True)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,15 @@ def test_the_dispatchers_cost_per_sample_is_measured(tmp_path):
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "us per sample" in result.stdout
+
+
+def test_the_dispatchers_cost_per_sample_is_measured_for_the_ssd_pipeline(tmp_path):
+    scripts = os.path.join(HERE, "..", "benchmarks")
+    made = subprocess.run([sys.executable, os.path.join(scripts, "make_coco.py"), str(tmp_path), "12", "--sizes", "64",
+                           "96"], capture_output=True, text=True, timeout=240)
+    assert made.returncode == 0, made.stderr[-3000:]
+    result = subprocess.run([sys.executable, os.path.join(scripts, "dispatcher_cost.py"), "--data", str(tmp_path),
+                             "--pipeline", "ssd", "--batches", "2", "--batch-size", "4"], capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "us per sample" in result.stdout

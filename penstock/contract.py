@@ -387,7 +387,24 @@ def is_flat_bytes(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1 and value.flags.c_contiguous
 
 
-class RowColumn:
+class BatchColumn:
+    """A batch's values of one kept slot held as columns rather than a list (RowColumn,
+    ArrayColumn), indexed per sample like the list; ``others`` holds the samples whose value is
+    held as itself."""
+
+    others: dict
+
+    def __iter__(self):
+        return (self[index] for index in range(len(self)))
+
+    def positions_without(self, marker) -> tuple | None:
+        """The positions whose value is not ``marker`` (None: all of them)."""
+        if not any(value is marker for value in self.others.values()):
+            return None
+        return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
+
+
+class RowColumn(BatchColumn):
     """One batch's preparations of a RowPreparation class ``kind`` as columns: ``rows`` int64
     [size, 2 + k], per sample the address and size of its bytes, then its ``ring_row()`` ints.
     A sample whose value is not such a preparation (an image decoded on the worker, a sample on
@@ -448,17 +465,8 @@ class RowColumn:
         data = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
         return self.kind.from_ring_row(data, fields)
 
-    def __iter__(self):
-        return (self[index] for index in range(len(self)))
 
-    def positions_without(self, marker) -> tuple | None:
-        """The positions whose value is not ``marker`` (None: all of them)."""
-        if not any(value is marker for value in self.others.values()):
-            return None
-        return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
-
-
-class ArrayColumn:
+class ArrayColumn(BatchColumn):
     """One batch's values of a kept slot as one array, for values that came from the worker
     processes as whole arrays [n, ...] (numbers drawn per sample, a fixed-shape value of each):
     ``array`` [size, ...] holds them, a sample whose value came otherwise is held as itself in
@@ -512,19 +520,10 @@ class ArrayColumn:
             return self.array[index, ...]
         return self.others.get(index)
 
-    def __iter__(self):
-        return (self[index] for index in range(len(self)))
-
     def __array__(self, dtype=None, copy=None):
         if not self.complete:
             return np.array(list(self), dtype=dtype)
         return self.array if dtype is None else self.array.astype(dtype, copy=False)
-
-    def positions_without(self, marker) -> tuple | None:
-        """The positions whose value is not ``marker`` (None: all of them)."""
-        if not any(value is marker for value in self.others.values()):
-            return None
-        return tuple(index for index in range(len(self)) if self.others.get(index) is not marker)
 
 
 class BatchOperator(Operator):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock.contract import MISSING, ArrayColumn, RowColumn
+from penstock.contract import MISSING, BatchColumn
 from penstock.draws import UniformBlocks
 
 Positions = "tuple[int, ...] | None"
@@ -13,7 +13,7 @@ Positions = "tuple[int, ...] | None"
 
 def positions_of(column: list) -> tuple | None:
     """The positions of the samples a CPU value holds (None: all of them)."""
-    if isinstance(column, (ArrayColumn, RowColumn)):
+    if isinstance(column, BatchColumn):
         return column.positions_without(MISSING)
     if not any(value is MISSING for value in column):
         return None

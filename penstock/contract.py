@@ -28,7 +28,9 @@ where a batch operator's per-sample preparation may run (``prepares_on_cpu``,
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -524,6 +526,151 @@ class ArrayColumn(BatchColumn):
         if not self.complete:
             return np.array(list(self), dtype=dtype)
         return self.array if dtype is None else self.array.astype(dtype, copy=False)
+
+
+class RaggedColumn(BatchColumn):
+    """One batch's arrays of one type and rank whose shapes differ (boxes, labels), as they came
+    from the worker processes: parts of several samples each, the samples' elements back to back
+    in ``flat`` with their shapes [n, rank]. A sample whose value came otherwise is held as itself
+    in ``others`` (in neither: not stored yet, None). Indexing gives a sample's array (a view);
+    ``packed`` gives the whole batch as the parts' elements and each sample's place in them, which
+    a copy to the GPU takes without a view per sample."""
+
+    def __init__(self, size: int, dtype, ndim: int):
+        self.dtype, self.ndim = np.dtype(dtype), ndim
+        self.parts: list = []  # (flat, shapes [n, ndim], starts [n])
+        self.places = np.full((size, 2), -1, np.int64)  # per sample: its part, its position there
+        self.others: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, values: list, dtype, ndim: int) -> "RaggedColumn":
+        """A column of the given type and rank holding ``values`` (a list) as its others."""
+        column = cls(len(values), dtype, ndim)
+        column.others = {index: value for index, value in enumerate(values) if value is not None}
+        return column
+
+    def fits(self, flat: np.ndarray, shapes: np.ndarray) -> bool:
+        return flat.dtype == self.dtype and shapes.shape[1] == self.ndim
+
+    def put_part(self, indices: list, flat: np.ndarray, shapes: np.ndarray) -> None:
+        """Stores the arrays of several samples: their elements back to back in ``flat``."""
+        sizes = np.prod(shapes, axis=1)
+        self.parts.append((flat, shapes, np.cumsum(sizes) - sizes))
+        self.places[indices, 0] = len(self.parts) - 1
+        self.places[indices, 1] = np.arange(len(indices))
+        if self.others:
+            for index in indices:
+                self.others.pop(index, None)
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    def __setitem__(self, index: int, value) -> None:
+        self.places[index] = -1
+        self.others[index] = value
+
+    def __getitem__(self, index: int):
+        part, position = self.places[index].tolist()
+        if part < 0:
+            return self.others.get(index)
+        flat, shapes, starts = self.parts[part]
+        shape = shapes[position].tolist()
+        start = int(starts[position])
+        return flat[start:start + math.prod(shape)].reshape(shape)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every sample's array is in the parts."""
+        return bool((self.places[:, 0] >= 0).all())
+
+    def packed(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """(the parts' flat arrays, each sample's offset [size] into their concatenation, each
+        sample's shape [size, rank]) of a complete column."""
+        if not self.parts:
+            return [], np.zeros(0, np.int64), np.zeros((0, self.ndim), np.int64)
+        flats, part_shapes, part_starts = zip(*self.parts)
+        bases = np.cumsum([0, *(flat.size for flat in flats)])[:-1]  # each part's first element
+        firsts = np.cumsum([0, *(len(shapes) for shapes in part_shapes)])[:-1]  # each part's first row
+        offsets = np.concatenate([starts + base for starts, base in zip(part_starts, bases)])
+        rows = firsts[self.places[:, 0]] + self.places[:, 1]  # each sample's row among the parts' rows
+        return list(flats), offsets[rows], np.concatenate(part_shapes)[rows]
+
+
+class BatchArgs(Sequence):
+    """Each sample's arguments for a batch operator (``run_batch``'s ``args``): reads as a list of
+    dicts, each made when first asked for (samples with equal values share one), and per argument
+    as a column (``column``, ``varies``), which operators that build tables for the whole batch
+    read instead of hundreds of dicts. ``per_sample`` maps the arguments given per sample to their
+    converted values: a list, or a float64 or int64 array for numbers; ``keys`` gives hashable
+    stand-ins for values that are not (lists), by which samples share a dict."""
+
+    def __init__(self, static: dict, size: int, per_sample: dict, keys: dict | None = None):
+        self.static = static
+        self.size = size
+        self.per_sample = per_sample
+        self._keys = keys or {}
+        self._lists: dict = {}
+        self._dicts: list = [None] * size
+        self._shared: dict = {}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(self.size))]
+        if index < 0:
+            index += self.size
+        made = self._dicts[index]
+        if made is None:
+            key = tuple((self._keys.get(name) or self._values_of(name))[index] for name in self.per_sample)
+            made = self._shared.get(key)
+            if made is None:
+                made = self._shared[key] = {**self.static, **{name: self._values_of(name)[index]
+                                                              for name in self.per_sample}}
+            self._dicts[index] = made
+        return made
+
+    def __iter__(self):
+        return (self[index] for index in range(self.size))
+
+    def _values_of(self, name: str) -> list:
+        values = self._lists.get(name)
+        if values is None:
+            column = self.per_sample[name]
+            values = self._lists[name] = column.tolist() if isinstance(column, np.ndarray) else column
+        return values
+
+    def varies(self, name: str) -> bool:
+        """Whether ``name`` is given per sample (else every sample has the operator's value)."""
+        return name in self.per_sample
+
+    def column(self, name: str):
+        """The argument's value of every sample: the per-sample array or list, or the operator's
+        value repeated."""
+        if name in self.per_sample:
+            return self.per_sample[name]
+        return [self.static[name]] * self.size
+
+
+def arg_column(args, name: str):
+    """An argument's value of every sample, from BatchArgs or a plain list of dicts."""
+    return args.column(name) if isinstance(args, BatchArgs) else [a[name] for a in args]
+
+
+def distinct_args(args, names: tuple) -> list:
+    """The samples' argument dicts, one of each kind, as far as ``names`` tell (at least the first
+    sample's): what an operator builds its tables from when few of them differ."""
+    if isinstance(args, BatchArgs) and not any(args.varies(name) for name in names):
+        return [args[0]] if len(args) else []
+    return list({id(a): a for a in args}.values())
+
+
+def arg_varies(args, name: str) -> bool:
+    """Whether samples may differ in an argument (a plain list: whether they do)."""
+    if isinstance(args, BatchArgs):
+        return args.varies(name)
+    return any(a[name] != args[0][name] for a in args)
 
 
 class BatchOperator(Operator):

@@ -106,6 +106,37 @@ def test_the_gpu_encodes_ragged_boxes_moved_with_gpu_as_the_cpu_does(counts):
             np.testing.assert_allclose(gpu_sample, cpu_sample, atol=1e-5)
 
 
+@pytest.mark.parametrize("offset", [False, True])
+def test_the_gpu_encoder_walks_many_boxes_and_anchors_and_breaks_ties_as_the_cpu(offset):
+    """More boxes than one GPU program holds (triton_boxes.BOXES) and more anchors than one block,
+    duplicated boxes and anchors (ties go to the later one) and an anchor of zero area."""
+    from penstock.kernels import triton_boxes
+    anchors = np.concatenate([random_boxes(3 * triton_boxes.ANCHORS // 2, 7, ltrb=True),
+                              np.array([[0.2, 0.2, 0.2, 0.6]], np.float32)])
+    anchors = np.concatenate([anchors, anchors[:5]])  # repeated anchors tie
+    many = xywh_to_ltrb(random_boxes(triton_boxes.BOXES + 9, 11))
+    many[-3:] = many[:3]  # repeated boxes tie
+    boxes = [many, xywh_to_ltrb(random_boxes(2, 12)), np.zeros((0, 4), np.float32)]
+    labels = [np.arange(1, len(b) + 1, dtype=np.int64) for b in boxes]
+
+    def encode(b, l, device):
+        if device == "gpu":
+            b, l = b.gpu(), l.gpu()
+        return fn.box_encoder(b, l, anchors=anchors.reshape(-1).tolist(), criteria=0.2, offset=offset,
+                              stds=[0.1, 0.1, 0.2, 0.2], scale=2.0)
+    with gpu_or_emulated():
+        gpu = run(lambda b, l: encode(b, l, "gpu"), [boxes, labels], device_id=0)
+    cpu = run(lambda b, l: encode(b, l, "cpu"), [boxes, labels])
+    for sample in range(len(boxes)):
+        np.testing.assert_allclose(gpu[0][sample], cpu[0][sample], atol=1e-5, rtol=1e-6)
+        np.testing.assert_array_equal(gpu[1][sample], cpu[1][sample])
+    assert (gpu[1][0] > 0).sum() > triton_boxes.BOXES  # every box claimed an anchor
+    want, want_labels = ssd_encode(many, labels[0], anchors, criteria=0.2)
+    if not offset:
+        np.testing.assert_allclose(gpu[0][0], want, atol=1e-6)
+    np.testing.assert_array_equal(gpu[1][0], want_labels)
+
+
 def test_the_gpu_names_the_sample_whose_boxes_and_labels_differ_in_number():
     boxes = [random_boxes(3, 0), random_boxes(2, 1)]
     labels = [np.ones(3, np.int32), np.ones(1, np.int32)]

@@ -251,3 +251,40 @@ def test_masks_follow_the_image_through_flip_and_nearest_resize(coco_set):
         assert small.dtype == np.int32
         np.testing.assert_array_equal(small[:, :, 0], expected)
     built.close()
+
+
+def test_boxes_from_worker_processes_reach_the_gpu_as_from_threads(coco_set, monkeypatch):
+    """Ragged boxes and labels computed in worker processes land in the batch as parts
+    (contract.RaggedColumn) and are copied to the GPU from them: the same samples as threads give."""
+    from conftest import gpu_or_emulated
+
+    from penstock.kernels import pinned
+    image_root, annotations, _ = coco_set
+    copies = []
+    upload_ragged = pinned.upload_ragged
+    monkeypatch.setattr(pinned, "upload_ragged", lambda *args: copies.append(1) or upload_ragged(*args))
+
+    def encoded(worker_processes):
+        @pipeline_def(batch_size=12, num_threads=2, device_id=0, seed=5, worker_processes=worker_processes)
+        def pipe():
+            _, boxes, labels = fn.readers.coco(file_root=image_root, annotations_file=annotations, ltrb=True,
+                                               ratio=True, name="Reader")
+            boxes = fn.bb_flip(boxes, ltrb=True, horizontal=fn.random.coin_flip(probability=0.5))
+            return boxes.gpu(), labels.gpu()
+        built = pipe()
+        built.build()
+        try:
+            return [[[np.asarray(batch.at(i).cpu()) for i in range(len(batch))] for batch in built.run()]
+                    for _ in range(2)]
+        finally:
+            built.close()
+    with gpu_or_emulated():
+        from_processes = encoded(True)
+        assert copies  # boxes and labels copied from their parts (batches run ahead: more than asked)
+        from_threads = encoded(False)
+    for batch_processes, batch_threads in zip(from_processes, from_threads):
+        for output_processes, output_threads in zip(batch_processes, batch_threads):
+            assert len(output_processes) == 12
+            for got, want in zip(output_processes, output_threads):
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)

@@ -221,3 +221,29 @@ def test_array_column_holds_a_batch_of_rows_and_reads_as_one_array():
     assert not column.fits(np.zeros((2, 3), np.float32)) and column.fits(np.zeros(2, np.float32))
     draws = ArrayColumn.full(np.arange(4, dtype=np.int32))
     assert draws.complete and [int(value) for value in draws] == [0, 1, 2, 3] and draws[2].shape == ()
+
+
+def test_ragged_column_holds_parts_and_packs_the_batch_in_sample_order():
+    import torch
+
+    from penstock.contract import MISSING, RaggedColumn
+    from penstock.kernels.pinned import upload_ragged
+    boxes = [np.arange(4 * count, dtype=np.float32).reshape(count, 4) + 100 * index
+             for index, count in enumerate([2, 0, 3, 1])]
+    column = RaggedColumn.of([None, None, None, boxes[3]], np.float32, 2)
+    column.put_part([2, 0], np.concatenate([boxes[2].ravel(), boxes[0].ravel()]), np.array([[3, 4], [2, 4]]))
+    assert not column.complete and column[1] is None
+    np.testing.assert_array_equal(column[3], boxes[3])  # held as itself
+    column.put_part([1, 3], boxes[3].ravel(), np.array([[0, 4], [1, 4]]))
+    assert column.complete and list(column.others) == []
+    for index, box in enumerate(boxes):
+        assert column[index].shape == box.shape
+        np.testing.assert_array_equal(column[index], box)
+    packed = upload_ragged(torch.device("cpu"), column)
+    assert [tuple(shape) for shape in packed.shapes] == [box.shape for box in boxes]
+    for index, box in enumerate(boxes):
+        np.testing.assert_array_equal(packed[index].numpy(), box)
+    assert not column.fits(np.zeros(3, np.int32), np.array([[3]])) and column.fits(np.zeros(4, np.float32),
+                                                                                  np.array([[1, 4]]))
+    column[1] = MISSING  # a sample on the other branch of a conditional
+    assert column.positions_without(MISSING) == (0, 2, 3) and not column.complete

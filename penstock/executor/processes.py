@@ -41,7 +41,7 @@ import warnings
 
 import numpy as np
 
-from penstock.contract import ArrayColumn, RowColumn
+from penstock.contract import ArrayColumn, RaggedColumn, RowColumn
 from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
@@ -193,6 +193,9 @@ class WorkerProcesses:
                 continue
             if isinstance(column, np.ndarray) and slot not in dense_slots and slot not in prepared_slots:
                 _store_array(done, slot, column)
+                continue
+            if type(column) is _RaggedColumn and slot not in dense_slots and slot not in prepared_slots:
+                _store_ragged(done, slot, column)
                 continue
             if slot in prepared_slots:
                 values, ends = link.ring.resolve_column(column)
@@ -462,6 +465,27 @@ def _store_array(done: list, slot: int, column: np.ndarray) -> None:
             values.put_rows(indices, column[begin:end])
         else:  # rows of another shape or type than the batch's first: kept one by one
             for index, value in zip(indices, _rows(column[begin:end])):
+                values[index] = value
+
+
+def _store_ragged(done: list, slot: int, column: "_RaggedColumn") -> None:
+    """Stores a _RaggedColumn of a value that is not an output (boxes, labels on their way to the
+    GPU) in the RaggedColumns of their batches, each batch's part at once."""
+    flat, shapes = column
+    ends = np.cumsum(np.prod(shapes, axis=1))
+    for job, begin, end in _job_runs(done):
+        if job.error is not None:
+            continue
+        indices = [index for _, index in done[begin:end]]
+        values = job.values[slot]
+        if not isinstance(values, RaggedColumn):
+            values = job.values[slot] = RaggedColumn.of(values, flat.dtype, shapes.shape[1])
+        first = int(ends[begin - 1]) if begin else 0
+        part = flat[first:int(ends[end - 1])], shapes[begin:end]
+        if values.fits(*part):
+            values.put_part(indices, *part)
+        else:  # arrays of another type or rank than the batch's first: kept one by one
+            for index, value in zip(indices, _rows(_RaggedColumn(part))):
                 values[index] = value
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from penstock.contract import MISSING, SampleContext
+from penstock.contract import MISSING, BatchArgs, SampleContext
 from penstock.executor import branches
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
@@ -177,40 +177,33 @@ def sample_args(impl, arg_inputs: dict, values: dict) -> dict:
     return args
 
 
-def batch_args(impl, columns: dict, size: int) -> list:
+def batch_args(impl, columns: dict, size: int) -> BatchArgs:
     """Each sample's arguments for a batch operator, its per-sample arguments (``columns``: name ->
-    per-sample values) filled in. A batch's samples share few distinct values (a coin flip has
-    two): each is converted once, and samples with the same values share one dictionary. Numbers
-    drawn per sample (all distinct) are converted for the whole column at once."""
-    converted: dict = {}
-    combined: dict = {}
-    names = list(columns)
-    numbers = {name: _numbers(impl.schema.all_args[name], columns[name], size) for name in names}
-    args = []
-    for index in range(size):
-        keys = []
-        for name in names:
-            if numbers[name] is not None:
-                key = (name, numbers[name][index])
-                converted[key] = key[1]
-            else:
-                value = columns[name][index]
-                key = (name, _value_key(value))
-                if key not in converted:
-                    converted[key] = call_operator(impl.name, "", _per_sample_value, impl, name, value)
-            keys.append(key)
-        keys = tuple(keys)
-        args_of_sample = combined.get(keys)
-        if args_of_sample is None:
-            args_of_sample = combined[keys] = {**impl.args, **{key[0]: converted[key] for key in keys}}
-        args.append(args_of_sample)
-    return args
+    per-sample values) filled in. Numbers drawn per sample are converted for the whole column at
+    once; other values are few per batch (a choice among some), each distinct one converted once."""
+    per_sample, keys = {}, {}
+    for name, column in columns.items():
+        numbers = _numbers(impl.schema.all_args[name], column, size)
+        if numbers is not None:
+            per_sample[name] = numbers
+            continue
+        converted: dict = {}
+        values, keys[name] = [], []
+        for index in range(size):
+            value = column[index]
+            key = _value_key(value)
+            if key not in converted:
+                converted[key] = call_operator(impl.name, "", _per_sample_value, impl, name, value)
+            values.append(converted[key])
+            keys[name].append(key)
+        per_sample[name] = values
+    return BatchArgs(impl.args, size, per_sample, keys)
 
 
-def _numbers(arg, column, size: int) -> list | None:
-    """A float or int argument's per-sample values as Python numbers, converted for the whole
-    column (what ``arg.convert`` gives each); None where one of them needs the per-sample
-    conversion (not one number per sample, or out of range: that conversion says why)."""
+def _numbers(arg, column, size: int) -> np.ndarray | None:
+    """A float or int argument's per-sample values as a float64 or int64 array (what
+    ``arg.convert`` gives each), converted for the whole column; None where one of them needs the
+    per-sample conversion (not one number per sample, or out of range: that conversion says why)."""
     if arg.kind not in ("float", "int") or arg.choices:
         return None
     try:
@@ -228,7 +221,7 @@ def _numbers(arg, column, size: int) -> list | None:
         values = values.astype(np.float64)
     if (arg.min is not None and (values < arg.min).any()) or (arg.max is not None and (values > arg.max).any()):
         return None
-    return values.tolist()
+    return values
 
 
 def _value_key(value):

@@ -143,17 +143,32 @@ def upload_packed(device, arrays: list):
     """Arrays of one dtype as a PackedBatch on ``device``: their elements back to back, joined into
     pinned memory with one numpy call and copied once, and no tensor per array (a view costs
     microseconds of the thread that launches the GPU work, and a batch has hundreds)."""
-    from penstock.batch import PackedBatch
-    dtype = arrays[0].dtype
     sizes = [array.size for array in arrays]
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()
-    total = offsets[-1] + sizes[-1]
+    return _upload_flats(device, [array.reshape(-1) for array in arrays], offsets,
+                         [array.shape for array in arrays])
+
+
+def upload_ragged(device, column):
+    """A complete RaggedColumn as a PackedBatch on ``device``: its parts copied as they are."""
+    flats, offsets, shapes = column.packed()
+    if not flats:
+        flats = [np.zeros(0, column.dtype)]
+    return _upload_flats(device, flats, offsets.tolist(), list(map(tuple, shapes.tolist())))
+
+
+def _upload_flats(device, flats: list, offsets: list, shapes: list):
+    """A PackedBatch on ``device`` of the concatenation of 1-D arrays of one dtype, its samples
+    at ``offsets`` with ``shapes``."""
+    from penstock.batch import PackedBatch
+    dtype = flats[0].dtype
+    total = sum(flat.size for flat in flats)
     on_cuda = device.type == "cuda"
     packed = torch.empty(max(total, 1) * dtype.itemsize, dtype=torch.uint8, pin_memory=on_cuda)
-    np.concatenate([array.reshape(-1) for array in arrays], out=packed.numpy().view(dtype)[:total])
+    np.concatenate(flats, out=packed.numpy().view(dtype)[:total])
     if on_cuda:
         packed = packed.to(device, non_blocking=True)
-    return PackedBatch(packed.view(to_torch_dtype(dtype)), offsets, [array.shape for array in arrays])
+    return PackedBatch(packed.view(to_torch_dtype(dtype)), offsets, shapes)
 
 
 def to_device(device, arrays: list) -> list[torch.Tensor]:

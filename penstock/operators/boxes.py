@@ -188,86 +188,75 @@ register_array_operator(
 
 # ---- box_encoder ------------------------------------------------------------------------------------
 class AnchorTable:
-    """The anchors as the encoding reads them, made once per operator and device, every quantity
-    a contiguous [M] array (operations then run over contiguous [..., N, M] or [B, M] arrays, a
+    """The anchors as the CPU encoding reads them, made once per operator: every quantity a
+    contiguous [M] array (operations then run over contiguous [..., N, M] or [B, M] arrays, a
     tenth of the time of slicing pairs out of [..., M, 2] ones): the coordinates (left, top,
     right, bottom), the areas, and the centre and size (x, y, width, height)."""
 
-    def __init__(self, anchors: np.ndarray, device=None):
+    def __init__(self, anchors: np.ndarray):
         left, top, right, bottom = (np.ascontiguousarray(anchors[:, index]) for index in range(4))
         areas = (right - left) * (bottom - top)
         self.count = len(anchors)
         self.all_positive = bool((areas > 0).all())  # then no union is 0: nothing to guard against
         centre, extent = _centre_extent(anchors)
-        arrays = [left, top, right, bottom, areas, *(np.ascontiguousarray(column) for column in (*centre.T, *extent.T)),
-                  np.arange(self.count)]
-        if device is not None:
-            import torch
-            arrays = [torch.from_numpy(array).to(device) for array in arrays]
-        self.device = device
-        self.columns, self.areas, self.centre_columns, self.indices = arrays[:4], arrays[4], arrays[5:9], arrays[9]
+        self.columns, self.areas = (left, top, right, bottom), areas
+        self.centre_columns = tuple(np.ascontiguousarray(column) for column in (*centre.T, *extent.T))
+        self.indices = np.arange(self.count)
 
 
-def box_iou(xp, boxes, anchors: AnchorTable):
+def box_iou(boxes: np.ndarray, anchors: AnchorTable) -> np.ndarray:
     """IoU [..., N, M] of ltrb boxes [..., N, 4] with the anchors."""
     left, top, right, bottom = (boxes[..., index, None] for index in range(4))  # [..., N, 1]
     anchor_left, anchor_top, anchor_right, anchor_bottom = anchors.columns
-    width = xp.minimum(right, anchor_right) - xp.maximum(left, anchor_left)
-    height = xp.minimum(bottom, anchor_bottom) - xp.maximum(top, anchor_top)
-    if xp is np:
-        inter = np.maximum(width, 0.0, out=width) * np.maximum(height, 0.0, out=height)
-    else:
-        inter = width.clamp_(min=0.0) * height.clamp_(min=0.0)
+    width = np.minimum(right, anchor_right) - np.maximum(left, anchor_left)
+    height = np.minimum(bottom, anchor_bottom) - np.maximum(top, anchor_top)
+    inter = np.maximum(width, 0.0, out=width) * np.maximum(height, 0.0, out=height)
     union = (right - left) * (bottom - top) + anchors.areas - inter
     if anchors.all_positive:
         return inter / union
-    return xp.where(union > 0, inter / xp.where(union > 0, union, 1.0), 0.0 * inter)
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0 * inter)
 
 
-def _last_argmax(xp, values, axis: int):
+def _last_argmax(values: np.ndarray, axis: int) -> np.ndarray:
     """The index of the last maximum along ``axis`` (ties go to the later box or anchor, as DALI's)."""
-    size = values.shape[axis]
-    flipped = xp.flip(values, axis) if xp is np else values.flip(axis)
-    return size - 1 - flipped.argmax(axis)
+    return values.shape[axis] - 1 - np.flip(values, axis).argmax(axis)
 
 
 def _centre_extent(boxes):
     return (boxes[..., :2] + boxes[..., 2:]) * 0.5, boxes[..., 2:] - boxes[..., :2]
 
 
-def encode_boxes(xp, boxes, valid, labels, anchors: AnchorTable, args):
+def encode_boxes(boxes: np.ndarray, valid: np.ndarray, labels: np.ndarray, anchors: AnchorTable, args: dict):
     """SSD's encoding of a batch: ``boxes`` float32 [B, N, 4] ltrb (rows past a sample's boxes
     padding, ``valid`` [B, N] False there), ``labels`` [B, N]. Returns boxes [B, M, 4] and labels
     [B, M]. Each box claims its best anchor; each anchor then takes the box it overlaps most when
-    their IoU exceeds criteria (ties to the later box and anchor, DALI's)."""
-    iou = box_iou(xp, boxes, anchors)
-    iou = xp.where(valid[..., None], iou, -1.0)  # padding rows never win an anchor
-    best_anchor = _last_argmax(xp, iou, 2)  # [B, N]
+    their IoU exceeds criteria (ties to the later box and anchor, DALI's). The GPU form
+    (kernels.triton_boxes) follows this operation by operation."""
+    iou = box_iou(boxes, anchors)
+    iou = np.where(valid[..., None], iou, -1.0)  # padding rows never win an anchor
+    best_anchor = _last_argmax(iou, 2)  # [B, N]
     claimed = anchors.indices == best_anchor[..., None]
-    iou = xp.where(claimed & valid[..., None], 2.0, iou)
-    best_box = _last_argmax(xp, iou, 1)  # [B, M]
-    best_iou = xp.take_along_axis(iou, best_box[:, None, :], 1)[:, 0] if xp is np else \
-        iou.gather(1, best_box[:, None, :])[:, 0]
+    iou = np.where(claimed & valid[..., None], 2.0, iou)
+    best_box = _last_argmax(iou, 1)  # [B, M]
+    best_iou = np.take_along_axis(iou, best_box[:, None, :], 1)[:, 0]
     matched = best_iou > args["criteria"]
-    take = (lambda values: xp.take_along_axis(values, best_box, 1)) if xp is np else \
-        (lambda values: values.gather(1, best_box))
     left, top, right, bottom = (boxes[..., index] for index in range(4))  # [B, N]
     # per anchor, the centre and size of the box it took: [B, M] each
-    chosen = [take(column) for column in ((left + right) * 0.5, (top + bottom) * 0.5, right - left, bottom - top)]
+    chosen = [np.take_along_axis(column, best_box, 1)
+              for column in ((left + right) * 0.5, (top + bottom) * 0.5, right - left, bottom - top)]
     if args["offset"]:
         scale, means, stds = args["scale"], args["means"], args["stds"]
         anchor_x, anchor_y, anchor_width, anchor_height = anchors.centre_columns
-        log = np.log if xp is np else xp.log
         with np.errstate(divide="ignore", invalid="ignore"):  # unmatched anchors' values are replaced below
             columns = [((chosen[0] * scale - anchor_x * scale) / (anchor_width * scale) - means[0]) / stds[0],
                        ((chosen[1] * scale - anchor_y * scale) / (anchor_height * scale) - means[1]) / stds[1],
-                       (log((chosen[2] * scale) / (anchor_width * scale)) - means[2]) / stds[2],
-                       (log((chosen[3] * scale) / (anchor_height * scale)) - means[3]) / stds[3]]
+                       (np.log((chosen[2] * scale) / (anchor_width * scale)) - means[2]) / stds[2],
+                       (np.log((chosen[3] * scale) / (anchor_height * scale)) - means[3]) / stds[3]]
         unmatched = (0.0,) * 4
     else:
         columns, unmatched = chosen, anchors.centre_columns
-    encoded = xp.stack([xp.where(matched, column, fill) for column, fill in zip(columns, unmatched)], -1)
-    return _float32(xp, encoded), xp.where(matched, take(labels), 0)
+    encoded = np.stack([np.where(matched, column, fill) for column, fill in zip(columns, unmatched)], -1)
+    return encoded.astype(np.float32), np.where(matched, np.take_along_axis(labels, best_box, 1), 0)
 
 
 def _encoder_inputs(xp, boxes, labels):
@@ -283,13 +272,9 @@ class EncoderDeclaration:
         return OutputSpec(np.dtype(np.float32), 2, "", (len(self.args["anchors"]) // 4, 4)), \
             OutputSpec(inputs[1].dtype, 1, "", (len(self.args["anchors"]) // 4,))
 
-    _anchor_table = None
-
-    def anchor_table(self, device=None) -> AnchorTable:
-        """Made once (per device): the argument is a tuple of thousands of numbers."""
-        if self._anchor_table is None or self._anchor_table.device != device:
-            self._anchor_table = AnchorTable(np.asarray(self.args["anchors"], np.float32).reshape(-1, 4), device)
-        return self._anchor_table
+    def anchors(self) -> np.ndarray:
+        """float32 [M, 4]."""
+        return np.asarray(self.args["anchors"], np.float32).reshape(-1, 4)
 
 
 def _check_encoder(static: dict, per_sample: frozenset) -> None:
@@ -321,93 +306,74 @@ registry.register_schema(OpSchema(
 
 @registry.register("box_encoder", "cpu")
 class BoxEncoder(EncoderDeclaration, SampleOperator):
+    _anchor_table = None
+
     def run(self, inputs, args, sample, out=None):
         boxes, labels = _encoder_inputs(np, *inputs)
         valid = np.ones((1, len(boxes)), bool)
         if len(boxes) == 0:  # one padding row: every anchor is background
             boxes, labels, valid = np.zeros((1, 4), np.float32), np.zeros(1, labels.dtype), np.zeros((1, 1), bool)
-        encoded, encoded_labels = encode_boxes(np, boxes[None], valid, labels[None], self.anchor_table(), args)
+        if self._anchor_table is None:  # made once: the argument is a tuple of thousands of numbers
+            self._anchor_table = AnchorTable(self.anchors())
+        encoded, encoded_labels = encode_boxes(boxes[None], valid, labels[None], self._anchor_table, args)
         return encoded[0], encoded_labels[0]
 
 
 @registry.register("box_encoder", "gpu", requires=devices.gpu_problem)
 class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
-    """The whole batch at once: boxes padded to the batch's most, one IoU table [B, N, M]."""
+    """The whole batch in two kernel launches (kernels.triton_boxes), reading the boxes and labels
+    where ``.gpu()`` packed them."""
+
+    _anchor_rows = None
 
     def run_batch(self, inputs, args, batch):
-        import torch
-
         from penstock.batch import PackedBatch
+        from penstock.kernels import triton_boxes
+        from penstock.kernels.pinned import to_device
         if not len(inputs[0]):
             return [], []
-        padded = _padded_from_packed(inputs[0], inputs[1]) if isinstance(inputs[0], PackedBatch) and \
-            isinstance(inputs[1], PackedBatch) else None
-        boxes, labels, valid = padded or _padded_from_samples(inputs[0], inputs[1])
+        boxes, labels, table = _packed_encoder_inputs(inputs[0], inputs[1])
+        if self._anchor_rows is None or self._anchor_rows.device != boxes.device:
+            self._anchor_rows = to_device(boxes.device, [triton_boxes.anchor_rows(self.anchors())])[0]
         # one set of arguments per batch: box_encoder's are all fixed for the pipeline
-        encoded, encoded_labels = encode_boxes(torch, boxes, valid, labels, self.anchor_table(boxes.device),
-                                               args[0])
+        encoded, encoded_labels = triton_boxes.encode_batch(boxes, labels, table, self._anchor_rows, args[0])
         return PackedBatch.of_dense(encoded), PackedBatch.of_dense(encoded_labels)
 
 
-def _padded_from_samples(boxes, labels):
-    """(boxes [B, N, 4], labels [B, N], valid [B, N]) from per-sample tensors, N the batch's most
-    boxes (at least one row: a batch without boxes gets one padding row)."""
+def _packed_encoder_inputs(boxes, labels):
+    """(boxes float32 flat, labels flat, table int64 [N, 3]: each sample's first box element, box
+    count and first label element) of a batch's boxes [N, 4] (or a single box [4]) and labels
+    ([N] or [N, 1]): the buffers .gpu() packed them in, or the per-sample tensors joined."""
     import torch
-    from torch.nn.utils.rnn import pad_sequence
 
-    from penstock.kernels.pinned import to_device
+    from penstock.batch import PackedBatch
     from penstock.operators.gpu_plan import tensors_of
-    pairs = [_encoder_inputs(torch, b, l) for b, l in zip(tensors_of(boxes), tensors_of(labels))]
-    device = pairs[0][0].device
-    lengths = [len(b) for b, _ in pairs]
-    if max(lengths) == 0:
-        pairs = [(b.new_zeros((1, 4)), l.new_zeros(1)) for b, l in pairs]
-    boxes = pad_sequence([b for b, _ in pairs], batch_first=True)
-    labels = pad_sequence([l for _, l in pairs], batch_first=True)
-    # from pinned memory: a copy from pageable memory would wait for the stream's queued work
-    counts = to_device(device, [np.array(lengths, np.int64)])[0]
-    valid = torch.arange(boxes.shape[1], device=device)[None, :] < counts[:, None]
-    return boxes, labels, valid
-
-
-def _padded_from_packed(boxes, labels):
-    """_padded_from_samples' result from two PackedBatches (what ``.gpu()`` makes of ragged boxes
-    and labels) with a few operations for the whole batch: the rows' places are worked out on the
-    CPU from the samples' offsets and uploaded with one copy. None where the boxes are not float32
-    [N, 4] rows starting on whole rows of their buffer (the per-sample path then takes them)."""
-    import torch
-
-    from penstock.kernels.pinned import to_device
-    if boxes.buffer.dtype != torch.float32 or boxes.buffer.numel() % 4 or len(boxes) != len(labels):
-        return None
-    counts = []
-    for index, shape in enumerate(boxes.shapes):
-        if tuple(shape) == (4,):
+    if not (isinstance(boxes, PackedBatch) and isinstance(labels, PackedBatch)):
+        boxes, labels = (_packed_tensors(torch, tensors_of(value)) for value in (boxes, labels))
+    if len(boxes) != len(labels):
+        raise ValueError(f"box_encoder: {len(boxes)} samples of boxes with {len(labels)} of labels")
+    counts = np.empty(len(boxes), np.int64)
+    for index, (shape, label_shape) in enumerate(zip(boxes.shapes, labels.shapes)):
+        if len(shape) == 1 and shape[0] == 4:
             shape = (1, 4)
         if len(shape) != 2 or shape[1] != 4:
             raise ValueError(f"box_encoder: takes boxes as a [N, 4] array, got shape {tuple(shape)} (sample {index})")
-        count = math.prod(labels.shapes[index])
-        if count != shape[0]:
-            raise ValueError(f"box_encoder: {shape[0]} boxes with {count} labels (sample {index})")
-        counts.append(shape[0])
-    box_offsets = np.asarray(boxes.offsets, np.int64)
-    if np.any(box_offsets % 4):
-        return None
-    counts = np.asarray(counts, np.int64)
-    size, most, total = len(counts), max(int(counts.max()), 1), int(counts.sum())
-    firsts = np.repeat(np.cumsum(counts) - counts, counts)
-    places = np.empty((4, total), np.int64)
-    places[0] = np.repeat(np.arange(size), counts)  # the row's sample
-    places[1] = np.arange(total) - firsts  # its place among the sample's boxes
-    places[2] = np.repeat(box_offsets // 4, counts) + places[1]  # its row in the boxes' buffer
-    places[3] = np.repeat(np.asarray(labels.offsets, np.int64), counts) + places[1]  # its label's element
-    places, counts = to_device(boxes.buffer.device, [places, counts])
-    padded = boxes.buffer.new_zeros((size, most, 4))
-    padded_labels = labels.buffer.new_zeros((size, most))
-    padded[places[0], places[1]] = boxes.buffer.view(-1, 4)[places[2]]
-    padded_labels[places[0], places[1]] = labels.buffer[places[3]]
-    valid = torch.arange(most, device=padded.device)[None, :] < counts[:, None]
-    return padded, padded_labels, valid
+        if math.prod(label_shape) != shape[0]:
+            raise ValueError(f"box_encoder: {shape[0]} boxes with {math.prod(label_shape)} labels (sample {index})")
+        counts[index] = shape[0]
+    table = np.empty((len(counts), 3), np.int64)
+    table[:, 0], table[:, 1], table[:, 2] = boxes.offsets, counts, labels.offsets
+    buffer = boxes.buffer if boxes.buffer.dtype == torch.float32 else boxes.buffer.float()
+    return buffer, labels.buffer, table
+
+
+def _packed_tensors(torch, tensors: list):
+    """Per-sample tensors of one type as one PackedBatch (joined with one copy)."""
+    from penstock.batch import PackedBatch
+    sizes = [tensor.numel() for tensor in tensors]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    flat = [tensor.reshape(-1) for tensor in tensors]
+    return PackedBatch(torch.cat(flat) if flat else torch.empty(0), offsets, [tuple(t.shape) for t in tensors])
 
 
 # ---- random_bbox_crop -------------------------------------------------------------------------------

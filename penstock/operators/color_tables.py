@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import types
+from penstock.contract import BatchArgs
 
 # RGB -> YIQ and back, to three decimals as DALI has them (their product is not exactly the
 # identity: DALI's results carry that error, and so do ours)
@@ -47,11 +48,19 @@ def half_range(dtype: np.dtype) -> float:
     return float(1 << (8 * dtype.itemsize - (1 if dtype.kind == "i" else 0) - 1))
 
 
-def batch_values(args: list[dict], defaults: dict) -> dict[str, np.ndarray]:
+def batch_values(args, defaults: dict) -> dict[str, np.ndarray]:
     """Float arrays of the named arguments (the default where the operator has no such argument):
-    one row when every sample shares one dict (the batch's arguments are the same), else one per
-    sample. The builders below take these and return one matrix per row."""
-    rows = args[:1] if all(a is args[0] for a in args) else args
+    one row when no argument differs between samples (the batch's arguments are the same), else
+    one per sample. The builders below take these and return one matrix per row. ``args`` is
+    BatchArgs (read by column) or a list of dicts."""
+    if isinstance(args, BatchArgs):
+        if not any(args.varies(name) for name in defaults):
+            rows = args[:1]
+        else:
+            return {name: np.asarray(args.column(name), np.float64) if args.varies(name) or name in args.static
+                    else np.full(len(args), default) for name, default in defaults.items()}
+    else:
+        rows = args[:1] if all(a is args[0] for a in args) else args
     return {name: np.array([a.get(name, default) for a in rows], np.float64) for name, default in defaults.items()}
 
 

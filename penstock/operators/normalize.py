@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator
+from penstock.contract import BatchOperator, SampleOperator, arg_column, distinct_args
 from penstock.kernels import cpu_image
 from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
 from penstock.operators.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
@@ -171,23 +171,30 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
         return out
 
 
+AFFINE_ARGS = ("mean", "std", "scale", "shift")
+
+
 @registry.register("crop_mirror_normalize", "gpu", requires=devices.gpu_problem)
 class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = geometry_plan(inputs[0])
         channels = plan.channels
-        if any(crop_size(a) is not None for a in args):
+        if any(crop_size(a) is not None for a in distinct_args(args, ("crop", "crop_h", "crop_w"))):
             plan = with_crop_of(plan, args, self.name)
-        plan = plan.with_flips([(0, a["mirror"]) for a in args])
+        mirror = np.asarray(arg_column(args, "mirror"), bool)
+        plan = plan.with_flips(np.stack([np.zeros_like(mirror), mirror], 1))
         affine_maps: dict = {}  # (mean, std, scale, shift) -> (multipliers, addends): usually one for the batch
         multipliers, addends = [], []
-        for a in args:
-            key = (a["mean"], a["std"], a["scale"], a["shift"])
-            affine = affine_maps.get(key)
-            if affine is None:
-                affine = affine_maps[key] = numeric.normalization_affine(*key, channels, self.name)
+        for a in distinct_args(args, AFFINE_ARGS):
+            key = tuple(a[name] for name in AFFINE_ARGS)
+            affine_maps[key] = numeric.normalization_affine(*key, channels, self.name)
+        for a in args if len(affine_maps) > 1 else ():
+            affine = affine_maps[tuple(a[name] for name in AFFINE_ARGS)]
             multipliers.append(affine[0])
             addends.append(affine[1])
+        if len(affine_maps) == 1:  # one for the batch: the plan takes it once
+            (multiplier, addend), = affine_maps.values()
+            multipliers, addends = [multiplier] * len(args), [addend] * len(args)
         first = args[0]
         return plan.with_affine(multipliers, addends).with_output(
             dtype=types.to_torch_dtype(first["dtype"]), chw=first["output_layout"] == "CHW",

@@ -54,3 +54,24 @@ def test_arrays_of_one_type_upload_as_one_packed_batch(shapes):
     assert packed.buffer.device.type == device.type and len(packed) == len(arrays)
     for array, sample in zip(arrays, packed):
         np.testing.assert_array_equal(sample.cpu().numpy(), array)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_staging_buffers_are_reused_only_after_their_copies_ran():
+    """Uploads queued behind long GPU work: each staging buffer is refilled only once the copy
+    that read it has run, so every upload arrives as it was sent."""
+    import torch
+    device = torch.device("cuda", 0)
+    rng = np.random.default_rng(0)
+    sent, arrived = [], []
+    for round_ in range(40):
+        if round_ % 10 == 0:
+            torch.cuda._sleep(50_000_000)  # the copies below wait behind this
+        arrays = [rng.integers(0, 255, size, dtype=np.uint8) for size in rng.integers(1, 5000, 3)]
+        sent.append(arrays)
+        arrived.append(pinned.upload_arrays(device, arrays))
+    torch.cuda.synchronize()
+    for arrays, tensors in zip(sent, arrived):
+        for array, tensor in zip(arrays, tensors):
+            np.testing.assert_array_equal(tensor.cpu().numpy(), array)
+    assert len(pinned._staging._free) <= pinned._Staging.KEPT

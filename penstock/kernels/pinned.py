@@ -1,10 +1,14 @@
 """Host-to-GPU copies of many arrays in one copy, from pinned memory, queued on the current CUDA
 stream without waiting for the work already on it.
 
-The pinned buffer comes from PyTorch's caching host allocator: allocating pinned memory
-(cudaHostAlloc) for each copy would stall the device, and the allocator reuses a freed buffer only
-once the copies that read it have finished (it records an event on the stream of each copy). So
-this module keeps no buffers of its own, and a forked worker process inherits none.
+The copies go through pinned staging buffers this module keeps and reuses (``_Staging``): a buffer
+is taken again once the copy that read it has finished (an event recorded after the copy says so,
+asked without waiting). The copy, the event and its query are CUDA driver calls made with the
+interpreter lock held: each PyTorch copy releases the lock, and the thread that launches the GPU
+work then waits up to a switch interval (5 ms) to take it back while other threads run Python.
+Where the driver cannot be loaded this way, the buffer comes from PyTorch's caching host
+allocator and PyTorch copies it. A forked worker process inherits the buffers and never touches
+them.
 
 Memory shared with the worker processes (their rings) may be pinned where it is (``pin``): arrays
 the processes wrote there are then copied to the GPU directly, with no copy on the host."""
@@ -28,12 +32,92 @@ def upload(device, arrays: list) -> tuple[torch.Tensor, list[int]]:
     for array in arrays:
         offsets.append(total)
         total += -(-array.nbytes // _ALIGN) * _ALIGN
-    on_cuda = device.type == "cuda"
-    packed = torch.empty(max(total, 1), dtype=torch.uint8, pin_memory=on_cuda)
-    host = packed.numpy()
-    for array, offset in zip(arrays, offsets):
-        host[offset:offset + array.nbytes] = _bytes_of(array)
-    return (packed.to(device, non_blocking=True) if on_cuda else packed), offsets
+    with staged(device, max(total, 1)) as (host, packed):
+        for array, offset in zip(arrays, offsets):
+            host[offset:offset + array.nbytes] = _bytes_of(array)
+    return packed, offsets
+
+
+class staged:
+    """``with staged(device, nbytes) as (host, out):`` fill ``host`` (a uint8 numpy array of
+    ``nbytes``); on leaving, ``out`` (a uint8 tensor on ``device``) gets it by a copy queued on the
+    current stream. On the CPU, ``out`` is ``host``'s own tensor."""
+
+    def __init__(self, device, nbytes: int):
+        self._device, self._nbytes = device, nbytes
+        self._on_cuda = device.type == "cuda"
+
+    def __enter__(self):
+        if not self._on_cuda:
+            self._out = torch.empty(self._nbytes, dtype=torch.uint8)
+            return self._out.numpy(), self._out
+        self._buffer = _staging.take(self._nbytes)
+        self._out = torch.empty(self._nbytes, dtype=torch.uint8, device=self._device)
+        return self._buffer.host[:self._nbytes], self._out
+
+    def __exit__(self, kind, error, trace):
+        if self._on_cuda:
+            if error is None:
+                _staging.copy(self._buffer, self._out, self._nbytes)
+            _staging.give_back(self._buffer)
+        return False
+
+
+class _StagingBuffer:
+    __slots__ = ("tensor", "host", "event")
+
+    def __init__(self, tensor: torch.Tensor, event):
+        self.tensor, self.host, self.event = tensor, tensor.numpy(), event
+
+
+class _Staging:
+    """Pinned staging buffers, reused once their copies finished (see the module's docstring)."""
+
+    KEPT = 16  # buffers kept at most; more are freed once their copies finished
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free: list[_StagingBuffer] = []
+        self._calls = None
+
+    def _driver(self):
+        if self._calls is None:
+            self._calls = _driver_calls() or False
+        return self._calls or None
+
+    def take(self, nbytes: int) -> _StagingBuffer:
+        calls = self._driver()
+        with self._lock:
+            for position, buffer in enumerate(self._free):
+                if buffer.host.nbytes >= nbytes and calls.finished(buffer.event):
+                    return self._free.pop(position)
+        size = max(1 << 16, 1 << (nbytes - 1).bit_length())  # powers of two: few sizes, each reused
+        return _StagingBuffer(torch.empty(size, dtype=torch.uint8, pin_memory=True),
+                              calls.new_event() if calls is not None else None)
+
+    def copy(self, buffer: _StagingBuffer, out: torch.Tensor, nbytes: int) -> None:
+        """Queues the copy of the buffer's first ``nbytes`` into ``out`` on the current stream."""
+        calls = self._driver()
+        stream = torch.cuda.current_stream(out.device).cuda_stream
+        if calls is not None and calls.copy(out.data_ptr(), buffer.tensor.data_ptr(), nbytes, stream) == 0:
+            calls.record(buffer.event, stream)
+            return
+        out.copy_(buffer.tensor[:nbytes], non_blocking=True)
+        buffer.event = None  # PyTorch's allocator now knows the copy; this buffer is not reused
+
+    def give_back(self, buffer: _StagingBuffer) -> None:
+        if buffer.event is None:  # no event tells when its copy finished: PyTorch's allocator frees it
+            return
+        calls = self._driver()
+        with self._lock:
+            self._free.append(buffer)
+            if len(self._free) > self.KEPT:  # frees finished ones beyond KEPT
+                busy = [kept for kept in self._free if not calls.finished(kept.event)]
+                done = [kept for kept in self._free if calls.finished(kept.event)]
+                self._free = busy + done[:max(self.KEPT - len(busy), 0)]
+
+
+_staging = _Staging()
 
 
 def _bytes_of(array: np.ndarray) -> np.ndarray:
@@ -88,25 +172,51 @@ def is_pinned(array: np.ndarray) -> bool:
         return position >= 0 and address + array.nbytes <= _pinned_ends[_pinned_starts[position]]
 
 
-_queue_copy = None
+class _DriverCalls:
+    """The CUDA driver's copy and event calls, loaded as PyDLL: they only queue work or ask, and
+    keep the interpreter lock (see the module's docstring)."""
 
-
-def _copy_call():
-    """The CUDA driver's cuMemcpyHtoDAsync, loaded as PyDLL: it only queues a copy from pinned
-    memory, and keeping the interpreter lock through it saves a hand-over per image (through
-    PyTorch's copy_, which releases the lock, each copy waited up to a switch interval to take it
-    back: 0.4 ms an image on an H200 in the training pipeline); None where it cannot be loaded."""
-    global _queue_copy
-    if _queue_copy is None:
-        try:
-            function = ctypes.PyDLL("libcuda.so.1").cuMemcpyHtoDAsync_v2
-        except (OSError, AttributeError):
-            function = False
-        else:
-            function.argtypes = (ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    def __init__(self, library):
+        self.copy = library.cuMemcpyHtoDAsync_v2
+        self.copy.argtypes = (ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        self.copy.restype = ctypes.c_int
+        self._create = library.cuEventCreate
+        self._create.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint)
+        self._record = library.cuEventRecord
+        self._record.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+        self._query = library.cuEventQuery
+        self._query.argtypes = (ctypes.c_void_p,)
+        for function in (self._create, self._record, self._query):
             function.restype = ctypes.c_int
-        _queue_copy = function
-    return _queue_copy or None
+
+    def new_event(self):
+        event = ctypes.c_void_p()
+        if self._create(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING) != 0:
+            raise RuntimeError("cuEventCreate failed")
+        return event
+
+    def record(self, event, stream: int) -> None:
+        if self._record(event, stream) != 0:
+            raise RuntimeError("cuEventRecord failed")
+
+    def finished(self, event) -> bool:
+        """Whether the work before the event's last record has run (a new event: True)."""
+        return self._query(event) == 0
+
+
+_CU_EVENT_DISABLE_TIMING = 2
+_driver_loaded = None
+
+
+def _driver_calls() -> _DriverCalls | None:
+    """The driver's calls (once loaded), or None where the driver cannot be loaded."""
+    global _driver_loaded
+    if _driver_loaded is None:
+        try:
+            _driver_loaded = _DriverCalls(ctypes.PyDLL("libcuda.so.1"))
+        except (OSError, AttributeError):
+            _driver_loaded = False
+    return _driver_loaded or None
 
 
 def copy_into(buffer: torch.Tensor, offsets: list, arrays: list) -> int:
@@ -115,7 +225,8 @@ def copy_into(buffer: torch.Tensor, offsets: list, arrays: list) -> int:
     driver call, no PyTorch operation: each of those releases the interpreter lock and may wait a
     switch interval to take it back), the others packed into one staged upload. Returns how many
     were copied in place; those arrays must stay unchanged until the stream has run the copies."""
-    queue_copy = _copy_call() if _pinned_starts and buffer.is_cuda else None
+    calls = _driver_calls() if _pinned_starts and buffer.is_cuda else None
+    queue_copy = calls.copy if calls is not None else None
     base = buffer.data_ptr()
     stream = torch.cuda.current_stream(buffer.device).cuda_stream if queue_copy else None
     staged = []
@@ -163,11 +274,8 @@ def _upload_flats(device, flats: list, offsets: list, shapes: list):
     from penstock.batch import PackedBatch
     dtype = flats[0].dtype
     total = sum(flat.size for flat in flats)
-    on_cuda = device.type == "cuda"
-    packed = torch.empty(max(total, 1) * dtype.itemsize, dtype=torch.uint8, pin_memory=on_cuda)
-    np.concatenate(flats, out=packed.numpy().view(dtype)[:total])
-    if on_cuda:
-        packed = packed.to(device, non_blocking=True)
+    with staged(device, max(total, 1) * dtype.itemsize) as (host, packed):
+        np.concatenate(flats, out=host.view(dtype)[:total])
     return PackedBatch(packed.view(to_torch_dtype(dtype)), offsets, shapes)
 
 

@@ -184,18 +184,19 @@ class WorkerProcesses:
                     task[0].record_failure(task[1], error)
         prepared_slots, dense_slots = self._runner.plan.prepared_slots, self._runner.plan.dense_slots
         store = self._runner.store
+        runs = _job_runs(done)
         for slot, column in enumerate(columns):
             if type(column) is RingRows:
-                self._store_rows(link, done, slot, column)
+                self._store_rows(link, done, runs, slot, column)
                 continue
             if isinstance(column, np.ndarray) and column.ndim > 1 and slot in dense_slots:
-                self._store_stacked(done, slot, column)
+                self._store_stacked(runs, slot, column)
                 continue
             if isinstance(column, np.ndarray) and slot not in dense_slots and slot not in prepared_slots:
-                _store_array(done, slot, column)
+                _store_array(runs, slot, column)
                 continue
             if type(column) is _RaggedColumn and slot not in dense_slots and slot not in prepared_slots:
-                _store_ragged(done, slot, column)
+                _store_ragged(runs, slot, column)
                 continue
             if slot in prepared_slots:
                 values, ends = link.ring.resolve_column(column)
@@ -212,25 +213,24 @@ class WorkerProcesses:
                     value = store(job, slot, index, value)
                 job.values[slot][index] = value
 
-    def _store_stacked(self, done: list, slot: int, column: np.ndarray) -> None:
+    def _store_stacked(self, runs: list, slot: int, column: np.ndarray) -> None:
         """Stores a stacked column of a dense value, each batch's rows copied at once."""
-        for job, begin, end in _job_runs(done):
+        for job, begin, end, indices in runs:
             if job.error is not None:
                 continue
-            indices = [index for _, index in done[begin:end]]
             values = self._runner.store_stacked(job, slot, indices, column[begin:end])
             stored = job.values[slot]
             for index, value in zip(indices, values if values is not None else list(column[begin:end])):
                 stored[index] = value
 
     @staticmethod
-    def _store_rows(link: "ProcessLink", done: list, slot: int, column: RingRows) -> None:
+    def _store_rows(link: "ProcessLink", done: list, runs: list, slot: int, column: RingRows) -> None:
         """Stores a column of RowPreparations (encoded images) in the RowColumns of their batches,
         each batch's rows at once."""
         kind = column[0]
         positions, rows, ends, others = link.ring.resolve_rows(column)
         indices = np.fromiter((index for _, index in done), np.int64, len(done))
-        for job, begin, end in _job_runs(done):
+        for job, begin, end, _ in runs:
             mine = (positions >= begin) & (positions < end)
             if not mine.any():
                 continue
@@ -451,13 +451,12 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         connection.send((errors, columns, time.perf_counter() - started))
 
 
-def _store_array(done: list, slot: int, column: np.ndarray) -> None:
+def _store_array(runs: list, slot: int, column: np.ndarray) -> None:
     """Stores a stacked column of a value that is not an output (per-sample arguments) in the
     ArrayColumns of their batches, each batch's rows at once."""
-    for job, begin, end in _job_runs(done):
+    for job, begin, end, indices in runs:
         if job.error is not None:
             continue
-        indices = [index for _, index in done[begin:end]]
         values = job.values[slot]
         if not isinstance(values, ArrayColumn):
             values = job.values[slot] = ArrayColumn.of(values, column.shape[1:], column.dtype)
@@ -468,15 +467,14 @@ def _store_array(done: list, slot: int, column: np.ndarray) -> None:
                 values[index] = value
 
 
-def _store_ragged(done: list, slot: int, column: "_RaggedColumn") -> None:
+def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
     """Stores a _RaggedColumn of a value that is not an output (boxes, labels on their way to the
     GPU) in the RaggedColumns of their batches, each batch's part at once."""
     flat, shapes = column
     ends = np.cumsum(np.prod(shapes, axis=1))
-    for job, begin, end in _job_runs(done):
+    for job, begin, end, indices in runs:
         if job.error is not None:
             continue
-        indices = [index for _, index in done[begin:end]]
         values = job.values[slot]
         if not isinstance(values, RaggedColumn):
             values = job.values[slot] = RaggedColumn.of(values, flat.dtype, shapes.shape[1])
@@ -495,13 +493,16 @@ def _keep_ring(link: "ProcessLink", job: Job, end: int) -> None:
         job.ring_ends[link] = end
 
 
-def _job_runs(tasks: list):
-    """(job, begin, end) for each run of consecutive tasks of one batch."""
-    begin = 0
+def _job_runs(tasks: list) -> list:
+    """(job, begin, end, indices) for each run of consecutive tasks of one batch: the run's
+    positions in ``tasks`` and its samples' indices in the batch."""
+    runs, begin = [], 0
+    jobs = [job for job, _ in tasks]
     for position in range(1, len(tasks) + 1):
-        if position == len(tasks) or tasks[position][0] is not tasks[begin][0]:
-            yield tasks[begin][0], begin, position
+        if position == len(tasks) or jobs[position] is not jobs[begin]:
+            runs.append((jobs[begin], begin, position, [index for _, index in tasks[begin:position]]))
             begin = position
+    return runs
 
 
 def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:

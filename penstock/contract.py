@@ -245,6 +245,10 @@ class Operator:
 class SourceOperator(Operator):
     fed = False  # a FedSource: its data comes from Pipeline.feed_input
     lends_samples = False  # a Reader: a replacement is taken out of its epoch (see replacement)
+    # ``load`` gives each item as the one output (a random generator's draws): the executor then
+    # reads what the GPU stage takes of it straight from the batch's items, and the CPU stage's
+    # workers get the items only when a CPU operator takes them
+    items_are_values = False
 
     def next_batch(self, iteration: int) -> SourceBatch:
         raise NotImplementedError

@@ -387,6 +387,8 @@ class Executor:
             job.params[step.key] = step.impl.draw(rng, job.size)
         kept_count = len(self._plan.kept)
         job.values = [[None] * job.size for _ in range(kept_count)]
+        for slot, key in self._plan.passed_slots.items():
+            job.values[slot] = job.source_items[key]
         job.buffers = [None] * kept_count
         job.ragged = [False] * kept_count
         job.finished = itertools.count()
@@ -411,8 +413,7 @@ class Executor:
                 except BaseException as error:
                     job.record_failure(index, error)
                 else:
-                    for slot, value in enumerate(kept):
-                        job.values[slot][index] = value
+                    runner.store_computed(job, index, kept)
             finish_samples([task])
 
 

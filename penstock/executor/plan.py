@@ -38,7 +38,8 @@ class ExecutionPlan:
     """The operators by stage and the slots of the values a batch keeps, fixed at build time."""
 
     sources: tuple[Source, ...]
-    source_keys: tuple[int, ...]
+    worker_sources: tuple[Source, ...]  # the sources whose items the CPU stage's workers load
+    source_keys: tuple[int, ...]  # their keys
     steps: tuple[Step, ...]  # every other operator in graph order: each draws its random values
     cpu_steps: tuple[Step, ...]  # per-sample operators, run by the CPU stage
     whole_batch_steps: tuple[Step, ...]  # CPU operators on whole batches, run after the CPU stage
@@ -54,6 +55,11 @@ class ExecutionPlan:
     uploads_prepared: bool  # some preparations hold pixels the GPU stage uploads (prepares_pixels)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
     has_branches: bool  # conditionals route samples (executor.branches)
+    # kept slots read straight from a source's batch of items (items_are_values), not computed by
+    # the CPU stage: slot -> source key
+    passed_slots: dict[int, int]
+    computed_slots: tuple[int, ...]  # the other kept slots: what the CPU stage stores
+    worker_step_keys: frozenset[int]  # the steps whose random draws the CPU stage's workers read
 
     @classmethod
     def build(cls, sources: list[Source], steps: list[Step],
@@ -65,16 +71,27 @@ class ExecutionPlan:
         prepared_on_cpu = tuple(step for step in gpu_steps if _prepares_on_cpu(step, gpu_keys))
         _check_whole_batch_consumers(whole_batch_steps, (*cpu_steps, *prepared_on_cpu))
         kept = _kept_values(outputs, (*whole_batch_steps, *gpu_steps), prepared_on_cpu, gpu_keys)
+        dense_slots = frozenset(kept[ref] for ref in outputs if ref in kept)
+        passed = {key for key, source, _ in sources if source.items_are_values}
+        passed_slots = {slot: ref[0] for ref, slot in kept.items()
+                        if ref[0] in passed and ref[1] == 0 and slot not in dense_slots}
+        taken_on_cpu = {ref[0] for step in (*cpu_steps, *prepared_on_cpu)
+                        for ref in (*step.inputs, *step.arg_inputs.values())}
+        worker_sources = tuple(source for source in sources if source.key not in passed or source.key in taken_on_cpu
+                               or any(ref[0] == source.key and slot not in passed_slots for ref, slot in kept.items()))
         return cls(
-            sources=tuple(sources), source_keys=tuple(key for key, _, _ in sources), steps=tuple(steps),
+            sources=tuple(sources), worker_sources=worker_sources,
+            source_keys=tuple(key for key, _, _ in worker_sources), steps=tuple(steps),
             cpu_steps=cpu_steps, whole_batch_steps=whole_batch_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
-            kept=kept, dense_slots=frozenset(kept[ref] for ref in outputs if ref in kept),
+            kept=kept, dense_slots=dense_slots,
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
             uploads_prepared=any(step.impl.prepares_pixels for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
                 step.impl.preparation_crosses_processes for step in prepared_on_cpu),
-            has_branches=any(step.impl.routes_samples for step in steps))
+            has_branches=any(step.impl.routes_samples for step in steps),
+            passed_slots=passed_slots, computed_slots=tuple(slot for slot in range(len(kept)) if slot not in passed_slots),
+            worker_step_keys=frozenset(step.key for step in (*cpu_steps, *prepared_on_cpu)))
 
     def uses_processes(self, requested: bool | None) -> bool:
         """Whether worker processes run the CPU stage: when ``requested`` and they can be used. None

@@ -125,7 +125,7 @@ class WorkerProcesses:
     def _dispatch_loop(self, busy: dict) -> None:
         idle = list(self._links)
         doorbell = self._doorbell[0]
-        source_keys = self._runner.plan.source_keys
+        source_keys, step_keys = self._runner.plan.source_keys, self._runner.plan.worker_step_keys
         closing = False
         calls = self.calls
         sample_seconds = None  # a worker's time per sample (moving average), once measured
@@ -146,7 +146,7 @@ class WorkerProcesses:
                 link = idle.pop()
                 busy[link.connection] = (link, tasks)
                 try:
-                    link.send(_requests(tasks, source_keys, self._shared_buffers))
+                    link.send(_requests(tasks, source_keys, step_keys, self._shared_buffers))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
                     del busy[link.connection]
                     finish_samples(tasks, _lost_samples_error(error, tasks))
@@ -185,7 +185,10 @@ class WorkerProcesses:
         prepared_slots, dense_slots = self._runner.plan.prepared_slots, self._runner.plan.dense_slots
         store = self._runner.store
         runs = _job_runs(done)
+        passed_slots = self._runner.plan.passed_slots
         for slot, column in enumerate(columns):
+            if slot in passed_slots:
+                continue
             if type(column) is RingRows:
                 self._store_rows(link, done, runs, slot, column)
                 continue
@@ -446,7 +449,8 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
             except Exception as error:
                 errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
                               PipelineError(f"{type(error).__name__}: {error}"))
-        columns = [ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
+        columns = [None if slot in plan.passed_slots else  # the pipeline's process has these
+                   ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
                    else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]
         connection.send((errors, columns, time.perf_counter() - started))
 
@@ -517,9 +521,10 @@ def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:
     return PipelineError(f"{error}{where}", "worker process", sources[0] if sources else "", str(error))
 
 
-def _requests(tasks: list, source_keys: tuple, shared_buffers) -> list:
-    """The request for the samples of ``tasks`` ((job, index) pairs); ``shared_buffers(job)`` gives
-    a block's ``shared``. A block carries a draws array
+def _requests(tasks: list, source_keys: tuple, step_keys: frozenset, shared_buffers) -> list:
+    """The request for the samples of ``tasks`` ((job, index) pairs): the items of the sources
+    ``source_keys`` and the random draws of the steps ``step_keys`` (what the workers run);
+    ``shared_buffers(job)`` gives a block's ``shared``. A block carries a draws array
     once, sliced for its samples, rather than one small array per sample: pickling is what the
     dispatcher thread spends most on."""
     blocks, by_job = [], {}
@@ -533,9 +538,10 @@ def _requests(tasks: list, source_keys: tuple, shared_buffers) -> list:
         positions = np.array(indices)
         infos = [job.source_infos[index] for index in indices] if job.source_infos else None
         items = [_source_column(job.source_items[key], indices, positions) for key in source_keys]
+        keys = [key for key in job.params if key in step_keys]
         params = [None if draws is None else draws[positions] if isinstance(draws, (np.ndarray, UniformBlocks))
-                  else [draws[index] for index in indices] for draws in job.params.values()]
-        message.append((indices, infos, items, list(job.params), params, shared_buffers(job)))
+                  else [draws[index] for index in indices] for draws in (job.params[key] for key in keys)]
+        message.append((indices, infos, items, keys, params, shared_buffers(job)))
     return message
 
 

@@ -39,7 +39,7 @@ class SampleRunner:
         values: dict[tuple[int, int], Any] = {}
         timings = self._timer()
         clock = time.perf_counter
-        for key, source, num_outputs in plan.sources:
+        for key, source, num_outputs in plan.worker_sources:
             sample = SampleContext(index, source_info)
             started = clock()
             result = call_operator(source.name, source_info, source.load, items[key], sample)
@@ -78,6 +78,12 @@ class SampleRunner:
                                                          args, sample)
             timings[f"{step.impl.name} (cpu part)"] += clock() - started
         return [values.get(ref) for ref in plan.kept]  # (None: made later, by a whole-batch operator)
+
+    def store_computed(self, job: Job, index: int, kept: list) -> None:
+        """Stores what compute() gave for a sample in the job (not the values read from the
+        sources' items, which the job holds already)."""
+        for slot in self.plan.computed_slots:
+            job.values[slot][index] = kept[slot]
 
     def _output_slot(self, job: Job, step: Step, inputs: tuple, args: dict, index: int):
         """The sample's row of the batch buffer that ``step`` may write its output into, or None."""
@@ -203,8 +209,9 @@ def batch_args(impl, columns: dict, size: int) -> BatchArgs:
 def _numbers(arg, column, size: int) -> np.ndarray | None:
     """A float or int argument's per-sample values as a float64 or int64 array (what
     ``arg.convert`` gives each), converted for the whole column; None where one of them needs the
-    per-sample conversion (not one number per sample, or out of range: that conversion says why)."""
-    if arg.kind not in ("float", "int") or arg.choices:
+    per-sample conversion (not one number per sample, out of range or not among the choices: that
+    conversion says why)."""
+    if arg.kind not in ("float", "int"):
         return None
     try:
         values = np.asarray(column)
@@ -220,6 +227,8 @@ def _numbers(arg, column, size: int) -> np.ndarray | None:
     else:
         values = values.astype(np.float64)
     if (arg.min is not None and (values < arg.min).any()) or (arg.max is not None and (values > arg.max).any()):
+        return None
+    if arg.choices and not np.isin(values, arg.choices).all():
         return None
     return values
 

@@ -74,8 +74,7 @@ def _computation(job: Job, runner: SampleRunner, index: int):
         except BaseException as error:  # the replacement failed too: replaced in turn
             job.record_failure(index, error)
             return
-        for slot, value in enumerate(kept):
-            job.values[slot][index] = value
+        runner.store_computed(job, index, kept)
     return compute
 
 

@@ -61,6 +61,8 @@ registry.register_schema(OpSchema(
 
 
 class RandomSource(SourceOperator):
+    items_are_values = True
+
     def declare_outputs(self, inputs):
         shape = tuple(self.args["shape"] or ())
         return OutputSpec(self.args["dtype"].numpy, len(shape), "", shape)

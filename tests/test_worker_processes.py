@@ -247,3 +247,46 @@ def test_ragged_column_holds_parts_and_packs_the_batch_in_sample_order():
                                                                                   np.array([[1, 4]]))
     column[1] = MISSING  # a sample on the other branch of a conditional
     assert column.positions_without(MISSING) == (0, 2, 3) and not column.complete
+
+
+def test_draws_only_the_gpu_takes_stay_in_this_process(data, monkeypatch):
+    """A random generator read only by a GPU operator is read from the batch's draws: the requests
+    carry neither its draws nor the GPU steps' own, the replies do not send it back, and the
+    batches are those of threads."""
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def, types
+    from penstock.executor import processes
+    requests = []
+    send = processes.ProcessLink.send
+    monkeypatch.setattr(processes.ProcessLink, "send", lambda self, request: requests.append(request) or
+                        send(self, request))
+
+    def batches(worker_processes):
+        @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=worker_processes)
+        def pipe():
+            jpegs, labels = fn.readers.file(file_root=data, name="Reader")
+            images = fn.resize(fn.decoders.image(jpegs, output_type=types.RGB), resize_x=16, resize_y=16)
+            flip = fn.random.coin_flip()
+            images = fn.flip(images, horizontal=flip)  # the CPU takes the coin; the GPU too, below
+            images = fn.color_twist(images.gpu(), brightness=fn.random.uniform(range=[0.5, 1.5]),
+                                    hue=fn.random.uniform(range=[-20.0, 20.0]))
+            return fn.crop_mirror_normalize(images, mirror=flip, dtype=types.FLOAT), labels
+        built = pipe()
+        built.build()
+        try:
+            plan = built._executor._plan
+            tensors = ([batch.as_tensor() for batch in built.run()] for _ in range(3))
+            return plan, [[t.cpu().numpy() if hasattr(t, "cpu") else np.array(t) for t in batch] for batch in tensors]
+        finally:
+            built.close()
+    with gpu_or_emulated():
+        plan, from_processes = batches(True)
+        _, from_threads = batches(False)
+    assert len(plan.passed_slots) == 3  # the coin and both uniforms
+    assert len(plan.source_keys) == 2  # the reader and the coin, which flip takes on the CPU
+    for indices, infos, items, step_keys, draws, shared in (block for request in requests for block in request):
+        assert len(items) == 2 and set(step_keys) <= plan.worker_step_keys
+    for got, want in zip(from_processes, from_threads):
+        for got_output, want_output in zip(got, want):
+            np.testing.assert_array_equal(got_output, want_output)

@@ -403,6 +403,16 @@ class BatchColumn:
     def __iter__(self):
         return (self[index] for index in range(len(self)))
 
+    def _hold_as_themselves(self, values: list) -> None:
+        """Holds a list's values (None: not stored yet) in ``others``."""
+        self.others = {index: value for index, value in enumerate(values) if value is not None}
+
+    def _stored_in_columns(self, indices: list) -> None:
+        """The samples of ``indices`` have their values in the columns now, not in ``others``."""
+        if self.others:
+            for index in indices:
+                self.others.pop(index, None)
+
     def positions_without(self, marker) -> tuple | None:
         """The positions whose value is not ``marker`` (None: all of them)."""
         if not any(value is marker for value in self.others.values()):
@@ -457,10 +467,10 @@ class RowColumn(BatchColumn):
     def put_rows(self, indices: list, rows: np.ndarray) -> None:
         """Stores the rows of several samples at once (their addresses absolute)."""
         self.rows[indices] = rows
-        for stored in (self.others, self.held):
-            if stored:
-                for index in indices:
-                    stored.pop(index, None)
+        self._stored_in_columns(indices)
+        if self.held:
+            for index in indices:
+                self.held.pop(index, None)
 
     def __getitem__(self, index: int):
         if index in self.held:
@@ -489,7 +499,7 @@ class ArrayColumn(BatchColumn):
     def of(cls, values: list, row_shape: tuple, dtype) -> "ArrayColumn":
         """A column of the given row shape and type holding ``values`` (a list) as its others."""
         column = cls(len(values), row_shape, dtype)
-        column.others = {index: value for index, value in enumerate(values) if value is not None}
+        column._hold_as_themselves(values)
         return column
 
     @classmethod
@@ -510,9 +520,7 @@ class ArrayColumn(BatchColumn):
     def put_rows(self, indices: list, rows: np.ndarray) -> None:
         self.array[indices] = rows
         self.present[indices] = True
-        if self.others:
-            for index in indices:
-                self.others.pop(index, None)
+        self._stored_in_columns(indices)
 
     def __len__(self) -> int:
         return len(self.array)
@@ -550,7 +558,7 @@ class RaggedColumn(BatchColumn):
     def of(cls, values: list, dtype, ndim: int) -> "RaggedColumn":
         """A column of the given type and rank holding ``values`` (a list) as its others."""
         column = cls(len(values), dtype, ndim)
-        column.others = {index: value for index, value in enumerate(values) if value is not None}
+        column._hold_as_themselves(values)
         return column
 
     def fits(self, flat: np.ndarray, shapes: np.ndarray) -> bool:
@@ -562,9 +570,7 @@ class RaggedColumn(BatchColumn):
         self.parts.append((flat, shapes, np.cumsum(sizes) - sizes))
         self.places[indices, 0] = len(self.parts) - 1
         self.places[indices, 1] = np.arange(len(indices))
-        if self.others:
-            for index in indices:
-                self.others.pop(index, None)
+        self._stored_in_columns(indices)
 
     def __len__(self) -> int:
         return len(self.places)

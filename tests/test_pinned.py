@@ -75,4 +75,4 @@ def test_staging_buffers_are_reused_only_after_their_copies_ran():
         for array, tensor in zip(arrays, tensors):
             np.testing.assert_array_equal(tensor.cpu().numpy(), array)
     pinned.upload_arrays(device, [np.zeros(3, np.uint8)])  # finished buffers beyond KEPT are freed
-    assert len(pinned._staging._free) <= pinned._Staging.KEPT + 1
+    assert len(pinned._staging_for(device)._free) <= pinned._Staging.KEPT + 1

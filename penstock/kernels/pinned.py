@@ -51,15 +51,16 @@ class staged:
         if not self._on_cuda:
             self._out = torch.empty(self._nbytes, dtype=torch.uint8)
             return self._out.numpy(), self._out
-        self._buffer = _staging.take(self._nbytes)
         self._out = torch.empty(self._nbytes, dtype=torch.uint8, device=self._device)
+        self._staging = _staging_for(self._out.device)
+        self._buffer = self._staging.take(self._nbytes)
         return self._buffer.host[:self._nbytes], self._out
 
     def __exit__(self, kind, error, trace):
         if self._on_cuda:
             if error is None:
-                _staging.copy(self._buffer, self._out, self._nbytes)
-            _staging.give_back(self._buffer)
+                self._staging.copy(self._buffer, self._out, self._nbytes)
+            self._staging.give_back(self._buffer)
         return False
 
 
@@ -71,11 +72,13 @@ class _StagingBuffer:
 
 
 class _Staging:
-    """Pinned staging buffers, reused once their copies finished (see the module's docstring)."""
+    """One GPU's pinned staging buffers, reused once their copies finished (see the module's
+    docstring); their events belong to that GPU's context."""
 
     KEPT = 16  # buffers kept at most; more are freed once their copies finished
 
-    def __init__(self):
+    def __init__(self, device: torch.device):
+        self._device = device
         self._lock = threading.Lock()
         self._free: list[_StagingBuffer] = []
         self._calls = None
@@ -92,8 +95,9 @@ class _Staging:
                 if buffer.host.nbytes >= nbytes and calls.finished(buffer.event):
                     return self._free.pop(position)
         size = max(1 << 16, 1 << (nbytes - 1).bit_length())  # powers of two: few sizes, each reused
-        return _StagingBuffer(torch.empty(size, dtype=torch.uint8, pin_memory=True),
-                              calls.new_event() if calls is not None else None)
+        with torch.cuda.device(self._device):
+            return _StagingBuffer(torch.empty(size, dtype=torch.uint8, pin_memory=True),
+                                  calls.new_event() if calls is not None else None)
 
     def copy(self, buffer: _StagingBuffer, out: torch.Tensor, nbytes: int) -> None:
         """Queues the copy of the buffer's first ``nbytes`` into ``out`` on the current stream."""
@@ -117,7 +121,16 @@ class _Staging:
                 self._free = busy + done[:max(self.KEPT - len(busy), 0)]
 
 
-_staging = _Staging()
+_stagings: dict[int, _Staging] = {}
+_stagings_lock = threading.Lock()
+
+
+def _staging_for(device: torch.device) -> _Staging:
+    with _stagings_lock:
+        staging = _stagings.get(device.index)
+        if staging is None:
+            staging = _stagings[device.index] = _Staging(device)
+        return staging
 
 
 def _bytes_of(array: np.ndarray) -> np.ndarray:

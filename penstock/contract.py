@@ -395,7 +395,7 @@ def is_flat_bytes(value) -> bool:
 
 class BatchColumn:
     """A batch's values of one kept slot held as columns rather than a list (RowColumn,
-    ArrayColumn), indexed per sample like the list; ``others`` holds the samples whose value is
+    ArrayColumn, RaggedColumn), indexed per sample like the list; ``others`` holds the samples whose value is
     held as itself."""
 
     others: dict
@@ -674,13 +674,6 @@ def distinct_args(args, names: tuple) -> list:
     if isinstance(args, BatchArgs) and not any(args.varies(name) for name in names):
         return [args[0]] if len(args) else []
     return list({id(a): a for a in args}.values())
-
-
-def arg_varies(args, name: str) -> bool:
-    """Whether samples may differ in an argument (a plain list: whether they do)."""
-    if isinstance(args, BatchArgs):
-        return args.varies(name)
-    return any(a[name] != args[0][name] for a in args)
 
 
 class BatchOperator(Operator):

@@ -81,15 +81,9 @@ class _Staging:
         self._device = device
         self._lock = threading.Lock()
         self._free: list[_StagingBuffer] = []
-        self._calls = None
-
-    def _driver(self):
-        if self._calls is None:
-            self._calls = _driver_calls() or False
-        return self._calls or None
 
     def take(self, nbytes: int) -> _StagingBuffer:
-        calls = self._driver()
+        calls = _driver_calls()
         with self._lock:
             for position, buffer in enumerate(self._free):
                 if buffer.host.nbytes >= nbytes and calls.finished(buffer.event):
@@ -101,7 +95,7 @@ class _Staging:
 
     def copy(self, buffer: _StagingBuffer, out: torch.Tensor, nbytes: int) -> None:
         """Queues the copy of the buffer's first ``nbytes`` into ``out`` on the current stream."""
-        calls = self._driver()
+        calls = _driver_calls()
         stream = torch.cuda.current_stream(out.device).cuda_stream
         if calls is not None and calls.copy(out.data_ptr(), buffer.tensor.data_ptr(), nbytes, stream) == 0:
             calls.record(buffer.event, stream)
@@ -112,7 +106,7 @@ class _Staging:
     def give_back(self, buffer: _StagingBuffer) -> None:
         if buffer.event is None:  # no event tells when its copy finished: PyTorch's allocator frees it
             return
-        calls = self._driver()
+        calls = _driver_calls()
         with self._lock:
             self._free.append(buffer)
             if len(self._free) > self.KEPT:  # frees finished ones beyond KEPT

@@ -53,14 +53,10 @@ def batch_values(args, defaults: dict) -> dict[str, np.ndarray]:
     one row when no argument differs between samples (the batch's arguments are the same), else
     one per sample. The builders below take these and return one matrix per row. ``args`` is
     BatchArgs (read by column) or a list of dicts."""
-    if isinstance(args, BatchArgs):
-        if not any(args.varies(name) for name in defaults):
-            rows = args[:1]
-        else:
-            return {name: np.asarray(args.column(name), np.float64) if args.varies(name) or name in args.static
-                    else np.full(len(args), default) for name, default in defaults.items()}
-    else:
-        rows = args[:1] if all(a is args[0] for a in args) else args
+    if isinstance(args, BatchArgs) and any(args.varies(name) for name in defaults):
+        return {name: np.asarray(args.column(name), np.float64) if args.varies(name) or name in args.static
+                else np.full(len(args), default) for name, default in defaults.items()}
+    rows = args[:1] if isinstance(args, BatchArgs) or all(a is args[0] for a in args) else args
     return {name: np.array([a.get(name, default) for a in rows], np.float64) for name, default in defaults.items()}
 
 

@@ -184,17 +184,15 @@ class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, B
         mirror = np.asarray(arg_column(args, "mirror"), bool)
         plan = plan.with_flips(np.stack([np.zeros_like(mirror), mirror], 1))
         affine_maps: dict = {}  # (mean, std, scale, shift) -> (multipliers, addends): usually one for the batch
-        multipliers, addends = [], []
         for a in distinct_args(args, AFFINE_ARGS):
             key = tuple(a[name] for name in AFFINE_ARGS)
             affine_maps[key] = numeric.normalization_affine(*key, channels, self.name)
-        for a in args if len(affine_maps) > 1 else ():
-            affine = affine_maps[tuple(a[name] for name in AFFINE_ARGS)]
-            multipliers.append(affine[0])
-            addends.append(affine[1])
         if len(affine_maps) == 1:  # one for the batch: the plan takes it once
             (multiplier, addend), = affine_maps.values()
             multipliers, addends = [multiplier] * len(args), [addend] * len(args)
+        else:
+            affines = [affine_maps[tuple(a[name] for name in AFFINE_ARGS)] for a in args]
+            multipliers, addends = [affine[0] for affine in affines], [affine[1] for affine in affines]
         first = args[0]
         return plan.with_affine(multipliers, addends).with_output(
             dtype=types.to_torch_dtype(first["dtype"]), chw=first["output_layout"] == "CHW",

@@ -78,6 +78,8 @@ def run_rank(args) -> None:
     dist.init_process_group("nccl" if gpu else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if args.pin:
+        os.sched_setaffinity(0, _rank_cores(local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     if gpu:
         torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
@@ -105,6 +107,8 @@ def run_rank(args) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step(batch):
+        if args.loop == "iterate":  # the pipeline alone: the batch's images are used once, on its device
+            return batch[0]["data"].view(-1)[:1].float()
         images = batch[0]["data"].float()
         labels = batch[0]["label"].to(device).long().view(-1)
         loss = nn.functional.cross_entropy(model(images), labels)
@@ -152,6 +156,14 @@ def run_rank(args) -> None:
     dist.destroy_process_group()
 
 
+def _rank_cores(local_rank: int, local_ranks: int) -> set[int]:
+    """This rank's even share of the cores the process may use, as a contiguous block: its threads and
+    worker processes then stay off the other ranks' cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    share = max(1, len(cores) // local_ranks)
+    return set(cores[local_rank * share:(local_rank + 1) * share]) or set(cores)
+
+
 def _epoch_names(args) -> list[str]:
     from penstock.plugin.pytorch import GenericIterator, LastBatchPolicy
     pipe = names_pipeline(args.data, args.batch_size)
@@ -180,9 +192,12 @@ def run_configuration(args, runner: str, gpus: int, threads: str, result: str) -
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
                os.path.abspath(__file__), "--rank-worker", "--runner", runner, "--data", args.data,
                "--device", args.device, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
-               "--warmup", str(args.warmup), "--threads", threads, "--crop", str(args.crop), "--result", result]
+               "--warmup", str(args.warmup), "--threads", threads, "--crop", str(args.crop), "--result", result,
+               "--loop", args.loop]
     if args.check:
         command.append("--check")
+    if args.pin:
+        command.append("--pin")
     environment = {**os.environ, **SAFE_ENVIRONMENT, "OMP_NUM_THREADS": "1"}
     begun = time.perf_counter()
     completed = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=args.timeout)
@@ -235,12 +250,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--crop", type=int, default=224)
     parser.add_argument("--check", action="store_true", help="check the exactly-once delivery (penstock)")
+    parser.add_argument("--loop", default="step", choices=("step", "iterate"),
+                        help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone")
+    parser.add_argument("--pin", action="store_true",
+                        help="each rank (with its threads and worker processes) keeps to its share of the cores")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--json")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--runner", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.data = os.path.abspath(args.data)  # the delivered names are checked against the files under it
     if args.rank_worker:
         run_rank(args)
         return
@@ -270,7 +290,7 @@ def main() -> None:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=1)
     print(f"\n{args.device.upper()} training pipeline, batch {args.batch_size} per rank, {args.steps} timed steps, "
-          "one process per GPU under torchrun\n")
+          f"one process per GPU under torchrun, loop: {args.loop}{', ranks pinned to cores' if args.pin else ''}\n")
     print("| runner | GPUs | threads per rank | images/s | per GPU | efficiency | CPU cores busy | GPU memory "
           "per rank (GiB) | first step (s) | steps per epoch | exactly once |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

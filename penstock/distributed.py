@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
 from typing import NamedTuple
 
 
@@ -70,42 +69,6 @@ def default_threads() -> int:
         cores = os.cpu_count() or 1
     local = _int_env("LOCAL_WORLD_SIZE") if auto_shard_enabled() else None
     return max(1, cores // max(1, local or 1))
-
-
-def rank_cores(set_affinity: bool | None = None) -> frozenset[int] | None:
-    """The cores that a pipeline's threads and worker processes keep to, or None (the OS scheduler
-    places them): in a distributed job whose ranks share this host (torchrun's LOCAL_WORLD_SIZE > 1),
-    this rank's even share of the cores the process may use, a contiguous block (the same share that
-    default_threads counts), unless ``set_affinity`` is False. One pipeline per GPU on a 32-core,
-    2-GPU host: 28,015 images/s in total with the ranks' workers spread over every core, 38,399 with
-    each rank on its own 16 (BENCHMARKS.md, scaling)."""
-    if set_affinity is False or not hasattr(os, "sched_getaffinity"):
-        return None
-    job = place()
-    local = _int_env("LOCAL_WORLD_SIZE")
-    if job is None or job.local_rank is None or local is None or local < 2:
-        return None
-    cores = sorted(os.sched_getaffinity(0))
-    share = len(cores) // local
-    mine = cores[job.local_rank * share:(job.local_rank + 1) * share]
-    return frozenset(mine) if share and mine else None
-
-
-@contextmanager
-def threads_on(cores: frozenset[int] | None):
-    """The calling thread kept to ``cores`` inside the block, so that the threads it starts and the
-    processes it forks there inherit them; the thread's own affinity comes back after."""
-    before = os.sched_getaffinity(0) if cores is not None else None
-    try:
-        if cores is not None:
-            os.sched_setaffinity(0, cores)
-    except OSError:  # not allowed here (a restricted container): the OS scheduler places them
-        before = None
-    try:
-        yield
-    finally:
-        if before is not None:
-            os.sched_setaffinity(0, before)
 
 
 def device_id() -> int | None:

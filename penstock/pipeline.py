@@ -38,11 +38,7 @@ class Pipeline:
             kernels run), as each DALI stage has buffers of its own.
         exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
             background (set prefetch_queue_depth=1 for the least memory).
-        set_affinity: where the pipeline's threads and worker processes run. None (the default): in a
-            distributed job whose ranks share the host (torchrun's LOCAL_WORLD_SIZE > 1), on this
-            rank's share of the cores (penstock.distributed.rank_cores), else wherever the OS puts
-            them; True: the same; False: wherever the OS puts them. The caller's thread is left as
-            it is.
+        set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.
         py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
             pipeline's producer thread.
         gpu_fallback: on a machine without a usable GPU, run the 'mixed' and 'gpu' operators on the
@@ -78,7 +74,7 @@ class Pipeline:
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
                  seed: int = -1, prefetch_queue_depth: int = 2, exec_async: bool = True,
-                 exec_pipelined: bool = True, set_affinity: bool | None = None, py_num_workers: int = 1,
+                 exec_pipelined: bool = True, set_affinity: bool = False, py_num_workers: int = 1,
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
                  gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None,
                  enable_checkpointing: bool = False, checkpoint: str | bytes | None = None,
@@ -92,7 +88,6 @@ class Pipeline:
         self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
         self._prefetch_depth = int(prefetch_queue_depth)
         self._worker_processes = None if worker_processes is None else bool(worker_processes)
-        self._cores = distributed.rank_cores(set_affinity)
         self._on_error = on_error
         self._timeout = None if not timeout else float(timeout)
         self._enable_checkpointing = bool(enable_checkpointing)
@@ -207,8 +202,7 @@ class Pipeline:
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
                         timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
-                        start_iteration=int(restored["iteration"]) if restored is not None else 0,
-                        cores=self._cores)
+                        start_iteration=int(restored["iteration"]) if restored is not None else 0)
 
     def checkpoint(self, filename: str | None = None, iterator_state: dict | None = None) -> str:
         """The pipeline's state after the last batch run() returned, as a string (written to
@@ -520,7 +514,7 @@ PIPELINE_ARGUMENT_RULES = {
     "prefetch_queue_depth": (_depth, "a positive int, or a dict with 'cpu_size' and 'gpu_size'"),
     "exec_async": (_flag, "True or False"),
     "exec_pipelined": (_flag, "True or False"),
-    "set_affinity": (lambda v: v is None or _flag(v), "True, False or None (penstock chooses)"),
+    "set_affinity": (_flag, "True or False"),
     "py_num_workers": (lambda v: _integer(v) and v >= 1, "a positive int"),
     "py_start_method": (lambda v: v in ("fork", "spawn"), "'fork' or 'spawn'"),
     "enable_memory_stats": (_flag, "True or False"),

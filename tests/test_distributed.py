@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture()
 def clean_environment(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PENSTOCK_AUTO_SHARD"):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PENSTOCK_AUTO_SHARD"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -55,44 +55,6 @@ def test_a_single_process_job_is_not_sharded(clean_environment):
     clean_environment.setenv("RANK", "0")
     clean_environment.setenv("WORLD_SIZE", "1")
     assert distributed.place() is None
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs two cores to share")
-@pytest.mark.parametrize("worker_processes", [True, False])
-def test_ranks_sharing_a_host_keep_their_threads_and_processes_to_their_share_of_the_cores(
-        clean_environment, tmp_path, worker_processes):
-    from helpers_data import make_class_tree
-    from penstock.bench import descendant_pids
-    for name, value in (("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "2")):
-        clean_environment.setenv(name, value)
-    cores = sorted(os.sched_getaffinity(0))
-    share = len(cores) // 2
-    mine = set(cores[share:2 * share])
-    assert distributed.rank_cores() == distributed.rank_cores(True) == mine
-    assert distributed.rank_cores(False) is None
-    make_class_tree(str(tmp_path), {"a": 4, "b": 4}, height=24, width=32)
-    caller, earlier = os.sched_getaffinity(0), set(descendant_pids())
-
-    @pipeline_def(batch_size=2, num_threads=2, device_id=None, seed=1, worker_processes=worker_processes)
-    def pipe():
-        jpegs, labels = fn.readers.file(file_root=str(tmp_path))
-        return fn.decoders.image(jpegs), labels
-    pipeline = pipe()
-    pipeline.build()
-    pipeline.run()
-    try:
-        import threading
-        ours = [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
-        assert ours and all(os.sched_getaffinity(thread.native_id) == mine for thread in ours)
-        children = set(descendant_pids()) - earlier
-        assert len(children) == (2 if worker_processes else 0)
-        assert all(os.sched_getaffinity(pid) == mine for pid in children)
-        assert os.sched_getaffinity(0) == caller  # the user's own thread is left as it was
-    finally:
-        pipeline.close()
-    clean_environment.setenv("LOCAL_WORLD_SIZE", "1")  # one rank on this host: the OS places them
-    assert distributed.rank_cores() is None
 
 
 @pytest.mark.parametrize("count", [40, 43])  # shards of 20 and 20, and of 21 and 22

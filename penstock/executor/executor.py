@@ -11,7 +11,6 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from penstock import distributed
 from penstock.batch import Batch
 from penstock.contract import SourceOperator, random_stream
 from penstock.executor.buffers import BufferPool, SharedArena
@@ -59,7 +58,7 @@ class Executor:
                  outputs: list[tuple[int, int]], output_layouts: list[str], num_threads: int,
                  prefetch_depth: int, device=None, worker_processes: bool | None = False,
                  skip_failures: bool = False, timeout: float | None = None, checkpointing: bool = False,
-                 start_iteration: int = 0, cores: frozenset[int] | None = None):
+                 start_iteration: int = 0):
         self._plan = plan = ExecutionPlan.build(sources, steps, outputs)
         # checkpoints (penstock.checkpoints): the sources' states after each batch, recorded by the
         # producer; the one of the last batch handed out is the pipeline's checkpoint
@@ -125,7 +124,6 @@ class Executor:
         self._samples = samples  # its threads each stop at a None from _tasks
         self._processes = processes
         self._gpu = gpu
-        self._cores = cores  # where the threads and worker processes run (distributed.rank_cores)
         self._started = False
         _live_executors.add(self)
 
@@ -134,13 +132,12 @@ class Executor:
         if self._started:
             return
         self._started = True
-        with distributed.threads_on(self._cores):  # the threads and processes inherit the cores
-            if self._processes is not None:  # forked before this executor's threads exist
-                self._processes.start()
-                self._pin_rings()
-            self._resume.set()
-            for thread in self._all_threads():
-                thread.start()
+        if self._processes is not None:  # forked before this executor's threads exist
+            self._processes.start()
+            self._pin_rings()
+        self._resume.set()
+        for thread in self._all_threads():
+            thread.start()
 
     def next(self) -> IterationResult:
         """The next batch, in order; raises StopIteration at a source's end, or the worker's error."""

@@ -689,9 +689,11 @@ class BatchOperator(Operator):
     prepares_on_cpu = False
     # what prepare() returns is plain data that may come back from a worker process
     preparation_crosses_processes = False
-    # what prepare() returns may hold pixels the GPU stage uploads: the worker processes' shared
-    # rings are then pinned, and the GPU copies straight out of them
-    prepares_pixels = False
+    # what prepare() returns holds data the GPU reads straight out of the worker processes' shared
+    # rings (pixels to upload, JPEGs for the GPU's decoders): the rings are then pinned. nvJPEG's
+    # hardware decoder is much slower on pageable JPEG data: the training pipeline ran at 17.9-22.3k
+    # images/s with pageable rings, 26.9-27.4k with pinned ones (H200, BENCHMARKS.md)
+    gpu_reads_preparations = False
     # the operator's lanes, (name, threads) each: a lane is a queue of the executor's decode
     # stage, whose threads run the blocking calls run_batch hands to BatchContext.run_call (in the
     # order given), so that the GPU stage goes on with other batches while they work. A call

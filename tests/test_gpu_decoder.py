@@ -221,7 +221,8 @@ def test_the_cpu_share_spreads_over_the_batch():
     chosen = [index for index in range(256) if mixed.decodes_on_cpu(index)]
     assert len(chosen) == 51 and chosen[:3] == [4, 9, 14]
     nothing, _, _ = _mixed_and_cpu_decoders()  # the default: the GPU's decoders take every JPEG
-    assert not any(nothing.decodes_on_cpu(index) for index in range(256)) and not nothing.prepares_pixels
+    assert not any(nothing.decodes_on_cpu(index) for index in range(256))
+    assert nothing.gpu_reads_preparations  # the GPU's decoders read the JPEGs out of the workers' rings
 
 
 def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():

@@ -246,10 +246,10 @@ class Executor:
             self._unpin_rings()
 
     def _pin_rings(self) -> None:
-        """Pins the worker processes' rings where the GPU stage uploads pixels from them: the GPU
-        then copies each image straight from where its process wrote it."""
+        """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
+        and copies then read each image straight from where its process wrote it."""
         self._pinned_rings = []
-        if self._plan.uploads_prepared and self._gpu is not None and self._gpu.on_cuda:
+        if self._plan.gpu_reads_rings and self._gpu is not None and self._gpu.on_cuda:
             from penstock.kernels import pinned
             self._pinned_rings = [ring for ring in self._processes.rings() if pinned.pin(ring.memory)]
 

@@ -52,7 +52,7 @@ class ExecutionPlan:
     dense_slots: frozenset[int]  # kept slots of pipeline outputs: stored in one batch buffer when they fit
     dense_outputs: dict[int, int]  # step key -> kept slot of the pipeline output it may write into directly
     prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
-    uploads_prepared: bool  # some preparations hold pixels the GPU stage uploads (prepares_pixels)
+    gpu_reads_rings: bool  # the GPU reads some preparations out of the workers' rings (gpu_reads_preparations)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
     has_branches: bool  # conditionals route samples (executor.branches)
     # kept slots read straight from a source's batch of items (items_are_values), not computed by
@@ -86,7 +86,7 @@ class ExecutionPlan:
             kept=kept, dense_slots=dense_slots,
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
-            uploads_prepared=any(step.impl.prepares_pixels for step in prepared_on_cpu),
+            gpu_reads_rings=any(step.impl.gpu_reads_preparations for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
                 step.impl.preparation_crosses_processes for step in prepared_on_cpu),
             has_branches=any(step.impl.routes_samples for step in steps),

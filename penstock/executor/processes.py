@@ -306,7 +306,7 @@ class ProcessLink:
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
         plan = runner.plan
-        self.ring = SharedRing(PINNED_RING_BYTES if plan.uploads_prepared else RING_BYTES) \
+        self.ring = SharedRing(PINNED_RING_BYTES if plan.gpu_reads_rings else RING_BYTES) \
             if plan.prepared_slots else None
         self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
                                         name="penstock-worker-process")

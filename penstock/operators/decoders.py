@@ -304,9 +304,9 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
         self._cpu_load = args["cpu_decoder_load"]
 
-    @property
-    def prepares_pixels(self) -> bool:
-        return self._cpu_load > 0
+    # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
+    # share they decoded themselves, with cpu_decoder_load)
+    gpu_reads_preparations = True
 
     def decode_smaller_for(self, target):
         self._windows.decode_smaller_for(target)

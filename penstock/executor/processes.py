@@ -32,8 +32,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import multiprocessing
-import multiprocessing.connection
 import queue
+import selectors
 import signal
 import threading
 import time
@@ -123,8 +123,15 @@ class WorkerProcesses:
                 finish_samples([task], error)
 
     def _dispatch_loop(self, busy: dict) -> None:
+        # one selector for the thread's life, told of each link as it becomes busy and idle again:
+        # multiprocessing.connection.wait builds one and registers every connection on each call
+        with selectors.DefaultSelector() as selector:
+            self._dispatch_with(selector, busy)
+
+    def _dispatch_with(self, selector: selectors.BaseSelector, busy: dict) -> None:
         idle = list(self._links)
         doorbell = self._doorbell[0]
+        selector.register(doorbell, selectors.EVENT_READ)
         source_keys, step_keys = self._runner.plan.source_keys, self._runner.plan.worker_step_keys
         closing = False
         calls = self.calls
@@ -151,12 +158,15 @@ class WorkerProcesses:
                     del busy[link.connection]
                     finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
+                selector.register(link.connection, selectors.EVENT_READ)
             if closing and not busy:
                 return
-            for connection in multiprocessing.connection.wait([doorbell, *busy], timeout=POLL_SECONDS):
+            for key, _ in selector.select(timeout=POLL_SECONDS):
+                connection = key.fileobj
                 if connection is doorbell:
                     doorbell.recv_bytes()
                     continue
+                selector.unregister(connection)
                 link, tasks = busy.pop(connection)
                 try:
                     replies = link.receive()

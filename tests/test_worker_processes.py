@@ -290,3 +290,29 @@ def test_draws_only_the_gpu_takes_stay_in_this_process(data, monkeypatch):
     for got, want in zip(from_processes, from_threads):
         for got_output, want_output in zip(got, want):
             np.testing.assert_array_equal(got_output, want_output)
+
+
+def test_rings_the_gpu_reads_share_one_pinned_budget(data):
+    """The mixed decoder's encoded JPEGs are read by the GPU out of the worker processes' rings,
+    which are then pinned: the processes share shared_ring.PINNED_RINGS_BYTES (each ring between
+    32 MiB and RING_BYTES), enough for batches of 2-megapixel JPEGs to stay off the pipes."""
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def, types
+    from penstock.executor.shared_ring import PINNED_RINGS_BYTES, RING_BYTES, pinned_ring_bytes
+    assert pinned_ring_bytes(16) == PINNED_RINGS_BYTES // 16
+    assert pinned_ring_bytes(1) == RING_BYTES and pinned_ring_bytes(1024) == 32 << 20
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=True)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=data)
+        return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB), labels
+    with gpu_or_emulated():
+        built = pipe()
+        built.build()
+        try:
+            built.run()
+            assert built._executor._plan.gpu_reads_rings
+            assert [ring._size for ring in built._executor._processes.rings()] == [pinned_ring_bytes(2)] * 2
+        finally:
+            built.close()

@@ -247,16 +247,32 @@ class Executor:
 
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
-        and copies then read each image straight from where its process wrote it."""
-        self._pinned_rings = []
+        and copies then read each image straight from where its process wrote it. On a thread of
+        its own, so that the first batches do not wait for it (pinning shared_ring.PINNED_RINGS_BYTES
+        takes a while): until a ring is pinned, the GPU reads it as pageable memory."""
+        self._pinned_rings, self._pinning = [], None
         if self._plan.gpu_reads_rings and self._gpu is not None and self._gpu.on_cuda:
-            from penstock.kernels import pinned
-            self._pinned_rings = [ring for ring in self._processes.rings() if pinned.pin(ring.memory)]
+            rings, device = self._processes.rings(), self._gpu.device
+
+            def pin_rings() -> None:
+                import torch
+                from penstock.kernels import pinned
+                torch.cuda.set_device(device)  # the pipeline's GPU's context registers them
+                for ring in rings:
+                    if self._stopping.is_set():
+                        return
+                    if pinned.pin(ring.memory):
+                        self._pinned_rings.append(ring)
+            self._pinning = threading.Thread(target=pin_rings, name="penstock-pin-rings", daemon=True)
+            self._pinning.start()
 
     def _unpin_rings(self) -> None:
         """Unpins them once the GPU has finished copying from them (a stage still running keeps
         them pinned: the memory stays locked until the process ends, rather than copied from after
         it is freed)."""
+        pinning = getattr(self, "_pinning", None)
+        if pinning is not None:  # it stops after the ring it is pinning
+            pinning.join()
         rings, self._pinned_rings = getattr(self, "_pinned_rings", []), []
         if rings:
             import torch

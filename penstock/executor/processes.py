@@ -46,7 +46,7 @@ from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import PINNED_RING_BYTES, RING_BYTES, RingRows, SharedRing
+from penstock.executor.shared_ring import RING_BYTES, RingRows, SharedRing, pinned_ring_bytes
 
 PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
 # Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
@@ -81,7 +81,7 @@ class WorkerProcesses:
         made (no memory for its shared ring, no more processes), those already made are stopped."""
         try:
             for _ in range(self.count):
-                self._links.append(ProcessLink(self._runner, self._arena))
+                self._links.append(ProcessLink(self._runner, self._arena, self.count))
         except OSError as error:
             self.close()
             raise OSError(error.errno, f"penstock could not start its worker processes ({error.strerror or error}); "
@@ -310,13 +310,14 @@ class WorkerProcesses:
 class ProcessLink:
     """A forked worker process that computes samples for the dispatcher thread: it is sent requests
     and sends back replies (see this module's docstring). The process gets the sample runner (and
-    through it the plan), and a shared ring when the plan has per-sample preparations."""
+    through it the plan), and a shared ring when the plan has per-sample preparations (one of
+    ``processes`` rings that are pinned, when the GPU reads them)."""
 
-    def __init__(self, runner: SampleRunner, arena: SharedArena | None = None):
+    def __init__(self, runner: SampleRunner, arena: SharedArena | None = None, processes: int = 1):
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
         plan = runner.plan
-        self.ring = SharedRing(PINNED_RING_BYTES if plan.gpu_reads_rings else RING_BYTES) \
+        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else RING_BYTES) \
             if plan.prepared_slots else None
         self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
                                         name="penstock-worker-process")

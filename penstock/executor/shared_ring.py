@@ -16,9 +16,18 @@ import numpy as np
 from penstock.contract import RowPreparation, is_flat_bytes
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
-# a ring the parent pins for the GPU's copies (executor: when a worker's preparations hold pixels
-# to upload) is pinned whole, every page backed: a few batches' share of one worker fit in it
-PINNED_RING_BYTES = 32 << 20
+# rings the parent pins for the GPU's reads (executor: when the GPU reads the workers'
+# preparations, encoded JPEGs or pixels) are pinned whole, every page backed: the processes share
+# PINNED_RINGS_BYTES, each ring between 32 MiB and RING_BYTES. The batches a pipeline holds at once
+# must fit, or their samples cross the pipe instead: 2-megapixel JPEGs (500 KiB) in batches of 256
+# need about 650 MiB, and with 16 rings of 32 MiB a fifth of them crossed the pipe, the thread that
+# feeds the processes then spending 100-140 us a sample instead of 15 (CPU machine, emulated GPU).
+PINNED_RINGS_BYTES = 1 << 30
+
+
+def pinned_ring_bytes(processes: int) -> int:
+    """The size of each of ``processes`` rings that are to be pinned."""
+    return min(RING_BYTES, max(32 << 20, PINNED_RINGS_BYTES // max(1, processes)))
 SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
 
 

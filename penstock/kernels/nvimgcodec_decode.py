@@ -29,6 +29,19 @@ from penstock.types import DALIImageType
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
                 "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
+# A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/8 more):
+# its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
+# was asked for (per stream) where a few sizes that repeat are reused. The validation pipeline's
+# process held 2.61 / 2.78 GiB of GPU memory without the rounding, 2.14 / 1.96 with it (H200).
+BUFFER_STEPS = 8
+
+
+def buffer_bytes(nbytes: int) -> int:
+    """The size asked of the allocator for a batch buffer of ``nbytes``."""
+    if BUFFER_STEPS <= 0 or nbytes <= 1 << 20:
+        return max(nbytes, 1)
+    step = (1 << (nbytes.bit_length() - 1)) // BUFFER_STEPS
+    return -(-nbytes // step) * step
 # an EncodedImage's columns in a RowColumn: address, size, then its ring_row()
 _TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _HARDWARE = range(2, 9)
 _library: capi.Library | None = None
@@ -216,7 +229,7 @@ class GpuImageDecoder:
         offsets = np.zeros(len(rows), np.int64)
         np.cumsum(aligned[:-1], out=offsets[1:])
         with torch.cuda.stream(cuda_stream):
-            packed = torch.empty(max(int(aligned.sum()), 1), dtype=torch.uint8, device=self.device)
+            packed = torch.empty(buffer_bytes(int(aligned.sum())), dtype=torch.uint8, device=self.device)
         shapes = list(zip(heights.tolist(), widths.tolist(), itertools.repeat(channels)))
         pending = PendingDecode(self, items, PackedBatch(packed, offsets.tolist(), shapes), cuda_stream, describe,
                                 run_call, run_on_workers)

@@ -29,11 +29,12 @@ from penstock.types import DALIImageType
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
                 "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
-# A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/8 more):
+# A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/4 more):
 # its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
 # was asked for (per stream) where a few sizes that repeat are reused. The validation pipeline's
-# process held 2.61 / 2.78 GiB of GPU memory without the rounding, 2.14 / 1.96 with it (H200).
-BUFFER_STEPS = 8
+# process held 2.61 / 2.78 GiB of GPU memory without the rounding, 2.14 / 1.96 / 2.12 with 8 steps,
+# 1.98 with 4 (SSD 2.95 with 8, 2.71 with 4; H200, BENCHMARKS.md).
+BUFFER_STEPS = 4
 
 
 def buffer_bytes(nbytes: int) -> int:

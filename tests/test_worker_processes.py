@@ -316,3 +316,38 @@ def test_rings_the_gpu_reads_share_one_pinned_budget(data):
             assert [ring._size for ring in built._executor._processes.rings()] == [pinned_ring_bytes(2)] * 2
         finally:
             built.close()
+
+
+def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, monkeypatch):
+    """Where the GPU reads the rings, a thread of the executor's pins them while the batches run;
+    close() waits for it and unpins every ring it pinned, and no thread is left."""
+    import threading
+
+    import torch
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def, types
+    from penstock.executor.gpu_stage import GpuStage
+    from penstock.kernels import pinned
+    pinning, unpinned = [], []
+    monkeypatch.setattr(GpuStage, "on_cuda", property(lambda self: True))  # the emulated GPU, read as CUDA
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(pinned, "pin", lambda memory: pinning.append(threading.current_thread().name) or True)
+    monkeypatch.setattr(pinned, "unpin", lambda memory: unpinned.append(memory))
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=True)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=data)
+        return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB), labels
+    with gpu_or_emulated():
+        built = pipe()
+        built.build()
+        try:
+            built.run()
+            rings = built._executor._processes.rings()
+        finally:
+            built.close()
+    assert pinning == ["penstock-pin-rings"] * 2
+    assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]

@@ -28,6 +28,8 @@ PINNED_RINGS_BYTES = 1 << 30
 def pinned_ring_bytes(processes: int) -> int:
     """The size of each of ``processes`` rings that are to be pinned."""
     return min(RING_BYTES, max(32 << 20, PINNED_RINGS_BYTES // max(1, processes)))
+
+
 SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
 
 

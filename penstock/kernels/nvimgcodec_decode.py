@@ -33,7 +33,7 @@ _ALIGN = 256  # bytes between decoded images in the batch buffer
 # its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
 # was asked for (per stream) where a few sizes that repeat are reused. The validation pipeline's
 # process held 2.61 / 2.78 GiB of GPU memory without the rounding, 2.14 / 1.96 / 2.12 with 8 steps,
-# 1.98 with 4 (SSD 2.95 with 8, 2.71 with 4; H200, BENCHMARKS.md).
+# 1.98 with 4 (SSD 2.95 with 8, 2.71 with 4; H200, BENCHMARKS.md). 0: the exact size.
 BUFFER_STEPS = 4
 
 
@@ -43,6 +43,8 @@ def buffer_bytes(nbytes: int) -> int:
         return max(nbytes, 1)
     step = (1 << (nbytes.bit_length() - 1)) // BUFFER_STEPS
     return -(-nbytes // step) * step
+
+
 # an EncodedImage's columns in a RowColumn: address, size, then its ring_row()
 _TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _HARDWARE = range(2, 9)
 _library: capi.Library | None = None

@@ -161,3 +161,19 @@ def test_uniform_blocks_fall_back_to_the_array_where_the_generator_cannot_be_rep
         drawn = UniformBlocks.draw(rng, 5, 3)
         assert isinstance(drawn, np.ndarray)
         np.testing.assert_array_equal(drawn, reference.random((5, 3, 4)))
+
+
+def test_random_streams_are_philoxs_keyed_by_seed_and_iteration():
+    """random_stream(seed, iteration) draws Philox(key=[seed mod 2**64, iteration])'s numbers, for
+    every seed: also those whose key word numpy converts through a float (2**63 and above)."""
+    import random
+
+    from penstock.contract import random_stream
+    draw = random.Random(5)
+    cases = [(0, 0), (5, 7), (-3, 9), (2**63 - 1, 3), (2**63, 0), (2**63 + 5, 3), (2**64 - 1, 2**64 - 1)]
+    cases += [(draw.getrandbits(64), draw.getrandbits(24)) for _ in range(300)]
+    with np.errstate(invalid="ignore"):  # numpy's own conversion warns for some of these keys
+        for seed, iteration in cases:
+            expected = np.random.Generator(np.random.Philox(key=[seed & (2**64 - 1), iteration]))
+            np.testing.assert_array_equal(random_stream(seed, iteration).random(3), expected.random(3))
+            assert isinstance(random_stream(seed, iteration).bit_generator, np.random.Philox)

@@ -292,16 +292,12 @@ def test_draws_only_the_gpu_takes_stay_in_this_process(data, monkeypatch):
             np.testing.assert_array_equal(got_output, want_output)
 
 
-def test_rings_the_gpu_reads_share_one_pinned_budget(data):
-    """The mixed decoder's encoded JPEGs are read by the GPU out of the worker processes' rings,
-    which are then pinned: the processes share shared_ring.PINNED_RINGS_BYTES (each ring between
-    32 MiB and RING_BYTES), enough for batches of 2-megapixel JPEGs to stay off the pipes."""
+def _rings_of_a_mixed_decoder_pipeline(data) -> tuple:
+    """Runs a batch of a pipeline whose mixed decoder reads the JPEGs out of two worker processes'
+    rings, and closes it: (whether the plan says the GPU reads the rings, the rings)."""
     from conftest import gpu_or_emulated
 
     from penstock import fn, pipeline_def, types
-    from penstock.executor.shared_ring import PINNED_RINGS_BYTES, RING_BYTES, pinned_ring_bytes
-    assert pinned_ring_bytes(16) == PINNED_RINGS_BYTES // 16
-    assert pinned_ring_bytes(1) == RING_BYTES and pinned_ring_bytes(1024) == 32 << 20
 
     @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=True)
     def pipe():
@@ -312,10 +308,20 @@ def test_rings_the_gpu_reads_share_one_pinned_budget(data):
         built.build()
         try:
             built.run()
-            assert built._executor._plan.gpu_reads_rings
-            assert [ring._size for ring in built._executor._processes.rings()] == [pinned_ring_bytes(2)] * 2
+            return built._executor._plan.gpu_reads_rings, built._executor._processes.rings()
         finally:
             built.close()
+
+
+def test_rings_the_gpu_reads_share_one_pinned_budget(data):
+    """The mixed decoder's encoded JPEGs are read by the GPU out of the worker processes' rings,
+    which are then pinned: the processes share shared_ring.PINNED_RINGS_BYTES (each ring between
+    32 MiB and RING_BYTES), enough for batches of 2-megapixel JPEGs to stay off the pipes."""
+    from penstock.executor.shared_ring import PINNED_RINGS_BYTES, RING_BYTES, pinned_ring_bytes
+    assert pinned_ring_bytes(16) == PINNED_RINGS_BYTES // 16
+    assert pinned_ring_bytes(1) == RING_BYTES and pinned_ring_bytes(1024) == 32 << 20
+    gpu_reads_rings, rings = _rings_of_a_mixed_decoder_pipeline(data)
+    assert gpu_reads_rings and [ring._size for ring in rings] == [pinned_ring_bytes(2)] * 2
 
 
 def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, monkeypatch):
@@ -324,9 +330,7 @@ def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, m
     import threading
 
     import torch
-    from conftest import gpu_or_emulated
 
-    from penstock import fn, pipeline_def, types
     from penstock.executor.gpu_stage import GpuStage
     from penstock.kernels import pinned
     pinning, unpinned = [], []
@@ -335,19 +339,7 @@ def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, m
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(pinned, "pin", lambda memory: pinning.append(threading.current_thread().name) or True)
     monkeypatch.setattr(pinned, "unpin", lambda memory: unpinned.append(memory))
-
-    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=True)
-    def pipe():
-        jpegs, labels = fn.readers.file(file_root=data)
-        return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB), labels
-    with gpu_or_emulated():
-        built = pipe()
-        built.build()
-        try:
-            built.run()
-            rings = built._executor._processes.rings()
-        finally:
-            built.close()
+    _, rings = _rings_of_a_mixed_decoder_pipeline(data)
     assert pinning == ["penstock-pin-rings"] * 2
     assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]

@@ -110,8 +110,10 @@ class _Staging:
         with self._lock:
             self._free.append(buffer)
             if len(self._free) > self.KEPT:  # frees finished ones beyond KEPT
-                busy = [kept for kept in self._free if not calls.finished(kept.event)]
-                done = [kept for kept in self._free if calls.finished(kept.event)]
+                # each asked once: a copy finishing between two questions would put its buffer in both lists
+                finished = [calls.finished(kept.event) for kept in self._free]
+                busy = [kept for kept, done in zip(self._free, finished) if not done]
+                done = [kept for kept, done in zip(self._free, finished) if done]
                 self._free = busy + done[:max(self.KEPT - len(busy), 0)]
 
 

@@ -12,6 +12,7 @@ from cases_filters import FILTER, correlate, window_size
 from conftest import CUDA, SEED, gpu_or_emulated, noise_image, smooth_image
 
 from penstock import fn, pipeline_def, types
+from penstock.batch import PackedBatch
 from penstock.pipeline import Pipeline
 
 IMAGES = [smooth_image(20, 30, 3, seed=1), smooth_image(24, 18, 3, seed=2), smooth_image(17, 21, 3, seed=3)]
@@ -247,3 +248,33 @@ def test_histograms_of_a_ragged_batch_in_one_launch_match_numpy():
     np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray).to(device)])[0, 0].cpu().numpy(),
                                   np.bincount(gray.ravel(), minlength=256))
     assert run_histograms([]).shape == (0, 1, 256)
+    packed = PackedBatch.of_dense(torch.from_numpy(np.stack([images[0]] * 2 + [images[0][::-1].copy()])).to(device))
+    np.testing.assert_array_equal(run_histograms(packed, np.array([2, 0])).cpu().numpy(), counts[[0, 0]].cpu().numpy())
+
+
+def test_statistic_tables_in_one_launch_match_the_torch_tables():
+    """The kernel that makes equalize's, auto_contrast's and contrast's tables from histograms
+    against augment_step.value_tables (torch), exact: random histograms, one level only, two
+    levels, contrast below and above 1; written to the rows asked."""
+    import torch
+
+    from penstock.kernels.triton_filters import run_statistic_tables
+    from penstock.operators.augment_step import PARAMETERS, value_tables
+    rng = np.random.default_rng(SEED)
+    counts = rng.integers(0, 50, (9, 3, 256)).astype(np.int32)
+    counts[1] = 0
+    counts[1, :, 77] = 123  # one level only
+    counts[2] = 0
+    counts[2, :, 3], counts[2, :, 250] = 5, 9  # two levels
+    counts[4, :, :128] = 0
+    kinds = ["equalize", "auto_contrast", "contrast"] * 3
+    parameters = np.zeros((9, PARAMETERS))
+    parameters[:, 0] = rng.uniform(0.1, 1.9, 9)
+    expected = value_tables(kinds, parameters, torch.from_numpy(counts).long()).numpy()
+    device = "cuda" if CUDA else "cpu"
+    tables = torch.zeros((12, 3, 256), dtype=torch.uint8, device=device)
+    destinations = np.array([11, 0, 5, 1, 2, 3, 4, 6, 7])
+    run_statistic_tables(torch.from_numpy(counts).to(device), kinds, parameters[:, 0], destinations, tables)
+    found = tables.cpu().numpy()
+    np.testing.assert_array_equal(found[destinations], expected)
+    assert not found[[8, 9, 10]].any()

@@ -90,6 +90,12 @@ class GpuStage:
         self._started: Job | None = None  # a batch whose operators ran, outputs not yet made
         self._taken: Job | None = None  # the next batch, taken from the queue; its CPU stage may still be running
         self._finishing: Job | None = None  # the batch whose outputs are being made
+        # A batch's steps up to its last one that hands calls to the decode stage run when it is
+        # started; the rest when it is finished, after the next batch's decodes are queued: a step
+        # that needs decoded pixels (materializing the plan) waits for a decode queued a batch ago,
+        # not for the one just queued.
+        with_lanes = [index for index, step in enumerate(plan.gpu_steps) if step.impl.lanes]
+        self._head_steps = with_lanes[-1] + 1 if with_lanes else len(plan.gpu_steps)
 
     @property
     def device(self):
@@ -105,9 +111,10 @@ class GpuStage:
             step.impl.close()
 
     def run(self) -> None:
-        """Batches in order, two at a time: batch i+1's operators are started (its decode queued on
-        the decoders) before batch i's outputs are made (waiting for its decode, launching its
-        kernel), so the decoders have the next batch while this thread works on the current one.
+        """Batches in order, two at a time: batch i+1's first operators run (through its decode,
+        queued on the decoders) before batch i's other operators and its outputs (waiting for its
+        decode, launching its kernels), so the decoders have the next batch while this thread works
+        on the current one.
         Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
         decode.
 
@@ -150,33 +157,33 @@ class GpuStage:
         if job.error is not None or job.stop or job.size == 0:
             return
         import torch
-        kept = self._plan.kept
-        values: dict[tuple[int, int], Any] = {}
-        job.gpu_values = values  # (filled below) held by the job, not only by this frame
+        job.gpu_values = {}  # (filled by the steps) held by the job, not only by this frame
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                if self._plan.has_branches:
+                    self._run_steps_with_branches(job, job.gpu_values, stream)
+                else:
+                    self._run_steps(job, self._plan.gpu_steps[:self._head_steps])
+        except BaseException as error:  # surfaces in the consumer's thread
+            job.error = error
+
+    def _run_steps(self, job: Job, steps) -> None:
+        kept, values, stream = self._plan.kept, job.gpu_values, job.gpu_stream
 
         def batch_value(ref):
             return values[ref] if ref in values else job.values[kept[ref]]
 
-        try:
-            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                if self._plan.has_branches:
-                    self._run_steps_with_branches(job, values, stream)
-                    return
-                for step in self._plan.gpu_steps:
-                    impl = step.impl
-                    prepared = (step.key, PREPARED) in kept
-                    inputs = [batch_value((step.key, PREPARED))] if prepared else \
-                        [batch_value(ref) for ref in step.inputs]
-                    if step.arg_inputs:
-                        args = batch_args(impl, {name: batch_value(ref) for name, ref in step.arg_inputs.items()},
-                                          job.size)
-                    else:
-                        args = [impl.args] * job.size
-                    context = BatchContext(job.params[step.key], job.source_infos, stream, self._device,
-                                           self._run_calls[step.key], self._worker_calls.run)
-                    self._run_step(step, inputs, args, context, values)
-        except BaseException as error:  # surfaces in the consumer's thread
-            job.error = error
+        for step in steps:
+            impl = step.impl
+            prepared = (step.key, PREPARED) in kept
+            inputs = [batch_value((step.key, PREPARED))] if prepared else [batch_value(ref) for ref in step.inputs]
+            if step.arg_inputs:
+                args = batch_args(impl, {name: batch_value(ref) for name, ref in step.arg_inputs.items()}, job.size)
+            else:
+                args = [impl.args] * job.size
+            context = BatchContext(job.params[step.key], job.source_infos, stream, self._device,
+                                   self._run_calls[step.key], self._worker_calls.run)
+            self._run_step(step, inputs, args, context, values)
 
     def _run_step(self, step, inputs: list, args: list, context: BatchContext, values: dict) -> None:
         impl = step.impl
@@ -238,6 +245,8 @@ class GpuStage:
             try:
                 import torch
                 with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    if not self._plan.has_branches:
+                        self._run_steps(job, self._plan.gpu_steps[self._head_steps:])
                     self._make_outputs(job, stream)
             except BaseException as error:
                 job.error = error

@@ -253,7 +253,9 @@ class ImagePlan(DeferredBatch):
         if not len(self.sources):
             return [], None
         if self.identity:
-            return list(self.sources), None
+            if per_sample or not isinstance(self.sources, PackedBatch):
+                return list(self.sources), None
+            return self.sources, self.sources.dense()
         channels = self.source_channels
         borders = self.borders if self.borders is not None else np.zeros((len(self.sources), channels))
         plan = ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,

@@ -34,6 +34,7 @@ import triton.language as tl
 from penstock import numeric
 from penstock.batch import PackedBatch
 from penstock.kernels.pinned import to_device
+from penstock.kernels.triton_resample import round_half_to_even
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 BLOCK = 1024
@@ -198,23 +199,101 @@ def histogram_kernel(
     tl.atomic_add(counts + sample * (CHANNELS * 256) + bins, found, mask=(bins < CHANNELS * 256) & (found > 0))
 
 
-def run_histograms(sources: list) -> torch.Tensor:
+def run_histograms(sources, which: np.ndarray | None = None) -> torch.Tensor:
     """int32 [N, C, 256]: how often each value occurs in each channel of uint8 HWC ``sources``
-    (C channels each), on their device."""
-    count = len(sources)
-    channels = sources[0].shape[2] if count else 1
-    device = sources[0].device if count else torch.device("cpu")
+    (C channels each, a list of tensors or a PackedBatch), on their device; ``which`` takes the
+    samples at those positions of a PackedBatch only."""
+    if isinstance(sources, PackedBatch):
+        layouts = sources.layouts()
+        channels, _, device = sources.facts()
+        if which is not None:
+            layouts = layouts[which]
+        table = np.stack([layouts[:, 0], layouts[:, 1] * layouts[:, 3]], axis=1)  # rows lie back to back
+    else:
+        sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
+        channels = sources[0].shape[2] if len(sources) else 1
+        device = sources[0].device if len(sources) else torch.device("cpu")
+        table = np.array([(source.data_ptr(), source.numel()) for source in sources], np.int64).reshape(-1, 2)
+    count = len(table)
     counts = torch.zeros((count, channels, 256), dtype=torch.int32, device=device)
     if count == 0:
         return counts
-    sources = [source if source.is_contiguous() else source.contiguous() for source in sources]
-    table = np.array([(source.data_ptr(), source.numel()) for source in sources], np.int64).reshape(count, 2)
+    sizes = table[:, 1].tolist()
     table = tables_to(device, [table])[0]
-    sizes = [source.numel() for source in sources]
     block = min(1 << 16, triton.next_power_of_2(max(max(sizes), 1))) if INTERPRETED else HISTOGRAM_BLOCK
     histogram_kernel[(triton.cdiv(max(max(sizes), 1), block), count)](
         table, counts, CHANNELS=channels, BINS=triton.next_power_of_2(channels * 256), BLOCK=block)
     return counts
+
+
+# the tables statistic_tables_kernel makes, by code
+STATISTIC_TABLES = {"equalize": 0, "auto_contrast": 1, "contrast": 2}
+
+
+@triton.jit
+def statistic_tables_kernel(
+    counts,  # int32 [M, CHANNELS, 256]: each sample's histograms
+    kinds,  # int32 [M]: STATISTIC_TABLES code of each
+    parameters,  # float32 [M]: contrast's factor (read by contrast only)
+    destinations,  # int64 [M]: the row of ``tables`` each sample's tables go to
+    tables,  # uint8 [N, CHANNELS, 256]
+    CHANNELS: tl.constexpr, CHANNEL_BLOCK: tl.constexpr,
+):
+    """A sample's 256-entry tables per channel, from its histograms: OpenCV's equalizeHist (float32,
+    as OpenCV computes it), auto-contrast (each channel stretched from its lowest level present to
+    its highest) or contrast (a blend with the mean of the luma, PIL's rule). Rounded to nearest,
+    halves to even, as the torch form in penstock.operators.augment_step."""
+    sample = tl.program_id(0)
+    channel = tl.arange(0, CHANNEL_BLOCK)[:, None]
+    level = tl.arange(0, 256)[None, :]
+    active = (channel < CHANNELS) & (level < 256)
+    histogram = tl.load(counts + sample * (CHANNELS * 256) + channel * 256 + level, mask=active, other=0)
+    levels = level.to(tl.float32)
+    kind = tl.load(kinds + sample)
+    parameter = tl.load(parameters + sample)
+    # equalize: from the cumulative counts, less the count of the lowest level present
+    cumulative = tl.cumsum(histogram, axis=1)
+    pixels = tl.sum(histogram, axis=1)[:, None]
+    first = tl.min(tl.where(cumulative > 0, cumulative, 2147483647), axis=1)[:, None]
+    scale = 255.0 / tl.maximum(pixels - first, 1).to(tl.float32)
+    equalized = _clamp_level(round_half_to_even((cumulative - first).to(tl.float32) * scale))
+    equalized = tl.where(first == pixels, levels, equalized)  # one level only: left as it is
+    # auto-contrast
+    present = histogram > 0
+    low = tl.min(tl.where(present, level, 256), axis=1)[:, None]
+    high = tl.max(tl.where(present, level, -1), axis=1)[:, None]
+    flat = high <= low
+    stretch = 255.0 / tl.where(flat, 255.0, (high - low).to(tl.float32))
+    stretched = _clamp_level(round_half_to_even((levels - tl.where(flat, 0.0, low.to(tl.float32))) * stretch))
+    # contrast: the mean of each channel exactly (int64 sums, float64 division), then the luma
+    weighted = tl.sum(histogram.to(tl.int64) * level.to(tl.int64), axis=1)
+    means = (weighted.to(tl.float64) / tl.maximum(tl.sum(histogram, axis=1), 1).to(tl.float64)).to(tl.float32)
+    luma = tl.where(channel == 0, 0.299, tl.where(channel == 1, 0.587, tl.where(channel == 2, 0.114, 0.0)))
+    center = tl.sum(means[:, None] * luma, axis=0)[None, :]
+    blended = _clamp_level(round_half_to_even(center + (levels - center) * parameter))
+    table = tl.where(kind == 0, equalized, tl.where(kind == 1, stretched, blended))
+    destination = tl.load(destinations + sample)
+    tl.store(tables + destination * (CHANNELS * 256) + channel * 256 + level, table.to(tl.uint8), mask=active)
+
+
+@triton.jit
+def _clamp_level(value):
+    return tl.minimum(tl.maximum(value, 0.0), 255.0)
+
+
+def run_statistic_tables(counts: torch.Tensor, kinds: list, parameters: np.ndarray, destinations: np.ndarray,
+                         tables: torch.Tensor) -> None:
+    """Writes the tables of ``kinds`` (names of STATISTIC_TABLES, one per sample) made from
+    ``counts`` (int32 [M, C, 256], run_histograms') into rows ``destinations`` of ``tables``
+    (uint8 [N, C, 256] on the same device); ``parameters`` [M] are contrast's factors."""
+    count, channels = counts.shape[0], counts.shape[1]
+    if count == 0:
+        return
+    codes = np.array([STATISTIC_TABLES[kind] for kind in kinds], np.int32)
+    codes, parameters, destinations = to_device(counts.device, [
+        codes, np.asarray(parameters, np.float32), np.asarray(destinations, np.int64)])
+    statistic_tables_kernel[(count,)](counts.contiguous(), codes, parameters, destinations, tables,
+                                      CHANNELS=channels, CHANNEL_BLOCK=triton.next_power_of_2(channels))
 
 
 def common_source_type(tensors: list, op_name: str):

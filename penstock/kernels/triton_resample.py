@@ -55,7 +55,7 @@ def _filter_weight(distance, FILTER: tl.constexpr):
 
 
 @triton.jit
-def _round_half_to_even(value):
+def round_half_to_even(value):
     rounded = tl.floor(value + 0.5)
     tie = (rounded - value) == 0.5
     odd = (rounded - 2.0 * tl.floor(rounded * 0.5)) != 0.0
@@ -228,7 +228,7 @@ def resample_kernel(
         else:
             value = tl.zeros([BLOCK], dtype=tl.float32)
         if ROUND:  # penstock.numeric's rule: to nearest, halves to even; NaN to 0; saturate
-            value = _round_half_to_even(tl.where(value == value, value, 0.0))
+            value = round_half_to_even(tl.where(value == value, value, 0.0))
             value = tl.minimum(tl.maximum(value, OUT_MIN), OUT_MAX)
         if CHW:
             address = out_base + channel * plane + pixels

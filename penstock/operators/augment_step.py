@@ -13,16 +13,18 @@ sample with OpenCV, from the same tables and matrices.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator
+from penstock.batch import PackedBatch, hwc_facts
+from penstock.contract import BatchOperator, SampleOperator, arg_column
 from penstock.kernels import cpu_image
 from penstock.operators import color_tables
 from penstock.operators.filters import Window, apply_window
 from penstock.operators.geometry import check_hwc, declare_hwc, rotation_edge_map
-from penstock.operators.gpu_plan import ExtendsImagePlan, tensors_of
+from penstock.operators.gpu_plan import ExtendsImagePlan, batch_of
 from penstock.operators.transforms import homogeneous, shear_linear
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -60,6 +62,14 @@ registry.register_schema(OpSchema(
 
 
 # ---- the rules, shared by both devices ------------------------------------------------------------
+class Draw(NamedTuple):
+    """One (operation, parameter row) pair that samples of a batch drew."""
+    kind: str
+    parameters: np.ndarray
+    samples: np.ndarray  # their positions in the batch
+    pair: tuple  # (op_index, row)
+
+
 class Steps:
     """The step's operations and their parameter tables, as numpy arrays made once."""
 
@@ -83,6 +93,28 @@ class Steps:
                         tables.append(value_tables([kind], parameters[None], no_counts)[0, 0].numpy())
             self._fixed_tables, self._fixed_rows = np.stack(tables), rows
         return self._fixed_tables, self._fixed_rows
+
+    def draws(self, op_index, row) -> list:
+        """The batch's distinct (operation, row) pairs, as Draws, from its op_index and row
+        columns."""
+        op_index, row = np.asarray(op_index, np.int64), np.asarray(row, np.int64)
+        if len(op_index) and op_index.max() >= len(self.kinds):
+            raise ValueError(f"_augment_step: op_index {op_index.max()} for {len(self.kinds)} operations")
+        lengths = np.array([len(table) for table in self.tables], np.int64)
+        beyond = np.flatnonzero(row >= lengths[op_index]) if len(op_index) else ()
+        if len(beyond):
+            index = op_index[beyond[0]]
+            raise ValueError(f"_augment_step: parameter row {row[beyond[0]]} of a table of {lengths[index]} "
+                             f"({self.kinds[index]})")
+        pairs, inverse = np.unique(op_index * int(lengths.max(initial=1)) + row, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(pairs) + 1))
+        draws = []
+        for position, pair in enumerate(pairs.tolist()):
+            index, chosen_row = divmod(pair, int(lengths.max(initial=1)))
+            draws.append(Draw(self.kinds[index], self.tables[index][chosen_row], order[bounds[position]:bounds[position + 1]],
+                              (index, chosen_row)))
+        return draws
 
     def of(self, args: dict) -> tuple[str, np.ndarray]:
         """(kind, parameter row of PARAMETERS values) of one sample."""
@@ -238,57 +270,82 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         import torch
 
         from penstock.kernels.image_plan import BORDER_CLAMP, BORDER_CONSTANT, ImagePlan
-        from penstock.kernels.triton_filters import run_window
         from penstock.operators.gpu_plan import kernel_filter
-        samples = tensors_of(inputs[0])
-        if not samples:
+        samples, fresh = batch_of(inputs[0])
+        if not len(samples):
             return samples
-        steps = [self._steps.of(a) for a in args]
         count = len(samples)
+        sizes = samples.sizes if isinstance(samples, PackedBatch) else [tuple(s.shape[:2]) for s in samples]
+        draws = self._steps.draws(arg_column(args, "op_index"), arg_column(args, "row"))
         maps = np.tile(np.eye(3), (count, 1, 1))
         colors = np.tile(np.eye(3), (count, 1, 1))
-        sharpened = [i for i, (kind, _) in enumerate(steps) if kind == "sharpness"]
+        for draw in draws:  # the few distinct (operation, row) pairs of the batch
+            if draw.kind in GEOMETRY:
+                for index in draw.samples:
+                    maps[index] = geometry_map(draw.kind, draw.parameters, *sizes[index])
+            elif draw.kind in COLOR:
+                colors[draw.samples] = color_map(draw.kind, draw.parameters[0])
+        sharpened = sorted((index, draw.parameters) for draw in draws if draw.kind == "sharpness"
+                           for index in draw.samples.tolist())
         if sharpened:
-            results = run_window([samples[i] for i in sharpened], [_window_of(steps[i][1]) for i in sharpened],
-                                 [tuple(samples[i].shape[:2]) for i in sharpened], "sum", "reflect_101",
-                                 [0.0] * len(sharpened), torch.uint8, self.name)
-            samples = list(samples)
-            for i, result in zip(sharpened, results):
-                samples[i] = result
-        for i, (kind, parameters) in enumerate(steps):
-            if kind in GEOMETRY:
-                maps[i] = geometry_map(kind, parameters, *samples[i].shape[:2])
-            elif kind in COLOR:
-                colors[i] = color_map(kind, parameters[0])
+            samples = self._sharpen(samples, fresh, sharpened)
         plan = ImagePlan.of(samples)
-        if any(kind in TABLES for kind, _ in steps):
-            plan = plan.with_tables(self._batch_tables(samples, steps, args))
+        if any(draw.kind in TABLES for draw in draws):
+            plan = plan.with_tables(self._batch_tables(samples, draws))
         fill = args[0]["fill_value"]
         borders = np.full((count, 3), fill, np.float64) if fill is not None else None
-        plan = plan.with_warp(maps, [tuple(s.shape[:2]) for s in samples], kernel_filter(args[0]["interp_type"]),
+        plan = plan.with_warp(maps, sizes, kernel_filter(args[0]["interp_type"]),
                               BORDER_CONSTANT if fill is not None else BORDER_CLAMP, borders)
         return plan.with_color(colors, np.zeros((count, 3))).with_output(dtype=torch.uint8)
 
+    def _sharpen(self, samples, fresh: bool, sharpened: list):
+        """The batch with the samples that drew sharpness filtered (one launch): written over
+        their pixels when the batch is this step's own, else in a new list."""
+        from penstock.kernels.triton_filters import run_window
+        import torch
+        indices = [index for index, _ in sharpened]
+        sources = [samples[index] for index in indices]
+        results = run_window(sources, [_window_of(parameters) for _, parameters in sharpened],
+                             [tuple(source.shape[:2]) for source in sources], "sum", "reflect_101",
+                             [0.0] * len(sources), torch.uint8, self.name)
+        if fresh and isinstance(samples, PackedBatch):
+            for source, result in zip(sources, results):
+                source.copy_(result)
+            return samples
+        samples = list(samples)
+        for index, result in zip(indices, results):
+            samples[index] = result
+        return samples
 
-    def _batch_tables(self, samples: list, steps: list, args: list):
+    def _batch_tables(self, samples, draws: list):
         """uint8 [N, C, 256] tables on the samples' device: the identity, the parameter-only tables
         (made once, gathered by row), and the tables made from the histograms of the samples that
-        drew equalize, auto_contrast or contrast (every histogram in one launch)."""
+        drew equalize, auto_contrast or contrast (every histogram in one launch, every table from
+        them in another)."""
         from penstock.kernels.pinned import to_device
-        from penstock.kernels.triton_filters import run_histograms
-        device = samples[0].device
-        count, channels = len(samples), samples[0].shape[2]
+        from penstock.kernels.triton_filters import run_histograms, run_statistic_tables
+        count, channels, device = len(samples), *hwc_facts(samples)[::2]
         fixed, fixed_rows = self._steps.fixed_tables()
         if self._fixed_device is None or self._fixed_device.device != device:
             self._fixed_device = to_device(device, [fixed])[0]
-        rows = np.array([fixed_rows.get((a["op_index"], a["row"]), 0) for a in args], np.int64)
-        needing = [i for i, (kind, _) in enumerate(steps) if kind in STATISTICS]
-        rows, needing_rows = to_device(device, [rows, np.array(needing, np.int64)])
+        rows = np.zeros(count, np.int64)
+        needing, kinds, factors = [], [], []
+        for draw in draws:
+            if draw.kind in STATISTICS:
+                needing.append(draw.samples)
+                kinds += [draw.kind] * len(draw.samples)
+                factors.append(np.full(len(draw.samples), draw.parameters[0]))
+            elif draw.kind in TABLES:
+                rows[draw.samples] = fixed_rows[draw.pair]
+        rows = to_device(device, [rows])[0]
         tables = self._fixed_device[rows][:, None, :].expand(count, channels, 256).contiguous()
         if needing:
-            counts = run_histograms([samples[i] for i in needing]).long()
-            tables[needing_rows] = value_tables([steps[i][0] for i in needing],
-                                                np.stack([steps[i][1] for i in needing]), counts)
+            needing = np.concatenate(needing)
+            if isinstance(samples, PackedBatch):
+                counts = run_histograms(samples, needing)
+            else:
+                counts = run_histograms([samples[index] for index in needing])
+            run_statistic_tables(counts, kinds, np.concatenate(factors), needing, tables)
         return tables
 
 

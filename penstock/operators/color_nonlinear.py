@@ -9,10 +9,11 @@ import cv2
 import numpy as np
 
 from penstock import devices, numeric, registry, types
+from penstock.batch import hwc_facts
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.operators.color import ColorOperator
 from penstock.operators.geometry import check_hwc
-from penstock.operators.gpu_plan import tensors_of
+from penstock.operators.gpu_plan import batch_of, tensors_of
 from penstock.schema import Arg, ArgError, OpSchema
 
 registry.register_schema(OpSchema(
@@ -81,16 +82,15 @@ class EqualizeGpu(EqualizeDeclaration, BatchOperator):
         import torch
 
         from penstock.kernels.image_plan import ImagePlan
-        from penstock.kernels.triton_filters import run_histograms
-        from penstock.operators.augment_step import equalize_table
-        samples = tensors_of(inputs[0])
-        for sample in samples:
-            _require_uint8(types.to_numpy_dtype(sample.dtype), self.name)
-        if not samples:
+        from penstock.kernels.triton_filters import run_histograms, run_statistic_tables
+        samples, _ = batch_of(inputs[0])
+        if not len(samples):
             return samples
-        counts = run_histograms(samples).long()
-        levels = torch.arange(256, device=samples[0].device, dtype=torch.float32)
-        tables = equalize_table(counts, counts.cumsum(-1), counts.sum(-1, keepdim=True), levels).to(torch.uint8)
+        channels, dtype, device = hwc_facts(samples)
+        _require_uint8(types.to_numpy_dtype(dtype), self.name)
+        count = len(samples)
+        tables = torch.empty((count, channels, 256), dtype=torch.uint8, device=device)
+        run_statistic_tables(run_histograms(samples), ["equalize"] * count, np.zeros(count), np.arange(count), tables)
         return ImagePlan.of(samples).with_tables(tables)
 
 

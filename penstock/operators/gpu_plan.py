@@ -10,7 +10,7 @@ PyTorch and the kernels are imported when a GPU operator first runs, not when pe
 from __future__ import annotations
 
 from penstock import types
-from penstock.batch import DeferredBatch
+from penstock.batch import DeferredBatch, PackedBatch
 
 
 MAX_PLAN_CHANNELS = 4  # the fused kernel keeps one accumulator per channel, four at most
@@ -56,6 +56,18 @@ def geometry_plan(value):
 def tensors_of(value) -> list:
     """The batch's samples as tensors, running deferred work first."""
     return value.materialize()[0] if isinstance(value, DeferredBatch) else list(value)
+
+
+def batch_of(value) -> tuple:
+    """(samples, fresh): the batch's samples without a view per sample (a PackedBatch when
+    deferred work ran or the batch came packed, else the list of tensors), running deferred work
+    first; ``fresh`` when that work wrote them into a new buffer that nothing else reads (an
+    operator may then change them in place)."""
+    if not isinstance(value, DeferredBatch):
+        return value, False
+    fresh = not getattr(value, "identity", False)
+    samples, dense = value.materialize(per_sample=False)
+    return (PackedBatch.of_dense(dense) if dense is not None else samples), fresh
 
 
 def kernel_filter(interp: types.DALIInterpType) -> int:

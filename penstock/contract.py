@@ -725,6 +725,11 @@ class BatchOperator(Operator):
     def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
         raise NotImplementedError
 
+    def open(self, device) -> None:
+        """Makes what run_batch needs and takes long to make (native decoders), on the GPU stage's
+        thread as it starts, while the CPU stage works on the first batch. Errors are left to
+        run_batch, which makes it again and reports them on the batch."""
+
     def close(self) -> None:
         """Stops what the operator started (threads, native resources): the pipeline's GPU stage
         has stopped and will not call it again."""

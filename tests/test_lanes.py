@@ -2,6 +2,7 @@
 executor, in order, and stop with the pipeline; an undeclared lane is an error naming the operator.
 CPU work a batch operator hands back (images the GPU decoders refuse) runs on the CPU workers."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -107,3 +108,69 @@ def test_an_error_in_cpu_work_handed_back_surfaces_naming_the_operator(scratch_r
             pipeline.run()
         pipeline.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("penstock-")]
+
+
+def test_open_runs_on_the_gpu_stage_before_the_first_batch_and_its_errors_reach_run_batch(scratch_registry):
+    schema = registry.register_schema(OpSchema(name="_open_probe", class_name="_OpenProbe", doc="test"))
+
+    @registry.register("_open_probe", "gpu")
+    class OpenProbe(BatchOperator):
+        events: list = []
+
+        def open(self, device):
+            OpenProbe.events.append(("open", threading.current_thread().name, device.type))
+            raise OSError("no engine here")
+
+        def run_batch(self, inputs, args, batch):
+            OpenProbe.events.append(("run_batch", threading.current_thread().name, None))
+            raise OSError("no engine here, again")
+
+    with devices.emulated_gpu():
+        pipe = _pipeline(schema)
+        with pytest.raises(Exception, match="_open_probe.*no engine here, again"):
+            pipe.run()
+        pipe.close()
+    (opened, thread, device), (ran, run_thread, _) = OpenProbe.events[:2]
+    assert (opened, ran, device) == ("open", "run_batch", "cpu") and thread == run_thread == "penstock-gpu"
+
+
+def test_steps_after_a_decode_run_once_the_next_batchs_decode_is_queued(scratch_registry):
+    """A batch's steps up to its last one with lanes run when it starts; the rest after the next
+    batch started: the step that reads decoded pixels does not wait for the decode just queued."""
+    order = []
+    decode = registry.register_schema(OpSchema(name="_decode_probe", class_name="_DecodeProbe", doc="test"))
+    after = registry.register_schema(OpSchema(name="_after_probe", class_name="_AfterProbe", doc="test"))
+
+    @registry.register("_decode_probe", "gpu")
+    class DecodeProbe(BatchOperator):
+        lanes = (("decode", 1),)
+
+        def run_batch(self, inputs, args, batch):
+            index = int(np.asarray(inputs[0][0])[0])
+            order.append(("decode", index))
+            if index == 0:
+                time.sleep(0.2)  # the CPU stage has batch 1 ready when batch 0 is started
+            return inputs[0]
+
+    @registry.register("_after_probe", "gpu")
+    class AfterProbe(BatchOperator):
+        def run_batch(self, inputs, args, batch):
+            order.append(("after", int(np.asarray(inputs[0][0])[0])))
+            return inputs[0]
+
+    counter = iter(range(100))
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0, seed=1, prefetch_queue_depth=3)
+    def pipe():
+        data = fn.external_source(source=lambda: [np.full(1, next(counter), np.float32)], batch=True)
+        return invoke(after, (invoke(decode, (data.gpu(),), {"device": "gpu"}),), {"device": "gpu"})
+
+    with devices.emulated_gpu():
+        pipeline = pipe()
+        outputs = [int(pipeline.run()[0].as_cpu().as_array()[0, 0]) for _ in range(4)]
+        pipeline.close()
+    assert outputs == [0, 1, 2, 3]
+    for batch in range(3):
+        if ("decode", batch + 1) in order:
+            assert order.index(("decode", batch + 1)) < order.index(("after", batch))
+    assert order.index(("decode", 1)) < order.index(("after", 0))

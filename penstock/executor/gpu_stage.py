@@ -125,15 +125,24 @@ class GpuStage:
         import torch
         self._streams = [torch.cuda.Stream(self._device) if self._device.type == "cuda" else None
                          for _ in range(GPU_BATCHES_IN_FLIGHT)]
+        for step in self._plan.gpu_steps:
+            try:
+                step.impl.open(self._device)
+            except Exception:  # run_batch makes it again and reports the error on the batch, naming the operator
+                pass
         while not self._stopping.is_set():
+            idle = self._started is None
+            waited = time.perf_counter()
             if self._taken is None:
                 try:
-                    self._taken = self._in_flight.get(timeout=POLL_SECONDS) if self._started is None \
-                        else self._in_flight.get_nowait()
+                    self._taken = self._in_flight.get(timeout=POLL_SECONDS) if idle else self._in_flight.get_nowait()
                 except queue.Empty:
                     pass
             taken = self._taken
-            if taken is None or not taken.done.wait(timeout=POLL_SECONDS if self._started is None else 0):
+            ready = taken is not None and taken.done.wait(timeout=POLL_SECONDS if idle else 0)
+            if idle:
+                self._timer()["waiting for the CPU stage (gpu)"] += time.perf_counter() - waited
+            if not ready:
                 if self._started is not None:  # nothing to start now: finish the started batch rather than wait
                     self._finishing, self._started = self._started, None
                     self._finish_batch(self._finishing)

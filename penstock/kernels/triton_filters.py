@@ -242,7 +242,8 @@ def statistic_tables_kernel(
     """A sample's 256-entry tables per channel, from its histograms: OpenCV's equalizeHist (float32,
     as OpenCV computes it), auto-contrast (each channel stretched from its lowest level present to
     its highest) or contrast (a blend with the mean of the luma, PIL's rule). Rounded to nearest,
-    halves to even, as the torch form in penstock.operators.augment_step."""
+    halves to even, as the torch form in penstock.operators.augment_step (divisions rounded as
+    IEEE's: Triton's plain division of float32 is approximate on the GPU)."""
     sample = tl.program_id(0)
     channel = tl.arange(0, CHANNEL_BLOCK)[:, None]
     level = tl.arange(0, 256)[None, :]
@@ -255,7 +256,7 @@ def statistic_tables_kernel(
     cumulative = tl.cumsum(histogram, axis=1)
     pixels = tl.sum(histogram, axis=1)[:, None]
     first = tl.min(tl.where(cumulative > 0, cumulative, 2147483647), axis=1)[:, None]
-    scale = 255.0 / tl.maximum(pixels - first, 1).to(tl.float32)
+    scale = tl.div_rn(tl.full(pixels.shape, 255.0, tl.float32), tl.maximum(pixels - first, 1).to(tl.float32))
     equalized = _clamp_level(round_half_to_even((cumulative - first).to(tl.float32) * scale))
     equalized = tl.where(first == pixels, levels, equalized)  # one level only: left as it is
     # auto-contrast
@@ -263,7 +264,7 @@ def statistic_tables_kernel(
     low = tl.min(tl.where(present, level, 256), axis=1)[:, None]
     high = tl.max(tl.where(present, level, -1), axis=1)[:, None]
     flat = high <= low
-    stretch = 255.0 / tl.where(flat, 255.0, (high - low).to(tl.float32))
+    stretch = tl.div_rn(tl.full(low.shape, 255.0, tl.float32), tl.where(flat, 255.0, (high - low).to(tl.float32)))
     stretched = _clamp_level(round_half_to_even((levels - tl.where(flat, 0.0, low.to(tl.float32))) * stretch))
     # contrast: the mean of each channel exactly (int64 sums, float64 division), then the luma
     weighted = tl.sum(histogram.to(tl.int64) * level.to(tl.int64), axis=1)

@@ -157,24 +157,17 @@ class GpuImageDecoder:
         self.device = torch.device("cuda", device_id)
         self._instance = ctypes.c_void_p()
         self._decoder = ctypes.c_void_p()
-        create_info = capi.new(capi.InstanceCreateInfo, load_builtin_modules=1, load_extension_modules=1,
-                               extension_modules_path=lib.extensions)
-        lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
-                  "nvimgcodecInstanceCreate")
         self._hardware = self._hardware_decoder(device_id, output_type, hw_decoder_load, batch_size_hint)
         self._hardware_load = hw_decoder_load
-        # the hardware decoders' share goes to nvJPEG directly, when they are there
-        backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
-        self._backends = (capi.Backend * len(backends))(*[
-            capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
-                                                              load_hint_policy=capi.LOAD_HINT_FIXED))
-            for kind, load in backends])
-        execution = capi.new(capi.ExecutionParams, max_num_cpu_threads=max(1, cpu_threads), device_id=device_id,
-                             num_backends=len(backends), backends=self._backends)
-        # the hardware decoder sizes its buffers for this many images up front, not batch by batch
-        options = f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size_hint}".encode() if batch_size_hint else None
-        lib.check(lib.slow.nvimgcodecDecoderCreate(self._instance, ctypes.byref(self._decoder),
-                                                   ctypes.byref(execution), options), "nvimgcodecDecoderCreate")
+        # nvImageCodec's decoder, for what the hardware decoders do not take, takes about a second
+        # to make: it is made on a thread of its own, and the first batch that needs it waits for it
+        self._opening_error: BaseException | None = None
+        self._opening: threading.Thread | None = threading.Thread(
+            target=self._open_nvimgcodec, args=(device_id, cpu_threads, hw_decoder_load, batch_size_hint),
+            name="penstock-nvimgcodec-open", daemon=True)
+        self._opening.start()
+        if self._hardware is None:  # every image goes there: its errors are raised here
+            self._wait_for_nvimgcodec()
         self._params = capi.new(capi.DecodeParams, apply_exif_orientation=0)
         self._image_info = info = capi.new(capi.ImageInfo, num_planes=1, buffer_kind=capi.BUFFER_STRIDED_DEVICE)
         info.color_spec = capi.COLORSPEC_GRAY if self._channels == 1 else capi.COLORSPEC_SRGB
@@ -197,6 +190,36 @@ class GpuImageDecoder:
         self.seconds = {"code streams and images": 0.0, "waiting for the decoders": 0.0,
                         "decode call (decode stage)": 0.0,
                         "uploading what the CPU workers decoded": 0.0}
+
+    def _open_nvimgcodec(self, device_id: int, cpu_threads: int, hw_decoder_load: float, batch_size_hint: int):
+        lib = self._library
+        try:
+            create_info = capi.new(capi.InstanceCreateInfo, load_builtin_modules=1, load_extension_modules=1,
+                                   extension_modules_path=lib.extensions)
+            lib.check(lib.slow.nvimgcodecInstanceCreate(ctypes.byref(self._instance), ctypes.byref(create_info)),
+                      "nvimgcodecInstanceCreate")
+            # the hardware decoders' share goes to nvJPEG directly, when they are there
+            backends = default_backends(0.0 if self._hardware is not None else hw_decoder_load)
+            self._backends = (capi.Backend * len(backends))(*[
+                capi.new(capi.Backend, kind=kind, params=capi.new(capi.BackendParams, load_hint=float(load),
+                                                                  load_hint_policy=capi.LOAD_HINT_FIXED))
+                for kind, load in backends])
+            execution = capi.new(capi.ExecutionParams, max_num_cpu_threads=max(1, cpu_threads), device_id=device_id,
+                                 num_backends=len(backends), backends=self._backends)
+            # the hardware decoder sizes its buffers for this many images up front, not batch by batch
+            options = f"nvjpeg_hw_decoder:preallocate_batch_size={batch_size_hint}".encode() if batch_size_hint \
+                else None
+            lib.check(lib.slow.nvimgcodecDecoderCreate(self._instance, ctypes.byref(self._decoder),
+                                                       ctypes.byref(execution), options), "nvimgcodecDecoderCreate")
+        except BaseException as error:  # raised by the batch that needs the decoder
+            self._opening_error = error
+
+    def _wait_for_nvimgcodec(self) -> None:
+        if self._opening is not None:
+            self._opening.join()
+            self._opening = None
+        if self._opening_error is not None:
+            raise self._opening_error
 
     @staticmethod
     def _hardware_decoder(device_id: int, output_type: DALIImageType, load: float, batch_size_hint: int):
@@ -256,6 +279,7 @@ class GpuImageDecoder:
                              heights: np.ndarray, widths: np.ndarray, outputs: np.ndarray, cuda_stream) -> None:
         """nvImageCodec's handles for the images of ``on_gpu``: a code stream, its window, the image
         to decode into (each a call here, on the thread that also launches the kernels)."""
+        self._wait_for_nvimgcodec()
         quick = self._library.quick
         handles = pending.handles = self._handles(len(on_gpu))
         # plain addresses and the structures' field arrays, looked up once: this loop runs per image
@@ -354,6 +378,9 @@ class GpuImageDecoder:
     def close(self) -> None:
         """Frees the decoder's handles; its decode calls have all been made (the decode stage has
         stopped)."""
+        if self._opening is not None:  # no thread is left running
+            self._opening.join()
+            self._opening = None
         for handles in self._free_handles:
             handles.destroy(self._library.quick)
         self._free_handles = []

@@ -87,6 +87,9 @@ class Library:
             raise RuntimeError(f"nvJPEG: {call} failed with status {status}")
 
 
+PREPARED_BATCHES = 2  # a batch decoding and the next one described
+
+
 class HardwareBatch:
     """What one batch in flight needs: its own decoding state (nvJPEG's buffers for the batch) and
     the arrays that describe it. Reused for later batches, once its decode has finished on the GPU."""
@@ -96,8 +99,8 @@ class HardwareBatch:
         self.state = c_void_p()
         lib.check(lib.quick.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
         if decoder.batch_size_hint:  # nvJPEG sizes its memory pool up front rather than batch by batch
-            lib.check(lib.quick.nvjpegDecodeBatchedPreAllocate(decoder.handle, self.state, decoder.batch_size_hint,
-                                                               1, 1, CSS_444, OUTPUT_RGBI),
+            lib.check(lib.slow.nvjpegDecodeBatchedPreAllocate(decoder.handle, self.state, decoder.batch_size_hint,
+                                                              1, 1, CSS_444, OUTPUT_RGBI),
                       "nvjpegDecodeBatchedPreAllocate")
         self.capacity = 0
         self.params = (c_void_p * 0)()
@@ -106,6 +109,9 @@ class HardwareBatch:
         self.finished = None  # a CUDA event recorded after the batch's decode
         self.status = STATUS_SUCCESS
         self.initialized_for = 0  # the batch size nvJPEG's state is set up for (0: not set up)
+        if capacity and capacity == decoder.batch_size_hint and lib.slow.nvjpegDecodeBatchedInitialize(
+                decoder.handle, self.state, capacity, 1, decoder.output_format) == STATUS_SUCCESS:
+            self.initialized_for = capacity  # set up for whole batches, the usual case, before the first
 
     def grow(self, decoder: "HardwareJpegDecoder", capacity: int) -> None:
         if capacity <= self.capacity:
@@ -157,7 +163,10 @@ class HardwareJpegDecoder:
             self.engines = None
         self.output_format = output_format
         self.batch_size_hint = batch_size_hint
-        self._free: list[HardwareBatch] = []
+        # the states of the first batches in flight are made with the decoder (which the GPU stage
+        # makes while the CPU stage works on the first batch): about a second, not paid by the first batch
+        self._free: list[HardwareBatch] = [HardwareBatch(self, batch_size_hint)
+                                           for _ in range(PREPARED_BATCHES if batch_size_hint else 0)]
 
     def describe(self, addresses: np.ndarray, lengths: np.ndarray, outputs: np.ndarray, row_bytes: np.ndarray,
                  windows: np.ndarray) -> HardwareBatch:

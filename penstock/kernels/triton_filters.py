@@ -293,8 +293,11 @@ def run_statistic_tables(counts: torch.Tensor, kinds: list, parameters: np.ndarr
     codes = np.array([STATISTIC_TABLES[kind] for kind in kinds], np.int32)
     codes, parameters, destinations = to_device(counts.device, [
         codes, np.asarray(parameters, np.float32), np.asarray(destinations, np.int64)])
+    # no fused multiply-adds: each product is rounded to float32 before it is rounded to a level,
+    # as the torch tables (and OpenCV) compute it; a fused one moved a level at a tie
     statistic_tables_kernel[(count,)](counts.contiguous(), codes, parameters, destinations, tables,
-                                      CHANNELS=channels, CHANNEL_BLOCK=triton.next_power_of_2(channels))
+                                      CHANNELS=channels, CHANNEL_BLOCK=triton.next_power_of_2(channels),
+                                      enable_fp_fusion=False)
 
 
 def common_source_type(tensors: list, op_name: str):

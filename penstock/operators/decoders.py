@@ -38,7 +38,9 @@ DECODER_ARGS = (
         "the DCT domain when a resize follows) while the hardware JPEG engines and CUDA cores decode the rest, "
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. 0 by default: on a 16-core H200 machine shares of 0.1-0.3 did not make "
-        "the ResNet-50 pipelines faster (BENCHMARKS.md).", min=0.0, max=1.0),
+        "the ResNet-50 pipelines faster; with 64 cores for one GPU, 0.2-0.3 made training 7-10% faster "
+        "(BENCHMARKS.md). Not chosen from the machine: the CPU and GPU decoders round differently, and a "
+        "seed gives the same batches whatever the threads.", min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),

@@ -725,10 +725,11 @@ class BatchOperator(Operator):
     def run_batch(self, inputs: list, args: list[dict], batch: BatchContext):
         raise NotImplementedError
 
-    def open(self, device) -> None:
+    def open(self, device, run_call) -> None:
         """Makes what run_batch needs and takes long to make (native decoders), on the GPU stage's
-        thread as it starts, while the CPU stage works on the first batch. Errors are left to
-        run_batch, which makes it again and reports them on the batch."""
+        thread as it starts, while the CPU stage works on the first batch; ``run_call(lane, call)``
+        hands blocking work to the operator's lanes, as BatchContext.run_call does. Errors are left
+        to run_batch, which makes it again and reports them on the batch."""
 
     def close(self) -> None:
         """Stops what the operator started (threads, native resources): the pipeline's GPU stage

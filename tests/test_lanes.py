@@ -117,7 +117,7 @@ def test_open_runs_on_the_gpu_stage_before_the_first_batch_and_its_errors_reach_
     class OpenProbe(BatchOperator):
         events: list = []
 
-        def open(self, device):
+        def open(self, device, run_call):
             OpenProbe.events.append(("open", threading.current_thread().name, device.type))
             raise OSError("no engine here")
 

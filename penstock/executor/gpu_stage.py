@@ -127,7 +127,7 @@ class GpuStage:
                          for _ in range(GPU_BATCHES_IN_FLIGHT)]
         for step in self._plan.gpu_steps:
             try:
-                step.impl.open(self._device)
+                step.impl.open(self._device, self._run_calls[step.key])
             except Exception:  # run_batch makes it again and reports the error on the batch, naming the operator
                 pass
         while not self._stopping.is_set():

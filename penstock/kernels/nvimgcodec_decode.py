@@ -150,7 +150,7 @@ class GpuImageDecoder:
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
-                 batch_size_hint: int = 0):
+                 batch_size_hint: int = 0, run_call=run_now):
         self._library = lib = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
@@ -160,12 +160,12 @@ class GpuImageDecoder:
         self._hardware = self._hardware_decoder(device_id, output_type, hw_decoder_load, batch_size_hint)
         self._hardware_load = hw_decoder_load
         # nvImageCodec's decoder, for what the hardware decoders do not take, takes about a second
-        # to make: it is made on a thread of its own, and the first batch that needs it waits for it
+        # to make: it is made by a call handed to the decode lane (the executor's threads), and the
+        # first batch that needs it waits for it
         self._opening_error: BaseException | None = None
-        self._opening: threading.Thread | None = threading.Thread(
-            target=self._open_nvimgcodec, args=(device_id, cpu_threads, hw_decoder_load, batch_size_hint),
-            name="penstock-nvimgcodec-open", daemon=True)
-        self._opening.start()
+        self._opened = threading.Event()
+        run_call(DECODE_LANE, functools.partial(self._open_nvimgcodec, device_id, cpu_threads, hw_decoder_load,
+                                                batch_size_hint))
         if self._hardware is None:  # every image goes there: its errors are raised here
             self._wait_for_nvimgcodec()
         self._params = capi.new(capi.DecodeParams, apply_exif_orientation=0)
@@ -213,11 +213,11 @@ class GpuImageDecoder:
                                                        ctypes.byref(execution), options), "nvimgcodecDecoderCreate")
         except BaseException as error:  # raised by the batch that needs the decoder
             self._opening_error = error
+        finally:
+            self._opened.set()
 
     def _wait_for_nvimgcodec(self) -> None:
-        if self._opening is not None:
-            self._opening.join()
-            self._opening = None
+        self._opened.wait()
         if self._opening_error is not None:
             raise self._opening_error
 
@@ -378,9 +378,6 @@ class GpuImageDecoder:
     def close(self) -> None:
         """Frees the decoder's handles; its decode calls have all been made (the decode stage has
         stopped)."""
-        if self._opening is not None:  # no thread is left running
-            self._opening.join()
-            self._opening = None
         for handles in self._free_handles:
             handles.destroy(self._library.quick)
         self._free_handles = []

@@ -379,7 +379,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         if self._emulated:
             return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
         if self._engine is None:
-            self._engine = self._new_engine(batch.device)
+            self._engine = self._new_engine(batch.device, batch.run_call)
         def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
             return f"{self.name} on '{batch.source_infos[index]}'" if batch.source_infos else \
                 f"{self.name} on sample {index}"
@@ -389,16 +389,17 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call, batch.run_on_workers)
         return replace(ImagePlan.of(pending.images), pending=pending)
 
-    def open(self, device):
+    def open(self, device, run_call):
         """nvImageCodec's instance and nvJPEG's hardware decoder take a second or two to make: made
         while the CPU stage reads and parses the first batch, not after."""
         if self._engine is None and not self._emulated and device is not None and device.type == "cuda":
-            self._engine = self._new_engine(device)
+            self._engine = self._new_engine(device, run_call)
 
-    def _new_engine(self, device):
+    def _new_engine(self, device, run_call):
         from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
         return GpuImageDecoder(device.index or 0, self.context.num_threads, self.args["output_type"],
-                               self.args["hw_decoder_load"], batch_size_hint=self.context.batch_size)
+                               self.args["hw_decoder_load"], batch_size_hint=self.context.batch_size,
+                               run_call=run_call)
 
     def close(self):
         if self._engine is not None:  # kept: its counts say which engines decoded

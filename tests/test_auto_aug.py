@@ -234,3 +234,28 @@ def test_suites_with_augmentations_of_ones_own_run_through_conditionals():
                                                                 num_magnitude_bins=1), images=images)
     chosen = {int(np.array_equal(output, image // 2)) for image, output in zip(images, outputs)}
     assert chosen == {0, 1}
+
+
+def test_a_steps_draws_group_the_samples_by_operation_and_row_and_name_bad_rows():
+    """The GPU form of a step works per distinct (operation, row) pair: every sample is in the
+    draw of its own pair, once; an op_index or row beyond the tables is an error naming it."""
+    from penstock.auto_aug.core import step_table
+    from penstock.operators.augment_step import Steps
+    chosen = [a.rotate, a.posterize, a.identity]
+    steps = Steps({"kinds": [aug.name if aug.name in ("rotate", "posterize") else "identity" for aug in chosen],
+                   "parameters": [step_table(aug, 31) for aug in chosen]})
+    rng = np.random.default_rng(3)
+    op_index = rng.integers(0, 3, 200)
+    row = rng.integers(0, 2, 200) * 31 + 9
+    row[op_index == 2] = 0
+    draws = steps.draws(op_index, row)
+    seen = np.concatenate([draw.samples for draw in draws])
+    assert sorted(seen.tolist()) == list(range(200))
+    for draw in draws:
+        assert np.all(op_index[draw.samples] == draw.pair[0]) and np.all(row[draw.samples] == draw.pair[1])
+        assert draw.kind == steps.kinds[draw.pair[0]]
+        np.testing.assert_array_equal(draw.parameters, steps.tables[draw.pair[0]][draw.pair[1]])
+    with pytest.raises(ValueError, match="op_index 3 for 3 operations"):
+        steps.draws([0, 3], [0, 0])
+    with pytest.raises(ValueError, match=r"parameter row 62 of a table of 62 \(identity\)"):
+        steps.draws([2, 2], [0, 62])

@@ -106,14 +106,15 @@ class Steps:
             index = op_index[beyond[0]]
             raise ValueError(f"_augment_step: parameter row {row[beyond[0]]} of a table of {lengths[index]} "
                              f"({self.kinds[index]})")
-        pairs, inverse = np.unique(op_index * int(lengths.max(initial=1)) + row, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
+        rows_per_operation = int(lengths.max(initial=1))
+        pairs, inverse = np.unique(op_index * rows_per_operation + row, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")  # the samples, grouped by pair
         bounds = np.searchsorted(inverse[order], np.arange(len(pairs) + 1))
         draws = []
         for position, pair in enumerate(pairs.tolist()):
-            index, chosen_row = divmod(pair, int(lengths.max(initial=1)))
-            draws.append(Draw(self.kinds[index], self.tables[index][chosen_row], order[bounds[position]:bounds[position + 1]],
-                              (index, chosen_row)))
+            index, chosen_row = divmod(pair, rows_per_operation)
+            draws.append(Draw(self.kinds[index], self.tables[index][chosen_row],
+                              order[bounds[position]:bounds[position + 1]], (index, chosen_row)))
         return draws
 
     def of(self, args: dict) -> tuple[str, np.ndarray]:

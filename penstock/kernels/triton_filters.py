@@ -202,7 +202,9 @@ def histogram_kernel(
 def run_histograms(sources, which: np.ndarray | None = None) -> torch.Tensor:
     """int32 [N, C, 256]: how often each value occurs in each channel of uint8 HWC ``sources``
     (C channels each, a list of tensors or a PackedBatch), on their device; ``which`` takes the
-    samples at those positions of a PackedBatch only."""
+    samples at those positions only."""
+    if which is not None and not isinstance(sources, PackedBatch):
+        sources = [sources[index] for index in which]
     if isinstance(sources, PackedBatch):
         layouts = sources.layouts()
         channels, _, device = sources.facts()

@@ -276,8 +276,13 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         if not len(samples):
             return samples
         count = len(samples)
-        sizes = samples.sizes if isinstance(samples, PackedBatch) else [tuple(s.shape[:2]) for s in samples]
         draws = self._steps.draws(arg_column(args, "op_index"), arg_column(args, "row"))
+        sharpened = sorted((index, draw.parameters) for draw in draws if draw.kind == "sharpness"
+                           for index in draw.samples.tolist())
+        if sharpened:
+            samples = self._sharpen(samples, fresh, sharpened)
+        plan = ImagePlan.of(samples)
+        sizes = plan.sizes
         maps = np.tile(np.eye(3), (count, 1, 1))
         colors = np.tile(np.eye(3), (count, 1, 1))
         for draw in draws:  # the few distinct (operation, row) pairs of the batch
@@ -286,11 +291,6 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
                     maps[index] = geometry_map(draw.kind, draw.parameters, *sizes[index])
             elif draw.kind in COLOR:
                 colors[draw.samples] = color_map(draw.kind, draw.parameters[0])
-        sharpened = sorted((index, draw.parameters) for draw in draws if draw.kind == "sharpness"
-                           for index in draw.samples.tolist())
-        if sharpened:
-            samples = self._sharpen(samples, fresh, sharpened)
-        plan = ImagePlan.of(samples)
         if any(draw.kind in TABLES for draw in draws):
             plan = plan.with_tables(self._batch_tables(samples, draws))
         fill = args[0]["fill_value"]
@@ -342,11 +342,7 @@ class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
         tables = self._fixed_device[rows][:, None, :].expand(count, channels, 256).contiguous()
         if needing:
             needing = np.concatenate(needing)
-            if isinstance(samples, PackedBatch):
-                counts = run_histograms(samples, needing)
-            else:
-                counts = run_histograms([samples[index] for index in needing])
-            run_statistic_tables(counts, kinds, np.concatenate(factors), needing, tables)
+            run_statistic_tables(run_histograms(samples, needing), kinds, np.concatenate(factors), needing, tables)
         return tables
 
 

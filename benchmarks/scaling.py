@@ -36,13 +36,14 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 # ---- one rank ----------------------------------------------------------------------------------
-def training_pipeline(api, data, batch_size, threads, device_id, seed, crop, shard):
+def training_pipeline(api, data, batch_size, threads, device_id, seed, crop, shard, prefetch=2):
     """The ResNet-50 training pipeline, written against DALI's API (``api``: nvidia.dali or
     penstock.compat.dali)."""
     fn, types = api.fn, api.types
     gpu = device_id is not None
 
-    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed,
+                      prefetch_queue_depth=prefetch)
     def pipe():
         jpegs, labels = fn.readers.file(file_root=data, random_shuffle=True, pad_last_batch=True, name="Reader",
                                         **shard)
@@ -96,7 +97,7 @@ def run_rank(args) -> None:
         threads = max(1, (os.cpu_count() or 1) // world)  # DALI needs a number: its examples' even split
     created = time.perf_counter()
     pipe = training_pipeline(api, args.data, args.batch_size, threads, local_rank if gpu else None, 12 + rank,
-                             args.crop, shard)
+                             args.crop, shard, args.prefetch)
     pipe.build()
     iterator = DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL,
                                           auto_reset=True)
@@ -132,9 +133,14 @@ def run_rank(args) -> None:
         torch.cuda.synchronize()
     dist.barrier()
     from penstock.bench import _process_cpu_seconds, descendant_pids
+    stages_before = pipe.stage_seconds() if args.runner == "penstock" else {}
     cpu_before, begun = _process_cpu_seconds(descendant_pids()), time.perf_counter()
+    waited = 0.0  # in next(): the step waiting for its batch
     for _ in range(args.steps):
-        step(next(source))
+        asked = time.perf_counter()
+        batch = next(source)
+        waited += time.perf_counter() - asked
+        step(batch)
     if gpu:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - begun
@@ -143,7 +149,12 @@ def run_rank(args) -> None:
     steps_per_epoch = len(iterator)
     figures = {"rank": rank, "images": args.steps * args.batch_size, "seconds": seconds, "cpu_seconds": cpu_seconds,
                "gpu_memory_gib": memory / 2**30, "first_step_s": first_step, "setup_s": created - started,
-               "steps_per_epoch": steps_per_epoch, "threads": getattr(pipe, "num_threads", threads)}
+               "steps_per_epoch": steps_per_epoch, "threads": getattr(pipe, "num_threads", threads),
+               "batch_wait_ms": waited / args.steps * 1e3}
+    if stages_before:  # penstock's stage times per step, for the JSON's details
+        stages = pipe.stage_seconds()
+        figures["stage_ms"] = {name: round((spent - stages_before.get(name, 0.0)) / args.steps * 1e3, 3)
+                               for name, spent in stages.items() if spent > stages_before.get(name, 0.0)}
     del iterator
     pipe = None
     if args.runner == "penstock" and args.check:
@@ -193,7 +204,7 @@ def run_configuration(args, runner: str, gpus: int, threads: str, result: str) -
                os.path.abspath(__file__), "--rank-worker", "--runner", runner, "--data", args.data,
                "--device", args.device, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--threads", threads, "--crop", str(args.crop), "--result", result,
-               "--loop", args.loop]
+               "--loop", args.loop, "--prefetch", str(args.prefetch)]
     if args.check:
         command.append("--check")
     if args.pin:
@@ -216,6 +227,8 @@ def run_configuration(args, runner: str, gpus: int, threads: str, result: str) -
                "gpu_memory_gib": [round(rank["gpu_memory_gib"], 2) for rank in ranks],
                "first_step_s": max(rank["first_step_s"] for rank in ranks),
                "steps_per_epoch": [rank["steps_per_epoch"] for rank in ranks],
+               "batch_wait_ms": [round(rank["batch_wait_ms"], 2) for rank in ranks],
+               "stage_ms": [rank.get("stage_ms", {}) for rank in ranks],
                "threads_per_rank": [rank["threads"] for rank in ranks]}
     if "epoch_names" in ranks[0]:
         summary["exactly_once"] = _exactly_once(args.data, [rank["epoch_names"] for rank in ranks])
@@ -252,6 +265,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="check the exactly-once delivery (penstock)")
     parser.add_argument("--loop", default="step", choices=("step", "iterate"),
                         help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone")
+    parser.add_argument("--prefetch", type=int, default=2, help="prefetch_queue_depth of every pipeline")
     parser.add_argument("--pin", action="store_true",
                         help="each rank (with its threads and worker processes) keeps to its share of the cores")
     parser.add_argument("--timeout", type=float, default=300)
@@ -277,7 +291,7 @@ def main() -> None:
                 result = os.path.abspath(f".scaling-{os.getpid()}-{runner}-{gpus}-{threads}.json")
                 summary = run_configuration(args, runner, gpus, threads, result)
                 results.append(summary)
-                print(json.dumps({k: v for k, v in summary.items() if k != "log"}), flush=True)
+                print(json.dumps({k: v for k, v in summary.items() if k not in ("log", "stage_ms")}), flush=True)
                 if summary["status"] != "ok":
                     print(summary["log"], flush=True)
     single = {(r["runner"], r["threads"]): r["images_per_second"] for r in results

@@ -10,7 +10,9 @@ cores (the first ones, by CPU affinity) and given as many threads: images/s agai
 
 Cases gpu-ssd and cpu-ssd run examples/ssd_training.py's SSD300 pipeline (COCO reader, random_bbox_crop,
 decoding the window, resize 300, flip with boxes, colour twist, normalize, box_encoder) on the
-COCO-format set given by ``--coco`` (benchmarks/make_coco.py makes one).
+COCO-format set given by ``--coco`` (benchmarks/make_coco.py makes one); the runner ``torchvision`` runs
+it as torchvision's detection references do (CocoDetection in a DataLoader with ``--threads`` workers,
+the v2 transforms per image, the SSD matching and encoding per image as torchvision's SSD loss does).
 
 Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
 flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
@@ -179,6 +181,67 @@ def torchvision_batches(device: str, data: str, batch_size: int, threads: int):
         yield from loader
 
 
+def torchvision_ssd_batches(device: str, coco: str, batch_size: int, threads: int):
+    """Batches of examples/ssd_training.py's pipeline as torchvision's detection references make
+    them: CocoDetection wrapped for transforms v2 (images without annotations left out, as
+    skip_empty does), the v2 transforms per image in a DataLoader with ``threads`` workers
+    (RandomIoUCrop, resize 300, flip, colour jitter of the example's ranges, normalize,
+    SanitizeBoundingBoxes), then each image's boxes matched to the example's anchors and encoded
+    as torchvision's SSD does in its loss (SSDMatcher, BoxCoder with SSD's variances), per image, on
+    the GPU for 'gpu'. Yields (images [N, 3, 300, 300] float, offsets [N, A, 4], classes [N, A])."""
+    import torch
+    from torchvision import datasets
+    from torchvision.models.detection import _utils as detection_utils
+    from torchvision.ops import box_iou
+    from torchvision.transforms import v2
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from ssd_training import MEAN as SSD_MEAN, STD as SSD_STD, STDS, ssd_anchors
+    size = 300
+    base = datasets.CocoDetection(os.path.join(coco, "images"), os.path.join(coco, "annotations", "instances.json"))
+    base.ids = [image_id for image_id in base.ids if base.coco.getAnnIds(imgIds=image_id, iscrowd=False)]
+    samples = datasets.wrap_dataset_for_transforms_v2(base, target_keys=("boxes", "labels"))
+    transform = v2.Compose([v2.PILToTensor(), v2.RandomIoUCrop(), v2.Resize((size, size), antialias=True),
+                            v2.RandomHorizontalFlip(),
+                            v2.ColorJitter(brightness=0.125, contrast=0.5, saturation=0.5, hue=0.05),
+                            v2.ToDtype(torch.float32), v2.Normalize(SSD_MEAN, SSD_STD), v2.SanitizeBoundingBoxes()])
+
+    class Transformed(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(samples)
+
+        def __getitem__(self, index):
+            image, target = transform(*samples[index])
+            return image.as_subclass(torch.Tensor), target["boxes"].as_subclass(torch.Tensor), target["labels"]
+
+    def collate(batch):
+        images, boxes, labels = zip(*batch)
+        return torch.stack(images), list(boxes), list(labels)
+
+    loader = torch.utils.data.DataLoader(Transformed(), batch_size=batch_size, shuffle=True, num_workers=threads,
+                                         drop_last=True, persistent_workers=True, prefetch_factor=2,
+                                         collate_fn=collate)
+    epoch = iter(loader)  # forks the workers before this process uses the GPU
+    target = torch.device("cuda" if device == "gpu" else "cpu")
+    anchors = torch.from_numpy(ssd_anchors(size).reshape(-1, 4) * size).to(target)
+    matcher = detection_utils.SSDMatcher(0.5)
+    coder = detection_utils.BoxCoder(weights=tuple(1.0 / std for std in STDS))
+    while True:
+        for images, boxes, labels in epoch:
+            offsets, classes = [], []
+            for image_boxes, image_labels in zip(boxes, labels):
+                image_boxes, image_labels = image_boxes.to(target), image_labels.to(target)
+                if len(image_boxes) == 0:  # every box left the crop: all background
+                    offsets.append(torch.zeros_like(anchors))
+                    classes.append(torch.zeros(len(anchors), dtype=torch.int64, device=target))
+                    continue
+                matched = matcher(box_iou(image_boxes, anchors))
+                kept = matched.clamp(min=0)
+                offsets.append(coder.encode_single(image_boxes[kept], anchors))
+                classes.append(torch.where(matched >= 0, image_labels[kept], 0))
+            yield images.to(target), torch.stack(offsets), torch.stack(classes)
+        epoch = iter(loader)
+
+
 def run_case(args) -> None:
     started = float(os.environ["SIDE_BY_SIDE_STARTED"])
     device, kind = args.case.split("-")
@@ -186,10 +249,14 @@ def run_case(args) -> None:
     library, _, settings = args.runner.partition(":")
     decoder_args = {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    if library == "torchvision" and kind == "ssd":
+        imported = time.time()
+        batches = torchvision_ssd_batches(device, args.data, args.batch_size, args.threads)
+        return _time_steps(args, started, imported, synchronize, batches, lambda step: step[0])
     if library in ("torchvision", "kornia"):
         if kind != "aug" or (library == "kornia" and device != "gpu"):
-            raise SystemExit(f"the {library} runner has the augmentation-heavy pipeline only (case gpu-aug"
-                             f"{', cpu-aug' if library == 'torchvision' else ''})")
+            raise SystemExit(f"the {library} runner has the augmentation-heavy and SSD pipelines only (cases "
+                             f"gpu-aug{', cpu-aug, gpu-ssd, cpu-ssd' if library == 'torchvision' else ''})")
         imported = time.time()
         batches = torchvision_batches(library if library == "kornia" else device, args.data, args.batch_size,
                                       args.threads)

@@ -4,8 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 from make_coco import make_coco  # noqa: E402
 
 
@@ -72,3 +75,26 @@ def test_the_dispatchers_cost_per_sample_is_measured_for_the_ssd_pipeline(tmp_pa
                             text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "us per sample" in result.stdout
+
+
+def test_torchvision_runs_the_ssd_pipeline_as_its_detection_references_do(tmp_path):
+    """The torchvision peer of the SSD cases: its images, and its encoding of each image's boxes
+    against the example's anchors, which decodes back to boxes inside the image."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    pytest.importorskip("pycocotools")
+    from side_by_side import torchvision_ssd_batches
+    from ssd_training import STDS, ssd_anchors
+    from torchvision.models.detection import _utils as detection_utils
+    make_coco(str(tmp_path), 12, seed=1, sizes=(64, 96))
+    batches = torchvision_ssd_batches("cpu", str(tmp_path), 4, 1)
+    images, offsets, classes = next(batches)
+    batches.close()
+    anchors = torch.from_numpy(ssd_anchors(300).reshape(-1, 4) * 300)
+    assert images.shape == (4, 3, 300, 300) and images.dtype == torch.float32
+    assert offsets.shape == (4, len(anchors), 4) and classes.shape == (4, len(anchors))
+    positive = classes > 0
+    assert positive.any()
+    coder = detection_utils.BoxCoder(weights=tuple(1.0 / std for std in STDS))
+    boxes = coder.decode_single(offsets[positive], anchors.expand(4, -1, -1)[positive])
+    assert (boxes[:, 2:] > boxes[:, :2]).all() and (boxes >= -1e-3).all() and (boxes <= 300 + 1e-3).all()

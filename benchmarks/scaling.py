@@ -83,6 +83,8 @@ def run_rank(args) -> None:
         os.sched_setaffinity(0, _rank_cores(local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     if gpu:
         torch.cuda.set_device(local_rank)
+        if args.loop == "side-stream":  # the training step on a stream of its own, not CUDA's legacy default one
+            torch.cuda.set_stream(torch.cuda.Stream())
     device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
     if args.runner == "dali":
         import nvidia.dali as api
@@ -263,8 +265,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--crop", type=int, default=224)
     parser.add_argument("--check", action="store_true", help="check the exactly-once delivery (penstock)")
-    parser.add_argument("--loop", default="step", choices=("step", "iterate"),
-                        help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone")
+    parser.add_argument("--loop", default="step", choices=("step", "iterate", "side-stream"),
+                        help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone; "
+                             "'side-stream': the step on a CUDA stream of its own")
     parser.add_argument("--prefetch", type=int, default=2, help="prefetch_queue_depth of every pipeline")
     parser.add_argument("--pin", action="store_true",
                         help="each rank (with its threads and worker processes) keeps to its share of the cores")

@@ -1,5 +1,6 @@
 """PyTorch iterators: batches of one or more pipelines as ``[{name: torch.Tensor}]`` per step,
-exactly one epoch per pass, without copying dense CPU batches."""
+exactly one epoch per pass, without copying dense CPU batches; images, boxes and masks as
+torchvision.tv_tensors when asked (``TvTensors``)."""
 from __future__ import annotations
 
 import enum
@@ -24,6 +25,102 @@ class LastBatchPolicy(enum.Enum):
 
 
 RAGGED_FORMS = ("list", "pad")
+BOX_FORMATS = ("XYXY", "XYWH", "CXCYWH")  # torchvision's names; XYXY is DALI's ltrb
+
+
+class TvTensors:
+    """Which outputs a GenericIterator hands over as torchvision.tv_tensors, so that torchvision's
+    transforms v2 and detection models take them as they are.
+
+    image: the output holding the images (layout HWC, CHW or HW): a tv_tensors.Image, [N, C, H, W]
+        for a dense batch (HWC viewed as CHW, no copy), else one per sample. Each sample's height
+        and width are the canvas of its boxes.
+    boxes: the outputs holding boxes ([n, 4] per sample): per sample a tv_tensors.BoundingBoxes in
+        ``box_format`` ('XYXY' is DALI's ltrb, 'XYWH', 'CXCYWH') on its image's canvas. Boxes
+        relative to the image (readers.coco's ratio=True, random_bbox_crop's) are scaled to pixels
+        with ``relative_boxes=True``, as torchvision's boxes are in pixels.
+    masks: the outputs holding masks ([n, H, W] or [H, W] per sample): per sample a tv_tensors.Mask.
+    Boxes and masks come as lists of samples (torchvision's detection targets are per image), also
+    from a dense batch.
+    """
+
+    def __init__(self, image: str | None = None, boxes: str | Sequence[str] = (), masks: str | Sequence[str] = (),
+                 box_format: str = "XYXY", relative_boxes: bool = False):
+        self.image = image
+        self.boxes = [boxes] if isinstance(boxes, str) else list(boxes)
+        self.masks = [masks] if isinstance(masks, str) else list(masks)
+        self.box_format = str(box_format).upper()
+        self.relative_boxes = relative_boxes
+        if self.box_format not in BOX_FORMATS:
+            raise ValueError(f"TvTensors: box_format must be one of {BOX_FORMATS}, got {box_format!r}")
+        if self.boxes and image is None:
+            raise ValueError("TvTensors: boxes need image= (the output whose samples give each box's canvas size)")
+
+    def names(self) -> list[str]:
+        return ([self.image] if self.image is not None else []) + self.boxes + self.masks
+
+    def check(self, output_map: list[str], ragged: str) -> None:
+        """At the iterator's construction: every name is an output, named once, and boxes and masks
+        can be per sample."""
+        names = self.names()
+        unknown = [name for name in names if name not in output_map]
+        if unknown:
+            raise ValueError(f"GenericIterator: tv_tensors names {unknown}, which output_map {output_map} does not have")
+        if len(set(names)) != len(names):
+            raise ValueError(f"GenericIterator: tv_tensors names an output twice: {names}")
+        if ragged == "pad" and (self.boxes or self.masks):
+            raise ValueError("GenericIterator: tv_tensors gives boxes and masks per sample; use ragged='list'")
+
+    def wrap(self, named: dict, layouts: dict) -> dict:
+        """One pipeline's step ({name: tensor or list}) with the named outputs as tv_tensors."""
+        try:
+            from torchvision import tv_tensors
+        except ImportError as error:
+            raise ImportError(f"GenericIterator: tv_tensors needs torchvision ({error})") from None
+        named = dict(named)
+        canvases = None
+        if self.image is not None:
+            images, canvases = _as_chw(named[self.image], layouts[self.image], self.image)
+            named[self.image] = tv_tensors.Image(images) if isinstance(images, torch.Tensor) else \
+                [tv_tensors.Image(image) for image in images]
+        for name in self.boxes:
+            samples = _samples(named[name])
+            if len(samples) != len(canvases):
+                raise ValueError(f"GenericIterator: output {name!r} has {len(samples)} samples, {self.image!r} "
+                                 f"{len(canvases)}")
+            named[name] = [self._boxes(tv_tensors, boxes, canvas, name) for boxes, canvas in zip(samples, canvases)]
+        for name in self.masks:
+            named[name] = [tv_tensors.Mask(mask) for mask in _samples(named[name])]
+        return named
+
+    def _boxes(self, tv_tensors, boxes: torch.Tensor, canvas: tuple[int, int], name: str):
+        if boxes.shape[-1:] != (4,):
+            raise ValueError(f"GenericIterator: output {name!r} holds a sample of shape {tuple(boxes.shape)}; "
+                             "tv_tensors boxes are [n, 4]")
+        if self.relative_boxes:
+            height, width = canvas
+            boxes = boxes * torch.tensor([width, height, width, height], dtype=boxes.dtype, device=boxes.device)
+        return tv_tensors.BoundingBoxes(boxes, format=self.box_format, canvas_size=canvas)
+
+
+def _samples(value) -> list:
+    """A step's output as a list of per-sample tensors (views of a dense batch's rows)."""
+    return list(value.unbind(0)) if isinstance(value, torch.Tensor) else list(value)
+
+
+def _as_chw(images, layout: str, name: str):
+    """(the images with channels first, each sample's (height, width)); a dense batch stays one tensor."""
+    if layout not in ("HWC", "CHW", "HW"):
+        raise ValueError(f"GenericIterator: output {name!r} has layout {layout!r}; tv_tensors images are HWC, CHW "
+                         "or HW")
+    if isinstance(images, torch.Tensor):
+        if layout == "HWC":
+            images = images.permute(0, 3, 1, 2)
+        height, width = images.shape[-2:]
+        return images, [(int(height), int(width))] * len(images)
+    if layout == "HWC":
+        images = [image.permute(2, 0, 1) for image in images]
+    return images, [(int(image.shape[-2]), int(image.shape[-1])) for image in images]
 
 
 def to_torch(batch: Batch | GpuBatch, ragged: str = "list", fill_value=0):
@@ -64,23 +161,30 @@ class GenericIterator:
     in shape (variable crops, boxes, text) comes as a list of per-sample tensors (``ragged="list"``,
     the default) or padded to the batch's largest shape with ``fill_value`` (``ragged="pad"``), and
     then with its samples' lengths along their first axis as ``<name>_lengths`` (int64 [batch]): the
-    number of boxes of each sample, for example.
+    number of boxes of each sample, for example. ``tv_tensors=TvTensors(image=..., boxes=..., masks=...)``
+    hands those outputs over as torchvision.tv_tensors (Image, BoundingBoxes on each image's canvas,
+    Mask), for torchvision's transforms v2 and detection models.
     """
 
     def __init__(self, pipelines: Pipeline | Sequence[Pipeline], output_map: Sequence[str], size: int = -1,
                  reader_name: str | None = None, auto_reset: bool | str = False,
                  last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL, last_batch_padded: bool = False,
                  fill_last_batch: bool | None = None, dynamic_shape: bool = False, prepare_first_batch: bool = True,
-                 ragged: str = "list", fill_value=0):
+                 ragged: str = "list", fill_value=0, tv_tensors: TvTensors | None = None):
         if ragged not in RAGGED_FORMS:
             raise ValueError(f"GenericIterator: ragged must be one of {RAGGED_FORMS}, got {ragged!r}")
         self._ragged, self._fill_value = ragged, fill_value
+        if tv_tensors is not None and not isinstance(tv_tensors, TvTensors):
+            raise TypeError(f"GenericIterator: tv_tensors takes a TvTensors, got {type(tv_tensors).__name__}")
+        self._tv_tensors = tv_tensors
         self._pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
         if not self._pipes:
             raise ValueError("GenericIterator: give at least one pipeline")
         self._output_map = list(output_map)
         if len(set(self._output_map)) != len(self._output_map):
             raise ValueError(f"GenericIterator: output_map has repeated names: {self._output_map}")
+        if tv_tensors is not None:
+            tv_tensors.check(self._output_map, ragged)
         if fill_last_batch is not None:  # DALI's older spelling
             last_batch_policy = LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
         if isinstance(last_batch_policy, str):
@@ -160,6 +264,9 @@ class GenericIterator:
                               for name, batch in zip(self._output_map, outputs) if not batch.is_dense_tensor()})
             if self._policy is LastBatchPolicy.PARTIAL:
                 named = {name: tensor[:valid] for name, tensor in named.items()}
+            if self._tv_tensors is not None:
+                named = self._tv_tensors.wrap(named, {name: batch.layout() for name, batch in
+                                                      zip(self._output_map, outputs)})
             result.append(named)
         return result
 
@@ -266,4 +373,4 @@ class ClassificationIterator(GenericIterator):
                          prepare_first_batch=prepare_first_batch, ragged=ragged, fill_value=fill_value)
 
 
-__all__ = ["ClassificationIterator", "GenericIterator", "LastBatchPolicy", "to_torch"]
+__all__ = ["ClassificationIterator", "GenericIterator", "LastBatchPolicy", "TvTensors", "to_torch"]

@@ -1,7 +1,7 @@
 """``nvidia.dali.plugin.pytorch``: DALIGenericIterator and DALIClassificationIterator are
 penstock's PyTorch iterators, with DALI's arguments (including fill_last_batch and size as the third
 positional argument)."""
-from penstock.plugin.pytorch import ClassificationIterator, GenericIterator, LastBatchPolicy, to_torch
+from penstock.plugin.pytorch import ClassificationIterator, GenericIterator, LastBatchPolicy, TvTensors, to_torch
 
 
 class DALIGenericIterator(GenericIterator):
@@ -13,4 +13,4 @@ class DALIClassificationIterator(ClassificationIterator):
 
 
 
-__all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "to_torch"]
+__all__ = ["DALIClassificationIterator", "DALIGenericIterator", "LastBatchPolicy", "TvTensors", "to_torch"]

@@ -105,3 +105,22 @@ def test_a_dense_chw_batch_stays_one_image_and_masks_become_masks(coco_root):
     for mask, plain_mask in zip(step["masks"], plain["masks"]):
         assert isinstance(mask, tv_tensors.Mask)
         assert np.array_equal(mask.as_subclass(torch.Tensor).numpy(), plain_mask.numpy())
+
+
+def test_a_torchvision_detection_model_trains_on_the_targets(coco_root):
+    """torchvision's SSDlite in training mode takes the images and each image's BoundingBoxes as they
+    come (labels made int64, as its loss indexes with them) and gives finite losses."""
+    pytest.importorskip("torchvision")
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+    step = first_step(coco_root, ["images", "boxes", "labels"],
+                      TvTensors(image="images", boxes="boxes", relative_boxes=True))
+    torch.manual_seed(0)
+    classes = int(max(int(labels.max()) for labels in step["labels"] if len(labels))) + 1
+    model = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=classes)
+    model.train()
+    images = [image.float() / 255 for image in step["images"]]
+    targets = [{"boxes": boxes, "labels": labels.long().reshape(-1)} for boxes, labels in zip(step["boxes"],
+                                                                                            step["labels"])]
+    losses = model(images, targets)
+    assert set(losses) == {"bbox_regression", "classification"}
+    assert all(torch.isfinite(loss) for loss in losses.values())

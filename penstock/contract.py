@@ -582,9 +582,11 @@ class RaggedColumn(BatchColumn):
     def fits(self, flat: np.ndarray, shapes: np.ndarray) -> bool:
         return flat.dtype == self.dtype and shapes.shape[1] == self.ndim
 
-    def put_part(self, indices: list, flat: np.ndarray, shapes: np.ndarray) -> None:
-        """Stores the arrays of several samples: their elements back to back in ``flat``."""
-        sizes = np.prod(shapes, axis=1)
+    def put_part(self, indices: list, flat: np.ndarray, shapes: np.ndarray, sizes: np.ndarray | None = None) -> None:
+        """Stores the arrays of several samples: their elements back to back in ``flat``
+        (``sizes``: their element counts, when the caller has them)."""
+        if sizes is None:
+            sizes = np.prod(shapes, axis=1)
         self.parts.append((flat, shapes, np.cumsum(sizes) - sizes))
         self.places[indices, 0] = len(self.parts) - 1
         self.places[indices, 1] = np.arange(len(indices))

@@ -185,7 +185,7 @@ class WorkerProcesses:
         by sample: a preparation's values are resolved from the ring together."""
         errors, columns, _ = reply
         done = tasks
-        if any(error is not None for error in errors):
+        if errors.count(None) != len(errors):
             done = []
             for task, error in zip(tasks, errors):
                 if error is None:
@@ -242,6 +242,15 @@ class WorkerProcesses:
         each batch's rows at once."""
         kind = column[0]
         positions, rows, ends, others = link.ring.resolve_rows(column)
+        if len(runs) == 1 and len(rows) == len(done) and not others:  # the usual reply: one batch's rows, in order
+            job, _, _, run_indices = runs[0]
+            _keep_ring(link, job, int(ends.max()))
+            if job.error is None:
+                values = job.values[slot]
+                if not isinstance(values, RowColumn):
+                    values = job.values[slot] = RowColumn.of(kind, values)
+                values.put_rows(run_indices, rows)
+            return
         indices = np.fromiter((index for _, index in done), np.int64, len(done))
         for job, begin, end, _ in runs:
             mine = (positions >= begin) & (positions < end)
@@ -486,7 +495,8 @@ def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
     """Stores a _RaggedColumn of a value that is not an output (boxes, labels on their way to the
     GPU) in the RaggedColumns of their batches, each batch's part at once."""
     flat, shapes = column
-    ends = np.cumsum(np.prod(shapes, axis=1))
+    sizes = _sizes(shapes)
+    ends = np.cumsum(sizes)
     for job, begin, end, indices in runs:
         if job.error is not None:
             continue
@@ -496,10 +506,20 @@ def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
         first = int(ends[begin - 1]) if begin else 0
         part = flat[first:int(ends[end - 1])], shapes[begin:end]
         if values.fits(*part):
-            values.put_part(indices, *part)
+            values.put_part(indices, *part, sizes[begin:end])
         else:  # arrays of another type or rank than the batch's first: kept one by one
             for index, value in zip(indices, _rows(_RaggedColumn(part))):
                 values[index] = value
+
+
+def _sizes(shapes: np.ndarray) -> np.ndarray:
+    """The element counts of arrays of the shapes [n, rank]: products written out for the usual ranks
+    (numpy's reduction along an axis costs several times as much)."""
+    if shapes.shape[1] == 1:
+        return shapes[:, 0]
+    if shapes.shape[1] == 2:
+        return shapes[:, 0] * shapes[:, 1]
+    return np.prod(shapes, axis=1)
 
 
 def _keep_ring(link: "ProcessLink", job: Job, end: int) -> None:
@@ -511,6 +531,9 @@ def _keep_ring(link: "ProcessLink", job: Job, end: int) -> None:
 def _job_runs(tasks: list) -> list:
     """(job, begin, end, indices) for each run of consecutive tasks of one batch: the run's
     positions in ``tasks`` and its samples' indices in the batch."""
+    first = tasks[0][0] if tasks else None
+    if tasks and all(job is first for job, _ in tasks):  # the usual message: samples of one batch
+        return [(first, 0, len(tasks), [index for _, index in tasks])]
     runs, begin = [], 0
     jobs = [job for job, _ in tasks]
     for position in range(1, len(tasks) + 1):

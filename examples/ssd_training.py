@@ -9,6 +9,10 @@ DIR holds images/ and annotations/instances.json (COCO's layout); without it, N 
 shapes are generated (benchmarks/make_coco.py). Runs on the GPU (mixed decode, GPU operators) when
 there is one, else on the CPU. Prints the loss as it falls, and images/s.
 
+``--model torchvision`` trains torchvision's SSDlite instead (torchvision installed): the same
+pipeline without box_encoder, its images and boxes handed over as torchvision.tv_tensors by the
+iterator (``TvTensors``), and the model matches the boxes to its own anchors.
+
 The pipeline is written once against DALI's API (``build_pipeline(api, ...)`` takes
 ``penstock.compat.dali`` or ``nvidia.dali``), so benchmarks/side_by_side.py runs it on both.
 """
@@ -54,8 +58,10 @@ def ssd_anchors(size: int) -> np.ndarray:
     return np.clip(np.array(anchors, np.float32), 0.0, 1.0)
 
 
-def build_pipeline(api, data: str, size: int, batch_size: int, threads: int, gpu: bool, seed: int = 5):
-    """The SSD training pipeline, against DALI's API (``api``: penstock.compat.dali or nvidia.dali)."""
+def build_pipeline(api, data: str, size: int, batch_size: int, threads: int, gpu: bool, seed: int = 5,
+                   encode: bool = True):
+    """The SSD training pipeline, against DALI's API (``api``: penstock.compat.dali or nvidia.dali);
+    with ``encode=False`` its boxes (relative, ltrb) and labels stay per sample, not encoded."""
     fn, types = api.fn, api.types
     device = "gpu" if gpu else "cpu"
     anchors = ssd_anchors(size).reshape(-1).tolist()
@@ -79,6 +85,8 @@ def build_pipeline(api, data: str, size: int, batch_size: int, threads: int, gpu
                                 hue=fn.random.uniform(range=[-18.0, 18.0]))
         images = fn.crop_mirror_normalize(images, device=device, mean=MEAN, std=STD, mirror=flip,
                                           dtype=types.FLOAT, output_layout="CHW")
+        if not encode:
+            return images, boxes, labels
         boxes, labels = fn.box_encoder(boxes.gpu() if gpu else boxes, labels.gpu() if gpu else labels,
                                        anchors=anchors, criteria=0.5, offset=True, stds=STDS)
         return images, boxes, labels
@@ -130,11 +138,20 @@ def ssd_loss(torch, locations, scores, target_boxes, target_labels):
     return ((location_loss + confidence_loss) / matched).mean()
 
 
+def torchvision_step(torch, model, batch, device):
+    """One training step's loss of torchvision's SSDlite on a batch whose images and boxes came as
+    tv_tensors (labels made int64, as its loss indexes with them)."""
+    images = list(batch["images"].to(device))
+    targets = [{"boxes": boxes.to(device), "labels": labels.to(device).long().reshape(-1)}
+               for boxes, labels in zip(batch["boxes"], batch["labels"])]
+    return sum(model(images, targets).values()), len(images)
+
+
 def main() -> None:
     import torch
 
     import penstock.compat.dali as api
-    from penstock.compat.dali.plugin.pytorch import DALIGenericIterator
+    from penstock.compat.dali.plugin.pytorch import DALIGenericIterator, TvTensors
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a COCO-format folder (images/, annotations/instances.json)")
     parser.add_argument("--images", type=int, default=64, help="without --data: how many images to generate")
@@ -143,6 +160,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--model", choices=("small", "torchvision"), default="small",
+                        help="'small': this file's SSD on box_encoder's targets; 'torchvision': torchvision's SSDlite "
+                             "on tv_tensors boxes")
     args = parser.parse_args()
 
     data = args.data
@@ -158,28 +178,45 @@ def main() -> None:
             classes = len(json.load(handle)["categories"]) + 1  # labels 1..K, 0 the background
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
-    pipe = build_pipeline(api, data, args.size, args.batch_size, args.threads, gpu)
-    loader = DALIGenericIterator(pipe, ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
-    model = ssd_model(torch, args.size, classes).to(device)
+    small = args.model == "small"
+    pipe = build_pipeline(api, data, args.size, args.batch_size, args.threads, gpu, encode=small)
+    if small:
+        loader = DALIGenericIterator(pipe, ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
+        model = ssd_model(torch, args.size, classes).to(device)
+    else:
+        from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+        loader = DALIGenericIterator(pipe, ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True,
+                                     tv_tensors=TvTensors(image="images", boxes="boxes", relative_boxes=True))
+        # the pipeline normalizes and sizes the images: the model's own transform only batches them
+        model = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=classes,
+                                              image_mean=[0.0, 0.0, 0.0], image_std=[1.0, 1.0, 1.0]).to(device)
+        model.transform.min_size, model.transform.max_size = (args.size,), args.size
+        model.transform.fixed_size = (args.size, args.size)
+        model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     batches = (batch for _ in itertools.count() for batch in loader)
     losses, started, images = [], time.perf_counter(), 0
     for step in range(1, args.steps + 1):
         batch = next(batches)[0]
-        inputs = batch["images"].to(device)
-        locations, scores = model(inputs)
-        loss = ssd_loss(torch, locations, scores, batch["boxes"].to(device), batch["labels"].to(device).long())
+        if small:
+            inputs = batch["images"].to(device)
+            locations, scores = model(inputs)
+            loss = ssd_loss(torch, locations, scores, batch["boxes"].to(device), batch["labels"].to(device).long())
+            count = inputs.shape[0]
+        else:
+            loss, count = torchvision_step(torch, model, batch, device)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-        images += inputs.shape[0]
+        images += count
         if step % 20 == 0 or step == args.steps:
             print(f"step {step}: loss {np.mean(losses[-20:]):.3f}", flush=True)
     elapsed = time.perf_counter() - started
     window = max(1, min(20, len(losses) // 4))
     first, last = np.mean(losses[:window]), np.mean(losses[-window:])
-    print(f"{'GPU' if gpu else 'CPU'}: {len(ssd_anchors(args.size))} anchors, {images} images in {elapsed:.1f} s "
+    anchors = f"{len(ssd_anchors(args.size))} anchors" if small else "torchvision's SSDlite"
+    print(f"{'GPU' if gpu else 'CPU'}: {anchors}, {images} images in {elapsed:.1f} s "
           f"({images / elapsed:,.0f} images/s); loss {first:.3f} -> {last:.3f} over {args.steps} steps", flush=True)
     pipe.close()
 

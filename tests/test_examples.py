@@ -34,6 +34,16 @@ def test_ssd_training_loss_falls(tmp_path):
     assert last < first and "anchors" in summary
 
 
+def test_ssd_training_feeds_torchvisions_ssdlite_through_tv_tensors(tmp_path):
+    import pytest
+    pytest.importorskip("torchvision")
+    printed = run("ssd_training.py", "--images", "32", "--steps", "40", "--size", "128", "--batch-size", "8",
+                  "--threads", "2", "--model", "torchvision", "--work-dir", str(tmp_path))
+    summary = printed.strip().splitlines()[-1]
+    first, last = (float(value) for value in summary.split("loss ")[1].split(" over")[0].split(" -> "))
+    assert last < first and "SSDlite" in summary
+
+
 def test_streaming_rotate(tmp_path):
     chart = tmp_path / "chart.png"
     printed = run("streaming_rotate.py", "--samples", "64", "--batch-size", "16", "--out", str(chart))

@@ -222,7 +222,7 @@ def torchvision_ssd_batches(device: str, coco: str, batch_size: int, threads: in
                                          collate_fn=collate)
     epoch = iter(loader)  # forks the workers before this process uses the GPU
     target = torch.device("cuda" if device == "gpu" else "cpu")
-    anchors = torch.from_numpy(ssd_anchors(size).reshape(-1, 4) * size).to(target)
+    anchors = torch.from_numpy(ssd_anchors(size) * size).to(target)
     matcher = detection_utils.SSDMatcher(0.5)
     coder = detection_utils.BoxCoder(weights=tuple(1.0 / std for std in STDS))
     while True:

@@ -90,7 +90,7 @@ def test_torchvision_runs_the_ssd_pipeline_as_its_detection_references_do(tmp_pa
     batches = torchvision_ssd_batches("cpu", str(tmp_path), 4, 1)
     images, offsets, classes = next(batches)
     batches.close()
-    anchors = torch.from_numpy(ssd_anchors(300).reshape(-1, 4) * 300)
+    anchors = torch.from_numpy(ssd_anchors(300) * 300)
     assert images.shape == (4, 3, 300, 300) and images.dtype == torch.float32
     assert offsets.shape == (4, len(anchors), 4) and classes.shape == (4, len(anchors))
     positive = classes > 0

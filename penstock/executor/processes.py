@@ -245,11 +245,7 @@ class WorkerProcesses:
         if len(runs) == 1 and len(rows) == len(done) and not others:  # the usual reply: one batch's rows, in order
             job, _, _, run_indices = runs[0]
             _keep_ring(link, job, int(ends.max()))
-            if job.error is None:
-                values = job.values[slot]
-                if not isinstance(values, RowColumn):
-                    values = job.values[slot] = RowColumn.of(kind, values)
-                values.put_rows(run_indices, rows)
+            _put_rows(job, slot, kind, run_indices, rows)
             return
         indices = np.fromiter((index for _, index in done), np.int64, len(done))
         for job, begin, end, _ in runs:
@@ -257,11 +253,7 @@ class WorkerProcesses:
             if not mine.any():
                 continue
             _keep_ring(link, job, int(ends[mine].max()))
-            if job.error is None:
-                values = job.values[slot]
-                if not isinstance(values, RowColumn):
-                    values = job.values[slot] = RowColumn.of(kind, values)
-                values.put_rows(indices[positions[mine]].tolist(), rows[mine])
+            _put_rows(job, slot, kind, indices[positions[mine]].tolist(), rows[mine])
         for position, (value, end) in others.items():
             job, index = done[position]
             _keep_ring(link, job, end)
@@ -510,6 +502,16 @@ def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
         else:  # arrays of another type or rank than the batch's first: kept one by one
             for index, value in zip(indices, _rows(_RaggedColumn(part))):
                 values[index] = value
+
+
+def _put_rows(job: Job, slot: int, kind: type, indices: list, rows: np.ndarray) -> None:
+    """Stores rows of one batch's RowPreparations in its RowColumn (made at the batch's first)."""
+    if job.error is not None:
+        return
+    values = job.values[slot]
+    if not isinstance(values, RowColumn):
+        values = job.values[slot] = RowColumn.of(kind, values)
+    values.put_rows(indices, rows)
 
 
 def _sizes(shapes: np.ndarray) -> np.ndarray:

@@ -77,7 +77,6 @@ class TvTensors:
             from torchvision import tv_tensors
         except ImportError as error:
             raise ImportError(f"GenericIterator: tv_tensors needs torchvision ({error})") from None
-        named = dict(named)
         canvases = None
         if self.image is not None:
             images, canvases = _as_chw(named[self.image], layouts[self.image], self.image)

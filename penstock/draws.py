@@ -15,6 +15,8 @@ import threading
 
 import numpy as np
 
+from penstock.contract import keyed_stream
+
 _generators = threading.local()  # per thread: key -> (Philox, Generator), reused across samples
 
 
@@ -77,8 +79,8 @@ class SampleBlocks:
         if found is None:
             if len(generators) > 64:  # one key per batch and operator: old batches' keys go
                 generators.clear()
-            bit_generator = np.random.Philox(key=np.array(self.key, np.uint64))
-            found = generators[self.key] = (bit_generator, np.random.Generator(bit_generator))
+            generator = keyed_stream(np.array(self.key, np.uint64))
+            found = generators[self.key] = (generator.bit_generator, generator)
         bit_generator, generator = found
         state = bit_generator.state
         for block in range(self.blocks):
@@ -102,4 +104,4 @@ class SampleStreams:
 
     @staticmethod
     def stream(sample) -> np.random.Generator:
-        return np.random.Generator(np.random.Philox(key=int(sample.params)))
+        return keyed_stream(int(sample.params))

@@ -336,6 +336,20 @@ def test_image_slice_takes_start_and_shape_as_inputs(jpegs):
         assert_window(rel, slice_window(image, (height * 0.5, width * 0.25), (height, width)))
 
 
+
+def test_image_slice_refuses_a_window_of_other_than_two_values(jpegs):
+    samples, _ = jpegs
+    starts = [np.array([0.1, 0.2, 0.0], np.float32)] * len(samples)
+    shapes = [np.array([0.5, 0.5, 1.0], np.float32)] * len(samples)
+
+    def slice_with_inputs(node):
+        def feed(batch):
+            return fn.external_source(source=lambda: batch, batch=True)
+        return fn.decoders.image_slice(node, feed(starts), feed(shapes))
+
+    with pytest.raises(Exception, match="decoders.image_slice: takes a window's start and shape of two values"):
+        run_operator(slice_with_inputs, samples)
+
 # ---- decoding smaller for the resize that follows -------------------------------------------------
 @pytest.mark.parametrize("resize_args", [dict(resize_shorter=48), dict(resize_longer=40), dict(resize_x=50),
                                          dict(resize_x=37, resize_y=29)],

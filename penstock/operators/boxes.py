@@ -398,21 +398,35 @@ def _layout(args: dict, columns: int) -> str:
 def boxes_to_corners(boxes: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
     """(low [N, D], high [N, D]) corners of boxes in ``layout`` (x, y, z order)."""
     dimensions = len(layout) // 2
-    low = boxes[:, [layout.index(AXES[d]) for d in range(dimensions)]].astype(np.float64)
-    if HIGH[0] in layout:
-        return low, boxes[:, [layout.index(HIGH[d]) for d in range(dimensions)]].astype(np.float64)
-    return low, low + boxes[:, [layout.index(EXTENT[d]) for d in range(dimensions)]]
+    if HIGH[0] not in layout:
+        low = boxes[:, [layout.index(AXES[d]) for d in range(dimensions)]].astype(np.float64)
+        return low, low + boxes[:, [layout.index(EXTENT[d]) for d in range(dimensions)]]
+    if layout == AXES[:dimensions] + HIGH[:dimensions]:
+        corners = boxes.astype(np.float64)
+    else:
+        corners = boxes[:, [layout.index(axis) for axis in AXES[:dimensions] + HIGH[:dimensions]]].astype(np.float64)
+    return corners[:, :dimensions], corners[:, dimensions:]
 
 
 def corners_to_boxes(low: np.ndarray, high: np.ndarray, layout: str) -> np.ndarray:
     dimensions = low.shape[1]
+    if layout == AXES[:dimensions] + HIGH[:dimensions]:
+        return np.concatenate([low, high], 1).astype(np.float32)
     names = AXES[:dimensions] + HIGH[:dimensions] + EXTENT[:dimensions]  # the columns stacked below
     return np.concatenate([low, high, high - low], 1)[:, [names.index(name) for name in layout]].astype(np.float32)
 
 
+def _product(values: np.ndarray) -> np.ndarray:
+    """The product over the first axis (of 2 or 3): written out, as numpy's reduction over so short
+    an axis costs several times the arithmetic; the same order of multiplications as np.prod."""
+    product = values[0] * values[1]
+    return product * values[2] if len(values) == 3 else product
+
+
 class BoxCropper:
-    """One sample's draw of random_bbox_crop (DALI's rules: an option per round, num_attempts
-    candidate windows per round, the last valid one kept; docs/operators.md)."""
+    """random_bbox_crop's draws for one set of arguments (DALI's rules: an option per round,
+    num_attempts candidate windows per round, the last valid one kept; docs/operators.md). Its
+    cost is numpy's per-call overhead on small arrays, so each step is as few calls as it can be."""
 
     def __init__(self, args: dict, dimensions: int):
         self.args, self.dimensions = args, dimensions
@@ -421,6 +435,17 @@ class BoxCropper:
         self.ratios = [ratios[2 * k:2 * k + 2] if len(ratios) >= 2 * k + 2 else ratios[:2] for k in range(3)]
         self.input_shape = self._xyz(args["input_shape"])
         self.crop_shape = self._xyz(args["crop_shape"])
+        self.pixels = self.input_shape if self.input_shape is not None else np.ones(dimensions)
+        self.fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
+        self.thresholds = np.array(args["thresholds"], np.float64)
+        # the last option, when allowed, is no crop at all
+        self.options = len(self.thresholds) + bool(args["allow_no_crop"])
+        self.no_crop = len(self.thresholds) if args["allow_no_crop"] else -1
+        self.per_round, self.total = args["num_attempts"], args["total_num_attempts"]
+        self.rounds = max(1, min(MOST_ROUNDS_AT_ONCE, WINDOWS_AT_ONCE // self.per_round))
+        self.iou = args["threshold_type"] == "iou"
+        self.all_boxes = args["all_boxes_above_threshold"]
+        self.prune = args["bbox_prune_threshold"]
 
     def _xyz(self, values):
         """A shape given in shape_layout order ('WH' by default) in x, y, z order."""
@@ -440,12 +465,10 @@ class BoxCropper:
                 np.ones(count, bool)
         low, high = self.args["scaling"]
         draws = rng.uniform(low, high, (count, dimensions))
-        extents = draws
-        pixels = self.input_shape if self.input_shape is not None else np.ones(dimensions)
-        fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
-        if fixed:  # one side follows another at the fixed ratio, in random order; the longest is the largest draw
+        extents, pixels = draws, self.pixels
+        if self.fixed:  # one side follows another at the fixed ratio, in random order; the longest is the largest draw
             extents = draws.copy()
-            for i, j, ratio in fixed:
+            for i, j, ratio in self.fixed:
                 first = rng.integers(2, size=count).astype(bool)
                 extents[:, j] = np.where(first, extents[:, i] * pixels[i] / (ratio * pixels[j]), extents[:, j])
                 extents[:, i] = np.where(first, extents[:, i], extents[:, j] * ratio * pixels[j] / pixels[i])
@@ -460,88 +483,88 @@ class BoxCropper:
         anchors = (1.0 - extents) * rng.random((count, dimensions))
         return anchors, extents, allowed
 
-    def scores(self, low, high, anchors, extents) -> tuple[np.ndarray, np.ndarray]:
-        """(each window's score against the boxes [A], each box's intersection volume [A, N]).
-        Products over the few dimensions are written out: numpy's reductions over an axis of 2 or
-        3 cost far more than the arithmetic."""
+    def evaluate(self, boxes: "_CropBoxes", anchors, extents) -> tuple[np.ndarray, np.ndarray]:
+        """(each window's score against the boxes [A], which windows keep each box [N, A]). The
+        tables put the windows on the last axis: numpy's loops run along it, and are slow on a
+        last axis of 2 or 3."""
+        # [D, A], contiguous: numpy's broadcasting loops are several times slower on strided rows
+        anchors, extents = np.ascontiguousarray(anchors.T), np.ascontiguousarray(extents.T)
         far = anchors + extents
-        inter = volumes = window_volumes = None
-        for d in range(self.dimensions):
-            overlap = np.minimum(high[None, :, d], far[:, d, None]) - np.maximum(low[None, :, d], anchors[:, d, None])
-            np.maximum(overlap, 0.0, out=overlap)
-            inter = overlap if inter is None else inter * overlap
-            side = high[:, d] - low[:, d]
-            volumes = side if volumes is None else volumes * side
-            window_volumes = extents[:, d] if window_volumes is None else window_volumes * extents[:, d]
-        if self.args["threshold_type"] == "iou":
-            union = window_volumes[:, None] + volumes[None] - inter
+        overlap = np.minimum(boxes.high, far[:, None])  # [D, N, A]
+        overlap -= np.maximum(boxes.low, anchors[:, None])
+        np.maximum(overlap, 0.0, out=overlap)
+        inter = _product(overlap)  # [N, A]
+        if self.iou:
+            union = _product(extents) + boxes.volumes - inter
         else:
-            union = np.broadcast_to(volumes[None], inter.shape)
+            union = np.broadcast_to(boxes.volumes, inter.shape)
         # 0 / 0 (a box of no area) never passes
         table = np.divide(inter, union, out=np.full(inter.shape, -np.inf), where=union > 0)
-        return (table.min(1) if self.args["all_boxes_above_threshold"] else table.max(1)), inter
+        scores = table.min(0) if self.all_boxes else table.max(0)
+        if self.prune is None:  # the box's centre inside the window (the far side open)
+            inside = (boxes.centres >= anchors[:, None]) & (boxes.centres < far[:, None])
+            kept = _product(inside)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                kept = (inter > 0) & (inter / boxes.volumes >= self.prune)
+        return scores, kept
 
-    def keep(self, low, high, inter, anchors, extents) -> np.ndarray:
-        """Which boxes each window keeps [A, N]."""
-        threshold = self.args["bbox_prune_threshold"]
-        if threshold is None:  # the box's centre inside the window (the far side open)
-            centres = (low + high) / 2
-            inside = None
-            for d in range(self.dimensions):
-                start = anchors[:, d, None]
-                within = (centres[None, :, d] >= start) & (centres[None, :, d] < start + extents[:, d, None])
-                inside = within if inside is None else inside & within
-            return inside
-        volumes = np.prod(high - low, axis=1)[None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (inter > 0) & (inter / volumes >= threshold)
-
-    def crop(self, low, high, rng):
+    def crop(self, boxes: "_CropBoxes", rng):
         """(anchor, extent, indices of the kept boxes). Rounds are drawn and scored several at a
         time (their windows as one array), then taken in order: the first round that ends the
         search decides, exactly as one round after another would, for a fraction of the calls."""
-        options = [*self.args["thresholds"], *([None] if self.args["allow_no_crop"] else [])]
-        thresholds = np.array([np.nan if option is None else option for option in options], np.float64)
-        per_round, total, attempts = self.args["num_attempts"], self.args["total_num_attempts"], 0
-        rounds = max(1, min(MOST_ROUNDS_AT_ONCE, WINDOWS_AT_ONCE // per_round))
+        per_round, total, attempts, rounds = self.per_round, self.total, 0, self.rounds
+        any_boxes = boxes.count > 0
         best, best_score = None, -np.inf
         while True:
             if total > 0:  # the rounds the attempt limit leaves
                 rounds = min(rounds, -(-(total - attempts) // per_round))
-            round_thresholds = thresholds[rng.integers(len(options), size=rounds)]
-            no_crop = np.isnan(round_thresholds)
-            scored = int(np.argmax(no_crop)) if no_crop.any() else rounds  # the rounds before a no-crop one
+            options = rng.integers(self.options, size=rounds).tolist()
+            scored = options.index(self.no_crop) if self.no_crop in options else rounds  # the rounds before a no-crop one
             if scored:
                 anchors, extents, allowed = self.windows(rng, scored * per_round)
-                if len(low):
-                    scores, inter = self.scores(low, high, anchors, extents)
-                    kept = self.keep(low, high, inter, anchors, extents)
-                    valid = allowed & (scores >= np.repeat(round_thresholds[:scored], per_round)) & kept.any(1)
+                if any_boxes:
+                    scores, kept = self.evaluate(boxes, anchors, extents)
+                    passing = scores.reshape(scored, per_round) >= self.thresholds[options[:scored]][:, None]
+                    valid = allowed & passing.reshape(-1) & kept.any(0)
                 else:  # nothing to keep in view: the first window the ratios allow
                     valid = allowed
-                ending = valid.reshape(scored, per_round).any(1)
-                if ending.any():
-                    first = int(np.argmax(ending))
-                    windows = valid[first * per_round:(first + 1) * per_round]
-                    if not len(low):
-                        chosen = first * per_round + int(np.argmax(windows))
+                found = np.flatnonzero(valid)
+                if len(found):
+                    if not any_boxes:
+                        chosen = int(found[0])
                         return anchors[chosen], extents[chosen], np.arange(0)
-                    chosen = first * per_round + int(np.flatnonzero(windows)[-1])  # the round's last valid window
-                    return anchors[chosen], extents[chosen], np.flatnonzero(kept[chosen])
-                if len(low):
+                    # the last valid window of the first round with one
+                    round_end = (int(found[0]) // per_round + 1) * per_round
+                    chosen = int(found[int(np.searchsorted(found, round_end)) - 1])
+                    return anchors[chosen], extents[chosen], np.flatnonzero(kept[:, chosen])
+                if any_boxes:
                     scores = np.where(allowed, scores, -np.inf)
                     top = int(np.argmax(scores))  # the first window of the best score
                     if scores[top] > best_score:
-                        best, best_score = (anchors[top], extents[top], np.flatnonzero(kept[top])), scores[top]
+                        best, best_score = (anchors[top], extents[top], np.flatnonzero(kept[:, top])), scores[top]
             if scored < rounds:  # a no-crop round: the whole image
-                return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(len(low))
+                return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(boxes.count)
             attempts += rounds * per_round
             if total > 0 and attempts >= total:
                 return best if best is not None else (np.zeros(self.dimensions), np.zeros(self.dimensions),
                                                       np.arange(0))
 
 
-def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng) -> tuple:
+class _CropBoxes:
+    """One sample's boxes as random_bbox_crop scores them: corners, volumes and centres, shaped
+    [D, N, 1] ([N, 1]) to meet windows [D, A]."""
+
+    __slots__ = ("count", "low", "high", "volumes", "centres")
+
+    def __init__(self, low: np.ndarray, high: np.ndarray):
+        self.count = len(low)
+        self.low, self.high = np.ascontiguousarray(low.T)[:, :, None], np.ascontiguousarray(high.T)[:, :, None]
+        self.volumes = _product(self.high - self.low)
+        self.centres = (self.low + self.high) / 2
+
+
+def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng, cropper_of=BoxCropper) -> tuple:
     boxes = np.asarray(boxes, np.float32)
     if boxes.ndim == 1 and boxes.size in (0, 4, 6):
         boxes = boxes.reshape(-1, 4 if boxes.size != 6 else 6)
@@ -549,16 +572,18 @@ def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng) -> tuple:
         raise ValueError(f"random_bbox_crop: takes boxes as a [N, 4] (or 3-D [N, 6]) array, got shape {boxes.shape}")
     layout = _layout(args, boxes.shape[1])
     low, high = boxes_to_corners(boxes, layout)
-    if len(low) and ((low < 0).any() or (high > 1).any() or (high < low).any()):
-        bad = int(np.flatnonzero(((low < 0) | (high > 1) | (high < low)).any(1))[0])
+    cropper = cropper_of(args, boxes.shape[1] // 2)
+    # (NaN fails every comparison, so the test is written to pass only for boxes that are inside)
+    if len(low) and not (low.min() >= 0 and high.max() <= 1 and (high - low).min() >= 0):
+        bad = int(np.flatnonzero(~((low >= 0) & (high <= 1) & (high >= low)).all(1))[0])
         raise ValueError(f"random_bbox_crop: box {bad} {boxes[bad].tolist()} is not inside [0, 1] ({layout}); it takes "
                          "boxes relative to the image")
-    dimensions = boxes.shape[1] // 2
-    cropper = BoxCropper(args, dimensions)
-    anchor, extent, kept = cropper.crop(low, high, rng)
+    anchor, extent, kept = cropper.crop(_CropBoxes(low, high), rng)
+    far = anchor + extent
     safe = np.where(extent > 0, extent, 1.0)
-    new_low = np.clip((np.maximum(low[kept], anchor) - anchor) / safe, 0.0, 1.0)
-    new_high = np.clip((np.minimum(high[kept], anchor + extent) - anchor) / safe, 0.0, 1.0)
+    # clipped to [0, 1] by ufuncs: np.clip's Python wrapper costs twice the work here
+    new_low = np.minimum(np.maximum((np.maximum(low[kept], anchor) - anchor) / safe, 0.0), 1.0)
+    new_high = np.minimum(np.maximum((np.minimum(high[kept], far) - anchor) / safe, 0.0), 1.0)
     scale = cropper.input_shape if args["crop_shape"] else None
     outputs = [(anchor * scale if scale is not None else anchor).astype(np.float32),
                (extent * scale if scale is not None else extent).astype(np.float32),
@@ -636,10 +661,18 @@ registry.register_schema(OpSchema(
 
 @registry.register("random_bbox_crop", "cpu")
 class RandomBBoxCrop(SampleStreams, RandomBBoxCropDeclaration, SampleOperator):
+    _last_cropper = (None, 0, None)  # (arguments, dimensions, their BoxCropper): made once, not per sample
 
     def run(self, inputs, args, sample, out=None):
         rng = self.stream(sample)
-        return _random_bbox_crop(args, inputs[0], inputs[1] if len(inputs) > 1 else None, rng)
+        return _random_bbox_crop(args, inputs[0], inputs[1] if len(inputs) > 1 else None, rng, self._cropper_of)
+
+    def _cropper_of(self, args: dict, dimensions: int) -> BoxCropper:
+        made_for, made_dimensions, cropper = self._last_cropper
+        if made_for is not args or made_dimensions != dimensions:
+            cropper = BoxCropper(args, dimensions)
+            self._last_cropper = (args, dimensions, cropper)
+        return cropper
 
 
 # ---- bbox_rotate --------------------------------------------------------------------------------------
@@ -733,7 +766,7 @@ def _ssd_random_crop(image: np.ndarray, boxes: np.ndarray, labels: np.ndarray, n
     if image.ndim != 3:
         raise ValueError(f"ssd_random_crop: takes HWC images, got shape {image.shape}")
     low, high = boxes[:, :2].astype(np.float64), boxes[:, 2:].astype(np.float64)
-    anchor, extent, kept = BoxCropper({**SSD_CROP, "num_attempts": num_attempts}, 2).crop(low, high, rng)
+    anchor, extent, kept = BoxCropper({**SSD_CROP, "num_attempts": num_attempts}, 2).crop(_CropBoxes(low, high), rng)
     height, width = image.shape[:2]
     x0, y0 = int(round(anchor[0] * width)), int(round(anchor[1] * height))
     x1, y1 = int(round((anchor[0] + extent[0]) * width)), int(round((anchor[1] + extent[1]) * height))

@@ -266,18 +266,22 @@ class ImageCrop(FixedWindowDecoder):
 @registry.register("decoders.image_slice", "cpu")
 class ImageSlice(FixedWindowDecoder):
     def window(self, height, width, inputs, args, sample):
+        # Python floats, not numpy: a window of two numbers costs microseconds per numpy call
         if len(inputs) == 3:
-            start, shape = np.asarray(inputs[1], float).ravel(), np.asarray(inputs[2], float).ravel()
-            relative = start.dtype.kind == "f" and np.all(shape <= 1.0) and inputs[2].dtype.kind == "f"
+            start, shape = np.asarray(inputs[1]).ravel().tolist(), np.asarray(inputs[2]).ravel().tolist()
+            relative = inputs[2].dtype.kind == "f" and all(value <= 1.0 for value in shape)
         elif args["rel_start"] is not None or args["rel_shape"] is not None:
-            start, shape, relative = np.asarray(args["rel_start"] or (0, 0)), np.asarray(args["rel_shape"] or (1, 1)), True
+            start, shape, relative = list(args["rel_start"] or (0, 0)), list(args["rel_shape"] or (1, 1)), True
         else:
-            start, shape, relative = np.asarray(args["start"] or (0, 0)), np.asarray(args["shape"] or (height, width)), False
+            start, shape, relative = list(args["start"] or (0, 0)), list(args["shape"] or (height, width)), False
+        if len(start) != 2 or len(shape) != 2:
+            raise ValueError(f"{self.name}: takes a window's start and shape of two values each (axis_names "
+                             f"{args['axis_names']!r}), got {start} and {shape}")
         if args["axis_names"] == "WH":
             start, shape = start[::-1], shape[::-1]
-        end = start + shape
+        end = [first + size for first, size in zip(start, shape)]
         if relative:
-            start, end = start * (height, width), end * (height, width)
+            start, end = [start[0] * height, start[1] * width], [end[0] * height, end[1] * width]
         # as DALI: round the start and the end (halves up), so a window that ends at the image's
         # edge in relative terms ends there in pixels too
         top, left = (int(math.floor(value + 0.5)) for value in start)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator
+from penstock.contract import BatchOperator, SampleOperator, keyed_stream
 from penstock.operators.gpu_plan import tensors_of
 from penstock.schema import Arg, OpSchema
 
@@ -68,7 +68,7 @@ def channels_of(shape: tuple) -> int:
 def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, channels: int,
               per_channel: bool) -> np.ndarray:
     """The noisy values (float) of one sample, from a generator keyed by its seed."""
-    rng = np.random.Generator(np.random.Philox(key=int(seed)))
+    rng = keyed_stream(int(seed))
     values = values.astype(np.float32)
     first, second, salt, pepper = parameters
     if kind == "gaussian":

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from penstock import distributed, registry
-from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch
+from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
 from penstock.schema import Arg, ArgError, OpSchema, require_one_of
 
 FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
@@ -145,10 +145,10 @@ class ShardedEpochs:
         start, stop = self.shard_bounds(shard)
         order = np.arange(start, stop)
         if self.shuffle_data_set_seed is not None and epoch > 0:
-            permutation = np.random.Generator(np.random.Philox(key=[self.shuffle_data_set_seed & (2**64 - 1), epoch]))
+            permutation = keyed_stream([self.shuffle_data_set_seed & (2**64 - 1), epoch])
             order = permutation.permutation(self.total)[start:stop]
         if self.shuffle:
-            np.random.Generator(np.random.Philox(key=[self.seed & (2**64 - 1), epoch])).shuffle(order)
+            keyed_stream([self.seed & (2**64 - 1), epoch]).shuffle(order)
         return order
 
     def next_batch(self) -> tuple[np.ndarray, EpochInfo]:

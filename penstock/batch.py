@@ -57,14 +57,18 @@ class PackedBatch:
 
     def uniform_shape(self) -> tuple | None:
         """The one shape of every sample, or None when they differ (or there are none)."""
-        first = self.shapes[0] if self.shapes else None
-        return first if first is not None and all(shape == first for shape in self.shapes) else None
+        shapes = self.shapes if isinstance(self.shapes, (list, tuple)) else list(self.shapes)
+        first = shapes[0] if shapes else None
+        return first if first is not None and shapes.count(first) == len(shapes) else None
 
     def dense(self):
         """The batch as one [N, ...] view of the buffer when every sample has one shape and they
         lie back to back, else None."""
         shape = self.uniform_shape()
-        if shape is None or any(offset != index * _volume(shape) for index, offset in enumerate(self.offsets)):
+        if shape is None:
+            return None
+        volume = _volume(shape)
+        if list(self.offsets) != list(range(0, len(self.offsets) * volume, volume)):
             return None
         return self.buffer[:len(self.shapes) * _volume(shape)].view(len(self.shapes), *shape)
 

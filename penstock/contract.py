@@ -594,9 +594,10 @@ class RaggedColumn(BatchColumn):
         (``sizes``: their element counts, when the caller has them)."""
         if sizes is None:
             sizes = np.prod(shapes, axis=1)
-        self.parts.append((flat, shapes, np.cumsum(sizes) - sizes))
-        self.places[indices, 0] = len(self.parts) - 1
-        self.places[indices, 1] = np.arange(len(indices))
+        self.parts.append((flat, shapes, sizes.cumsum() - sizes))
+        rows = np.asarray(indices)
+        self.places[rows, 0] = len(self.parts) - 1
+        self.places[rows, 1] = np.arange(len(rows))
         self._stored_in_columns(indices)
 
     def __len__(self) -> int:

@@ -90,8 +90,25 @@ DOUBLE = DALIDataType.FLOAT64
 HALF = DALIDataType.FLOAT16
 
 
+# (type of the value, value) -> its numpy dtype: the GPU stage asks for the same few on every batch
+_NUMPY_DTYPES: dict = {}
+
+
 def to_numpy_dtype(value: DALIDataType | np.dtype | type | str) -> np.dtype:
     """Accepts a DALIDataType, a numpy dtype or its name, a torch dtype; returns the numpy dtype."""
+    try:
+        return _NUMPY_DTYPES[(type(value), value)]
+    except (KeyError, TypeError):  # (TypeError: a value that does not hash)
+        pass
+    dtype = _numpy_dtype_of(value)
+    try:
+        _NUMPY_DTYPES[(type(value), value)] = dtype
+    except TypeError:
+        pass
+    return dtype
+
+
+def _numpy_dtype_of(value) -> np.dtype:
     if isinstance(value, DALIDataType):
         return value.numpy
     if isinstance(value, str) and value.upper() in DALIDataType.__members__:
@@ -104,16 +121,20 @@ def to_numpy_dtype(value: DALIDataType | np.dtype | type | str) -> np.dtype:
 
 
 _TORCH_DTYPE_NAMES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "bool")
+_TORCH_DTYPES: dict = {}  # numpy dtype -> torch dtype, as asked for
 
 
 def to_torch_dtype(value: DALIDataType | np.dtype | type | str):
     """The torch dtype of a DALIDataType or numpy dtype: the one map between the two (torch is
     imported only when this is called)."""
-    import torch
     dtype = to_numpy_dtype(value)
-    if dtype.name not in _TORCH_DTYPE_NAMES:
-        raise TypeError(f"{dtype} has no torch counterpart here (supported: {', '.join(_TORCH_DTYPE_NAMES)})")
-    return getattr(torch, dtype.name)
+    found = _TORCH_DTYPES.get(dtype)
+    if found is None:
+        import torch
+        if dtype.name not in _TORCH_DTYPE_NAMES:
+            raise TypeError(f"{dtype} has no torch counterpart here (supported: {', '.join(_TORCH_DTYPE_NAMES)})")
+        found = _TORCH_DTYPES[dtype] = getattr(torch, dtype.name)
+    return found
 
 
 def layout_string(value: TensorLayout | str | None) -> str:

@@ -488,7 +488,7 @@ def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
     GPU) in the RaggedColumns of their batches, each batch's part at once."""
     flat, shapes = column
     sizes = _sizes(shapes)
-    ends = np.cumsum(sizes)
+    ends = sizes.cumsum()
     for job, begin, end, indices in runs:
         if job.error is not None:
             continue

@@ -228,7 +228,7 @@ def _numbers(arg, column, size: int) -> np.ndarray | None:
         values = values.astype(np.float64)
     if (arg.min is not None and (values < arg.min).any()) or (arg.max is not None and (values > arg.max).any()):
         return None
-    if arg.choices and not np.isin(values, arg.choices).all():
+    if arg.choices and not set(values.tolist()) <= set(arg.choices):
         return None
     return values
 

@@ -325,7 +325,9 @@ class GpuImageDecoder:
         pending.hardware_batch = self._hardware.describe(
             rows[chosen, RowColumn.ADDRESS], rows[chosen, RowColumn.NBYTES], outputs[chosen].astype(np.uint64),
             row_bytes[chosen].astype(np.uint64), rows[chosen, _TOP:_TOP + 4])
-        return np.setdiff1d(on_gpu, chosen, assume_unique=True)
+        taken = np.zeros(len(rows), bool)
+        taken[chosen] = True
+        return on_gpu[~taken[on_gpu]]
 
     def _queue(self, pending: "PendingDecode") -> None:
         shares = (["hardware"] if pending.hardware else []) + (["nvimgcodec"] if pending.decoding else [])

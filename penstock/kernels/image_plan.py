@@ -106,14 +106,22 @@ class ImagePlan(DeferredBatch):
     def _then_map(self, step: np.ndarray, sizes: list) -> "ImagePlan":
         """The plan whose output pixel edges map through ``step`` ([N, 3, 3], new output -> current
         output) and then through the current map."""
-        return replace(self, maps=self.maps @ step, sizes=[(int(h), int(w)) for h, w in sizes])
+        if sizes is not self.sizes:
+            same = _one_value(sizes)
+            sizes = [(int(same[0]), int(same[1]))] * len(sizes) if same is not None else \
+                [(int(h), int(w)) for h, w in sizes]
+        return replace(self, maps=self.maps @ step, sizes=sizes)
+
+    def size_array(self) -> np.ndarray:
+        """The output sizes as float64 [N, 2] (height, width)."""
+        return _float_pairs(self.sizes)
 
     def with_crop(self, windows: list) -> "ImagePlan":
         """Keeps the (top, left, height, width) window of each current output; may reach outside
         (those pixels take the fill values)."""
         if not len(windows):
             return self
-        window = np.asarray(windows, np.float64)
+        window = _float_pairs(windows, 4)
         step = np.tile(np.eye(3), (len(window), 1, 1))
         step[:, 0, 2] = window[:, 1]
         step[:, 1, 2] = window[:, 0]
@@ -122,8 +130,8 @@ class ImagePlan(DeferredBatch):
     def with_resize(self, sizes: list, filter_id: int, antialias: bool) -> "ImagePlan":
         if not len(sizes):
             return self
-        new = np.asarray(sizes, np.float64)
-        old = np.asarray(self.sizes, np.float64)
+        new = _float_pairs(sizes)
+        old = self.size_array()
         step = np.zeros((len(new), 3, 3))
         step[:, 0, 0] = old[:, 1] / new[:, 1]
         step[:, 1, 1] = old[:, 0] / new[:, 0]
@@ -136,7 +144,7 @@ class ImagePlan(DeferredBatch):
         flip = np.asarray(flips, bool).reshape(-1, 2)
         if not flip.any():
             return self
-        size = np.asarray(self.sizes, np.float64)
+        size = self.size_array()
         step = np.tile(np.eye(3), (len(flip), 1, 1))
         step[:, 1, 1] = np.where(flip[:, 0], -1.0, 1.0)
         step[:, 1, 2] = np.where(flip[:, 0], size[:, 0], 0.0)
@@ -182,7 +190,7 @@ class ImagePlan(DeferredBatch):
         maps = self.maps
         if np.any(maps[:, 2] != (0.0, 0.0, 1.0)) or np.any(maps[:, 0, 1]) or np.any(maps[:, 1, 0]):
             return None
-        size = np.asarray(self.sizes, np.float64)
+        size = self.size_array()
         starts = maps[:, :2, 2]  # where output edge 0 lands, (x, y)
         ends = starts + maps[:, [0, 1], [0, 1]] * size[:, ::-1]  # where the far edge lands
         low, high = np.minimum(starts, ends), np.maximum(starts, ends)
@@ -238,7 +246,7 @@ class ImagePlan(DeferredBatch):
         if not self.antialias or not self.resized:
             return np.ones((len(self.sources), 2))
         maps = self.maps
-        size = np.asarray(self.sizes, np.float64)
+        size = self.size_array()
         depth = maps[:, 2, 0] * size[:, 1] / 2 + maps[:, 2, 1] * size[:, 0] / 2 + maps[:, 2, 2]
         step_x = np.hypot(maps[:, 0, 0], maps[:, 0, 1]) / np.abs(depth)
         step_y = np.hypot(maps[:, 1, 0], maps[:, 1, 1]) / np.abs(depth)
@@ -273,6 +281,26 @@ class ImagePlan(DeferredBatch):
 def _source_sizes(sources) -> list:
     """(height, width) tuples of a batch's HWC sources, without a view per packed image."""
     return sources.sizes if isinstance(sources, PackedBatch) else [tuple(source.shape[:2]) for source in sources]
+
+
+def _one_value(values: list):
+    """The value every item of ``values`` has (compared in C, not item by item in Python), or None."""
+    if not values:
+        return None
+    first = values[0]
+    try:
+        return first if values.count(first) == len(values) else None
+    except (AttributeError, ValueError):  # not a list; items whose comparison is not a bool
+        return None
+
+
+def _float_pairs(values: list, width: int = 2) -> np.ndarray:
+    """float64 [N, width] of a list of N tuples (sizes, windows): one row broadcast when they are all
+    the same, which skips converting hundreds of tuples."""
+    same = _one_value(values)
+    if same is not None:
+        return np.broadcast_to(np.asarray(same, np.float64).reshape(1, -1), (len(values), len(same)))
+    return np.asarray(values, np.float64).reshape(len(values), width)
 
 
 def _per_channel(values, channels: int) -> tuple:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.contract import BatchArgs, BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
@@ -242,9 +242,35 @@ def crop_image(image: np.ndarray, args: dict, op_name: str) -> np.ndarray:
     return cpu_image.crop_window(image, *placement, args["fill_values"], args["out_of_bounds_policy"], op_name)
 
 
+def _crop_args_shared(args) -> bool:
+    """Whether every sample has the same crop arguments: none of CROP_ARGS given per sample, or one
+    dict for every sample (compared in C, not sample by sample in Python)."""
+    if not len(args):
+        return False
+    if isinstance(args, BatchArgs):
+        return not any(args.varies(arg.name) for arg in CROP_ARGS)
+    try:
+        return list(args).count(args[0]) == len(args)
+    except ValueError:  # values whose comparison is not a bool (arrays): taken sample by sample
+        return False
+
+
+def _crop_args(args) -> list:
+    """The samples' argument dicts as far as the crop reads them: the first sample's for every
+    sample when they share the crop arguments (BatchArgs then makes no dict per sample)."""
+    return [args[0]] * len(args) if _crop_args_shared(args) else list(args)
+
+
 def crop_windows(plan, args: list, op_name: str) -> list:
     """Each sample's crop window for a GPU plan; worked out once per distinct (size, arguments):
     samples share argument dictionaries when their per-sample arguments are equal."""
+    sizes = plan.sizes
+    if _crop_args_shared(args) and list(sizes).count(sizes[0]) == len(sizes):
+        # one size and one set of arguments (a crop after a fixed-size resize): one window for all
+        (height, width), a = sizes[0], args[0]
+        placement = crop_placement(height, width, a) or (0, 0, height, width)
+        return [cpu_image.fit_window(*placement, height, width, a["out_of_bounds_policy"], op_name)] * len(args)
+    args = _crop_args(args)
     known: dict = {}
     windows = []
     for (height, width), a in zip(plan.sizes, args):
@@ -260,6 +286,7 @@ def crop_windows(plan, args: list, op_name: str) -> list:
 def with_crop_of(plan, args: list, op_name: str):
     """The plan with each sample's window (crop / crop_mirror_normalize) and its fill values."""
     from penstock.kernels.image_plan import BORDER_FILL_OUTSIDE, ImagePlan
+    args = _crop_args(args)
     if plan.border != BORDER_FILL_OUTSIDE and any(a["out_of_bounds_policy"] == "pad" for a in args):
         plan = ImagePlan.of(plan.materialize()[0])  # the plan's outside is a warp's border, not this fill
     return plan.with_crop(crop_windows(plan, args, op_name)).with_fills([a["fill_values"] for a in args])

@@ -2,8 +2,10 @@
 COCO API on a small generated set (benchmarks/make_coco.py), made once per test session."""
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import sys
 import tempfile
 
@@ -19,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def coco_set() -> tuple[str, str]:
     from make_coco import make_coco
     root = tempfile.mkdtemp(prefix="penstock-coco-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # the test run's, not left in the temp folder
     return os.path.join(root, "images"), make_coco(root, 8, seed=11, sizes=(48, 96))
 
 

@@ -2,17 +2,19 @@
 pipeline's CPU stage, on a machine without a GPU: that thread shares the pipeline process's
 interpreter lock with the GPU stage, so each microsecond here is one the GPU stage may wait.
 
-usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|ssd] [--processes 1] [--batches 60]
-       [--batch-size 256]
+usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|train-full|ssd] [--processes 1]
+       [--batches 60] [--batch-size 256]
 
 ``--pipeline train`` (the default) is the training pipeline's front (file reader -> mixed random-crop
-decoder; DIR a folder-per-class JPEG set), ``ssd`` the whole SSD pipeline of examples/ssd_training.py
-(DIR a COCO set from make_coco.py: boxes, labels and per-sample colour arguments cross too), on the
-emulated GPU. The mixed decoder's worker-side work runs as on a GPU (read the file, parse the JPEG
+decoder; DIR a folder-per-class JPEG set), ``train-full`` the whole ResNet-50 training recipe of
+benchmarks/side_by_side.py (resize and crop_mirror_normalize too), ``ssd`` the whole SSD pipeline of
+examples/ssd_training.py (DIR a COCO set from make_coco.py: boxes, labels and per-sample colour
+arguments cross too), on the emulated GPU. The mixed decoder's worker-side work runs as on a GPU (read the file, parse the JPEG
 header, choose the window: an EncodedImage back through the shared ring); its decode, the image
 kernel and the box encoder are replaced by empty results, so that the CPU stage, its messages and
-the GPU stage's own Python are what runs. Prints images/s and the dispatcher thread's CPU time per
-sample (time.thread_time, over the whole run).
+the GPU stage's own Python are what runs. Prints images/s, the dispatcher thread's CPU time per
+sample and the GPU stage thread's per batch (time.thread_time, over the whole run): the interpreter
+lock both hold in the pipeline's process, which a training loop in that process shares.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a folder-per-class JPEG set (train) or a COCO set (ssd)")
-    parser.add_argument("--pipeline", choices=("train", "ssd"), default="train")
+    parser.add_argument("--pipeline", choices=("train", "train-full", "ssd"), default="train")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=256)
@@ -37,7 +39,7 @@ def main() -> None:
     import torch
 
     from penstock import devices, fn, pipeline_def, types
-    from penstock.executor import processes
+    from penstock.executor import gpu_stage, processes
     from penstock.operators import decoders
     devices.emulate_gpu(True)
     # the worker side as on a GPU; the GPU stage's decode replaced by an empty image per sample
@@ -53,9 +55,19 @@ def main() -> None:
         finally:
             spent["seconds"] = time.thread_time()
     processes.WorkerProcesses.dispatch = timed_dispatch
+    run_gpu_stage = gpu_stage.GpuStage.run
+
+    def timed_gpu_stage(self, *positional, **named):
+        try:
+            return run_gpu_stage(self, *positional, **named)
+        finally:
+            spent["gpu stage"] = time.thread_time()
+    gpu_stage.GpuStage.run = timed_gpu_stage
 
     if args.pipeline == "ssd":
         pipe = _ssd_front(args)
+    elif args.pipeline == "train-full":
+        pipe = _training_recipe(args)
     else:
         @pipeline_def(batch_size=args.batch_size, num_threads=args.processes, device_id=0, seed=1,
                       worker_processes=True)
@@ -72,9 +84,32 @@ def main() -> None:
     seconds = time.perf_counter() - begun
     pipe.close()
     # the batches prefetched past the last one were dispatched too (the GPU stage holds two more)
-    samples = (args.batches + pipe.prefetch_queue_depth + 2) * args.batch_size
+    batches = args.batches + pipe.prefetch_queue_depth + 2
+    samples = batches * args.batch_size
     print(f"{args.batches * args.batch_size / seconds:,.0f} images/s with {args.processes} worker process(es); "
-          f"dispatcher CPU {spent['seconds'] / samples * 1e6:.2f} us per sample")
+          f"dispatcher CPU {spent['seconds'] / samples * 1e6:.2f} us per sample; "
+          f"GPU stage CPU {spent['gpu stage'] / batches * 1e3:.2f} ms per batch")
+
+
+def _stub_gpu_work():
+    """The mixed decoder's decode and the image kernel replaced by empty results: the GPU stage's
+    own Python (plans, tables, arguments) is what runs."""
+    import torch
+
+    from penstock.kernels.image_plan import ImagePlan
+    from penstock.operators import decoders
+    decoders.MixedDecoder.run_batch = lambda self, inputs, args, batch: ImagePlan.of(
+        [torch.zeros((8, 8, 3), dtype=torch.uint8) for _ in range(len(inputs[0]))])
+    ImagePlan.materialize = lambda self, block=256, per_sample=True: (
+        [] if per_sample else None, torch.zeros((len(self.sources), 3, 8, 8)))
+
+
+def _training_recipe(args):
+    """benchmarks/side_by_side.py's ResNet-50 training pipeline with the GPU work stubbed."""
+    from penstock.compat import dali
+    from side_by_side import build_pipeline
+    _stub_gpu_work()
+    return build_pipeline(dali, "train", "gpu", args.data, args.batch_size, args.processes)
 
 
 def _ssd_front(args):
@@ -84,14 +119,9 @@ def _ssd_front(args):
 
     from penstock import registry
     from penstock.compat import dali
-    from penstock.kernels.image_plan import ImagePlan
-    from penstock.operators import decoders
     sys.path.insert(0, os.path.join(HERE, "..", "examples"))
     from ssd_training import build_pipeline
-    decoders.MixedDecoder.run_batch = lambda self, inputs, args, batch: ImagePlan.of(
-        [torch.zeros((8, 8, 3), dtype=torch.uint8) for _ in range(len(inputs[0]))])
-    ImagePlan.materialize = lambda self, block=256, per_sample=True: (
-        [] if per_sample else None, torch.zeros((len(self.sources), 3, 8, 8)))
+    _stub_gpu_work()
     registry.implementations()[("box_encoder", "gpu")].run_batch = lambda self, inputs, args, batch: (
         torch.zeros((len(args), 1, 4)), torch.zeros((len(args), 1), dtype=torch.int32))
     return build_pipeline(dali, args.data, 300, args.batch_size, args.processes, True)

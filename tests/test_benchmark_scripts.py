@@ -55,14 +55,15 @@ def test_side_by_side_measures_each_case_per_core_count(tmp_path):
     assert len(rows) == 1 and rows[0].split("|")[3].strip() == "1" and "failed" not in rows[0]
 
 
-def test_the_dispatchers_cost_per_sample_is_measured(tmp_path):
+@pytest.mark.parametrize("pipeline", ["train", "train-full"])
+def test_the_dispatchers_cost_per_sample_is_measured(tmp_path, pipeline):
     from helpers_data import make_class_tree
     make_class_tree(str(tmp_path), {"a": 8, "b": 8}, height=40, width=48)
     result = subprocess.run([sys.executable, os.path.join(HERE, "..", "benchmarks", "dispatcher_cost.py"), "--data",
-                             str(tmp_path), "--batches", "3", "--batch-size", "8"], capture_output=True, text=True,
-                            timeout=240)
+                             str(tmp_path), "--pipeline", pipeline, "--batches", "3", "--batch-size", "8"],
+                            capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "us per sample" in result.stdout
+    assert "us per sample" in result.stdout and "ms per batch" in result.stdout
 
 
 def test_the_dispatchers_cost_per_sample_is_measured_for_the_ssd_pipeline(tmp_path):

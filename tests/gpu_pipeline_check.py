@@ -23,7 +23,8 @@ def moved_to_gpu(data_dir, device):
     images = images.gpu() if device == "gpu" else images
     images = fn.resize(images, device=device, resize_shorter=20)
     images = fn.crop(images, device=device, crop=(16, 16))
-    return fn.flip(images, device=device, horizontal=fn.random.coin_flip()), labels
+    # the labels too: a batch's array from the reader, copied to the GPU at once
+    return fn.flip(images, device=device, horizontal=fn.random.coin_flip()), labels.gpu() if device == "gpu" else labels
 
 
 def outputs(factory, data_dir, device, **kwargs):

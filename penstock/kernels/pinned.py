@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import math
 import threading
 
 import numpy as np
@@ -267,6 +268,15 @@ def upload_packed(device, arrays: list):
     offsets = np.cumsum([0, *sizes[:-1]]).tolist()
     return _upload_flats(device, [array.reshape(-1) for array in arrays], offsets,
                          [array.shape for array in arrays])
+
+
+def upload_rows(device, rows: np.ndarray):
+    """The rows of an array [N, ...] as a PackedBatch on ``device``: one copy, and no array or
+    tensor per row."""
+    count, shape = len(rows), tuple(rows.shape[1:])
+    volume = math.prod(shape)
+    offsets = list(range(0, count * volume, volume)) if volume else [0] * count
+    return _upload_flats(device, [np.ascontiguousarray(rows).reshape(-1)], offsets, [shape] * count)
 
 
 def upload_ragged(device, column):

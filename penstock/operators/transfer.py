@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, registry
-from penstock.contract import BatchOperator, RaggedColumn
+from penstock.contract import ArrayColumn, BatchOperator, RaggedColumn
 from penstock.schema import OpSchema
 
 registry.register_schema(OpSchema(
@@ -19,9 +19,11 @@ class ToGpu(BatchOperator):
     PackedBatch when the samples share a dtype."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.kernels.pinned import upload_arrays, upload_packed, upload_ragged
+        from penstock.kernels.pinned import upload_arrays, upload_packed, upload_ragged, upload_rows
         if isinstance(inputs[0], RaggedColumn) and inputs[0].complete:  # as the worker processes sent it
             return upload_ragged(batch.device, inputs[0])
+        if isinstance(inputs[0], ArrayColumn) and inputs[0].complete and len(inputs[0]):  # labels, draws
+            return upload_rows(batch.device, inputs[0].array)
         samples = [np.asarray(sample, order="C") for sample in inputs[0]]  # (ascontiguousarray makes 0-d 1-d)
         if not samples:
             return []

@@ -96,10 +96,15 @@ def _stub_gpu_work():
     own Python (plans, tables, arguments) is what runs."""
     import torch
 
+    from penstock.batch import PackedBatch
     from penstock.kernels.image_plan import ImagePlan
     from penstock.operators import decoders
-    decoders.MixedDecoder.run_batch = lambda self, inputs, args, batch: ImagePlan.of(
-        [torch.zeros((8, 8, 3), dtype=torch.uint8) for _ in range(len(inputs[0]))])
+
+    def decoded(self, inputs, args, batch):  # packed, as the GPU's decoders leave a batch
+        count, pixels = len(inputs[0]), 8 * 8 * 3
+        return ImagePlan.of(PackedBatch(torch.zeros(count * pixels, dtype=torch.uint8),
+                                        [index * pixels for index in range(count)], [(8, 8, 3)] * count))
+    decoders.MixedDecoder.run_batch = decoded
     ImagePlan.materialize = lambda self, block=256, per_sample=True: (
         [] if per_sample else None, torch.zeros((len(self.sources), 3, 8, 8)))
 
@@ -107,6 +112,7 @@ def _stub_gpu_work():
 def _training_recipe(args):
     """benchmarks/side_by_side.py's ResNet-50 training pipeline with the GPU work stubbed."""
     from penstock.compat import dali
+    sys.path.insert(0, HERE)
     from side_by_side import build_pipeline
     _stub_gpu_work()
     return build_pipeline(dali, "train", "gpu", args.data, args.batch_size, args.processes)

@@ -102,11 +102,11 @@ def _stub_gpu_work():
 
     def decoded(self, inputs, args, batch):  # packed, as the GPU's decoders leave a batch
         count, pixels = len(inputs[0]), 8 * 8 * 3
-        return ImagePlan.of(PackedBatch(torch.zeros(count * pixels, dtype=torch.uint8),
+        return ImagePlan.of(PackedBatch(torch.empty(count * pixels, dtype=torch.uint8),
                                         [index * pixels for index in range(count)], [(8, 8, 3)] * count))
     decoders.MixedDecoder.run_batch = decoded
     ImagePlan.materialize = lambda self, block=256, per_sample=True: (
-        [] if per_sample else None, torch.zeros((len(self.sources), 3, 8, 8)))
+        [] if per_sample else None, torch.empty((len(self.sources), 3, 8, 8)))
 
 
 def _training_recipe(args):
@@ -129,7 +129,7 @@ def _ssd_front(args):
     from ssd_training import build_pipeline
     _stub_gpu_work()
     registry.implementations()[("box_encoder", "gpu")].run_batch = lambda self, inputs, args, batch: (
-        torch.zeros((len(args), 1, 4)), torch.zeros((len(args), 1), dtype=torch.int32))
+        torch.empty((len(args), 1, 4)), torch.empty((len(args), 1), dtype=torch.int32))
     return build_pipeline(dali, args.data, 300, args.batch_size, args.processes, True)
 
 

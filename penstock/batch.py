@@ -76,7 +76,8 @@ class PackedBatch:
         """Per HWC sample: (address, height, width, row stride in elements), for kernel tables."""
         table = np.empty((len(self.shapes), 4), np.int64)
         if len(self.shapes):
-            table[:, 1:3] = [shape[:2] for shape in self.shapes]
+            shape = self.uniform_shape()
+            table[:, 1:3] = shape[:2] if shape is not None else [shape[:2] for shape in self.shapes]
             table[:, 3] = table[:, 2] * self.shapes[0][2]
             table[:, 0] = np.asarray(self.offsets, np.int64) * self.buffer.element_size() + self.buffer.data_ptr()
         return table

@@ -303,12 +303,23 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     else:
         layouts = _layouts(plan.sources, channels, dtype)
     out_channels = plan.color_matrices.shape[1] + (1 if plan.pad_channels else 0)
-    shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in plan.output_sizes]
-    sizes = [h * w * out_channels for h, w in plan.output_sizes]
-    offsets = [0] * count
-    for index in range(1, count):
-        offsets[index] = offsets[index - 1] + sizes[index - 1]
-    total = offsets[-1] + sizes[-1] if count else 0
+    output_sizes = plan.output_sizes
+    first = output_sizes[0] if count else None
+    uniform = count > 0 and list(output_sizes).count(first) == count  # one output size (a fixed-size resize)
+    if uniform:  # no loop per sample
+        height, width = first
+        shapes = [(out_channels, height, width) if plan.chw else (height, width, out_channels)] * count
+        volume = height * width * out_channels
+        offsets = list(range(0, count * volume, volume)) if volume else [0] * count
+        total, max_pixels = count * volume, height * width
+    else:
+        shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in output_sizes]
+        sizes = [h * w * out_channels for h, w in output_sizes]
+        offsets = [0] * count
+        for index in range(1, count):
+            offsets[index] = offsets[index - 1] + sizes[index - 1]
+        total = offsets[-1] + sizes[-1] if count else 0
+        max_pixels = max(h * w for h, w in output_sizes) if count else 0
     if output is None:
         output = torch.empty(total, dtype=plan.out_dtype, device=device)
     if count == 0:
@@ -330,7 +341,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         shift[:, 1, 2] = -bounds[:, 0]
         maps = shift @ maps
     integers[:count, 4] = offsets
-    integers[:count, 5:7] = plan.output_sizes
+    integers[:count, 5:7] = first if uniform else output_sizes
     integers[count, :2] = (taps_for(plan.filter, plan.stretches[:, 0]), taps_for(plan.filter, plan.stretches[:, 1]))
     reals = np.concatenate([maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
                             plan.color_offsets, plan.fills, plan.borders], axis=1).astype(np.float64, copy=False)
@@ -340,7 +351,6 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
     bounds = None if plan.out_dtype.is_floating_point or plan.out_dtype == torch.bool else \
         numeric.integer_bounds(types.to_numpy_dtype(plan.out_dtype))
-    max_pixels = max(h * w for h, w in plan.output_sizes)
     if INTERPRETED:  # each program costs the interpreter the same, whatever its size: use few
         block = min(4096, triton.next_power_of_2(max_pixels))
     grid = (triton.cdiv(max_pixels, block), count)

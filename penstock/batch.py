@@ -57,9 +57,7 @@ class PackedBatch:
 
     def uniform_shape(self) -> tuple | None:
         """The one shape of every sample, or None when they differ (or there are none)."""
-        shapes = self.shapes if isinstance(self.shapes, (list, tuple)) else list(self.shapes)
-        first = shapes[0] if shapes else None
-        return first if first is not None and shapes.count(first) == len(shapes) else None
+        return one_value(self.shapes)
 
     def dense(self):
         """The batch as one [N, ...] view of the buffer when every sample has one shape and they
@@ -70,14 +68,14 @@ class PackedBatch:
         volume = _volume(shape)
         if list(self.offsets) != list(range(0, len(self.offsets) * volume, volume)):
             return None
-        return self.buffer[:len(self.shapes) * _volume(shape)].view(len(self.shapes), *shape)
+        return self.buffer[:len(self.shapes) * volume].view(len(self.shapes), *shape)
 
     def layouts(self) -> np.ndarray:
         """Per HWC sample: (address, height, width, row stride in elements), for kernel tables."""
         table = np.empty((len(self.shapes), 4), np.int64)
         if len(self.shapes):
-            shape = self.uniform_shape()
-            table[:, 1:3] = shape[:2] if shape is not None else [shape[:2] for shape in self.shapes]
+            uniform = self.uniform_shape()
+            table[:, 1:3] = uniform[:2] if uniform is not None else [shape[:2] for shape in self.shapes]
             table[:, 3] = table[:, 2] * self.shapes[0][2]
             table[:, 0] = np.asarray(self.offsets, np.int64) * self.buffer.element_size() + self.buffer.data_ptr()
         return table
@@ -94,6 +92,19 @@ class DeferredBatch:
         """Runs the planned work: (per-sample tensors, dense [N, ...] tensor or None); with
         ``per_sample=False`` the list may be None when the dense tensor is there."""
         raise NotImplementedError
+
+
+def one_value(values):
+    """The value every item of ``values`` has, or None (also for no items): compared in C, not item
+    by item in Python, for the per-sample lists of a batch (sizes, shapes, argument dicts)."""
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    if not values:
+        return None
+    first = values[0]
+    try:
+        return first if values.count(first) == len(values) else None
+    except ValueError:  # items whose comparison is not a bool (arrays)
+        return None
 
 
 def _volume(shape) -> int:

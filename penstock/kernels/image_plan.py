@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from penstock.kernels import triton_resample
-from penstock.batch import DeferredBatch, PackedBatch, hwc_facts
+from penstock.batch import DeferredBatch, PackedBatch, hwc_facts, one_value
 from penstock.kernels.triton_resample import (BORDER_CLAMP, BORDER_CONSTANT, BORDER_FILL_OUTSIDE, BORDER_REFLECT,
                                               BORDER_REFLECT_101, BORDER_WRAP, ResamplePlan, run_resample)
 
@@ -107,7 +107,7 @@ class ImagePlan(DeferredBatch):
         """The plan whose output pixel edges map through ``step`` ([N, 3, 3], new output -> current
         output) and then through the current map."""
         if sizes is not self.sizes:
-            same = _one_value(sizes)
+            same = one_value(sizes)
             sizes = [(int(same[0]), int(same[1]))] * len(sizes) if same is not None else \
                 [(int(h), int(w)) for h, w in sizes]
         return replace(self, maps=self.maps @ step, sizes=sizes)
@@ -283,21 +283,10 @@ def _source_sizes(sources) -> list:
     return sources.sizes if isinstance(sources, PackedBatch) else [tuple(source.shape[:2]) for source in sources]
 
 
-def _one_value(values: list):
-    """The value every item of ``values`` has (compared in C, not item by item in Python), or None."""
-    if not values:
-        return None
-    first = values[0]
-    try:
-        return first if values.count(first) == len(values) else None
-    except (AttributeError, ValueError):  # not a list; items whose comparison is not a bool
-        return None
-
-
 def _float_pairs(values: list, width: int = 2) -> np.ndarray:
     """float64 [N, width] of a list of N tuples (sizes, windows): one row broadcast when they are all
     the same, which skips converting hundreds of tuples."""
-    same = _one_value(values)
+    same = one_value(values)
     if same is not None:
         return np.broadcast_to(np.asarray(same, np.float64).reshape(1, -1), (len(values), len(same)))
     return np.asarray(values, np.float64).reshape(len(values), width)

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from penstock import numeric, types
-from penstock.batch import PackedBatch, hwc_facts
+from penstock.batch import PackedBatch, hwc_facts, one_value
 from penstock.kernels.pinned import upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -304,8 +304,8 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         layouts = _layouts(plan.sources, channels, dtype)
     out_channels = plan.color_matrices.shape[1] + (1 if plan.pad_channels else 0)
     output_sizes = plan.output_sizes
-    first = output_sizes[0] if count else None
-    uniform = count > 0 and list(output_sizes).count(first) == count  # one output size (a fixed-size resize)
+    first = one_value(output_sizes)  # one output size (a fixed-size resize)
+    uniform = first is not None
     if uniform:  # no loop per sample
         height, width = first
         shapes = [(out_channels, height, width) if plan.chw else (height, width, out_channels)] * count

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from penstock import devices, numeric, registry, types
+from penstock.batch import one_value
 from penstock.contract import BatchArgs, BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
@@ -249,10 +250,7 @@ def _crop_args_shared(args) -> bool:
         return False
     if isinstance(args, BatchArgs):
         return not any(args.varies(arg.name) for arg in CROP_ARGS)
-    try:
-        return list(args).count(args[0]) == len(args)
-    except ValueError:  # values whose comparison is not a bool (arrays): taken sample by sample
-        return False
+    return one_value(args) is not None
 
 
 def _crop_args(args) -> list:
@@ -265,7 +263,7 @@ def crop_windows(plan, args: list, op_name: str) -> list:
     """Each sample's crop window for a GPU plan; worked out once per distinct (size, arguments):
     samples share argument dictionaries when their per-sample arguments are equal."""
     sizes = plan.sizes
-    if _crop_args_shared(args) and list(sizes).count(sizes[0]) == len(sizes):
+    if _crop_args_shared(args) and one_value(sizes) is not None:
         # one size and one set of arguments (a crop after a fixed-size resize): one window for all
         (height, width), a = sizes[0], args[0]
         placement = crop_placement(height, width, a) or (0, 0, height, width)

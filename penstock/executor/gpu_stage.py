@@ -87,7 +87,7 @@ class GpuStage:
         # (event, inputs kept alive until it, the worker processes' rings to release after it)
         self._pending: collections.deque = collections.deque()
         self._streams: list = []  # one CUDA stream per batch in flight (None on a device that is not CUDA)
-        self._started: Job | None = None  # a batch whose operators ran, outputs not yet made
+        self._started: collections.deque = collections.deque()  # batches whose first operators ran, oldest first
         self._taken: Job | None = None  # the next batch, taken from the queue; its CPU stage may still be running
         self._finishing: Job | None = None  # the batch whose outputs are being made
         # A batch's steps up to its last one that hands calls to the decode stage run when it is
@@ -111,12 +111,12 @@ class GpuStage:
             step.impl.close()
 
     def run(self) -> None:
-        """Batches in order, two at a time: batch i+1's first operators run (through its decode,
-        queued on the decoders) before batch i's other operators and its outputs (waiting for its
-        decode, launching its kernels), so the decoders have the next batch while this thread works
-        on the current one.
-        Each of the two gets its own CUDA stream: batch i's kernel never waits behind batch i+1's
-        decode.
+        """Batches in order, GPU_BATCHES_IN_FLIGHT at a time: batch i+1's first operators run
+        (through its decode, queued on the decoders) before batch i's other operators and its
+        outputs (waiting for its decode, launching its kernels), so the decoders have the next
+        batch while this thread works on the current one.
+        Each batch in flight gets its own CUDA stream: batch i's kernel never waits behind batch
+        i+1's decode.
 
         CUDA objects (streams, the batches in progress) hang off this object, which the executor
         holds, not off this thread's frame: when another pipeline forks its worker processes, the
@@ -131,7 +131,7 @@ class GpuStage:
             except Exception:  # run_batch makes it again and reports the error on the batch, naming the operator
                 pass
         while not self._stopping.is_set():
-            idle = self._started is None
+            idle = not self._started
             waited = time.perf_counter()
             if self._taken is None:
                 try:
@@ -143,17 +143,20 @@ class GpuStage:
             if idle:
                 self._timer()["waiting for the CPU stage (gpu)"] += time.perf_counter() - waited
             if not ready:
-                if self._started is not None:  # nothing to start now: finish the started batch rather than wait
-                    self._finishing, self._started = self._started, None
-                    self._finish_batch(self._finishing)
-                    self._finishing = None
+                if self._started:  # nothing to start now: finish the oldest started batch rather than wait
+                    self._finish_oldest()
                 continue
             self._start_batch(taken, self._streams[taken.iteration % GPU_BATCHES_IN_FLIGHT])
-            self._finishing, self._started, self._taken = self._started, taken, None
+            self._started.append(taken)
+            self._taken = None
             del taken
-            if self._finishing is not None:
-                self._finish_batch(self._finishing)
-                self._finishing = None
+            if len(self._started) >= GPU_BATCHES_IN_FLIGHT:
+                self._finish_oldest()
+
+    def _finish_oldest(self) -> None:
+        self._finishing = self._started.popleft()
+        self._finish_batch(self._finishing)
+        self._finishing = None
 
     def _start_batch(self, job: Job, stream) -> None:
         """The batch operators of one batch, in graph order, queued on ``stream``; what they

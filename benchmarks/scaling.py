@@ -106,7 +106,8 @@ def run_rank(args) -> None:
     classes = len([entry for entry in os.scandir(args.data) if entry.is_dir()])
     model = nn.Sequential(nn.Conv2d(3, 32, 7, stride=4, padding=3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(32, classes)).to(device)
-    model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if gpu else None)
+    if args.loop != "local-step":  # local-step: each rank's own model, no gradient all-reduce between the ranks
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if gpu else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step(batch):
@@ -265,9 +266,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--crop", type=int, default=224)
     parser.add_argument("--check", action="store_true", help="check the exactly-once delivery (penstock)")
-    parser.add_argument("--loop", default="step", choices=("step", "iterate", "side-stream"),
+    parser.add_argument("--loop", default="step", choices=("step", "iterate", "side-stream", "local-step"),
                         help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone; "
-                             "'side-stream': the step on a CUDA stream of its own")
+                             "'side-stream': the step on a CUDA stream of its own; 'local-step': the same step on "
+                             "each rank's own model, without the all-reduce that makes the ranks wait for each other")
     parser.add_argument("--prefetch", type=int, default=2, help="prefetch_queue_depth of every pipeline")
     parser.add_argument("--pin", action="store_true",
                         help="each rank (with its threads and worker processes) keeps to its share of the cores")

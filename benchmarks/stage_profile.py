@@ -4,6 +4,7 @@ stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads; GP
 GPU stage's one thread spends them, which is what sets a GPU pipeline's pace).
 
 usage: python benchmarks/stage_profile.py PIPELINE --data DIR [--device gpu] [--batches 30]
+       [--decoder cpu_decoder_load=0.1,...]
 PIPELINE: train, val or aug (benchmarks/side_by_side.py's, on a folder-per-class set) or ssd
 (examples/ssd_training.py's, on a COCO-format set made by benchmarks/make_coco.py).
 """
@@ -29,7 +30,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--decoder", default="", help="arguments added to the decoder of train, val or aug, "
+                                                      "as name=value,... (e.g. cpu_decoder_load=0.1)")
     args = parser.parse_args()
+    decoder_args = {name: float(value) for name, value in (item.split("=") for item in args.decoder.split(",") if item)}
 
     import penstock.compat.dali as api
     gpu = args.device == "gpu"
@@ -40,22 +44,26 @@ def main() -> None:
         from side_by_side import build_pipeline
         if args.pipeline == "aug":
             importlib.import_module("penstock.compat.dali.auto_aug.rand_augment")
-        pipe = build_pipeline(api, args.pipeline, args.device, args.data, args.batch_size, args.threads)
+        pipe = build_pipeline(api, args.pipeline, args.device, args.data, args.batch_size, args.threads, decoder_args)
     pipe.build()
     synchronize = lambda: None  # noqa: E731
     if gpu:
         import torch
         synchronize = torch.cuda.synchronize
+    from penstock.bench import _process_cpu_seconds, descendant_pids
     for _ in range(args.warmup):
         pipe.run()
     synchronize()
     before, began = pipe.stage_seconds(), time.perf_counter()
+    cpu_before = _process_cpu_seconds(descendant_pids())
     for _ in range(args.batches):
         pipe.run()
     synchronize()
     elapsed, after = time.perf_counter() - began, pipe.stage_seconds()
-    print(f"{args.pipeline} on {args.device}: {args.batches * args.batch_size / elapsed:,.0f} images/s, "
-          f"{elapsed / args.batches * 1000:.1f} ms per batch of {args.batch_size}")
+    cores = (_process_cpu_seconds(descendant_pids()) - cpu_before) / elapsed
+    print(f"{args.pipeline} on {args.device}{' ' + args.decoder if args.decoder else ''}: "
+          f"{args.batches * args.batch_size / elapsed:,.0f} images/s, {elapsed / args.batches * 1000:.1f} ms per "
+          f"batch of {args.batch_size}, {cores:.1f} CPU cores busy")
     spent = {stage: after[stage] - before.get(stage, 0.0) for stage in after}
     for stage in sorted(spent, key=spent.get, reverse=True):
         print(f"  {spent[stage] / args.batches * 1000:8.2f} ms/batch  {stage}")

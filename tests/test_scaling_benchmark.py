@@ -28,3 +28,17 @@ def test_one_and_two_ranks_under_torchrun(tmp_path):
     cores = len(os.sched_getaffinity(0))
     assert two["threads_per_rank"] == [max(1, cores // 2)] * 2 and one["threads_per_rank"] == [cores]
     assert two["efficiency"] > 0 and "| penstock | 2 |" in completed.stdout
+
+
+def test_ranks_stepping_their_own_models(tmp_path):
+    """--loop local-step: the same step without DistributedDataParallel (no all-reduce between the ranks)."""
+    data = tmp_path / "data"
+    make_class_tree(str(data), {"a": 5, "b": 4}, height=40, width=48)
+    result = tmp_path / "scaling.json"
+    completed = subprocess.run(
+        [sys.executable, os.path.join(HERE, "..", "benchmarks", "scaling.py"), "--data", str(data), "--device", "cpu",
+         "--gpus", "2", "--runners", "penstock", "--batch-size", "2", "--steps", "2", "--crop", "32",
+         "--loop", "local-step", "--json", str(result)], capture_output=True, text=True, timeout=240, cwd=str(tmp_path))
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    [row] = json.loads(result.read_text())
+    assert row["status"] == "ok" and row["steps_per_epoch"] == [3, 3] and row["images_per_second"] > 0

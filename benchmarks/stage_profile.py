@@ -1,6 +1,6 @@
 """Where one of penstock's benchmark pipelines spends its time: images/s over a number of batches
 in one process (``Pipeline.run()``, no iterator), then the seconds per batch of every operator and
-stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads; GPU operators as the
+stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads or worker processes; GPU operators as the
 GPU stage's one thread spends them, which is what sets a GPU pipeline's pace).
 
 usage: python benchmarks/stage_profile.py PIPELINE --data DIR [--device gpu] [--batches 30]

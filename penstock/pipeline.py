@@ -426,7 +426,8 @@ class Pipeline:
         return {node.name: self._impls[node.index].engines for node in self._nodes} if self._executor else {}
 
     def stage_seconds(self) -> dict[str, float]:
-        """Seconds spent so far in each operator and stage (CPU operators summed over threads)."""
+        """Seconds spent so far in each operator and stage (CPU operators summed over their threads or
+        worker processes)."""
         return self._executor.stage_seconds() if self._executor is not None else {}
 
     def close(self) -> None:

@@ -32,6 +32,23 @@ def test_processes_give_the_same_batches_as_threads(data):
             np.testing.assert_array_equal(a, b)
 
 
+def test_stage_seconds_count_the_operators_the_processes_ran(data):
+    """stage_seconds() has each operator's time whether it ran on a thread or in a worker process."""
+    stages = {}
+    for worker_processes in (False, True):
+        pipe = imagenet_train(data, batch_size=4, num_threads=2, device_id=None, seed=11, crop=32,
+                              worker_processes=worker_processes)
+        try:
+            for _ in range(3):
+                pipe.run()
+            stages[worker_processes] = pipe.stage_seconds()
+        finally:
+            pipe.close()
+    operators = {name for name in stages[False] if "thread" not in name}
+    assert {"readers.file", "decoders.image_random_crop"} <= operators
+    assert operators <= set(stages[True]) and all(stages[True][name] > 0 for name in operators)
+
+
 def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
     folder = tmp_path / "class_0"
     folder.mkdir()

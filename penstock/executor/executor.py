@@ -282,8 +282,8 @@ class Executor:
                 pinned.unpin(ring.memory)
 
     def stage_seconds(self) -> dict[str, float]:
-        """Seconds spent so far in each operator and stage, summed over threads (CPU operators run on
-        several threads at once, so their sum can exceed the wall time)."""
+        """Seconds spent so far in each operator and stage, summed over threads and worker processes
+        (CPU operators run on several at once, so their sum can exceed the wall time)."""
         return self._times.totals()
 
     def _refill(self, job: Job) -> None:

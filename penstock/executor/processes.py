@@ -15,7 +15,7 @@ request (dispatcher -> process), made by ``_requests``: a list with one block pe
     shared      kept slot -> location in the SharedArena of the batch's buffer for that value, for
                 the values per-sample operators may write straight into their sample's row.
     None instead of a request stops the process.
-reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns, seconds):
+reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns, seconds, times):
     errors      per sample of the request, in order: None, or a PipelineError (its message and fields)
                 of its failure (which names the operator and the sample's source when an operator
                 failed);
@@ -25,7 +25,9 @@ reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, colu
                 go through ``SharedRing.put_column``: arrays large enough are written into the
                 process's shared ring when it has room, and travel as RingRefs, or, for values with
                 the ring's row protocol (encoded images), the column as one RingRows array;
-    seconds     how long the process took for the request (the dispatcher sizes its messages by it).
+    seconds     how long the process took for the request (the dispatcher sizes its messages by it);
+    times       the seconds each operator took for the request, by name: the pipeline's stage_seconds()
+                adds them up (they are the process's own stage times).
 """
 from __future__ import annotations
 
@@ -183,7 +185,10 @@ class WorkerProcesses:
     def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> None:
         """Stores a reply's values in their batches, value by value (kept slot) rather than sample
         by sample: a preparation's values are resolved from the ring together."""
-        errors, columns, _ = reply
+        errors, columns, _, times = reply
+        timings = self._runner.timings()  # this thread's: stage_seconds() sums every thread's
+        for stage, seconds in times.items():
+            timings[stage] += seconds
         done = tasks
         if errors.count(None) != len(errors):
             done = []
@@ -438,6 +443,8 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
     _keep_freed_memory()
     plan = runner.plan
     kept_count = len(plan.kept)
+    timings = runner.timings()
+    reported = dict(timings)  # what was there at the fork is the pipeline process's, not this one's
     while True:
         try:
             message = connection.recv()
@@ -464,7 +471,12 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         columns = [None if slot in plan.passed_slots else  # the pipeline's process has these
                    ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
                    else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]
-        connection.send((errors, columns, time.perf_counter() - started))
+        seconds = time.perf_counter() - started
+        times = {stage: spent - reported.get(stage, 0.0) for stage, spent in timings.items()
+                 if spent != reported.get(stage, 0.0)}
+        if times:
+            reported = dict(timings)
+        connection.send((errors, columns, seconds, times))
 
 
 def _store_array(runs: list, slot: int, column: np.ndarray) -> None:

@@ -25,6 +25,10 @@ class SampleRunner:
         self._pools = pools
         self._timer = times.of_this_thread
 
+    def timings(self) -> dict:
+        """The calling thread's stage times (stage -> seconds), which compute() adds to."""
+        return self._timer()
+
     def request(self, job: Job, index: int) -> tuple:
         """What computing one sample of ``job`` needs: (source items, random draws, index, source info)."""
         source_info = job.source_infos[index] if job.source_infos else ""

@@ -128,8 +128,11 @@ def _ssd_front(args):
     sys.path.insert(0, os.path.join(HERE, "..", "examples"))
     from ssd_training import build_pipeline
     _stub_gpu_work()
+    from penstock.batch import PackedBatch
+    # packed dense batches, as the box encoder returns them
     registry.implementations()[("box_encoder", "gpu")].run_batch = lambda self, inputs, args, batch: (
-        torch.empty((len(args), 1, 4)), torch.empty((len(args), 1), dtype=torch.int32))
+        PackedBatch.of_dense(torch.empty((len(args), 1, 4))),
+        PackedBatch.of_dense(torch.empty((len(args), 1), dtype=torch.int32)))
     return build_pipeline(dali, args.data, 300, args.batch_size, args.processes, True)
 
 

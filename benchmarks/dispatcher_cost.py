@@ -9,8 +9,9 @@ usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|train-f
 decoder; DIR a folder-per-class JPEG set), ``train-full`` the whole ResNet-50 training recipe of
 benchmarks/side_by_side.py (resize and crop_mirror_normalize too), ``ssd`` the whole SSD pipeline of
 examples/ssd_training.py (DIR a COCO set from make_coco.py: boxes, labels and per-sample colour
-arguments cross too), on the emulated GPU. The mixed decoder's worker-side work runs as on a GPU (read the file, parse the JPEG
-header, choose the window: an EncodedImage back through the shared ring); its decode, the image
+arguments cross too), on the emulated GPU. The mixed decoder's worker-side work runs as on a GPU
+(read the file, parse the JPEG header, choose the window: an EncodedImage back through the shared
+ring); its decode, the image
 kernel and the box encoder are replaced by empty results, so that the CPU stage, its messages and
 the GPU stage's own Python are what runs. Prints images/s, the dispatcher thread's CPU time per
 sample and the GPU stage thread's per batch (time.thread_time, over the whole run): the interpreter

@@ -242,12 +242,17 @@ def torchvision_ssd_batches(device: str, coco: str, batch_size: int, threads: in
         epoch = iter(loader)
 
 
+def decoder_arguments(settings: str) -> dict:
+    """'name=value,...' (a runner's settings, such as cpu_decoder_load=0.1) as the decoder's arguments."""
+    return {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
+
+
 def run_case(args) -> None:
     started = float(os.environ["SIDE_BY_SIDE_STARTED"])
     device, kind = args.case.split("-")
     import torch
     library, _, settings = args.runner.partition(":")
-    decoder_args = {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
+    decoder_args = decoder_arguments(settings)
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     if library == "torchvision" and kind == "ssd":
         imported = time.time()

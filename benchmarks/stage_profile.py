@@ -1,7 +1,7 @@
 """Where one of penstock's benchmark pipelines spends its time: images/s over a number of batches
 in one process (``Pipeline.run()``, no iterator), then the seconds per batch of every operator and
-stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads or worker processes; GPU operators as the
-GPU stage's one thread spends them, which is what sets a GPU pipeline's pace).
+stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads or worker processes; GPU
+operators as the GPU stage's one thread spends them, which is what sets a GPU pipeline's pace).
 
 usage: python benchmarks/stage_profile.py PIPELINE --data DIR [--device gpu] [--batches 30]
        [--decoder cpu_decoder_load=0.1,...]
@@ -33,7 +33,6 @@ def main() -> None:
     parser.add_argument("--decoder", default="", help="arguments added to the decoder of train, val or aug, "
                                                       "as name=value,... (e.g. cpu_decoder_load=0.1)")
     args = parser.parse_args()
-    decoder_args = {name: float(value) for name, value in (item.split("=") for item in args.decoder.split(",") if item)}
 
     import penstock.compat.dali as api
     gpu = args.device == "gpu"
@@ -41,10 +40,11 @@ def main() -> None:
         from ssd_training import build_pipeline as ssd_pipeline
         pipe = ssd_pipeline(api, args.data, 300, args.batch_size, args.threads, gpu)
     else:
-        from side_by_side import build_pipeline
+        from side_by_side import build_pipeline, decoder_arguments
         if args.pipeline == "aug":
             importlib.import_module("penstock.compat.dali.auto_aug.rand_augment")
-        pipe = build_pipeline(api, args.pipeline, args.device, args.data, args.batch_size, args.threads, decoder_args)
+        pipe = build_pipeline(api, args.pipeline, args.device, args.data, args.batch_size, args.threads,
+                              decoder_arguments(args.decoder))
     pipe.build()
     synchronize = lambda: None  # noqa: E731
     if gpu:

@@ -32,7 +32,7 @@ class PackedBatch:
         """The rows of a dense [N, ...] tensor, without a view per row."""
         shape = tuple(tensor.shape[1:])
         volume = _volume(shape)
-        return cls(tensor.reshape(-1), [index * volume for index in range(len(tensor))], [shape] * len(tensor))
+        return cls(tensor.reshape(-1), back_to_back(len(tensor), volume), [shape] * len(tensor))
 
     def __len__(self) -> int:
         return len(self.shapes)
@@ -66,7 +66,7 @@ class PackedBatch:
         if shape is None:
             return None
         volume = _volume(shape)
-        if list(self.offsets) != list(range(0, len(self.offsets) * volume, volume)):
+        if list(self.offsets) != back_to_back(len(self.offsets), volume):
             return None
         return self.buffer[:len(self.shapes) * volume].view(len(self.shapes), *shape)
 
@@ -105,6 +105,11 @@ def one_value(values):
         return first if values.count(first) == len(values) else None
     except ValueError:  # items whose comparison is not a bool (arrays)
         return None
+
+
+def back_to_back(count: int, volume: int) -> list:
+    """The offsets of ``count`` samples of ``volume`` elements each, one after the other."""
+    return list(range(0, count * volume, volume)) if volume else [0] * count
 
 
 def _volume(shape) -> int:

@@ -356,3 +356,11 @@ def test_augmentations_change_between_epochs(image_root, reference_run):
     second = {int(label): image for label, image in zip(labels_second_epoch, images_second_epoch)}
     assert sorted(first) == sorted(second) == list(range(10))
     assert any(not np.array_equal(first[label], second[label]) for label in range(10))
+
+
+def test_packed_batch_of_empty_samples_is_dense():
+    """Samples with no elements (no boxes) lie back to back too: the batch is one [N, 0, 4] tensor."""
+    from penstock.batch import PackedBatch
+    packed = PackedBatch.of_dense(torch.empty((3, 0, 4)))
+    assert packed.offsets == [0, 0, 0] and tuple(packed.dense().shape) == (3, 0, 4)
+    assert tuple(PackedBatch.of_dense(torch.arange(12).reshape(3, 4)).dense().shape) == (3, 4)

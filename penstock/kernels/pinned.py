@@ -273,10 +273,10 @@ def upload_packed(device, arrays: list):
 def upload_rows(device, rows: np.ndarray):
     """The rows of an array [N, ...] as a PackedBatch on ``device``: one copy, and no array or
     tensor per row."""
+    from penstock.batch import back_to_back
     count, shape = len(rows), tuple(rows.shape[1:])
-    volume = math.prod(shape)
-    offsets = list(range(0, count * volume, volume)) if volume else [0] * count
-    return _upload_flats(device, [np.ascontiguousarray(rows).reshape(-1)], offsets, [shape] * count)
+    return _upload_flats(device, [np.ascontiguousarray(rows).reshape(-1)], back_to_back(count, math.prod(shape)),
+                         [shape] * count)
 
 
 def upload_ragged(device, column):

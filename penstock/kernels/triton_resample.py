@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from penstock import numeric, types
-from penstock.batch import PackedBatch, hwc_facts, one_value
+from penstock.batch import PackedBatch, back_to_back, hwc_facts, one_value
 from penstock.kernels.pinned import upload_arrays
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -310,7 +310,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         height, width = first
         shapes = [(out_channels, height, width) if plan.chw else (height, width, out_channels)] * count
         volume = height * width * out_channels
-        offsets = list(range(0, count * volume, volume)) if volume else [0] * count
+        offsets = back_to_back(count, volume)
         total, max_pixels = count * volume, height * width
     else:
         shapes = [((out_channels, h, w) if plan.chw else (h, w, out_channels)) for h, w in output_sizes]

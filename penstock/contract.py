@@ -385,11 +385,12 @@ class WholeBatchOperator(Operator):
 
 class RowPreparation(tuple):
     """A per-sample preparation (what ``BatchOperator.prepare`` returns) that crosses from a worker
-    process as a row of ints: a tuple whose first item is flat bytes (uint8, 1-D: an encoded
-    image), which go through the process's shared ring, and whose other items ``ring_row`` gives as
-    ints. A worker sends the preparations of a request as one int64 array of such rows, and the
-    pipeline's process makes no object per field. Subclasses stay plain tuples (no __new__ of
-    their own, ``__slots__ = ()``)."""
+    process as a row of ints: a tuple whose first item is a C-contiguous uint8 array (an encoded
+    image, or decoded pixels), whose bytes go through the process's shared ring, and whose other
+    items ``ring_row`` gives as ints (``from_ring_row`` gets the bytes back flat: the ints must tell
+    any other shape). A worker sends the preparations of a request as one int64 array of such rows,
+    and the pipeline's process makes no object per field. Subclasses stay plain tuples (no __new__
+    of their own, ``__slots__ = ()``)."""
 
     __slots__ = ()
     ROW_FIELDS = 0  # how many ints ring_row() gives
@@ -400,7 +401,8 @@ class RowPreparation(tuple):
 
     @classmethod
     def from_ring_row(cls, data, row) -> "RowPreparation":
-        """The preparation again from its bytes (``data``, read in place) and ``ring_row()``'s ints."""
+        """The preparation again from its bytes (``data``, flat, read in place) and ``ring_row()``'s
+        ints."""
         raise NotImplementedError
 
 
@@ -414,8 +416,9 @@ def address_of(data: np.ndarray) -> int:
         return data.__array_interface__["data"][0]
 
 
-def is_flat_bytes(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 1 and value.flags.c_contiguous
+def is_row_bytes(value) -> bool:
+    """Whether a RowPreparation's first item can be addressed as bytes: a C-contiguous uint8 array."""
+    return isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.flags.c_contiguous
 
 
 class BatchColumn:
@@ -479,7 +482,7 @@ class RowColumn(BatchColumn):
         return len(self.rows)
 
     def __setitem__(self, index: int, value) -> None:
-        if type(value) is self.kind and is_flat_bytes(value[0]):
+        if type(value) is self.kind and is_row_bytes(value[0]):
             data = value[0]
             self.rows[index] = (address_of(data), data.nbytes, *value.ring_row())
             self.held[index] = value

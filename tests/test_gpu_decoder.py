@@ -225,19 +225,55 @@ def test_the_cpu_share_spreads_over_the_batch():
     assert nothing.gpu_reads_preparations  # the GPU's decoders read the JPEGs out of the workers' rings
 
 
-def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones():
+@pytest.mark.parametrize("where", ["pageable", "pinned ring"])
+def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(where):
+    """Pixels the workers decoded arrive as rows of kind PIXELS (their bytes in a worker's ring, or
+    in an array of this process), copied into the batch buffer without an object per image: from a
+    pinned ring in place, from other memory through a staged upload."""
+    import mmap
+
+    import torch
+    from penstock.contract import RowColumn
+    from penstock.kernels import pinned
+    from penstock.kernels.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
+    decoder = _gpu_decoder()
+    memory = mmap.mmap(-1, 1 << 20)
+    ring = np.frombuffer(memory, np.uint8)
+    if where == "pinned ring":
+        assert pinned.pin(memory)
+    try:
+        items = _items(["baseline 4:2:0", "gray", "baseline 4:4:4"])
+        decoded = image_codecs.decode(KINDS["PNG"][0], DALIImageType.RGB)
+        pixels = [np.ascontiguousarray(decoded[3:40, 2:50]), np.ascontiguousarray(decoded[:20, :30])]
+        for position, (index, image) in enumerate(zip((1, 3), pixels)):
+            stored = ring[8192 * position:8192 * position + image.nbytes].reshape(image.shape)
+            stored[:] = image
+            items.insert(index, EncodedImage((stored, None, *image.shape[:2], False)))
+        column = RowColumn.of(EncodedImage, items)
+        assert column.rows[[1, 3], _KIND].tolist() == [PIXELS, PIXELS] and not column.others
+        pending = decoder.submit(column, torch.cuda.current_stream())
+        pending.wait()
+        torch.cuda.synchronize()
+        for index, image in zip((1, 3), pixels):
+            np.testing.assert_array_equal(pending.images[index].cpu().numpy(), image)
+        _check_against_cpu([items[0], items[2], items[4]], [pending.images[0], pending.images[2], pending.images[4]])
+        assert decoder.decoded_on_cpu == 2 and decoder.decoded_on_gpu == 3
+        assert decoder.copied_in_place == (2 if where == "pinned ring" else 0)
+    finally:
+        if where == "pinned ring":
+            torch.cuda.synchronize()
+            pinned.unpin(memory)
+        decoder.close()
+
+
+def test_pixels_of_the_wrong_size_are_named():
     import torch
     from penstock.kernels.nvimgcodec_decode import EncodedImage
     decoder = _gpu_decoder()
-    items = _items(["baseline 4:2:0", "gray", "baseline 4:4:4"])
-    pixels = image_codecs.decode(KINDS["PNG"][0], DALIImageType.RGB)[3:40, 2:50]
-    items.insert(1, EncodedImage((np.ascontiguousarray(pixels), None, 37, 48, False)))
-    pending = decoder.submit(items, torch.cuda.current_stream())
-    pending.wait()
-    torch.cuda.synchronize()
-    np.testing.assert_array_equal(pending.images[1].cpu().numpy(), pixels)
-    _check_against_cpu([items[0], *items[2:]], [pending.images[0], *pending.images[2:]])
-    assert decoder.decoded_on_cpu == 1 and decoder.decoded_on_gpu == 3
+    items = _items(["baseline 4:2:0"])
+    items.append(EncodedImage((np.zeros((10, 12, 1), np.uint8), None, 10, 12, False)))  # one channel, not three
+    with pytest.raises(image_codecs.DecodeError, match="sample 1: decoded on the CPU to 120 bytes"):
+        decoder.submit(items, torch.cuda.current_stream())
     decoder.close()
 
 

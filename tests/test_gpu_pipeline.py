@@ -66,6 +66,40 @@ def test_gpu_pipelines_match_cpu(jpeg_folder):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_decoded_images_of_two_batches_at_most_are_held(tmp_path):
+    """A batch's decoded images are freed once the work that reads them is queued: the batch two on,
+    on the same stream, decodes into their memory, so two batches' decode buffers are alive at once
+    (the one decoding and the one being resized), not three."""
+    import torch
+
+    from penstock import fn, pipeline_def
+    from penstock.kernels.nvimgcodec_decode import buffer_bytes
+
+    for index in range(4):
+        (tmp_path / "class_0").mkdir(exist_ok=True)
+        Image.fromarray(smooth_image(1200, 1600, seed=index)).save(tmp_path / "class_0" / f"large_{index}.jpg",
+                                                                    quality=90)
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=1)
+    def large_photos():
+        encoded, _ = fn.readers.file(file_root=str(tmp_path), name="Reader")
+        return fn.resize(fn.decoders.image(encoded, device="mixed"), resize_x=32, resize_y=32)
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    pipe = large_photos()
+    for _ in range(10):
+        pipe.run()
+    torch.cuda.synchronize()
+    decode_buffer = buffer_bytes(4 * 1200 * 1600 * 3)
+    held = torch.cuda.max_memory_allocated() - base  # the outputs (4 x 32 x 32 x 3 bytes) are small beside
+    pipe.close()
+    assert 2 * decode_buffer <= held < 2.5 * decode_buffer, (held, decode_buffer)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_external_source_on_the_gpu_gives_cuda_batches():
     import torch
 

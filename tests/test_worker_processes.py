@@ -88,33 +88,37 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 
     from penstock.contract import RowColumn
     from penstock.executor.shared_ring import RingRows, SharedRing
-    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    from penstock.kernels.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
 
-    ring = SharedRing(size=1 << 16)
+    ring = SharedRing(size=1 << 17)
     image = np.arange(20_000, dtype=np.uint8)
-    decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
+    small = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))  # below the ring's smallest array
+    pixels = np.arange(64 * 48 * 3, dtype=np.uint8).reshape(64, 48, 3)
+    decoded = EncodedImage((pixels, None, 64, 48, False))  # decoded on the worker: a row of kind PIXELS
     images = [EncodedImage((image + i, (1, 2, 3, 4) if i else None, 7, 8, bool(i % 2))) for i in range(2)]
-    column = pickle.loads(pickle.dumps(ring.put_column([images[0], decoded, images[1]])))
+    column = pickle.loads(pickle.dumps(ring.put_column([images[0], small, images[1], decoded])))
     assert type(column) is RingRows
     positions, rows, ends, others = ring.resolve_rows(column)
-    assert positions.tolist() == [0, 2] and ends.tolist() == [20_000, 40_000]
-    assert list(others) == [1] and others[1][1] == 0  # pixels go one by one
-    assert type(others[1][0]) is EncodedImage and np.array_equal(others[1][0].data, decoded.data)
+    assert positions.tolist() == [0, 2, 3] and ends.tolist() == [20_000, 40_000, 40_000 + pixels.nbytes]
+    assert rows[:, _KIND].tolist() == [0, 1, PIXELS]  # nvImageCodec JPEG, hardware JPEG, pixels
+    assert list(others) == [1] and others[1][1] == 0  # a small image goes through the pipe
+    assert type(others[1][0]) is EncodedImage and np.array_equal(others[1][0].data, small.data)
     # the batch's column takes the rows at once; indexing makes a sample's EncodedImage, read in place
-    batch = RowColumn.of(EncodedImage, [None] * 4)
-    batch.put_rows([3, 1], rows)
-    batch[0] = others[1][0]
-    assert batch[2] is None and batch[0] is others[1][0] and batch.rows[0, RowColumn.NBYTES] == -1
-    for index, sent in ((3, images[0]), (1, images[1])):
+    batch = RowColumn.of(EncodedImage, [None] * 5)
+    batch.put_rows([3, 1, 4], rows)
+    batch[0] = others[1][0]  # in this process, pixels of any size become a row
+    assert batch[2] is None and batch[0] is others[1][0] and batch.rows[0, _KIND] == PIXELS
+    assert batch.rows[0, RowColumn.NBYTES] == small.data.nbytes
+    for index, sent in ((3, images[0]), (1, images[1]), (4, decoded)):
         received = batch[index]
         assert type(received) is EncodedImage and received[1:] == sent[1:]
-        np.testing.assert_array_equal(received[0], sent[0])
-    # no room for all three: the ones that fit as rows, the last as itself
-    fallback = ring.put_column([EncodedImage((image, None, 7, 8, True))] * 3)
-    assert type(fallback) is RingRows and len(fallback[1]) == 1 and isinstance(fallback[2][2], EncodedImage)
+        np.testing.assert_array_equal(received[0], sent[0])  # pixels come back in their shape
+    # no room for all four: the ones that fit as rows, the last as itself
+    fallback = SharedRing(size=1 << 16).put_column([EncodedImage((image, None, 7, 8, True))] * 4)
+    assert type(fallback) is RingRows and len(fallback[1]) == 3 and isinstance(fallback[2][3], EncodedImage)
     # values without the row protocol go one by one
-    assert ring.put_column([decoded]) == [decoded]
-    assert ring.resolve_column([decoded]) == ([decoded], [0])
+    assert ring.put_column([small]) == [small]
+    assert ring.resolve_column([small]) == ([small], [0])
 
 
 def test_row_column_of_preparations_made_in_this_process():
@@ -125,7 +129,8 @@ def test_row_column_of_preparations_made_in_this_process():
     decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
     column = RowColumn.of(EncodedImage, [EncodedImage((data, (1, 2, 3, 4), 9, 8, True)), decoded, MISSING])
     assert column.rows[0].tolist() == [data.ctypes.data, 102, 1, 2, 3, 4, 9, 8, 1]
-    assert column[0][0] is data and column[1] is decoded and list(column.others) == [1, 2]
+    assert column[0][0] is data and column[1] is decoded and list(column.others) == [2]
+    assert column.rows[1, 2:].tolist() == [-1, -1, -1, -1, 4, 4, 2]  # pixels: a row of kind PIXELS
     assert column.positions_without(MISSING) == (0, 1)
     column[2] = EncodedImage((data, None, 9, 8, False))
     assert column.positions_without(MISSING) is None and column.rows[2, 2] == -1

@@ -84,7 +84,7 @@ class GpuStage:
         self._ready = ready
         self._stopping = stopping
         self._timer = times.of_this_thread
-        # (event, inputs kept alive until it, the worker processes' rings to release after it)
+        # (event, the worker processes' rings to release after it)
         self._pending: collections.deque = collections.deque()
         self._streams: list = []  # one CUDA stream per batch in flight (None on a device that is not CUDA)
         self._started: collections.deque = collections.deque()  # batches whose first operators ran, oldest first
@@ -281,12 +281,18 @@ class GpuStage:
             job.gpu_outputs[output_index] = GpuBatch(samples, self._output_layouts[output_index], dense, ready)
         if ready is not None:
             ready.record(stream)
-            # the inputs (decoded images, staging copies) stay referenced, and the rings of the worker
-            # processes (pinned ones are copied from in place) kept, until the GPU has used them
-            self._pending.append((ready, values, job.ring_ends))
+            # The rings of the worker processes (pinned ones are copied from in place) are kept until
+            # the GPU has used them. The batch's GPU values are not: each was allocated on this stream,
+            # and the work that reads it is queued there, so PyTorch's allocator gives its memory only
+            # to work queued after that. The next batch on this stream (two batches on) then decodes
+            # into the memory of this one's decoded images: one decode buffer per stream, where keeping
+            # them until the event held three batches' (4 x 640 MiB on 2-megapixel photographs instead
+            # of 2, BENCHMARKS.md). Host memory the GPU reads is kept by its own means: staging copies
+            # by their events (kernels.pinned), the rings here.
+            self._pending.append((ready, job.ring_ends))
             job.ring_ends = {}
             while self._pending and self._pending[0][0].query():
-                _release_rings(self._pending.popleft()[2])
+                _release_rings(self._pending.popleft()[1])
 
 
 def _release_rings(ring_ends: dict) -> None:

@@ -13,7 +13,7 @@ import mmap
 
 import numpy as np
 
-from penstock.contract import RowPreparation, is_flat_bytes
+from penstock.contract import RowPreparation, is_row_bytes
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
 # rings the parent pins for the GPU's reads (executor: when the GPU reads the workers'
@@ -56,7 +56,7 @@ class HoldsRingRefs(tuple):
 class RingRows(tuple):
     """RingRows((kind, rows, others)): values of several samples, those of one RowPreparation class
     ``kind`` (penstock.contract) as ``rows`` int64 [n, 3 + k]: per value its position among the
-    samples, the start and size in bytes of its first item (flat bytes, in the ring), then the k
+    samples, the start and size in bytes of its first item (a uint8 array, in the ring), then the k
     ints of ``value.ring_row()``; the other values (not of that class, or not in the ring) in
     ``others``, position -> what ``put`` made of it. One array crosses the pipe for the rows, and
     the parent makes no object per sample for them."""
@@ -95,7 +95,7 @@ class SharedRing:
         kind = next((type(value) for value in values if isinstance(value, RowPreparation)), None)
         rows, others = [], {}
         for position, value in enumerate(values):
-            if type(value) is kind and _flat_bytes(value[0]):
+            if type(value) is kind and _row_bytes(value[0]):
                 start = self._write(value[0])
                 if start is not None:
                     rows.append((position, start, value[0].nbytes, *value.ring_row()))
@@ -165,8 +165,8 @@ class SharedRing:
             self._released[0] = end
 
 
-def _flat_bytes(value) -> bool:
-    return is_flat_bytes(value) and value.nbytes >= SMALLEST
+def _row_bytes(value) -> bool:
+    return is_row_bytes(value) and value.nbytes >= SMALLEST
 
 
 def _rebuilt(kind: type, items: list):

@@ -23,7 +23,7 @@ from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
 from penstock.batch import PackedBatch
 from penstock.contract import RowColumn, RowPreparation
-from penstock.kernels.pinned import copy_into
+from penstock.kernels.pinned import copy_bytes_into, copy_into
 from penstock.types import DALIImageType
 
 INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
@@ -46,7 +46,10 @@ def buffer_bytes(nbytes: int) -> int:
 
 
 # an EncodedImage's columns in a RowColumn: address, size, then its ring_row()
-_TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _HARDWARE = range(2, 9)
+_TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _KIND = range(2, 9)
+# what its bytes are (the _KIND column): a JPEG for nvImageCodec, a JPEG the hardware decoders
+# take, or pixels the CPU workers decoded
+JPEG, HARDWARE_JPEG, PIXELS = range(3)
 _library: capi.Library | None = None
 _library_lock = threading.Lock()
 
@@ -65,11 +68,13 @@ def library() -> capi.Library:
 
 class EncodedImage(RowPreparation):
     """EncodedImage((data, window, height, width, hardware)): what the CPU workers hand the GPU
-    decoder for one image. ``data``: its encoded bytes (1-D), or, for a format the GPU decoders do
-    not take, the image already decoded on the worker (HWC uint8, window None); ``window``: (top,
-    left, height, width) to decode, or None for the whole image; ``height``, ``width``: the whole
-    image's size; ``hardware``: a JPEG the hardware decoders take. A tuple without a __new__ of its
-    own, so that it comes back from a worker process without running Python code per image."""
+    decoder for one image. ``data``: its encoded bytes (1-D), or the image already decoded on the
+    worker (HWC uint8, window None: a format the GPU decoders do not take, or the workers' share of
+    the JPEGs); ``window``: (top, left, height, width) to decode, or None for the whole image;
+    ``height``, ``width``: the whole image's size; ``hardware``: a JPEG the hardware decoders take.
+    A tuple without a __new__ of its own, so that it comes back from a worker process without
+    running Python code per image; decoded pixels travel as rows too (kind PIXELS), so that the
+    GPU stage copies them without an object per image."""
 
     __slots__ = ()
     ROW_FIELDS = 7
@@ -77,12 +82,16 @@ class EncodedImage(RowPreparation):
 
     def ring_row(self) -> tuple:
         window = self[1] or (-1, -1, -1, -1)
-        return (*window, self[2], self[3], int(self[4]))
+        kind = PIXELS if self[0].ndim == 3 else HARDWARE_JPEG if self[4] else JPEG
+        return (*window, self[2], self[3], kind)
 
     @classmethod
     def from_ring_row(cls, data, row) -> "EncodedImage":
-        top, left, height, width, image_height, image_width, hardware = row
-        return cls((data, None if top < 0 else (top, left, height, width), image_height, image_width, bool(hardware)))
+        top, left, height, width, image_height, image_width, kind = row
+        if kind == PIXELS:
+            return cls((data.reshape(image_height, image_width, -1), None, image_height, image_width, False))
+        return cls((data, None if top < 0 else (top, left, height, width), image_height, image_width,
+                    kind == HARDWARE_JPEG))
 
     window = property(operator.itemgetter(1))
     height = property(operator.itemgetter(2))
@@ -261,7 +270,13 @@ class GpuImageDecoder:
                                 run_call, run_on_workers)
         # encoded data is a JPEG whose header the CPU workers read (anything else comes decoded);
         # one the decoders cannot parse after all is decoded on the CPU, which says why
-        on_gpu = np.flatnonzero(rows[:, RowColumn.NBYTES] >= 0)
+        in_rows = rows[:, RowColumn.NBYTES] >= 0
+        pixels = in_rows & (rows[:, _KIND] == PIXELS)
+        on_gpu = np.flatnonzero(in_rows & ~pixels)
+        pending.pixel_rows = np.flatnonzero(pixels)
+        if len(pending.pixel_rows):
+            _check_pixel_sizes(rows[pending.pixel_rows], heights[pending.pixel_rows] * widths[pending.pixel_rows]
+                               * channels, pending.pixel_rows, describe)
         base = packed.data_ptr()
         if self._hardware is not None and len(on_gpu):
             on_gpu = self._describe_hardware(pending, rows, on_gpu, offsets + base, widths * channels)
@@ -318,7 +333,7 @@ class GpuImageDecoder:
                            outputs: np.ndarray, row_bytes: np.ndarray) -> np.ndarray:
         """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
         share = math.ceil(len(on_gpu) * self._hardware_load)
-        chosen = on_gpu[rows[on_gpu, _HARDWARE] != 0][:share]
+        chosen = on_gpu[rows[on_gpu, _KIND] == HARDWARE_JPEG][:share]
         if not len(chosen):
             return on_gpu
         pending.hardware = chosen.tolist()
@@ -398,6 +413,17 @@ class GpuImageDecoder:
             pass
 
 
+def _check_pixel_sizes(rows: np.ndarray, expected: np.ndarray, indices: np.ndarray, describe) -> None:
+    """Pixels the CPU workers decoded have the size their rows give (the output type's channels)."""
+    wrong = np.flatnonzero(rows[:, RowColumn.NBYTES] != expected)
+    if len(wrong):
+        row = rows[wrong[0]]
+        raise image_codecs.DecodeError(
+            f"{describe(int(indices[wrong[0]]))}: decoded on the CPU to {int(row[RowColumn.NBYTES])} bytes, "
+            f"but {int(row[_IMAGE_HEIGHT])} x {int(row[_IMAGE_WIDTH])} pixels of the output type take "
+            f"{int(expected[wrong[0]])}")
+
+
 def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
     # its nvJPEG state's buffers were in use by an earlier batch, which has usually finished: asked
     # first, because waiting releases the interpreter lock, and retaking it can take a switch interval
@@ -428,16 +454,23 @@ class PendingDecode:
         self.statuses: list = []
         self.future = None  # nvImageCodec's future of the batch, once the decode stage made the call
         self.error: BaseException | None = None
-        self.to_upload: list = []  # indices of images decoded on the CPU workers, to upload
-        self.uploaded: list = []  # those, once their copies are queued
+        self.to_upload: list = []  # indices of images decoded on the CPU workers held as arrays, to upload
+        self.pixel_rows = np.zeros(0, np.int64)  # indices of those that came as rows (kind PIXELS)
+        self.uploaded: list = []  # both, once their copies are queued
 
     def upload_decoded(self) -> None:
         """Queues the upload of the images the CPU workers decoded, while the decoders work (this
         thread would otherwise only wait for them)."""
         indices = self.to_upload
         if indices:
-            self._upload(indices, [self._items[index].data for index in indices])
-            self.uploaded = indices
+            arrays = [self._items[index].data for index in indices]
+            self._upload(indices, lambda buffer, offsets: copy_into(buffer, offsets, arrays))
+        pixel_rows = self.pixel_rows.tolist()
+        if pixel_rows:  # their bytes lie in the workers' rings (or in arrays this process holds)
+            rows = self._items.rows[self.pixel_rows]
+            addresses, sizes = rows[:, RowColumn.ADDRESS].tolist(), rows[:, RowColumn.NBYTES].tolist()
+            self._upload(pixel_rows, lambda buffer, offsets: copy_bytes_into(buffer, offsets, addresses, sizes))
+        self.uploaded = indices + pixel_rows
 
     def share_done(self) -> None:
         """One of the batch's decode-stage calls returned: the last one sets ``decoded``."""
@@ -526,7 +559,7 @@ class PendingDecode:
                 arrays[position] = self._decoded_on_cpu(items[index], index)
             return call
         self._run_on_workers([decode(position, index) for position, index in enumerate(indices)])
-        self._upload(indices, arrays)
+        self._upload(indices, lambda buffer, offsets: copy_into(buffer, offsets, arrays))
 
     def _decoded_on_cpu(self, item: EncodedImage, index: int) -> np.ndarray:
         try:
@@ -544,9 +577,10 @@ class PendingDecode:
                 f"{tuple(self.images[index].shape)}")
         return image
 
-    def _upload(self, indices: list, arrays: list) -> None:
+    def _upload(self, indices: list, copy) -> None:
+        """Queues ``copy(buffer, offsets)`` of the images ``indices`` (kernels.pinned's copies)."""
         with torch.cuda.stream(self._stream):
-            in_place = copy_into(self.images.buffer, [self.images.offsets[index] for index in indices], arrays)
+            in_place = copy(self.images.buffer, [self.images.offsets[index] for index in indices])
         self._decoder.decoded_on_cpu += len(indices)
         self._decoder.copied_in_place += in_place
 

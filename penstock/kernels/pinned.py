@@ -174,12 +174,15 @@ def unpin(buffer) -> None:
 
 def is_pinned(array: np.ndarray) -> bool:
     """Whether a contiguous array lies in memory ``pin`` pinned."""
-    if not _pinned_starts or not array.flags.c_contiguous:
+    return array.flags.c_contiguous and _is_pinned_range(array.ctypes.data, array.nbytes)
+
+
+def _is_pinned_range(address: int, nbytes: int) -> bool:
+    if not _pinned_starts:
         return False
-    address = array.ctypes.data
     with _pinned_lock:
         position = bisect.bisect_right(_pinned_starts, address) - 1
-        return position >= 0 and address + array.nbytes <= _pinned_ends[_pinned_starts[position]]
+        return position >= 0 and address + nbytes <= _pinned_ends[_pinned_starts[position]]
 
 
 class _DriverCalls:
@@ -235,21 +238,38 @@ def copy_into(buffer: torch.Tensor, offsets: list, arrays: list) -> int:
     driver call, no PyTorch operation: each of those releases the interpreter lock and may wait a
     switch interval to take it back), the others packed into one staged upload. Returns how many
     were copied in place; those arrays must stay unchanged until the stream has run the copies."""
+    contiguous = [array.flags.c_contiguous for array in arrays]
+    return _copy(buffer, offsets, [array.ctypes.data if whole else 0 for array, whole in zip(arrays, contiguous)],
+                 [array.nbytes if whole else -1 for array, whole in zip(arrays, contiguous)], arrays.__getitem__)
+
+
+def copy_bytes_into(buffer: torch.Tensor, offsets: list, addresses: list, sizes: list) -> int:
+    """``copy_into`` for bytes given by address and size (rows of the worker processes' replies,
+    whose bytes lie in their rings): no array is made for those copied in place."""
+    def array(position: int) -> np.ndarray:
+        return np.ctypeslib.as_array((ctypes.c_uint8 * sizes[position]).from_address(addresses[position]))
+    return _copy(buffer, offsets, addresses, sizes, array)
+
+
+def _copy(buffer: torch.Tensor, offsets: list, addresses: list, sizes: list, array_at) -> int:
+    """The copies of copy_into: source ``position`` is ``sizes[position]`` bytes at
+    ``addresses[position]`` (size -1: not contiguous), ``array_at(position)`` its array for a
+    staged upload."""
     calls = _driver_calls() if _pinned_starts and buffer.is_cuda else None
     queue_copy = calls.copy if calls is not None else None
     base = buffer.data_ptr()
     stream = torch.cuda.current_stream(buffer.device).cuda_stream if queue_copy else None
     staged = []
-    for offset, array in zip(offsets, arrays):
-        if queue_copy is not None and is_pinned(array) and \
-                queue_copy(base + offset, array.ctypes.data, array.nbytes, stream) == 0:
+    for position, (offset, address, nbytes) in enumerate(zip(offsets, addresses, sizes)):
+        if queue_copy is not None and nbytes >= 0 and _is_pinned_range(address, nbytes) and \
+                queue_copy(base + offset, address, nbytes, stream) == 0:
             continue
-        staged.append((offset, array))
+        staged.append((offset, array_at(position)))
     if staged:
         packed, packed_offsets = upload(buffer.device, [array for _, array in staged])
         for (offset, array), source in zip(staged, packed_offsets):
             buffer[offset:offset + array.nbytes].copy_(packed[source:source + array.nbytes])
-    return len(arrays) - len(staged)
+    return len(offsets) - len(staged)
 
 
 def upload_arrays(device, arrays: list) -> list[torch.Tensor]:

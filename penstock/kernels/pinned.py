@@ -255,21 +255,46 @@ def _copy(buffer: torch.Tensor, offsets: list, addresses: list, sizes: list, arr
     """The copies of copy_into: source ``position`` is ``sizes[position]`` bytes at
     ``addresses[position]`` (size -1: not contiguous), ``array_at(position)`` its array for a
     staged upload."""
-    calls = _driver_calls() if _pinned_starts and buffer.is_cuda else None
-    queue_copy = calls.copy if calls is not None else None
+    calls = _driver_calls() if buffer.is_cuda else None
+    in_place = calls is not None and bool(_pinned_starts)
     base = buffer.data_ptr()
-    stream = torch.cuda.current_stream(buffer.device).cuda_stream if queue_copy else None
+    stream = torch.cuda.current_stream(buffer.device).cuda_stream if calls is not None else None
     staged = []
     for position, (offset, address, nbytes) in enumerate(zip(offsets, addresses, sizes)):
-        if queue_copy is not None and nbytes >= 0 and _is_pinned_range(address, nbytes) and \
-                queue_copy(base + offset, address, nbytes, stream) == 0:
+        if in_place and nbytes >= 0 and _is_pinned_range(address, nbytes) and \
+                calls.copy(base + offset, address, nbytes, stream) == 0:
             continue
         staged.append((offset, array_at(position)))
-    if staged:
+    if staged and calls is not None:
+        _copy_through_staging(buffer, staged, calls, stream)
+    elif staged:
         packed, packed_offsets = upload(buffer.device, [array for _, array in staged])
         for (offset, array), source in zip(staged, packed_offsets):
             buffer[offset:offset + array.nbytes].copy_(packed[source:source + array.nbytes])
     return len(offsets) - len(staged)
+
+
+def _copy_through_staging(buffer: torch.Tensor, staged: list, calls: "_DriverCalls", stream: int) -> None:
+    """(offset, array) pairs packed into one pinned staging buffer, each copied from there to its
+    offset in ``buffer``: no buffer on the GPU in between (PyTorch's allocator would keep a block
+    of each size a batch needed) and no copy on the GPU."""
+    starts, total = [], 0
+    for _, array in staged:
+        starts.append(total)
+        total += -(-array.nbytes // _ALIGN) * _ALIGN
+    staging = _staging_for(buffer.device)
+    host_buffer = staging.take(max(total, 1))
+    for (_, array), start in zip(staged, starts):
+        host_buffer.host[start:start + array.nbytes] = _bytes_of(array)
+    host, base = host_buffer.tensor.data_ptr(), buffer.data_ptr()
+    for (offset, array), start in zip(staged, starts):
+        if host_buffer.event is not None and calls.copy(base + offset, host + start, array.nbytes, stream) == 0:
+            continue
+        buffer[offset:offset + array.nbytes].copy_(host_buffer.tensor[start:start + array.nbytes], non_blocking=True)
+        host_buffer.event = None  # PyTorch's allocator now knows a copy from it; this buffer is not reused
+    if host_buffer.event is not None:
+        calls.record(host_buffer.event, stream)
+    staging.give_back(host_buffer)
 
 
 def upload_arrays(device, arrays: list) -> list[torch.Tensor]:

@@ -33,10 +33,9 @@ class Pipeline:
         device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
         seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
             Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.
-        prefetch_queue_depth: batches prepared ahead of the one being consumed (their outputs
-            made); a pipeline with GPU operators holds up to two more in its GPU stage (one
-            decoding while the other waits for room to make its outputs or runs its kernels), as
-            each DALI stage has buffers of its own.
+        prefetch_queue_depth: batches prepared ahead of the one being consumed; a pipeline with GPU
+            operators holds up to two more in its GPU stage (one decoding while the other's
+            kernels run), as each DALI stage has buffers of its own.
         exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
             background (set prefetch_queue_depth=1 for the least memory).
         set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.

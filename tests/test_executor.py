@@ -290,29 +290,3 @@ def test_a_pipeline_reuses_the_buffers_of_batches_nobody_holds():
         del batch, array
     p.close()
     assert reused
-
-
-def test_the_gpu_stage_makes_outputs_only_for_the_consumers_prefetch():
-    """A slow consumer: the GPU stage makes the outputs of prefetch_queue_depth batches ahead, no
-    more (as DALI's stage buffers); its other batches wait started, their outputs not yet made."""
-    import time
-
-    from conftest import gpu_or_emulated
-    with gpu_or_emulated():
-        for depth in (1, 2):
-            @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=SEED, prefetch_queue_depth=depth)
-            def pipe():
-                return fn.cast(fn.external_source(source=numbers()).gpu(), dtype=penstock.types.FLOAT)
-
-            p = pipe()
-            first = p.run()[0].as_cpu().as_array()
-            executor = p._executor
-            stop = time.monotonic() + 2
-            while time.monotonic() < stop and executor._ready.qsize() < depth:
-                time.sleep(0.01)
-            time.sleep(0.2)  # time for the GPU stage to go past the limit, were there none
-            assert executor._ready.qsize() == depth
-            assert len(executor._gpu._started) <= 2
-            following = [p.run()[0].as_cpu().as_array() for _ in range(4)]
-            p.close()
-            np.testing.assert_array_equal(np.concatenate([first, *following]).ravel(), np.arange(20))

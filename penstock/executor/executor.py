@@ -99,12 +99,8 @@ class Executor:
         self._worker_calls = calls = processes.calls if processes is not None else \
             WorkerCalls(lambda: self._tasks.put(WorkerCalls.WAKE), self._stopping)
         lanes = Lanes(plan, device)
-        # batches whose outputs the GPU stage made and the consumer has not taken: at most prefetch_depth
-        # (its other batches wait decoded, their outputs not yet allocated), as in DALI, where a
-        # stage's outputs have prefetch_queue_depth buffers
-        self._ready_room = threading.Semaphore(max(1, prefetch_depth))
-        gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._ready_room,
-                       self._stopping, self._times, lanes, calls, self._refill) if plan.gpu_steps else None
+        gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
+                       self._times, lanes, calls, self._refill) if plan.gpu_steps else None
 
         # The stages, in the order a batch goes through them, one line each: the threads are made from
         # this list. The consumer is the caller's thread: next() takes batches from _ready, or from
@@ -156,8 +152,6 @@ class Executor:
         self.start()
         try:
             job = self._wait(self._ready if self._gpu is not None else self._in_flight)
-            if self._gpu is not None:
-                self._ready_room.release()
             self._wait_event(job.done)
             if self._gpu is None:  # else the GPU stage did, in the same order
                 self._refill(job)

@@ -72,8 +72,8 @@ class GpuStage:
     changes in place when a fed layout arrives."""
 
     def __init__(self, plan: ExecutionPlan, device, output_layouts: list[str], in_flight: queue.Queue,
-                 ready: queue.Queue, ready_room: threading.Semaphore, stopping: threading.Event,
-                 times: StageTimes, lanes: Lanes, worker_calls: WorkerCalls, refill: Callable[[Job], None]):
+                 ready: queue.Queue, stopping: threading.Event, times: StageTimes, lanes: Lanes,
+                 worker_calls: WorkerCalls, refill: Callable[[Job], None]):
         self._plan = plan
         self._worker_calls = worker_calls
         self._refill = refill  # replaces the samples operators failed on (on_error="skip"), in order
@@ -82,7 +82,6 @@ class GpuStage:
         self._output_layouts = output_layouts
         self._in_flight = in_flight
         self._ready = ready
-        self._ready_room = ready_room  # a batch is finished (its outputs made) only with room in ready
         self._stopping = stopping
         self._timer = times.of_this_thread
         # (event, the worker processes' rings to release after it)
@@ -132,9 +131,6 @@ class GpuStage:
             except Exception:  # run_batch makes it again and reports the error on the batch, naming the operator
                 pass
         while not self._stopping.is_set():
-            if len(self._started) >= GPU_BATCHES_IN_FLIGHT:
-                self._finish_oldest()
-                continue
             idle = not self._started
             waited = time.perf_counter()
             if self._taken is None:
@@ -154,12 +150,10 @@ class GpuStage:
             self._started.append(taken)
             self._taken = None
             del taken
+            if len(self._started) >= GPU_BATCHES_IN_FLIGHT:
+                self._finish_oldest()
 
     def _finish_oldest(self) -> None:
-        """Finishes the oldest started batch once the consumer has room for it (or the stage stops)."""
-        while not self._ready_room.acquire(timeout=POLL_SECONDS):
-            if self._stopping.is_set():
-                return
         self._finishing = self._started.popleft()
         self._finish_batch(self._finishing)
         self._finishing = None

@@ -76,3 +76,22 @@ def test_staging_buffers_are_reused_only_after_their_copies_ran():
             np.testing.assert_array_equal(tensor.cpu().numpy(), array)
     pinned.upload_arrays(device, [np.zeros(3, np.uint8)])  # finished buffers beyond KEPT are freed
     assert len(pinned._staging_for(device)._free) <= pinned._Staging.KEPT + 1
+
+
+def test_bytes_given_by_address_are_copied_to_their_offsets():
+    """copy_bytes_into: sources given as (address, size), as the rows of the worker processes'
+    replies give them, land at their offsets (on the GPU where there is one, else on the CPU)."""
+    import torch
+    device = torch.device("cuda", 0) if CUDA else torch.device("cpu")
+    rng = np.random.default_rng(2)
+    arrays = [rng.integers(0, 256, size, dtype=np.uint8) for size in (300, 17, 4096)]
+    buffer = torch.zeros(8192, dtype=torch.uint8, device=device)
+    offsets = [0, 512, 1024]
+    in_place = pinned.copy_bytes_into(buffer, offsets, [array.ctypes.data for array in arrays],
+                                      [array.nbytes for array in arrays])
+    assert in_place == 0  # none of them lies in pinned memory
+    if CUDA:
+        torch.cuda.synchronize()
+    for offset, array in zip(offsets, arrays):
+        np.testing.assert_array_equal(buffer[offset:offset + array.nbytes].cpu().numpy(), array)
+    assert not buffer[300:512].any() and not buffer[529:1024].any()

@@ -236,8 +236,9 @@ def copy_into(buffer: torch.Tensor, offsets: list, arrays: list) -> int:
     """Queues the copy of each array into ``buffer`` (a flat uint8 tensor on the GPU) at its byte
     offset, on the current stream: straight from the array where it lies in pinned memory (one
     driver call, no PyTorch operation: each of those releases the interpreter lock and may wait a
-    switch interval to take it back), the others packed into one staged upload. Returns how many
-    were copied in place; those arrays must stay unchanged until the stream has run the copies."""
+    switch interval to take it back), the others packed into one pinned staging buffer and each
+    copied from there (``_copy_through_staging``). Returns how many were copied in place; those
+    arrays must stay unchanged until the stream has run the copies."""
     contiguous = [array.flags.c_contiguous for array in arrays]
     return _copy(buffer, offsets, [array.ctypes.data if whole else 0 for array, whole in zip(arrays, contiguous)],
                  [array.nbytes if whole else -1 for array, whole in zip(arrays, contiguous)], arrays.__getitem__)

@@ -38,7 +38,8 @@ class Pipeline:
             kernels run), as each DALI stage has buffers of its own.
         exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
             background (set prefetch_queue_depth=1 for the least memory).
-        set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler.
+        set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler, except
+            those that wait in GPU decode calls, which keep off the CPUs that service the GPU's interrupts.
         py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
             pipeline's producer thread.
         gpu_fallback: on a machine without a usable GPU, run the 'mixed' and 'gpu' operators on the

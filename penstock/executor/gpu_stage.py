@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from penstock import devices
 from penstock.batch import GpuBatch, PackedBatch
 from penstock.contract import BatchContext, DeferredBatch
 from penstock.executor import branches
@@ -49,6 +50,7 @@ class Lanes:
             if self._device is not None and self._device.type == "cuda":  # once: the calls' current device
                 import torch
                 torch.cuda.set_device(self._device)
+                devices.keep_thread_off_gpu_interrupts()  # the calls wait for the GPU
             while True:
                 call = calls.get()
                 if call is None:  # shut down, after the calls handed over before

@@ -132,9 +132,9 @@ def _cpu_list(path: str) -> set[int]:
 
 def keep_thread_off_gpu_interrupts() -> None:
     """Moves the calling thread off the CPUs that service the GPU's interrupts, where enough others
-    are allowed. For the threads that wait in GPU decode calls: nvJPEG's hardware decode took 8.3 ms
-    a batch of 256 JPEGs on any CPU of an H200 machine but 11.6-15.0 on the one its interrupts go
-    to, and a thread woken by those interrupts tends to be moved there (BENCHMARKS.md)."""
+    are allowed. For the threads that wait in GPU decode calls: nvJPEG's hardware decode took 8.3-8.4
+    ms a batch of 256 JPEGs on most CPUs of an H200 machine but 11.6-15.0 on the one its interrupts
+    go to, and processes whose calling thread stayed there made every call that slowly (BENCHMARKS.md)."""
     if not hasattr(os, "sched_getaffinity"):
         return
     allowed = os.sched_getaffinity(0)

@@ -142,6 +142,24 @@ def test_a_batch_the_hardware_refuses_is_decoded_by_nvimagecodec():
 
 
 
+def test_hardware_batches_shrink_and_grow_again():
+    """Batches whose hardware share changes from one to the next (other formats among the JPEGs, a
+    short last batch) set nvJPEG's states up again for their size, smaller and larger than before."""
+    import torch
+    decoder = _gpu_decoder()
+    if decoder._hardware is None:
+        pytest.skip("needs a GPU with hardware JPEG decoders")
+    for count in (24, 18, 12, 8, 4, 2, 1, 24, 3):
+        items = _items((["baseline 4:2:0", "baseline 4:4:4", "gray"] * 8)[:count])
+        pending = decoder.submit(items, torch.cuda.current_stream())
+        pending.wait()
+        torch.cuda.synchronize()
+        assert sorted(pending.hardware) == list(range(count))
+        _check_against_cpu(items, pending.images)
+    assert decoder.refused_by_hardware == 0 and decoder.decoded_on_cpu == 0
+    decoder.close()
+
+
 def test_hardware_and_cuda_decoders_share_a_batch():
     """hw_decoder_load 0.5: half the JPEGs the hardware takes go to it, the rest to nvImageCodec,
     both decoded at once by the decoder's two threads."""

@@ -95,3 +95,28 @@ def test_bytes_given_by_address_are_copied_to_their_offsets():
     for offset, array in zip(offsets, arrays):
         np.testing.assert_array_equal(buffer[offset:offset + array.nbytes].cpu().numpy(), array)
     assert not buffer[300:512].any() and not buffer[529:1024].any()
+
+
+def test_staging_buffers_dropped_beyond_those_kept_free_their_events(monkeypatch):
+    """Past KEPT free buffers, finished ones are dropped: their memory goes back through PyTorch,
+    their driver events are destroyed (busy ones stay, however many)."""
+    import torch
+
+    class Calls:  # the driver's event calls: events 0-3 are still in use
+        destroyed = []
+
+        def finished(self, event):
+            return event >= 4
+
+        def destroy_event(self, event):
+            self.destroyed.append(event)
+    monkeypatch.setattr(pinned, "_driver_calls", lambda: Calls())
+    staging = pinned._Staging(torch.device("cpu"))
+    buffers = [pinned._StagingBuffer(torch.empty(8, dtype=torch.uint8), event)
+               for event in range(pinned._Staging.KEPT + 5)]
+    for buffer in buffers:
+        staging.give_back(buffer)
+    kept = {buffer.event for buffer in staging._free}
+    assert len(kept) == pinned._Staging.KEPT and {0, 1, 2, 3} <= kept
+    assert sorted(kept | set(Calls.destroyed)) == list(range(len(buffers)))
+    assert not kept & set(Calls.destroyed)

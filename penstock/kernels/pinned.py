@@ -102,6 +102,8 @@ class _Staging:
             calls.record(buffer.event, stream)
             return
         out.copy_(buffer.tensor[:nbytes], non_blocking=True)
+        if buffer.event is not None:
+            calls.destroy_event(buffer.event)
         buffer.event = None  # PyTorch's allocator now knows the copy; this buffer is not reused
 
     def give_back(self, buffer: _StagingBuffer) -> None:
@@ -115,7 +117,10 @@ class _Staging:
                 finished = [calls.finished(kept.event) for kept in self._free]
                 busy = [kept for kept, done in zip(self._free, finished) if not done]
                 done = [kept for kept, done in zip(self._free, finished) if done]
-                self._free = busy + done[:max(self.KEPT - len(busy), 0)]
+                kept_count = max(self.KEPT - len(busy), 0)
+                self._free = busy + done[:kept_count]
+                for dropped in done[kept_count:]:  # its memory goes back through PyTorch; its event here
+                    calls.destroy_event(dropped.event)
 
 
 _stagings: dict[int, _Staging] = {}
@@ -199,7 +204,9 @@ class _DriverCalls:
         self._record.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
         self._query = library.cuEventQuery
         self._query.argtypes = (ctypes.c_void_p,)
-        for function in (self._create, self._record, self._query):
+        self._destroy = library.cuEventDestroy_v2
+        self._destroy.argtypes = (ctypes.c_void_p,)
+        for function in (self._create, self._record, self._query, self._destroy):
             function.restype = ctypes.c_int
 
     def new_event(self):
@@ -215,6 +222,9 @@ class _DriverCalls:
     def finished(self, event) -> bool:
         """Whether the work before the event's last record has run (a new event: True)."""
         return self._query(event) == 0
+
+    def destroy_event(self, event) -> None:
+        self._destroy(event)
 
 
 _CU_EVENT_DISABLE_TIMING = 2
@@ -292,6 +302,8 @@ def _copy_through_staging(buffer: torch.Tensor, staged: list, calls: "_DriverCal
         if host_buffer.event is not None and calls.copy(base + offset, host + start, array.nbytes, stream) == 0:
             continue
         buffer[offset:offset + array.nbytes].copy_(host_buffer.tensor[start:start + array.nbytes], non_blocking=True)
+        if host_buffer.event is not None:
+            calls.destroy_event(host_buffer.event)
         host_buffer.event = None  # PyTorch's allocator now knows a copy from it; this buffer is not reused
     if host_buffer.event is not None:
         calls.record(host_buffer.event, stream)

@@ -72,6 +72,14 @@ class _StagingBuffer:
         self.tensor, self.host, self.event = tensor, tensor.numpy(), event
 
 
+def _hand_to_pytorch(buffer: _StagingBuffer, calls) -> None:
+    """After a PyTorch copy from the buffer: PyTorch's allocator now knows when the buffer is read,
+    its event does not, so the buffer is not reused and its event is destroyed."""
+    if buffer.event is not None:
+        calls.destroy_event(buffer.event)
+    buffer.event = None
+
+
 class _Staging:
     """One GPU's pinned staging buffers, reused once their copies finished (see the module's
     docstring); their events belong to that GPU's context."""
@@ -102,9 +110,7 @@ class _Staging:
             calls.record(buffer.event, stream)
             return
         out.copy_(buffer.tensor[:nbytes], non_blocking=True)
-        if buffer.event is not None:
-            calls.destroy_event(buffer.event)
-        buffer.event = None  # PyTorch's allocator now knows the copy; this buffer is not reused
+        _hand_to_pytorch(buffer, calls)
 
     def give_back(self, buffer: _StagingBuffer) -> None:
         if buffer.event is None:  # no event tells when its copy finished: PyTorch's allocator frees it
@@ -302,9 +308,7 @@ def _copy_through_staging(buffer: torch.Tensor, staged: list, calls: "_DriverCal
         if host_buffer.event is not None and calls.copy(base + offset, host + start, array.nbytes, stream) == 0:
             continue
         buffer[offset:offset + array.nbytes].copy_(host_buffer.tensor[start:start + array.nbytes], non_blocking=True)
-        if host_buffer.event is not None:
-            calls.destroy_event(host_buffer.event)
-        host_buffer.event = None  # PyTorch's allocator now knows a copy from it; this buffer is not reused
+        _hand_to_pytorch(host_buffer, calls)
     if host_buffer.event is not None:
         calls.record(host_buffer.event, stream)
     staging.give_back(host_buffer)

@@ -189,12 +189,12 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
         assert _address(array) == array.ctypes.data
 
 
-def _mixed_and_cpu_decoders(name="decoders.image_random_crop", **given):
+def _mixed_and_cpu_decoders(name="decoders.image_random_crop", num_threads=1, **given):
     from penstock import registry
     from penstock.contract import BuildContext
     from penstock.operators import decoders
     args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB, **given})
-    context = BuildContext(batch_size=4, num_threads=1, device_id=None, seed=3)
+    context = BuildContext(batch_size=4, num_threads=num_threads, device_id=None, seed=3)
     return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
 
 
@@ -238,9 +238,47 @@ def test_the_cpu_share_spreads_over_the_batch():
     mixed, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.2)
     chosen = [index for index in range(256) if mixed.decodes_on_cpu(index)]
     assert len(chosen) == 51 and chosen[:3] == [4, 9, 14]
-    nothing, _, _ = _mixed_and_cpu_decoders()  # the default: the GPU's decoders take every JPEG
-    assert not any(nothing.decodes_on_cpu(index) for index in range(256))
+    assert chosen == [index for index in range(256) if mixed.decodes_on_cpu(index, 2_000_000)]  # given: any size
+    nothing, _, _ = _mixed_and_cpu_decoders(cpu_decoder_load=0.0)
+    assert not any(nothing.decodes_on_cpu(index, 2_000_000) for index in range(256))
     assert nothing.gpu_reads_preparations  # the GPU's decoders read the JPEGs out of the workers' rings
+
+
+def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
+    """Not given, the share is the smaller of what brings the hardware engines' time per image
+    down to twice the pipeline's and what the spare cores keep pace with: none for ImageNet-sized
+    JPEGs or without spare cores, about a fifth of 2-megapixel ones with 12 spare cores."""
+    from penstock.operators.decoders import automatic_cpu_share
+    assert automatic_cpu_share(500 * 375, 60) == 0.0 and automatic_cpu_share(600 * 800, 60) == 0.0
+    assert automatic_cpu_share(2_000_000, 0) == 0.0 and automatic_cpu_share(2_000_000, -2) == 0.0
+    assert automatic_cpu_share(2_000_000, 12) == pytest.approx(12 / 57)
+    assert automatic_cpu_share(2_000_000, 60) == 0.3  # at most what was measured to pay
+    one = automatic_cpu_share(1_000_000, 60)
+    assert one == pytest.approx(1 - 2 * 37 / 95)  # here the engines' time sets it
+    assert 0 < automatic_cpu_share(800_000, 60) < one < automatic_cpu_share(1_500_000, 60)
+
+
+def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
+    from penstock.contract import SampleContext
+    (few, cpu, args), (many, _, _) = (_mixed_and_cpu_decoders(num_threads=threads) for threads in (1, 8))
+    assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
+    few._spare_cores = many._spare_cores = 12
+    small, large = (
+        [index for index in range(256) if decoder.decodes_on_cpu(index, pixels)] for decoder, pixels in
+        ((few, 400 * 300), (few, 1600 * 1200)))
+    assert small == [] and 45 <= len(large) <= 62  # 21% of 256, spread over the batch
+    assert max(np.diff(large)) <= 8
+    assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200)]
+    # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
+    jpeg = _encoded(_image(1200, 1600, seed=9))
+    draws = few.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 256)
+    index = large[0]
+    data, window, height, width, hardware = few.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
+    np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
+    assert window is None and not hardware
+    other = next(index for index in range(256) if index not in large)
+    data, *_ = few.encoded((jpeg,), args, SampleContext(other, "a.jpg", draws[other]))
+    assert data is jpeg  # the rest go to the GPU encoded
 
 
 @pytest.mark.parametrize("where", ["pageable", "pinned ring"])

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from penstock import devices, registry, types
+from penstock import devices, distributed, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image, image_codecs, image_headers
@@ -33,14 +33,15 @@ DECODER_ARGS = (
         "('mixed' device); the rest, and what the engines do not take, is decoded by nvImageCodec on CUDA "
         "cores (then its hybrid CPU + CUDA decoder), as in DALI. DALI's default is 0.65; penstock's is "
         "1.0: on an H200 smaller shares were slower and used more CPU.", min=0.0, max=1.0),
-    Arg("cpu_decoder_load", "float", 0.0, "Share of each batch's JPEGs decoded by the CPU workers beside the "
+    Arg("cpu_decoder_load", "float", None, "Share of each batch's JPEGs decoded by the CPU workers beside the "
         "GPU's decoders ('mixed' device; penstock's, not DALI's): they decode it (only the window, smaller in "
         "the DCT domain when a resize follows) while the hardware JPEG engines and CUDA cores decode the rest, "
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
-        "seed gives the same batches. 0 by default: on a 16-core H200 machine shares of 0.1-0.3 did not make "
-        "the ResNet-50 pipelines faster; with 64 cores for one GPU, 0.2-0.3 made training 7-10% faster "
-        "(BENCHMARKS.md). Not chosen from the machine: the CPU and GPU decoders round differently, and a "
-        "seed gives the same batches whatever the threads.", min=0.0, max=1.0),
+        "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
+        "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
+        "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
+        "uses them, and up to 0.3 of larger ones, as far as the spare cores keep pace (BENCHMARKS.md).",
+        min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_height_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
@@ -289,6 +290,38 @@ class ImageSlice(FixedWindowDecoder):
         return top, left, bottom - top, right - left
 
 
+# The CPU workers' share of a JPEG when cpu_decoder_load is not given, from a model of what each
+# decoder costs (H100 and H200, BENCHMARKS.md): nvJPEG's hardware call takes about 13 us per image
+# plus 82 us per megapixel of the whole image (256 windows of 0.24-megapixel JPEGs: 8.4 ms; of
+# 2-megapixel JPEGs: 45 ms; whole images and windows alike); the rest of the GPU training pipeline
+# keeps up with about 27,000 images/s (37 us each), so a share only pays where the hardware takes
+# longer than that per image; and one CPU core decodes an image in about 45 times the hardware's
+# time for it (2.2 ms for ImageNet-sized, 7.6 ms for 2-megapixel training windows). A JPEG gets a
+# share only where the engines take more than twice the pipeline's time per image: a batch mixes
+# sizes, and on ImageNet-like sets (0.1-0.5 megapixels) shares of 0.1-0.3 did not pay on 16 or 32
+# cores, where on 2-megapixel photographs 0.2 made training 20% faster on 16.
+HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
+PIPELINE_US_PER_IMAGE = 37.0
+HEADROOM = 2.0
+CPU_TO_HARDWARE_TIME = 45.0
+PIPELINE_CORES = 4  # what a GPU pipeline's own process and its share-free workers keep busy
+MAX_AUTOMATIC_CPU_SHARE = 0.3  # larger shares were slower wherever measured (64 cores for one GPU)
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def automatic_cpu_share(pixels: int, spare_cores: int) -> float:
+    """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
+    hardware engines' time per image down to HEADROOM times the pipeline's (``needed``), no more
+    than the spare cores decode in the time the engines take for the rest (``affordable``:
+    (1 - f) * hardware = f * cpu / spare)."""
+    if spare_cores <= 0:
+        return 0.0
+    hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
+    needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
+    affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME)
+    return max(0.0, min(needed, affordable, MAX_AUTOMATIC_CPU_SHARE))
+
+
 class MixedDecoder(DecoderDeclaration, BatchOperator):
     """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
     fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
@@ -308,7 +341,9 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._windows = self.cpu_class(args, context)
         self._engine = None
         self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
-        self._cpu_load = args["cpu_decoder_load"]
+        self._cpu_load = args["cpu_decoder_load"]  # None: automatic_cpu_share, per image
+        # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
+        self._spare_cores = distributed.default_threads() - PIPELINE_CORES
 
     # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
     # share they decoded themselves, with cpu_decoder_load)
@@ -318,14 +353,23 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._windows.decode_smaller_for(target)
 
     def build_notes(self):
-        notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
+        if self._cpu_load is None:
+            share = automatic_cpu_share(2_000_000, self._spare_cores)
+            notes = [f"decodes a share of the large JPEGs on the CPU workers ({share:.0%} of 2-megapixel ones, "
+                     f"none of ImageNet-sized ones)"] if share else []
+        else:
+            notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
         return notes + self._windows.build_notes()
 
-    def decodes_on_cpu(self, index: int) -> bool:
-        """Whether sample ``index`` of a batch is in the CPU workers' share: spread evenly over the
-        batch, and the same samples in every batch (no timing decides, so a seed gives the same
-        pixels in every run)."""
+    def decodes_on_cpu(self, index: int, pixels: int = 0) -> bool:
+        """Whether sample ``index`` of a batch (a JPEG of ``pixels`` pixels) is in the CPU workers'
+        share: spread evenly over the batch, and no timing decides, so a seed gives the same pixels
+        in every run. A given cpu_decoder_load takes the same samples of every batch; the automatic
+        share of each image is taken at a fixed, evenly spread point per index."""
         load = self._cpu_load
+        if load is None:
+            share = automatic_cpu_share(pixels, self._spare_cores)
+            return share > 0 and (index + 1) * _GOLDEN % 1.0 < share
         return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
 
     def draw(self, rng, count):
@@ -360,7 +404,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         data = np.ascontiguousarray(inputs[0])  # the decoders read its bytes from its address
         header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
         if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1) \
-                or self.decodes_on_cpu(sample.index):
+                or self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0):
             image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
             return EncodedImage((image, None, image.shape[0], image.shape[1], False))
         image_codecs.check_pixels(header.height, header.width, args["max_pixels"])

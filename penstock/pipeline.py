@@ -35,7 +35,8 @@ class Pipeline:
             Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.
         prefetch_queue_depth: batches prepared ahead of the one being consumed; a pipeline with GPU
             operators holds up to two more in its GPU stage (one decoding while the other's
-            kernels run), as each DALI stage has buffers of its own.
+            kernels run), as each DALI stage has buffers of its own, and two more in its CPU stage
+            (host memory only), whose time per batch varies.
         exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
             background (set prefetch_queue_depth=1 for the least memory).
         set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler, except

@@ -27,6 +27,13 @@ from penstock.executor.skipping import refill
 # it still sizes native thread pools (nvImageCodec's CPU threads) and the number of worker processes.
 MAX_PYTHON_WORKERS = 8
 THREAD_STOP_SECONDS = 1.5  # how long shutdown waits for the stages' threads, all together
+# Batches a GPU pipeline's CPU stage may hold beyond prefetch_queue_depth: its time per batch varies
+# (a worker's message of slow samples, such as the JPEGs the workers decode themselves), and a
+# batch late to the GPU stage leaves the hardware JPEG decoders idle. With a tenth of the JPEGs on
+# the CPU workers, two more made the training pipeline 28,333-29,170 images/s from 25,150-26,885
+# on one H100 start (without that share: 26,897-27,089 from 26,508-26,781); on another start both
+# were within the spread (BENCHMARKS.md). They hold host memory (their encoded images), not GPU memory.
+CPU_BATCHES_AHEAD = 2
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
 
@@ -75,8 +82,9 @@ class Executor:
         self._output_layouts = list(output_layouts)  # the GPU stage reads this list: changed in place
         # batches prepared ahead of the consumer: prefetch_depth finished or in the CPU stage, and,
         # as each stage has its own in DALI, the GPU stage's own (GPU_BATCHES_IN_FLIGHT): else
-        # the CPU workers would wait while the GPU stage holds two batches
-        depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT if plan.gpu_steps else 0)
+        # the CPU workers would wait while the GPU stage holds two batches; and CPU_BATCHES_AHEAD
+        # more for the CPU stage of a GPU pipeline
+        depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT + CPU_BATCHES_AHEAD if plan.gpu_steps else 0)
         self._times = StageTimes()
         uses_processes = plan.uses_processes(worker_processes)
         # worker processes write their samples straight into batch buffers shared with them

@@ -4,7 +4,9 @@
 On the CPU ('cpu') each sample is decoded on a worker, only its window, and smaller in the DCT
 domain when a fixed-size resize follows. On the GPU ('mixed') the CPU decoder of the same name
 chooses each window on the workers (so both devices choose the same windows for the same seed) and
-the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores."""
+the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores; where the engines set
+the pace (large JPEGs) and cores are spare, the workers decode a share themselves
+(``cpu_decoder_load``, ``automatic_cpu_share``)."""
 from __future__ import annotations
 
 import math

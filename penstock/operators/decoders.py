@@ -356,9 +356,9 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
     def build_notes(self):
         if self._cpu_load is None:
-            share = automatic_cpu_share(2_000_000, self._spare_cores)
-            notes = [f"decodes a share of the large JPEGs on the CPU workers ({share:.0%} of 2-megapixel ones, "
-                     f"none of ImageNet-sized ones)"] if share else []
+            small, large = (automatic_cpu_share(pixels, self._spare_cores) for pixels in (500 * 375, 2_000_000))
+            notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
+                     f"{large:.0%} of 2-megapixel ones)"] if large else []
         else:
             notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
         return notes + self._windows.build_notes()

@@ -365,3 +365,40 @@ def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, m
     assert pinning == ["penstock-pin-rings"] * 2
     assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
+
+
+def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp_path, monkeypatch):
+    """The emulated GPU's decoded images come out of the worker processes' rings: each batch holds
+    its own pixels once the workers write the next batches over the ring (a ring of 128 KiB wraps
+    every batch here), and they are those of the CPU decoder."""
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def, types
+    from penstock.executor import processes
+    monkeypatch.setattr(processes, "pinned_ring_bytes", lambda count: 128 << 10)
+    data = str(tmp_path)
+    make_class_tree(data, {"a": 12, "b": 12}, height=72, width=80)  # 17 KiB decoded: through the ring
+
+    def batches(device, worker_processes):
+        @pipeline_def(batch_size=6, num_threads=2, device_id=0, seed=7, prefetch_queue_depth=1,
+                      worker_processes=worker_processes)
+        def pipe():
+            jpegs, labels = fn.readers.file(file_root=data, random_shuffle=False)
+            return fn.decoders.image(jpegs, device=device, output_type=types.RGB), labels
+        built = pipe()
+        built.build()
+        try:
+            outputs = [built.run()[0] for _ in range(4)]  # all held before any is read
+            return [[np.array(batch.as_cpu().at(index)) for index in range(len(batch))] for batch in outputs]
+        finally:
+            built.close()
+    with gpu_or_emulated():
+        mixed = batches("mixed", True)
+    want = batches("cpu", False)
+    for got_batch, want_batch in zip(mixed, want):
+        for got, expected in zip(got_batch, want_batch):
+            if np.array_equal(got, expected):
+                continue
+            # the GPU's JPEG decoders differ from libjpeg-turbo by a few levels
+            assert got.shape == expected.shape
+            assert np.abs(got.astype(int) - expected.astype(int)).mean() < 2.0

@@ -426,8 +426,8 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         import torch
         from penstock.kernels.image_plan import ImagePlan
         prepared = inputs[0]
-        if self._emulated:
-            return ImagePlan.of([torch.from_numpy(np.ascontiguousarray(image)) for image in prepared])
+        if self._emulated:  # copies: the images may lie in worker processes' rings, written over after the batch
+            return ImagePlan.of([torch.from_numpy(np.array(image)) for image in prepared])
         if self._engine is None:
             self._engine = self._new_engine(batch.device, batch.run_call)
         def describe(index):  # errors surface when the batch's outputs are made, so they name the operator

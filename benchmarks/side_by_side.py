@@ -243,8 +243,9 @@ def torchvision_ssd_batches(device: str, coco: str, batch_size: int, threads: in
 
 
 def decoder_arguments(settings: str) -> dict:
-    """'name=value,...' (a runner's settings, such as cpu_decoder_load=0.1) as the decoder's arguments."""
-    return {name: float(value) for name, value in (item.split("=") for item in settings.split(",") if item)}
+    """'name=value+...' (a runner's settings, such as cpu_decoder_load=0.1+hw_decoder_load=0.8: the
+    runners are separated by commas) as the decoder's arguments."""
+    return {name: float(value) for name, value in (item.split("=") for item in settings.split("+") if item)}
 
 
 def run_case(args) -> None:

@@ -247,11 +247,16 @@ def test_the_cpu_share_spreads_over_the_batch():
 def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     """Not given, the share is the smaller of what brings the hardware engines' time per image
     down to twice the pipeline's and what the spare cores keep pace with: none for ImageNet-sized
-    JPEGs or without spare cores, about a fifth of 2-megapixel ones with 12 spare cores."""
+    JPEGs or without spare cores, about a fifth of whole 2-megapixel ones with 12 spare cores, and
+    more of windows whose decode on the CPU reads fewer of the image's rows."""
     from penstock.operators.decoders import automatic_cpu_share
     assert automatic_cpu_share(500 * 375, 60) == 0.0 and automatic_cpu_share(600 * 800, 60) == 0.0
+    assert automatic_cpu_share(500 * 375, 60, rows_read=0.1) == 0.0
     assert automatic_cpu_share(2_000_000, 0) == 0.0 and automatic_cpu_share(2_000_000, -2) == 0.0
-    assert automatic_cpu_share(2_000_000, 12) == pytest.approx(12 / 57)
+    assert automatic_cpu_share(2_000_000, 12) == pytest.approx(12 / 60)
+    assert automatic_cpu_share(2_000_000, 12, rows_read=0.5) == 0.3  # 12 / 36, beyond the cap
+    assert automatic_cpu_share(2_000_000, 10, rows_read=0.75) == pytest.approx(10 / 46)
+    assert automatic_cpu_share(2_000_000, 10) < automatic_cpu_share(2_000_000, 10, rows_read=0.9)
     assert automatic_cpu_share(2_000_000, 60) == 0.3  # at most what was measured to pay
     one = automatic_cpu_share(1_000_000, 60)
     assert one == pytest.approx(1 - 2 * 37 / 95)  # here the engines' time sets it
@@ -260,13 +265,14 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
 
 def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     from penstock.contract import SampleContext
+    from penstock.operators import decoders
     (few, cpu, args), (many, _, _) = (_mixed_and_cpu_decoders(num_threads=threads) for threads in (1, 8))
     assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
     few._spare_cores = many._spare_cores = 12
     small, large = (
         [index for index in range(256) if decoder.decodes_on_cpu(index, pixels)] for decoder, pixels in
         ((few, 400 * 300), (few, 1600 * 1200)))
-    assert small == [] and 45 <= len(large) <= 62  # 21% of 256, spread over the batch
+    assert small == [] and 45 <= len(large) <= 58  # 20% of 256 whole images, spread over the batch
     assert max(np.diff(large)) <= 8
     assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200)]
     # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
@@ -276,9 +282,29 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     data, window, height, width, hardware = few.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
     np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
     assert window is None and not hardware
-    other = next(index for index in range(256) if index not in large)
+    # not in the share even of windows at the top (the share's cap)
+    other = next(index for index in range(256) if (index + 1) * decoders._GOLDEN % 1.0 >= decoders.MAX_AUTOMATIC_CPU_SHARE)
     data, *_ = few.encoded((jpeg,), args, SampleContext(other, "a.jpg", draws[other]))
     assert data is jpeg  # the rest go to the GPU encoded
+
+
+def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
+    """A window near the image's top costs the CPU decoder less (it reads the entropy-coded rows
+    down to the window's bottom), where the hardware engines take the same time for any window: a
+    sample whose point lies between the whole image's share and the top window's is decoded on the
+    workers for the top window only."""
+    from penstock.contract import SampleContext
+    from penstock.operators import decoders
+    jpeg = _encoded(_image(1200, 1600, seed=4))
+    whole = decoders.automatic_cpu_share(1200 * 1600, 12)
+    index = next(index for index in range(256) if whole <= (index + 1) * decoders._GOLDEN % 1.0 < 0.25)
+    for rel_start, on_cpu in (((0.0, 0.0), True), ((0.7, 0.0), False)):
+        mixed, _, args = _mixed_and_cpu_decoders("decoders.image_slice", rel_start=rel_start, rel_shape=(0.3, 0.5))
+        mixed._spare_cores = 12
+        data, window, *_ = mixed.encoded((jpeg,), args, SampleContext(index, "a.jpg", None))
+        assert (data.ndim == 3) == on_cpu and (window is None) == on_cpu
+        if on_cpu:
+            assert data.shape == (360, 800, 3)
 
 
 @pytest.mark.parametrize("where", ["pageable", "pinned ring"])

@@ -297,30 +297,38 @@ class ImageSlice(FixedWindowDecoder):
 # plus 82 us per megapixel of the whole image (256 windows of 0.24-megapixel JPEGs: 8.4 ms; of
 # 2-megapixel JPEGs: 45 ms; whole images and windows alike); the rest of the GPU training pipeline
 # keeps up with about 27,000 images/s (37 us each), so a share only pays where the hardware takes
-# longer than that per image; and one CPU core decodes an image in about 45 times the hardware's
-# time for it (2.2 ms for ImageNet-sized, 7.6 ms for 2-megapixel training windows). A JPEG gets a
-# share only where the engines take more than twice the pipeline's time per image: a batch mixes
-# sizes, and on ImageNet-like sets (0.1-0.5 megapixels) shares of 0.1-0.3 did not pay on 16 or 32
-# cores, where on 2-megapixel photographs 0.2 made training 20% faster on 16.
+# longer than that per image. One CPU core decodes a whole image in about 48 times the hardware's
+# time for it (2-megapixel photographs at the 1/4 scale validation's resize allows: 8.3-9.0 ms, from
+# the cores busy; reading the entropy-coded data, which no scale shortens, is most of it), and a
+# window in that times the share of the image's rows down to the window's bottom (libjpeg-turbo
+# reads the data that far; training windows: 6.6 ms). A JPEG gets a share only where the engines
+# take more than twice the pipeline's time per image: a batch mixes sizes, and on ImageNet-like
+# sets (0.1-0.5 megapixels) shares of 0.1-0.3 did not pay on 16 or 32 cores, where on 2-megapixel
+# photographs 0.2 made training 20% faster on 16.
 HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
 PIPELINE_US_PER_IMAGE = 37.0
 HEADROOM = 2.0
-CPU_TO_HARDWARE_TIME = 45.0
-PIPELINE_CORES = 4  # what a GPU pipeline's own process and its share-free workers keep busy
+CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
+# what a GPU pipeline's own process and its share-free workers keep busy (4.1-4.6 cores measured),
+# and 2 more: with 14.8 of 16 cores busy (a share of 0.21 of whole 2-megapixel images) validation
+# ran no faster than with 8.8 (0.1)
+PIPELINE_CORES = 6
 MAX_AUTOMATIC_CPU_SHARE = 0.3  # larger shares were slower wherever measured (64 cores for one GPU)
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def automatic_cpu_share(pixels: int, spare_cores: int) -> float:
+def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0) -> float:
     """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
     hardware engines' time per image down to HEADROOM times the pipeline's (``needed``), no more
     than the spare cores decode in the time the engines take for the rest (``affordable``:
-    (1 - f) * hardware = f * cpu / spare)."""
+    (1 - f) * hardware = f * cpu / spare). ``rows_read``: the share of the image's rows the CPU
+    decoder reads (down to its window's bottom): windows near the top cost the workers less, where
+    the engines take the same time for any window."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
     needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
-    affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME)
+    affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME * rows_read)
     return max(0.0, min(needed, affordable, MAX_AUTOMATIC_CPU_SHARE))
 
 
@@ -358,19 +366,20 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         if self._cpu_load is None:
             small, large = (automatic_cpu_share(pixels, self._spare_cores) for pixels in (500 * 375, 2_000_000))
             notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
-                     f"{large:.0%} of 2-megapixel ones)"] if large else []
+                     f"{large:.0%} of whole 2-megapixel ones, more of windows near an image's top)"] if large else []
         else:
             notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
         return notes + self._windows.build_notes()
 
-    def decodes_on_cpu(self, index: int, pixels: int = 0) -> bool:
-        """Whether sample ``index`` of a batch (a JPEG of ``pixels`` pixels) is in the CPU workers'
-        share: spread evenly over the batch, and no timing decides, so a seed gives the same pixels
-        in every run. A given cpu_decoder_load takes the same samples of every batch; the automatic
-        share of each image is taken at a fixed, evenly spread point per index."""
+    def decodes_on_cpu(self, index: int, pixels: int = 0, rows_read: float = 1.0) -> bool:
+        """Whether sample ``index`` of a batch (a JPEG of ``pixels`` pixels whose decode on the CPU
+        reads ``rows_read`` of its rows) is in the CPU workers' share: spread evenly over the batch,
+        and no timing decides, so a seed gives the same pixels in every run. A given
+        cpu_decoder_load takes the same samples of every batch; the automatic share of each image is
+        taken at a fixed, evenly spread point per index."""
         load = self._cpu_load
         if load is None:
-            share = automatic_cpu_share(pixels, self._spare_cores)
+            share = automatic_cpu_share(pixels, self._spare_cores, rows_read)
             return share > 0 and (index + 1) * _GOLDEN % 1.0 < share
         return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
 
@@ -405,13 +414,19 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         data = np.ascontiguousarray(inputs[0])  # the decoders read its bytes from its address
         header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
-        if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1) \
-                or self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0):
-            image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
-            return EncodedImage((image, None, image.shape[0], image.shape[1], False))
+        if header is None or not header.gpu or (args["adjust_orientation"] and header.orientation != 1):
+            return self._decoded_here(inputs, args, sample)
         image_codecs.check_pixels(header.height, header.width, args["max_pixels"])
-        return EncodedImage((data, self._clipped_window(header.height, header.width, inputs, args, sample),
-                             header.height, header.width, header.hardware))
+        window = self._clipped_window(header.height, header.width, inputs, args, sample)
+        rows_read = 1.0 if window is None else (window[0] + window[2]) / header.height
+        if self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0, rows_read):
+            return self._decoded_here(inputs, args, sample)
+        return EncodedImage((data, window, header.height, header.width, header.hardware))
+
+    def _decoded_here(self, inputs, args, sample):
+        from penstock.kernels.nvimgcodec_decode import EncodedImage
+        image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
+        return EncodedImage((image, None, image.shape[0], image.shape[1], False))
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)

@@ -234,6 +234,13 @@ class Operator:
     # state lives, so worker processes are not chosen for a pipeline by default when it does
     runs_user_code = False
 
+    def cpu_workers_wanted(self) -> int:
+        """CPU workers (threads or processes) the operator's per-sample work is sized for, whatever
+        the pipeline's num_threads: the pipeline runs at least this many. 0: num_threads decides.
+        (The mixed decoders' automatic CPU share is sized by the machine's cores, not by
+        num_threads, so that a seed gives the same batches whatever the threads.)"""
+        return 0
+
     # "split" and "merge": the operators of conditionals, which route samples between branches
     # (operators.conditional); the executor routes a batch operator's samples itself, asking it
     # for the predicates and the samples (below)

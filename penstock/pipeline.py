@@ -29,7 +29,9 @@ class Pipeline:
             the interpreter lock; see executor.MAX_PYTHON_WORKERS), and the size of native pools
             (nvImageCodec's CPU threads for GPU decoding). None (the default): the machine's cores,
             divided among the processes of a distributed job on it (one pipeline per GPU under
-            torchrun gets its share, penstock.distributed).
+            torchrun gets its share, penstock.distributed). A 'mixed' decoder's automatic CPU share
+            of large JPEGs (``cpu_decoder_load`` not given) is sized by those cores, not by
+            num_threads, and gets that many workers where num_threads is smaller.
         device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
         seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
             Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.

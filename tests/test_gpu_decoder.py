@@ -288,6 +288,32 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     assert data is jpeg  # the rest go to the GPU encoded
 
 
+def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp_path, monkeypatch):
+    """The automatic share is sized by the machine's cores per pipeline: the pipeline runs that
+    many workers even where num_threads asks for fewer (a share of large JPEGs on 2 workers would
+    leave the GPU waiting); a given cpu_decoder_load leaves num_threads to decide."""
+    from conftest import gpu_or_emulated
+
+    from penstock import distributed, fn, pipeline_def
+    monkeypatch.setattr(distributed, "default_threads", lambda: 8)  # 2 spare cores
+    Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
+    counts = {}
+    for load in (None, 0.0):
+        @pipeline_def(batch_size=2, num_threads=2, device_id=0, seed=1, worker_processes=True)
+        def pipe():
+            jpegs, _ = fn.readers.file(files=[str(tmp_path / "a.jpg")] * 2)
+            return fn.decoders.image(jpegs, device="mixed", cpu_decoder_load=load)
+        with gpu_or_emulated():
+            built = pipe()
+            built.build()
+            try:
+                built.run()
+                counts[load] = built._executor._processes.count
+            finally:
+                built.close()
+    assert counts == {None: 8, 0.0: 2}
+
+
 def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
     """A window near the image's top costs the CPU decoder less (it reads the entropy-coded rows
     down to the window's bottom), where the hardware engines take the same time for any window: a

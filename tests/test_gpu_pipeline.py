@@ -83,7 +83,8 @@ def test_decoded_images_of_two_batches_at_most_are_held(tmp_path):
     @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=1)
     def large_photos():
         encoded, _ = fn.readers.file(file_root=str(tmp_path), name="Reader")
-        return fn.resize(fn.decoders.image(encoded, device="mixed"), resize_x=32, resize_y=32)
+        # every image to the GPU's decoders (no CPU share, which the machine's cores would decide)
+        return fn.resize(fn.decoders.image(encoded, device="mixed", cpu_decoder_load=0), resize_x=32, resize_y=32)
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()

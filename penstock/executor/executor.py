@@ -100,7 +100,8 @@ class Executor:
         self._next_iteration = start_iteration
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
-        processes = WorkerProcesses(self._runner, max(1, num_threads), self._tasks, self._stopping, arena) \
+        workers = plan.cpu_workers(num_threads)
+        processes = WorkerProcesses(self._runner, workers, self._tasks, self._stopping, arena) \
             if uses_processes else None
         # CPU work the GPU stage hands back (images the GPU decoders refused): the worker threads,
         # or the thread that feeds the worker processes, take it before their next samples
@@ -115,7 +116,7 @@ class Executor:
         # _in_flight when there is no GPU stage.
         stages = [Stage("producer", self._produce_loop, threads=1, takes="_slots", gives="_in_flight, _tasks")]
         if processes is None:
-            samples = Stage("worker", self._work, threads=worker_count(num_threads), numbered=True,
+            samples = Stage("worker", self._work, threads=worker_count(workers), numbered=True,
                             takes="_tasks", gives="job.done")
         else:  # one thread feeds the processes: more Python threads would compete with the GPU stage
             samples = Stage("dispatcher", processes.dispatch, threads=1, processes=processes.count,

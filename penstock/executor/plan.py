@@ -93,6 +93,12 @@ class ExecutionPlan:
             passed_slots=passed_slots, computed_slots=tuple(slot for slot in range(len(kept)) if slot not in passed_slots),
             worker_step_keys=frozenset(step.key for step in (*cpu_steps, *prepared_on_cpu)))
 
+    def cpu_workers(self, num_threads: int) -> int:
+        """The CPU stage's workers: num_threads, or more where an operator's per-sample work is
+        sized for more (Operator.cpu_workers_wanted)."""
+        wanted = (step.impl.cpu_workers_wanted() for step in (*self.cpu_steps, *self.prepared_on_cpu))
+        return max(1, num_threads, *wanted)
+
     def uses_processes(self, requested: bool | None) -> bool:
         """Whether worker processes run the CPU stage: when ``requested`` and they can be used. None
         chooses them when there is per-sample CPU work: their Python runs in parallel, where

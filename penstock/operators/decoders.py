@@ -42,7 +42,9 @@ DECODER_ARGS = (
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
         "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
-        "uses them, and up to 0.3 of larger ones, as far as the spare cores keep pace (BENCHMARKS.md).",
+        "uses them, and up to 0.3 of larger ones, as far as the spare cores keep pace (more of windows near "
+        "an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the pipeline then runs a "
+        "worker per core even where num_threads asks for fewer.",
         min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
@@ -385,6 +387,12 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
     def draw(self, rng, count):
         return self._windows.draw(rng, count)
+
+    def cpu_workers_wanted(self) -> int:
+        """The automatic share keeps the machine's spare cores busy: as many workers as its cores
+        per pipeline, even where num_threads asks for fewer (DALI's examples ask for 4), which the
+        share of large JPEGs would leave the pipeline waiting for."""
+        return distributed.default_threads() if self._cpu_load is None and self._spare_cores > 0 else 0
 
     @property
     def engines(self) -> list[str]:

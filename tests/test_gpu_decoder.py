@@ -223,13 +223,15 @@ def test_the_cpu_workers_decode_their_share_of_the_jpegs():
     jpeg = KINDS["baseline 4:2:0"][0]
     on_cpu = []
     for index in range(4):
-        data, window, height, width, hardware = mixed.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
+        item = mixed.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
+        data, window, height, width, hardware = item[:5]
         if data.ndim == 3:
             on_cpu.append(index)
             np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
             assert window is None and (height, width) == data.shape[:2] and not hardware
+            assert item.extent == data.shape[:2]  # the window the GPU would have decoded, here at full scale
         else:
-            assert data is jpeg and hardware
+            assert data is jpeg and hardware and item.extent is None
     assert on_cpu == [1, 3]
     assert [index for index in range(8) if mixed.decodes_on_cpu(index)] == [1, 3, 5, 7]
 
@@ -279,9 +281,9 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     jpeg = _encoded(_image(1200, 1600, seed=9))
     draws = few.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 256)
     index = large[0]
-    data, window, height, width, hardware = few.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
+    data, window, height, width, hardware, extent = few.encoded((jpeg,), args, SampleContext(index, "a.jpg", draws[index]))
     np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
-    assert window is None and not hardware
+    assert window is None and not hardware and extent == data.shape[:2]  # no resize after it: full scale
     # not in the share even of windows at the top (the share's cap)
     other = next(index for index in range(256) if (index + 1) * decoders._GOLDEN % 1.0 >= decoders.MAX_AUTOMATIC_CPU_SHARE)
     data, *_ = few.encoded((jpeg,), args, SampleContext(other, "a.jpg", draws[other]))
@@ -331,6 +333,32 @@ def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
         assert (data.ndim == 3) == on_cpu and (window is None) == on_cpu
         if on_cpu:
             assert data.shape == (360, 800, 3)
+
+
+def test_the_batch_buffer_keeps_the_gpu_decoders_room_for_the_workers_share():
+    """The workers' share of the JPEGs comes as pixels, smaller where a resize follows (DCT
+    scaling), but keeps the room the GPU's decoders would have taken in the batch buffer: its size
+    does not move with which JPEGs the workers took (the allocator keeps a block of every size)."""
+    from penstock.contract import RowColumn
+    from penstock.kernels.nvimgcodec_decode import EncodedImage, batch_layout
+    jpeg = np.zeros(1000, np.uint8)
+    small = np.zeros((30, 40, 3), np.uint8)  # a 120 x 160 window decoded at 1/4 scale
+    ring = np.zeros(small.nbytes, np.uint8)
+    plain = EncodedImage((small, None, 30, 40, False))  # a format the GPU does not take: its own size
+    share = EncodedImage((small, None, 30, 40, False, (120, 160)))
+    assert EncodedImage.from_ring_row(ring, share.ring_row())[5] == (120, 160)
+    assert len(EncodedImage.from_ring_row(ring, plain.ring_row())) == 5
+    held_apart = EncodedImage((np.zeros((30, 80, 3), np.uint8)[:, ::2], None, 30, 40, False, (120, 160)))
+    kept_bytes = []
+    for values in ([EncodedImage((jpeg, (0, 0, 120, 160), 480, 640, True)), share, plain],
+                   [held_apart, EncodedImage((jpeg, None, 120, 160, True)), plain]):
+        column = RowColumn.of(EncodedImage, values)
+        heights, widths, kept = batch_layout(column, 3)
+        kept_bytes.append(kept.sum())
+        assert [(height, width) for height, width in zip(heights, widths)] == \
+            [(value.window or (value.height, value.width))[-2:] for value in values]
+    assert 0 in RowColumn.of(EncodedImage, [held_apart]).others  # not addressable as bytes: held as itself
+    assert kept_bytes[0] == kept_bytes[1] == 2 * (120 * 160 * 3) + -(-30 * 40 * 3 // 256) * 256
 
 
 @pytest.mark.parametrize("where", ["pageable", "pinned ring"])

@@ -324,7 +324,8 @@ def _rings_of_a_mixed_decoder_pipeline(data) -> tuple:
     @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=7, worker_processes=True)
     def pipe():
         jpegs, labels = fn.readers.file(file_root=data)
-        return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB), labels
+        # no automatic CPU share, which would run a worker per core of the machine
+        return fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, cpu_decoder_load=0), labels
     with gpu_or_emulated():
         built = pipe()
         built.build()

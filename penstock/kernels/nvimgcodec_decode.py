@@ -67,29 +67,36 @@ def library() -> capi.Library:
 
 
 class EncodedImage(RowPreparation):
-    """EncodedImage((data, window, height, width, hardware)): what the CPU workers hand the GPU
-    decoder for one image. ``data``: its encoded bytes (1-D), or the image already decoded on the
-    worker (HWC uint8, window None: a format the GPU decoders do not take, or the workers' share of
-    the JPEGs); ``window``: (top, left, height, width) to decode, or None for the whole image;
-    ``height``, ``width``: the whole image's size; ``hardware``: a JPEG the hardware decoders take.
-    A tuple without a __new__ of its own, so that it comes back from a worker process without
-    running Python code per image; decoded pixels travel as rows too (kind PIXELS), so that the
-    GPU stage copies them without an object per image."""
+    """EncodedImage((data, window, height, width, hardware[, extent])): what the CPU workers hand
+    the GPU decoder for one image. ``data``: its encoded bytes (1-D), or the image already decoded
+    on the worker (HWC uint8, window None: a format the GPU decoders do not take, or the workers'
+    share of the JPEGs); ``window``: (top, left, height, width) to decode, or None for the whole
+    image; ``height``, ``width``: the whole image's size; ``hardware``: a JPEG the hardware decoders
+    take; ``extent``: for a JPEG of the workers' share, the (height, width) the GPU's decoders would
+    have made of it, which the batch buffer reserves for its pixels, so that the buffer's size does
+    not move with which JPEGs the workers took (PyTorch's allocator keeps a block of every size it is
+    asked for). A tuple without a __new__ of its own, so that it comes back from a worker process
+    without running Python code per image; decoded pixels travel as rows too (kind PIXELS, the
+    extent in the window's size), so that the GPU stage copies them without an object per image."""
 
     __slots__ = ()
     ROW_FIELDS = 7
     data = property(operator.itemgetter(0))
 
     def ring_row(self) -> tuple:
+        if self[0].ndim == 3:
+            return (-1, -1, *(self.extent or (-1, -1)), self[2], self[3], PIXELS)
         window = self[1] or (-1, -1, -1, -1)
-        kind = PIXELS if self[0].ndim == 3 else HARDWARE_JPEG if self[4] else JPEG
-        return (*window, self[2], self[3], kind)
+        return (*window, self[2], self[3], HARDWARE_JPEG if self[4] else JPEG)
 
     @classmethod
     def from_ring_row(cls, data, row) -> "EncodedImage":
         top, left, height, width, image_height, image_width, kind = row
         if kind == PIXELS:
-            return cls((data.reshape(image_height, image_width, -1), None, image_height, image_width, False))
+            pixels = data.reshape(image_height, image_width, -1)
+            if height < 0:
+                return cls((pixels, None, image_height, image_width, False))
+            return cls((pixels, None, image_height, image_width, False, (height, width)))
         return cls((data, None if top < 0 else (top, left, height, width), image_height, image_width,
                     kind == HARDWARE_JPEG))
 
@@ -97,6 +104,10 @@ class EncodedImage(RowPreparation):
     height = property(operator.itemgetter(2))
     width = property(operator.itemgetter(3))
     hardware = property(operator.itemgetter(4))
+
+    @property
+    def extent(self) -> tuple[int, int] | None:
+        return self[5] if len(self) > 5 else None
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
@@ -137,6 +148,24 @@ class _Handles:
 # ran about 10% slower on an H200 (BENCHMARKS.md).
 LANES = (("GPU decode", 2),)
 DECODE_LANE = LANES[0][0]
+
+
+def batch_layout(items: RowColumn, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(heights, widths, bytes kept in the batch buffer) of a column of EncodedImages: a window's
+    size, or the whole image's; for pixels the workers decoded, their own size, but the room kept
+    for the workers' share of the JPEGs is what the GPU's decoders would have made of them (their
+    ``extent``), so that the buffer's size does not move with which JPEGs the workers took."""
+    rows = items.rows
+    windowed = rows[:, _TOP] >= 0
+    heights = np.where(windowed, rows[:, _WINDOW_HEIGHT], rows[:, _IMAGE_HEIGHT])
+    widths = np.where(windowed, rows[:, _WINDOW_WIDTH], rows[:, _IMAGE_WIDTH])
+    shared = (rows[:, RowColumn.NBYTES] >= 0) & (rows[:, _KIND] == PIXELS) & (rows[:, _WINDOW_HEIGHT] >= 0)
+    extent_bytes = np.where(shared, rows[:, _WINDOW_HEIGHT] * rows[:, _WINDOW_WIDTH] * channels, 0)
+    for index, item in items.others.items():  # decoded on the CPU workers: the image as it is
+        heights[index], widths[index] = item.height, item.width
+        extent_bytes[index] = item.extent[0] * item.extent[1] * channels if item.extent is not None else 0
+    kept = -(-np.maximum(heights * widths * channels, extent_bytes) // _ALIGN) * _ALIGN
+    return heights, widths, kept
 
 
 def run_now(lane: str, call) -> None:
@@ -255,12 +284,9 @@ class GpuImageDecoder:
         started = time.perf_counter()
         items = RowColumn.of(EncodedImage, items)
         rows, channels = items.rows, self._channels
-        windowed = rows[:, _TOP] >= 0
-        heights = np.where(windowed, rows[:, _WINDOW_HEIGHT], rows[:, _IMAGE_HEIGHT])
-        widths = np.where(windowed, rows[:, _WINDOW_WIDTH], rows[:, _IMAGE_WIDTH])
-        for index, item in items.others.items():  # decoded on the CPU workers: the image as it is
-            heights[index], widths[index] = item.height, item.width
-        aligned = -(-heights * widths * channels // _ALIGN) * _ALIGN
+        heights, widths, aligned = batch_layout(items, channels)
+        in_rows = rows[:, RowColumn.NBYTES] >= 0
+        pixels = in_rows & (rows[:, _KIND] == PIXELS)
         offsets = np.zeros(len(rows), np.int64)
         np.cumsum(aligned[:-1], out=offsets[1:])
         with torch.cuda.stream(cuda_stream):
@@ -270,8 +296,6 @@ class GpuImageDecoder:
                                 run_call, run_on_workers)
         # encoded data is a JPEG whose header the CPU workers read (anything else comes decoded);
         # one the decoders cannot parse after all is decoded on the CPU, which says why
-        in_rows = rows[:, RowColumn.NBYTES] >= 0
-        pixels = in_rows & (rows[:, _KIND] == PIXELS)
         on_gpu = np.flatnonzero(in_rows & ~pixels)
         pending.pixel_rows = np.flatnonzero(pixels)
         if len(pending.pixel_rows):

@@ -428,13 +428,16 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         window = self._clipped_window(header.height, header.width, inputs, args, sample)
         rows_read = 1.0 if window is None else (window[0] + window[2]) / header.height
         if self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0, rows_read):
-            return self._decoded_here(inputs, args, sample)
+            return self._decoded_here(inputs, args, sample, window[2:] if window else (header.height, header.width))
         return EncodedImage((data, window, header.height, header.width, header.hardware))
 
-    def _decoded_here(self, inputs, args, sample):
+    def _decoded_here(self, inputs, args, sample, extent=None):
+        """The CPU decoder's image; ``extent``: the size the GPU's decoders would have made of it."""
         from penstock.kernels.nvimgcodec_decode import EncodedImage
         image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
-        return EncodedImage((image, None, image.shape[0], image.shape[1], False))
+        if extent is None:
+            return EncodedImage((image, None, image.shape[0], image.shape[1], False))
+        return EncodedImage((image, None, image.shape[0], image.shape[1], False, tuple(extent)))
 
     def _clipped_window(self, height, width, inputs, args, sample):
         window = self._windows.window(height, width, inputs, args, sample)

@@ -314,6 +314,9 @@ def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp
             finally:
                 built.close()
     assert counts == {None: 8, 0.0: 2}
+    monkeypatch.setattr(distributed, "default_threads", lambda: 128)  # a pipeline alone on a large host
+    mixed, _, _ = _mixed_and_cpu_decoders()
+    assert mixed.cpu_workers_wanted() == 32
 
 
 def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():

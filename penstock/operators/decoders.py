@@ -316,6 +316,10 @@ CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
 # ran no faster than with 8.8 (0.1)
 PIPELINE_CORES = 6
 MAX_AUTOMATIC_CPU_SHARE = 0.3  # larger shares were slower wherever measured (64 cores for one GPU)
+# workers the automatic share gets at most: at its cap, with the engines at their rate, the share
+# keeps about 21 cores busy (0.3 of 8,000 images/s of 48 x the hardware's time each, whatever the
+# image size) and the pipeline about 5 more; a pipeline alone on a host of 128 cores does not fork 128
+MAX_SHARE_WORKERS = 32
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -392,7 +396,9 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         """The automatic share keeps the machine's spare cores busy: as many workers as its cores
         per pipeline, even where num_threads asks for fewer (DALI's examples ask for 4), which the
         share of large JPEGs would leave the pipeline waiting for."""
-        return distributed.default_threads() if self._cpu_load is None and self._spare_cores > 0 else 0
+        if self._cpu_load is not None or self._spare_cores <= 0:
+            return 0
+        return min(distributed.default_threads(), MAX_SHARE_WORKERS)
 
     @property
     def engines(self) -> list[str]:

@@ -291,32 +291,37 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
 
 
 def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp_path, monkeypatch):
-    """The automatic share is sized by the machine's cores per pipeline: the pipeline runs that
-    many workers even where num_threads asks for fewer (a share of large JPEGs on 2 workers would
-    leave the GPU waiting); a given cpu_decoder_load leaves num_threads to decide."""
+    """The automatic share is sized by the machine's cores per pipeline: the decoder asks for that
+    many workers (at most 32), and the pipeline runs them even where num_threads asks for fewer (a
+    share of large JPEGs on 2 workers would leave the GPU waiting); a given cpu_decoder_load, or the
+    emulated GPU (which decodes every image on the workers), leaves num_threads to decide."""
     from conftest import gpu_or_emulated
 
-    from penstock import distributed, fn, pipeline_def
+    from penstock import devices, distributed, fn, pipeline_def
+    from penstock.operators import decoders
     monkeypatch.setattr(distributed, "default_threads", lambda: 8)  # 2 spare cores
-    Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
-    counts = {}
-    for load in (None, 0.0):
-        @pipeline_def(batch_size=2, num_threads=2, device_id=0, seed=1, worker_processes=True)
-        def pipe():
-            jpegs, _ = fn.readers.file(files=[str(tmp_path / "a.jpg")] * 2)
-            return fn.decoders.image(jpegs, device="mixed", cpu_decoder_load=load)
-        with gpu_or_emulated():
-            built = pipe()
-            built.build()
-            try:
-                built.run()
-                counts[load] = built._executor._processes.count
-            finally:
-                built.close()
-    assert counts == {None: 8, 0.0: 2}
+    assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 8
+    assert _mixed_and_cpu_decoders(cpu_decoder_load=0.0)[0].cpu_workers_wanted() == 0
+    with devices.emulated_gpu():
+        assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 0
     monkeypatch.setattr(distributed, "default_threads", lambda: 128)  # a pipeline alone on a large host
-    mixed, _, _ = _mixed_and_cpu_decoders()
-    assert mixed.cpu_workers_wanted() == 32
+    assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 32
+
+    monkeypatch.setattr(decoders.MixedDecoder, "cpu_workers_wanted", lambda self: 6)
+    Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
+
+    @pipeline_def(batch_size=2, num_threads=2, device_id=0, seed=1, worker_processes=True)
+    def pipe():
+        jpegs, _ = fn.readers.file(files=[str(tmp_path / "a.jpg")] * 2)
+        return fn.decoders.image(jpegs, device="mixed")
+    with gpu_or_emulated():
+        built = pipe()
+        built.build()
+        try:
+            built.run()
+            assert built._executor._processes.count == 6
+        finally:
+            built.close()
 
 
 def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():

@@ -396,7 +396,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         """The automatic share keeps the machine's spare cores busy: as many workers as its cores
         per pipeline, even where num_threads asks for fewer (DALI's examples ask for 4), which the
         share of large JPEGs would leave the pipeline waiting for."""
-        if self._cpu_load is not None or self._spare_cores <= 0:
+        if self._cpu_load is not None or self._spare_cores <= 0 or self._emulated:
             return 0
         return min(distributed.default_threads(), MAX_SHARE_WORKERS)
 

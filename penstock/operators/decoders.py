@@ -44,7 +44,7 @@ DECODER_ARGS = (
         "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
         "uses them, and up to 0.3 of larger ones, as far as the spare cores keep pace (more of windows near "
         "an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the pipeline then runs a "
-        "worker per core even where num_threads asks for fewer.",
+        "worker per core (at most 32) even where num_threads asks for fewer.",
         min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),

@@ -259,6 +259,10 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     assert automatic_cpu_share(2_000_000, 12, rows_read=0.5) == 0.3  # 12 / 36, beyond the cap
     assert automatic_cpu_share(2_000_000, 10, rows_read=0.75) == pytest.approx(10 / 46)
     assert automatic_cpu_share(2_000_000, 10) < automatic_cpu_share(2_000_000, 10, rows_read=0.9)
+    # whole images (no window) at most 0.2, windows 0.3: what was measured to pay on 32 cores
+    assert automatic_cpu_share(2_000_000, 26, whole_image=True) == 0.2
+    assert automatic_cpu_share(2_000_000, 26) == 0.3
+    assert automatic_cpu_share(2_000_000, 10, whole_image=True) == pytest.approx(10 / 58)
     assert automatic_cpu_share(2_000_000, 60) == 0.3  # at most what was measured to pay
     one = automatic_cpu_share(1_000_000, 60)
     assert one == pytest.approx(1 - 2 * 37 / 95)  # here the engines' time sets it

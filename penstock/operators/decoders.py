@@ -42,7 +42,7 @@ DECODER_ARGS = (
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
         "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
-        "uses them, and up to 0.3 of larger ones, as far as the spare cores keep pace (more of windows near "
+        "uses them, and up to 0.3 of larger ones (0.2 of whole images), as far as the spare cores keep pace (more of windows near "
         "an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the pipeline then runs a "
         "worker per core (at most 32) even where num_threads asks for fewer.",
         min=0.0, max=1.0),
@@ -316,6 +316,10 @@ CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
 # ran no faster than with 8.8 (0.1)
 PIPELINE_CORES = 6
 MAX_AUTOMATIC_CPU_SHARE = 0.3  # larger shares were slower wherever measured (64 cores for one GPU)
+# of whole images (no window) at most: on a 32-core host, validation on 2-megapixel photographs did
+# 3,935 images/s with 0.3 of them on the CPU workers, 4,912 with 0.2 and 4,656 with none (19 cores
+# busy at 0.3: not the cores; the cause was not found), where training windows did best at 0.3
+MAX_WHOLE_IMAGE_CPU_SHARE = 0.2
 # workers the automatic share gets at most: at its cap, with the engines at their rate, the share
 # keeps about 21 cores busy (0.3 of 8,000 images/s of 48 x the hardware's time each, whatever the
 # image size) and the pipeline about 5 more; a pipeline alone on a host of 128 cores does not fork 128
@@ -323,19 +327,20 @@ MAX_SHARE_WORKERS = 32
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0) -> float:
+def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, whole_image: bool = False) -> float:
     """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
     hardware engines' time per image down to HEADROOM times the pipeline's (``needed``), no more
     than the spare cores decode in the time the engines take for the rest (``affordable``:
     (1 - f) * hardware = f * cpu / spare). ``rows_read``: the share of the image's rows the CPU
     decoder reads (down to its window's bottom): windows near the top cost the workers less, where
-    the engines take the same time for any window."""
+    the engines take the same time for any window. ``whole_image``: decoded without a window."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
     needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
     affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME * rows_read)
-    return max(0.0, min(needed, affordable, MAX_AUTOMATIC_CPU_SHARE))
+    cap = MAX_WHOLE_IMAGE_CPU_SHARE if whole_image else MAX_AUTOMATIC_CPU_SHARE
+    return max(0.0, min(needed, affordable, cap))
 
 
 class MixedDecoder(DecoderDeclaration, BatchOperator):
@@ -370,22 +375,23 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
     def build_notes(self):
         if self._cpu_load is None:
-            small, large = (automatic_cpu_share(pixels, self._spare_cores) for pixels in (500 * 375, 2_000_000))
+            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=True)
+                            for pixels in (500 * 375, 2_000_000))
             notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
                      f"{large:.0%} of whole 2-megapixel ones, more of windows near an image's top)"] if large else []
         else:
             notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
         return notes + self._windows.build_notes()
 
-    def decodes_on_cpu(self, index: int, pixels: int = 0, rows_read: float = 1.0) -> bool:
+    def decodes_on_cpu(self, index: int, pixels: int = 0, rows_read: float = 1.0, whole_image: bool = False) -> bool:
         """Whether sample ``index`` of a batch (a JPEG of ``pixels`` pixels whose decode on the CPU
-        reads ``rows_read`` of its rows) is in the CPU workers' share: spread evenly over the batch,
-        and no timing decides, so a seed gives the same pixels in every run. A given
-        cpu_decoder_load takes the same samples of every batch; the automatic share of each image is
-        taken at a fixed, evenly spread point per index."""
+        reads ``rows_read`` of its rows; ``whole_image``: without a window) is in the CPU workers'
+        share: spread evenly over the batch, and no timing decides, so a seed gives the same pixels
+        in every run. A given cpu_decoder_load takes the same samples of every batch; the automatic
+        share of each image is taken at a fixed, evenly spread point per index."""
         load = self._cpu_load
         if load is None:
-            share = automatic_cpu_share(pixels, self._spare_cores, rows_read)
+            share = automatic_cpu_share(pixels, self._spare_cores, rows_read, whole_image)
             return share > 0 and (index + 1) * _GOLDEN % 1.0 < share
         return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
 
@@ -433,7 +439,8 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         image_codecs.check_pixels(header.height, header.width, args["max_pixels"])
         window = self._clipped_window(header.height, header.width, inputs, args, sample)
         rows_read = 1.0 if window is None else (window[0] + window[2]) / header.height
-        if self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0, rows_read):
+        if self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0, rows_read,
+                               window is None):
             return self._decoded_here(inputs, args, sample, window[2:] if window else (header.height, header.width))
         return EncodedImage((data, window, header.height, header.width, header.hardware))
 

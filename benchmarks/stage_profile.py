@@ -4,7 +4,7 @@ stage (``Pipeline.stage_seconds()``: CPU operators summed over their threads or 
 operators as the GPU stage's one thread spends them, which is what sets a GPU pipeline's pace).
 
 usage: python benchmarks/stage_profile.py PIPELINE --data DIR [--device gpu] [--batches 30]
-       [--decoder cpu_decoder_load=0.1,...]
+       [--decoder cpu_decoder_load=0.1+hw_decoder_load=0.9]
 PIPELINE: train, val or aug (benchmarks/side_by_side.py's, on a folder-per-class set) or ssd
 (examples/ssd_training.py's, on a COCO-format set made by benchmarks/make_coco.py).
 """
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--decoder", default="", help="arguments added to the decoder of train, val or aug, "
-                                                      "as name=value,... (e.g. cpu_decoder_load=0.1)")
+                                                      "as name=value+... (e.g. cpu_decoder_load=0.1)")
     args = parser.parse_args()
 
     import penstock.compat.dali as api

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import multiprocessing
+import os
 import queue
 import selectors
 import signal
@@ -56,6 +57,12 @@ PROCESS_CHUNK = 32  # samples per message to a worker process when they are shar
 # pipeline's header parsing and window choice) go many to a message, enough for about this long
 # of the worker's time, rather than spread over every idle process
 MESSAGE_SECONDS = 0.01
+# the worker processes' niceness above the pipeline's process: where they fill every core (a CPU
+# share of large JPEGs), the threads that feed the GPU still get a core when they want one. nvJPEG's
+# hardware call keeps its thread on the CPU for the whole call, and took 214, 234, 245 and 269 us a
+# 2-megapixel image with 0, 0.1, 0.2 and 0.3 of the JPEGs on workers at the pipeline's priority
+# (4.3 to 15.3 of 16 cores busy; H100, BENCHMARKS.md)
+WORKER_NICENESS = 5
 LIGHT_CHUNK = 128  # samples per message of light samples, at most
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
 
@@ -440,6 +447,11 @@ _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.
 def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None) -> None:
     """The worker process: answers each request with its reply until it gets None or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+    if WORKER_NICENESS:
+        try:
+            os.nice(WORKER_NICENESS)
+        except OSError:  # a platform or policy that refuses: the workers run at the pipeline's priority
+            pass
     _keep_freed_memory()
     plan = runner.plan
     kept_count = len(plan.kept)

@@ -61,7 +61,10 @@ MESSAGE_SECONDS = 0.01
 # share of large JPEGs), the threads that feed the GPU still get a core when they want one. nvJPEG's
 # hardware call keeps its thread on the CPU for the whole call, and took 214, 234, 245 and 269 us a
 # 2-megapixel image with 0, 0.1, 0.2 and 0.3 of the JPEGs on workers at the pipeline's priority
-# (4.3 to 15.3 of 16 cores busy; H100, BENCHMARKS.md)
+# (4.3 to 15.3 of 16 cores busy). Niceness 5 against 0, alternating in one call: validation on those
+# photographs 5,686 and 5,579 images/s against 5,483 and 5,650, training within 1%, the ImageNet-like
+# training 25,965 against 24,322 (one run each): within the spread, kept for the reason above
+# (10: validation 5,954, one run; H100, BENCHMARKS.md)
 WORKER_NICENESS = 5
 LIGHT_CHUNK = 128  # samples per message of light samples, at most
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them

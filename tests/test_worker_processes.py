@@ -403,3 +403,23 @@ def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp
             # the GPU's JPEG decoders differ from libjpeg-turbo by a few levels
             assert got.shape == expected.shape
             assert np.abs(got.astype(int) - expected.astype(int)).mean() < 2.0
+
+
+def test_worker_processes_run_below_the_pipelines_priority(data):
+    """The workers are niced (processes.WORKER_NICENESS) so that the pipeline's own threads, which
+    feed the GPU, get a core when the workers fill every one."""
+    import os
+
+    from penstock.executor import processes
+    pipe = penstock.Pipeline(batch_size=2, num_threads=1, device_id=None, worker_processes=True)
+    with pipe:
+        jpegs, _ = penstock.fn.readers.file(file_root=data)
+        pipe.set_outputs(penstock.fn.decoders.image(jpegs))
+    pipe.build()
+    try:
+        pipe.run()
+        pids = [link._process.pid for link in pipe._executor._processes._links]
+        expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + processes.WORKER_NICENESS)
+        assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == expected for pid in pids)
+    finally:
+        pipe.close()

@@ -450,7 +450,7 @@ _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.
 def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None) -> None:
     """The worker process: answers each request with its reply until it gets None or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
-    if WORKER_NICENESS and hasattr(os, "nice"):
+    if WORKER_NICENESS:  # worker processes are forked: a POSIX system, which has nice()
         try:
             os.nice(WORKER_NICENESS)
         except OSError:  # a policy that refuses: the workers run at the pipeline's priority

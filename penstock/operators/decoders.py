@@ -42,9 +42,9 @@ DECODER_ARGS = (
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
         "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
-        "uses them, and up to 0.3 of larger ones (0.2 of whole images), as far as the spare cores keep pace (more of windows near "
-        "an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the pipeline then runs a "
-        "worker per core (at most 32) even where num_threads asks for fewer.",
+        "uses them, and up to 0.3 of larger ones (0.2 of whole images), as far as the spare cores keep pace "
+        "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
+        "pipeline then runs a worker per core (at most 32) even where num_threads asks for fewer.",
         min=0.0, max=1.0),
     Arg("hybrid_huffman_threshold", "int", 1000000, "Accepted for DALI compatibility.", min=0),
     Arg("preallocate_width_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
@@ -404,7 +404,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         share of large JPEGs would leave the pipeline waiting for."""
         if self._cpu_load is not None or self._spare_cores <= 0 or self._emulated:
             return 0
-        return min(distributed.default_threads(), MAX_SHARE_WORKERS)
+        return min(self._spare_cores + PIPELINE_CORES, MAX_SHARE_WORKERS)  # the machine's cores per pipeline
 
     @property
     def engines(self) -> list[str]:

@@ -130,14 +130,21 @@ def _cpu_list(path: str) -> set[int]:
     return cpus
 
 
-def keep_thread_off_gpu_interrupts() -> None:
-    """Moves the calling thread off the CPUs that service the GPU's interrupts, where enough others
-    are allowed. For the threads that wait in GPU decode calls: nvJPEG's hardware decode took 8.3-8.4
-    ms a batch of 256 JPEGs on most CPUs of an H200 machine but 11.6-15.0 on the one its interrupts
-    go to, and processes whose calling thread stayed there made every call that slowly (BENCHMARKS.md)."""
+def cpus_off_gpu_interrupts() -> set[int] | None:
+    """The CPUs the calling thread may run on less those that service the GPU's interrupts, where
+    enough others are allowed; None where nothing is to change. For the threads that wait in GPU
+    decode calls: nvJPEG's hardware decode took 8.3-8.4 ms a batch of 256 JPEGs on most CPUs of an
+    H200 machine but 11.6-15.0 on the one its interrupts go to, and processes whose calling thread
+    stayed there made every call that slowly (BENCHMARKS.md)."""
     if not hasattr(os, "sched_getaffinity"):
-        return
+        return None
     allowed = os.sched_getaffinity(0)
     away = allowed - gpu_interrupt_cpus()
-    if away != allowed and len(away) >= max(1, len(allowed) // 2):
+    return away if away != allowed and len(away) >= max(1, len(allowed) // 2) else None
+
+
+def keep_thread_off_gpu_interrupts() -> None:
+    """Moves the calling thread off the CPUs that service the GPU's interrupts (cpus_off_gpu_interrupts)."""
+    away = cpus_off_gpu_interrupts()
+    if away is not None:
         os.sched_setaffinity(0, away)

@@ -160,6 +160,36 @@ def test_hardware_batches_shrink_and_grow_again():
     decoder.close()
 
 
+def test_the_hardware_lane_decodes_as_the_calls_made_from_python(monkeypatch):
+    """Where the hardware lane is built (a C compiler: Triton needs one on a GPU machine), the
+    hardware share's calls are its thread's; the same batches through the decode calls made from
+    Python give the same pixels, batch after batch (the states reused, a smaller batch between)."""
+    import torch
+    from penstock.kernels import hardware_lane, native
+    decoders = {"lane": _gpu_decoder()}
+    if decoders["lane"]._hardware is None:
+        pytest.skip("needs a GPU with hardware JPEG decoders")
+    assert decoders["lane"]._hardware.lane is not None, native.problem(hardware_lane.NAME)
+    monkeypatch.setattr(hardware_lane, "for_nvjpeg", lambda *arguments: None)
+    decoders["python"] = _gpu_decoder()
+    assert decoders["python"]._hardware.lane is None
+    for count in (8, 3, 8):
+        items = _items((["baseline 4:2:0", "baseline 4:4:4", "gray", "baseline 4:2:2"] * 2)[:count])
+        decoded = {}
+        for name, decoder in decoders.items():
+            pending = decoder.submit(items, torch.cuda.current_stream())
+            assert pending.on_lane is (name == "lane")
+            pending.wait()
+            torch.cuda.synchronize()
+            assert sorted(pending.hardware) == list(range(count))
+            decoded[name] = [image.cpu() for image in pending.images]
+        assert all(torch.equal(a, b) for a, b in zip(decoded["lane"], decoded["python"]))
+        _check_against_cpu(items, decoded["lane"])
+    assert decoders["lane"].seconds["decode call (decode stage)"] > 0
+    for decoder in decoders.values():
+        decoder.close()
+
+
 def test_hardware_and_cuda_decoders_share_a_batch():
     """hw_decoder_load 0.5: half the JPEGs the hardware takes go to it, the rest to nvImageCodec,
     both decoded at once by the decoder's two threads."""

@@ -183,8 +183,10 @@ class GpuImageDecoder:
     """The GPU decoders of one pipeline; ``submit`` from one thread. ``submit`` describes a batch to
     the decoders and hands their blocking decode calls (which release the interpreter lock) to
     ``run_call(lane, call)``: the executor's decode stage runs them on the threads of the lane
-    (LANES), and the caller goes on with other work and ``wait``s for the batch later. The decoder itself starts no thread; the threads that
-    make its calls have its device as their current CUDA device.
+    (LANES), and the caller goes on with other work and ``wait``s for the batch later. The threads
+    that make its calls have its device as their current CUDA device. The hardware decoders' calls
+    go to their own native thread instead where it is built (kernels/hardware_lane.py), which
+    never waits for the interpreter lock between one batch's call and the next.
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
@@ -268,7 +270,7 @@ class GpuImageDecoder:
                          DALIImageType.GRAY: nvjpeg_hardware.OUTPUT_Y}.get(output_type, nvjpeg_hardware.OUTPUT_RGBI)
         try:
             with torch.cuda.device(device_id):
-                return nvjpeg_hardware.HardwareJpegDecoder(output_format, batch_size_hint)
+                return nvjpeg_hardware.HardwareJpegDecoder(output_format, batch_size_hint, device_id)
         except (OSError, RuntimeError):
             return None
 
@@ -369,7 +371,11 @@ class GpuImageDecoder:
         return on_gpu[~taken[on_gpu]]
 
     def _queue(self, pending: "PendingDecode") -> None:
-        shares = (["hardware"] if pending.hardware else []) + (["nvimgcodec"] if pending.decoding else [])
+        if pending.hardware and self._hardware.lane is not None:  # its own thread, without the interpreter lock
+            self._hardware.submit(pending.hardware_batch, pending._stream.cuda_stream)
+            pending.on_lane = True
+        shares = (["hardware"] if pending.hardware and not pending.on_lane else []) + \
+            (["nvimgcodec"] if pending.decoding else [])
         if shares:
             pending.decoded = threading.Event()
             pending.calls_left = len(shares)
@@ -472,6 +478,7 @@ class PendingDecode:
         self.decoding: list = []  # indices of the images given to nvImageCodec, in handle order
         self.hardware: list = []  # indices of the images given to the hardware decoders through nvJPEG
         self.hardware_batch = None
+        self.on_lane = False  # the hardware share went to the hardware lane (not the decode stage)
         self.calls_left = 0  # decoder calls of this batch not yet made
         self.lock = threading.Lock()
         self.decoded: threading.Event | None = None  # set when the decode stage made the last call
@@ -513,6 +520,8 @@ class PendingDecode:
         started = time.perf_counter()
         if self.decoded is not None:
             self.decoded.wait()
+        if self.on_lane:
+            self._wait_for_lane()
         items, self._items = self._items, None
         hardware_refused = self.hardware_batch is not None and \
             self.hardware_batch.status != nvjpeg_hardware.STATUS_SUCCESS
@@ -544,6 +553,14 @@ class PendingDecode:
         refused = [index for index in range(len(items)) if index not in succeeded]
         if refused:
             self._decode_on_cpu(items, refused)
+
+    def _wait_for_lane(self) -> None:
+        """Waits for the hardware lane's decode call of this batch (the interpreter lock released)."""
+        self.on_lane = False
+        try:
+            self._decoder.seconds["decode call (decode stage)"] += self._decoder._hardware.wait(self.hardware_batch)
+        except BaseException as error:  # raised with the batch's other errors
+            self.error = self.error or error
 
     def _decode_again(self, items: list, indices: list) -> None:
         """nvJPEG refuses a whole batch for one image it cannot decode: its images go through
@@ -611,9 +628,12 @@ class PendingDecode:
     def __del__(self):
         # never waited for (an error elsewhere in the batch): the handles go back once the decoder
         # thread is done with them
-        if self.decoded is not None and self._items is not None:
+        if self._items is not None and (self.decoded is not None or self.on_lane):
             try:
-                self.decoded.wait()
+                if self.decoded is not None:
+                    self.decoded.wait()
+                if self.on_lane:
+                    self._wait_for_lane()
                 self._release_future(finished=False)
                 self._return_handles()
             except Exception:

@@ -17,6 +17,7 @@ from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
 
 import numpy as np
 
+from penstock.kernels import hardware_lane
 from penstock.kernels.nvimgcodec_capi import load_twice
 
 BACKEND_HARDWARE = 3
@@ -90,14 +91,27 @@ class Library:
 PREPARED_BATCHES = 2  # a batch decoding and the next one described
 
 
+def _job_field(name: str) -> property:
+    return property(lambda batch: getattr(batch.job, name), lambda batch, value: setattr(batch.job, name, value))
+
+
 class HardwareBatch:
     """What one batch in flight needs: its own decoding state (nvJPEG's buffers for the batch) and
-    the arrays that describe it. Reused for later batches, once its decode has finished on the GPU."""
+    the arrays that describe it, gathered in its ``job`` (what the hardware lane reads). Reused for
+    later batches, once its decode has finished on the GPU."""
+
+    count = _job_field("count")  # images in the batch
+    status = _job_field("status")  # nvJPEG's status of its decode
+    initialized_for = _job_field("initialized_for")  # the batch size nvJPEG's state is set up for (0: not set up)
 
     def __init__(self, decoder: "HardwareJpegDecoder", capacity: int):
         self._lib = lib = decoder.library
         self.state = c_void_p()
         lib.check(lib.quick.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
+        self.job = hardware_lane.Job(state=self.state.value)
+        self._lane = decoder.lane
+        if self._lane is not None:  # recorded by the lane after each decode
+            self.job.event = self._lane.driver.new_event()
         if decoder.batch_size_hint:  # nvJPEG sizes its memory pool up front rather than batch by batch
             lib.check(lib.slow.nvjpegDecodeBatchedPreAllocate(decoder.handle, self.state, decoder.batch_size_hint,
                                                               1, 1, CSS_444, OUTPUT_RGBI),
@@ -106,9 +120,9 @@ class HardwareBatch:
         self.params = (c_void_p * 0)()
         self.grow(decoder, capacity)
         self.count = 0
-        self.finished = None  # a CUDA event recorded after the batch's decode
+        self.finished = None  # a CUDA event recorded after the batch's decode (decoded from Python)
         self.status = STATUS_SUCCESS
-        self.initialized_for = 0  # the batch size nvJPEG's state is set up for (0: not set up)
+        self.initialized_for = 0
         if capacity and capacity == decoder.batch_size_hint and lib.slow.nvjpegDecodeBatchedInitialize(
                 decoder.handle, self.state, capacity, 1, decoder.output_format) == STATUS_SUCCESS:
             self.initialized_for = capacity  # set up for whole batches, the usual case, before the first
@@ -133,6 +147,9 @@ class HardwareBatch:
         self.image_fields = np.frombuffer(self.images, _IMAGE_FIELDS)
         self.data_fields = np.frombuffer(self.data, np.uint64)
         self.length_fields = np.frombuffer(self.lengths, np.uint64)
+        job = self.job
+        job.data, job.lengths, job.images, job.params = (ctypes.addressof(array) for array in (
+            self.data, self.lengths, self.images, self.params))
 
     def destroy(self) -> None:
         lib = self._lib
@@ -141,15 +158,19 @@ class HardwareBatch:
                 lib.quick.nvjpegDecodeParamsDestroy(handle)
         if self.state:
             lib.quick.nvjpegJpegStateDestroy(self.state)
+        if self.job.event:
+            self._lane.driver.destroy_event(self.job.event)
         self.params, self.capacity, self.state = (c_void_p * 0)(), 0, c_void_p()
+        self.job = hardware_lane.Job()
 
 
 class HardwareJpegDecoder:
-    """nvJPEG's hardware backend on the current CUDA device. ``describe`` (any thread) fills a
-    HardwareBatch; ``decode`` (the thread that decodes, without the interpreter lock while nvJPEG
-    works) queues it on a CUDA stream."""
+    """nvJPEG's hardware backend on CUDA device ``device_id`` (the current device). ``describe``
+    (any thread) fills a HardwareBatch; where the hardware lane is built (``lane``), ``submit`` queues
+    it there and ``wait`` waits for its decode call; otherwise ``decode`` (the thread that decodes,
+    without the interpreter lock while nvJPEG works) queues it on a CUDA stream."""
 
-    def __init__(self, output_format: int, batch_size_hint: int = 0):
+    def __init__(self, output_format: int, batch_size_hint: int = 0, device_id: int = 0):
         self.library = lib = Library()
         self.handle = c_void_p()
         # fails where the GPU has no hardware JPEG decoder: the caller then does without it
@@ -163,6 +184,7 @@ class HardwareJpegDecoder:
             self.engines = None
         self.output_format = output_format
         self.batch_size_hint = batch_size_hint
+        self.lane = hardware_lane.for_nvjpeg(self.handle.value, output_format, lib.slow, device_id)
         # the states of the first batches in flight are made with the decoder (which the GPU stage
         # makes while the CPU stage works on the first batch): about a second, not paid by the first batch
         self._free: list[HardwareBatch] = [HardwareBatch(self, batch_size_hint)
@@ -212,13 +234,29 @@ class HardwareJpegDecoder:
         batch.status = status
         return status
 
+    def submit(self, batch: HardwareBatch, cuda_stream: int) -> None:
+        """Queues the batch's decode on the lane, on the stream, after the state's last decode has
+        run on the GPU (the lane waits for it)."""
+        batch.job.stream = cuda_stream
+        self.lane.submit(batch.job)
+
+    def wait(self, batch: HardwareBatch) -> float:
+        """Waits for a submitted batch's decode call; its time on the lane (seconds)."""
+        self.lane.wait(batch.job)
+        return batch.job.seconds
+
     def release(self, batch: HardwareBatch) -> None:
         self._free.append(batch)
 
     def close(self) -> None:
+        if self.lane is not None:  # its jobs run first: their states are still to be destroyed
+            self.lane.close()
         for batch in self._free:
             batch.destroy()
         self._free = []
+        if self.lane is not None:
+            self.lane.driver.closed()
+            self.lane = None
         if self.handle:
             self.library.quick.nvjpegDestroy(self.handle)
             self.handle = c_void_p()

@@ -1,0 +1,80 @@
+"""penstock's small C helpers (kernels/csrc): built on first use with the machine's C compiler
+(``$CC``, else ``cc``: the one Triton needs to run its GPU kernels) and kept in penstock's cache
+folder, one build per source text. Where there is no compiler, the build fails, or
+``PENSTOCK_NATIVE=0`` is set, ``built`` returns None and ``problem`` says why: each caller then
+keeps its Python path, which does the same work with the interpreter lock."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
+_built: dict[str, str | None] = {}
+_problems: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return os.environ.get("PENSTOCK_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def built(name: str) -> str | None:
+    """The path of the helper ``csrc/<name>.c`` built as a shared library (loadable), or None."""
+    with _lock:
+        if name not in _built:
+            try:
+                path = _build(name)
+                ctypes.CDLL(path)  # a library that does not load is a problem reported here
+                _built[name] = path
+            except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+                _built[name], _problems[name] = None, str(error)
+        return _built[name]
+
+
+def problem(name: str) -> str | None:
+    """Why ``built(name)`` gave None (None where it was built or was not asked for)."""
+    return _problems.get(name)
+
+
+def _compiler() -> list[str]:
+    command = shlex.split(os.environ.get("CC", "")) or ["cc"]
+    if shutil.which(command[0]) is None:
+        raise RuntimeError(f"no C compiler ('{command[0]}' is not on PATH; set CC to one)")
+    return command
+
+
+def _build(name: str) -> str:
+    """The path of the built library, building it where the cache has none for this source."""
+    if not enabled():
+        raise RuntimeError("PENSTOCK_NATIVE=0 is set")
+    with open(os.path.join(SOURCES, f"{name}.c"), "rb") as file:
+        source = file.read()
+    key = hashlib.sha256(source + f"{sys.platform} {platform.machine()}".encode()).hexdigest()[:16]
+    from penstock.cli import default_work_dir
+    folder = os.path.join(default_work_dir(), "native")
+    built = os.path.join(folder, f"{name}-{key}.so")
+    if os.path.exists(built):
+        return built
+    compiler = _compiler()
+    os.makedirs(folder, exist_ok=True)
+    # built under a temporary name and renamed: processes building at once each get a whole file
+    handle, partial = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(handle)
+    try:
+        result = subprocess.run([*compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", partial,
+                                 os.path.join(SOURCES, f"{name}.c")], capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"building {name}.c failed: {result.stderr.strip()[-2000:]}")
+        os.replace(partial, built)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return built

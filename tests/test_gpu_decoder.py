@@ -278,12 +278,16 @@ def test_the_cpu_share_spreads_over_the_batch():
 
 def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     """Not given, the share is the smaller of what brings the hardware engines' time per image
-    down to twice the pipeline's and what the spare cores keep pace with: none for ImageNet-sized
-    JPEGs or without spare cores, about a fifth of whole 2-megapixel ones with 12 spare cores, and
-    more of windows whose decode on the CPU reads fewer of the image's rows."""
+    down to twice the pipeline's (for windows, at least a tenth) and what the spare cores keep
+    pace with: none for whole ImageNet-sized JPEGs, for JPEGs the engines do not take or without
+    spare cores, a tenth of ImageNet-sized windows, about a fifth of whole 2-megapixel images with
+    12 spare cores, and more of windows whose decode on the CPU reads fewer of the image's rows."""
     from penstock.operators.decoders import automatic_cpu_share
-    assert automatic_cpu_share(500 * 375, 60) == 0.0 and automatic_cpu_share(600 * 800, 60) == 0.0
-    assert automatic_cpu_share(500 * 375, 60, rows_read=0.1) == 0.0
+    for pixels in (500 * 375, 600 * 800):
+        assert automatic_cpu_share(pixels, 60, whole_image=True) == 0.0
+        assert automatic_cpu_share(pixels, 60) == automatic_cpu_share(pixels, 60, rows_read=0.1) == 0.1
+    assert automatic_cpu_share(0, 60) == 0.0  # not for the engines: nothing to take off them
+    assert automatic_cpu_share(500 * 375, 2, rows_read=0.5) == pytest.approx(2 / 26)  # what 2 spare cores keep up with
     assert automatic_cpu_share(2_000_000, 0) == 0.0 and automatic_cpu_share(2_000_000, -2) == 0.0
     assert automatic_cpu_share(2_000_000, 12) == pytest.approx(12 / 60)
     assert automatic_cpu_share(2_000_000, 12, rows_read=0.5) == 0.3  # 12 / 36, beyond the cap
@@ -306,11 +310,14 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
     few._spare_cores = many._spare_cores = 12
     small, large = (
-        [index for index in range(256) if decoder.decodes_on_cpu(index, pixels)] for decoder, pixels in
-        ((few, 400 * 300), (few, 1600 * 1200)))
+        [index for index in range(256) if decoder.decodes_on_cpu(index, pixels, whole_image=True)]
+        for decoder, pixels in ((few, 400 * 300), (few, 1600 * 1200)))
     assert small == [] and 45 <= len(large) <= 58  # 20% of 256 whole images, spread over the batch
     assert max(np.diff(large)) <= 8
-    assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200)]
+    assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200, whole_image=True)]
+    windows = [index for index in range(256) if few.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
+    assert 20 <= len(windows) <= 31 and max(np.diff(windows)) <= 16  # a tenth of small windows
+    assert windows == [index for index in range(256) if many.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
     # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
     jpeg = _encoded(_image(1200, 1600, seed=9))
     draws = few.draw(np.random.Generator(np.random.Philox(key=[3, 0])), 256)

@@ -41,8 +41,8 @@ DECODER_ARGS = (
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
-        "none for ImageNet-sized JPEGs, which the hardware engines decode faster than the rest of a pipeline "
-        "uses them, and up to 0.3 of larger ones (0.2 of whole images), as far as the spare cores keep pace "
+        "a tenth of windows (random crops) of ImageNet-sized JPEGs and none of whole ones, and up to 0.3 of "
+        "larger ones (0.2 of whole images), as far as the spare cores keep pace "
         "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
         "pipeline then runs a worker per core (at most 32) even where num_threads asks for fewer.",
         min=0.0, max=1.0),
@@ -303,13 +303,17 @@ class ImageSlice(FixedWindowDecoder):
 # time for it (2-megapixel photographs at the 1/4 scale validation's resize allows: 8.3-9.0 ms, from
 # the cores busy; reading the entropy-coded data, which no scale shortens, is most of it), and a
 # window in that times the share of the image's rows down to the window's bottom (libjpeg-turbo
-# reads the data that far; training windows: 6.6 ms). A JPEG gets a share only where the engines
-# take more than twice the pipeline's time per image: a batch mixes sizes, and on ImageNet-like
-# sets (0.1-0.5 megapixels) shares of 0.1-0.3 did not pay on 16 or 32 cores, where on 2-megapixel
-# photographs 0.2 made training 20% faster on 16.
+# reads the data that far; training windows: 6.6 ms). A whole image gets a share only where the
+# engines take more than twice the pipeline's time per image: on ImageNet-like sets (0.1-0.5
+# megapixels) validation did no faster with 0.1 (26,959 / 27,506 images/s against 27,781 / 27,103,
+# H100, 16 cores), where on 2-megapixel photographs 0.2 made training 20% faster on 16. Windows get
+# at least MIN_WINDOW_SHARE where the cores allow: with the engines' calls made by the hardware lane
+# (kernels/hardware_lane.py), ImageNet-sized training did 29,283 / 29,020 with a tenth on the
+# workers against 26,685 / 26,242 without, past the engines' ceiling (about 27,700 windows/s).
 HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
 PIPELINE_US_PER_IMAGE = 37.0
 HEADROOM = 2.0
+MIN_WINDOW_SHARE = 0.1
 CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
 # what a GPU pipeline's own process and its share-free workers keep busy (4.1-4.6 cores measured),
 # and 2 more: with 14.8 of 16 cores busy (a share of 0.21 of whole 2-megapixel images) validation
@@ -333,11 +337,14 @@ def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, w
     than the spare cores decode in the time the engines take for the rest (``affordable``:
     (1 - f) * hardware = f * cpu / spare). ``rows_read``: the share of the image's rows the CPU
     decoder reads (down to its window's bottom): windows near the top cost the workers less, where
-    the engines take the same time for any window. ``whole_image``: decoded without a window."""
+    the engines take the same time for any window. ``whole_image``: decoded without a window.
+    ``pixels`` 0: a JPEG the hardware engines do not take (no share)."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
     needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
+    if pixels and not whole_image:
+        needed = max(needed, MIN_WINDOW_SHARE)
     affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME * rows_read)
     cap = MAX_WHOLE_IMAGE_CPU_SHARE if whole_image else MAX_AUTOMATIC_CPU_SHARE
     return max(0.0, min(needed, affordable, cap))
@@ -375,10 +382,12 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
 
     def build_notes(self):
         if self._cpu_load is None:
-            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=True)
+            whole = self.cpu_class is Image
+            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=whole)
                             for pixels in (500 * 375, 2_000_000))
+            what = "whole images" if whole else "windows down to the bottom row; more of windows nearer the top"
             notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
-                     f"{large:.0%} of whole 2-megapixel ones, more of windows near an image's top)"] if large else []
+                     f"{large:.0%} of 2-megapixel ones; {what})"] if large else []
         else:
             notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
         return notes + self._windows.build_notes()

@@ -5,6 +5,8 @@ for penstock and NVIDIA DALI (when importable) in the same run.
     python benchmarks/scaling.py --data DIR [--gpus 1,2] [--runners penstock,dali] [--steps 300]
         [--threads default,16] [--json FILE]
 
+A runner may carry decoder settings, as in side_by_side.py: ``penstock:cpu_decoder_load=0``.
+
 The pipeline is written once, against DALI's API: penstock runs it through penstock.compat.dali
 (its readers take their shard from the process group), DALI through nvidia.dali (shards given
 explicitly). Each configuration (runner, GPUs, CPU threads per rank) runs in its own torchrun job;
@@ -26,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from side_by_side import decoder_arguments  # this folder: the script's own
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
@@ -36,9 +40,9 @@ STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
 # ---- one rank ----------------------------------------------------------------------------------
-def training_pipeline(api, data, batch_size, threads, device_id, seed, crop, shard, prefetch=2):
+def training_pipeline(api, data, batch_size, threads, device_id, seed, crop, shard, prefetch=2, decoder_args=None):
     """The ResNet-50 training pipeline, written against DALI's API (``api``: nvidia.dali or
-    penstock.compat.dali)."""
+    penstock.compat.dali); ``decoder_args``: a runner's settings for the decoder."""
     fn, types = api.fn, api.types
     gpu = device_id is not None
 
@@ -49,7 +53,7 @@ def training_pipeline(api, data, batch_size, threads, device_id, seed, crop, sha
                                         **shard)
         images = fn.decoders.image_random_crop(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB,
                                                random_aspect_ratio=[0.75, 4 / 3], random_area=[0.08, 1.0],
-                                               num_attempts=100)
+                                               num_attempts=100, **(decoder_args or {}))
         images = fn.resize(images, resize_x=crop, resize_y=crop, interp_type=types.INTERP_TRIANGULAR)
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16 if gpu else types.FLOAT, output_layout="CHW",
                                           crop=(crop, crop), mean=MEAN, std=STD,
@@ -86,7 +90,8 @@ def run_rank(args) -> None:
         if args.loop == "side-stream":  # the training step on a stream of its own, not CUDA's legacy default one
             torch.cuda.set_stream(torch.cuda.Stream())
     device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    if args.runner == "dali":
+    library, _, settings = args.runner.partition(":")  # penstock:cpu_decoder_load=0: the decoder's settings
+    if library == "dali":
         import nvidia.dali as api
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
         shard = {"shard_id": rank, "num_shards": world}
@@ -95,11 +100,11 @@ def run_rank(args) -> None:
         from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
         shard = {}  # from the process group
     threads = None if args.threads == "default" else int(args.threads)
-    if threads is None and args.runner == "dali":
+    if threads is None and library == "dali":
         threads = max(1, (os.cpu_count() or 1) // world)  # DALI needs a number: its examples' even split
     created = time.perf_counter()
     pipe = training_pipeline(api, args.data, args.batch_size, threads, local_rank if gpu else None, 12 + rank,
-                             args.crop, shard, args.prefetch)
+                             args.crop, shard, args.prefetch, decoder_arguments(settings))
     pipe.build()
     iterator = DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL,
                                           auto_reset=True)
@@ -136,7 +141,7 @@ def run_rank(args) -> None:
         torch.cuda.synchronize()
     dist.barrier()
     from penstock.bench import _process_cpu_seconds, descendant_pids
-    stages_before = pipe.stage_seconds() if args.runner == "penstock" else {}
+    stages_before = pipe.stage_seconds() if library == "penstock" else {}
     cpu_before, begun = _process_cpu_seconds(descendant_pids()), time.perf_counter()
     waited = 0.0  # in next(): the step waiting for its batch
     for _ in range(args.steps):
@@ -160,7 +165,7 @@ def run_rank(args) -> None:
                                for name, spent in stages.items() if spent > stages_before.get(name, 0.0)}
     del iterator
     pipe = None
-    if args.runner == "penstock" and args.check:
+    if library == "penstock" and args.check:
         figures["epoch_names"] = _epoch_names(args)
     gathered = [None] * world
     dist.all_gather_object(gathered, figures)
@@ -285,7 +290,7 @@ def main() -> None:
         return
     results = []
     for runner in args.runners.split(","):
-        if runner == "dali":
+        if runner.partition(":")[0] == "dali":
             try:
                 import nvidia.dali  # noqa: F401
             except ImportError:

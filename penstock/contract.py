@@ -256,6 +256,15 @@ class Operator:
 
     # ---- what build-time rewrites may ask (see penstock.optimize) ----
     decodes_smaller = False  # may decode at 1/2, 1/4 or 1/8 scale for a resize that follows
+    # the GPU stage's work for it is a copy or a step of the batch's fused image kernel, no more
+    light_on_gpu = False
+    # a GPU decoder that may hand a share of its windows to the CPU workers (share_windows)
+    shares_windows = False
+
+    def share_windows(self) -> None:
+        """The rest of the pipeline's GPU work is light (``light_on_gpu``): the decoder's hardware
+        engines set its pace, and a share of the windows decoded on the CPU workers beside them pays."""
+        raise NotImplementedError(f"{self.name} does not share windows")
 
     def decode_smaller_for(self, target: Callable[[int, int], tuple[int, int]]) -> None:
         """Every consumer resamples an image of (height, width) to at most ``target(height,

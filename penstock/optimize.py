@@ -27,6 +27,21 @@ def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode
         impl.decode_smaller_for(lambda height, width, rules=rules: _largest(rule(height, width) for rule in rules))
 
 
+def let_decoders_share_windows(impls: dict) -> None:
+    """A GPU decoder may hand a share of its windows to the CPU workers (``share_windows``) where
+    every other GPU step of the pipeline is light (``light_on_gpu``: copies, and the steps of the
+    one fused image kernel, as in the ResNet-50 training recipe): there the hardware JPEG engines
+    set the pace. Where other GPU work follows (RandAugment, box encoding), the engines do not, and
+    the share only adds work: the augmentation pipeline ran 8-30% slower with it and SSD 3-7%
+    (BENCHMARKS.md)."""
+    from penstock.contract import BatchOperator
+    gpu_impls = [impl for impl in impls.values() if isinstance(impl, BatchOperator)]
+    if all(impl.light_on_gpu or impl.shares_windows for impl in gpu_impls):
+        for impl in gpu_impls:
+            if impl.shares_windows:
+                impl.share_windows()
+
+
 def _largest(sizes) -> tuple[int, int]:
     sizes = list(sizes)
     return max(h for h, _ in sizes), max(w for _, w in sizes)

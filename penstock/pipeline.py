@@ -199,6 +199,7 @@ class Pipeline:
                     source.restore(restored["sources"][key])
         self._output_specs = self._declare_outputs()
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
+        optimize.let_decoders_share_windows(self._impls)
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
         device = None
         if any(isinstance(step.impl, BatchOperator) for step in steps):

@@ -283,11 +283,13 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     spare cores, a tenth of ImageNet-sized windows, about a fifth of whole 2-megapixel images with
     12 spare cores, and more of windows whose decode on the CPU reads fewer of the image's rows."""
     from penstock.operators.decoders import automatic_cpu_share
+    floor = {"window_floor": 0.1}  # where the engines set the pace (test_windows_are_shared_where_...)
     for pixels in (500 * 375, 600 * 800):
-        assert automatic_cpu_share(pixels, 60, whole_image=True) == 0.0
-        assert automatic_cpu_share(pixels, 60) == automatic_cpu_share(pixels, 60, rows_read=0.1) == 0.1
-    assert automatic_cpu_share(0, 60) == 0.0  # not for the engines: nothing to take off them
-    assert automatic_cpu_share(500 * 375, 2, rows_read=0.5) == pytest.approx(2 / 26)  # what 2 spare cores keep up with
+        assert automatic_cpu_share(pixels, 60, whole_image=True, **floor) == 0.0
+        assert automatic_cpu_share(pixels, 60, **floor) == automatic_cpu_share(pixels, 60, 0.1, **floor) == 0.1
+        assert automatic_cpu_share(pixels, 60) == 0.0
+    assert automatic_cpu_share(0, 60, **floor) == 0.0  # not for the engines: nothing to take off them
+    assert automatic_cpu_share(500 * 375, 2, rows_read=0.5, **floor) == pytest.approx(2 / 26)  # what 2 spare cores keep up with
     assert automatic_cpu_share(2_000_000, 0) == 0.0 and automatic_cpu_share(2_000_000, -2) == 0.0
     assert automatic_cpu_share(2_000_000, 12) == pytest.approx(12 / 60)
     assert automatic_cpu_share(2_000_000, 12, rows_read=0.5) == 0.3  # 12 / 36, beyond the cap
@@ -315,8 +317,10 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     assert small == [] and 45 <= len(large) <= 58  # 20% of 256 whole images, spread over the batch
     assert max(np.diff(large)) <= 8
     assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200, whole_image=True)]
+    assert not any(few.decodes_on_cpu(index, 400 * 300, rows_read=0.8) for index in range(256))
+    few.share_windows(), many.share_windows()  # the engines set the pace: a tenth of small windows
     windows = [index for index in range(256) if few.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
-    assert 20 <= len(windows) <= 31 and max(np.diff(windows)) <= 16  # a tenth of small windows
+    assert 20 <= len(windows) <= 31 and max(np.diff(windows)) <= 16
     assert windows == [index for index in range(256) if many.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
     # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
     jpeg = _encoded(_image(1200, 1600, seed=9))
@@ -363,6 +367,37 @@ def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp
             assert built._executor._processes.count == 6
         finally:
             built.close()
+
+
+def test_windows_are_shared_where_the_engines_set_the_pace(tmp_path):
+    """The decoder's windows get a share on the CPU workers only where every other GPU step is a
+    copy or a step of the fused image kernel (the ResNet-50 training recipe); a step that launches
+    work of its own (a filter, RandAugment's statistics, box encoding) means the hardware engines do
+    not set the pace, and the share would only add work."""
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def, types
+    from penstock.operators import decoders
+    Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
+
+    def built(extra):
+        @pipeline_def(batch_size=2, num_threads=1, device_id=0, seed=1, worker_processes=False)
+        def pipe():
+            jpegs, labels = fn.readers.file(files=[str(tmp_path / "a.jpg")] * 2, labels=[0, 1])
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+            images = extra(fn.resize(images, resize_x=32, resize_y=32))
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, output_layout="CHW",
+                                              mirror=fn.random.coin_flip())
+            return images, labels.gpu()
+        made = pipe()
+        made.build()
+        decoder = next(impl for impl in made._impls.values() if isinstance(impl, decoders.MixedDecoder))
+        made.close()
+        return decoder._window_floor
+
+    with gpu_or_emulated():
+        assert built(lambda images: fn.flip(images, horizontal=1)) == decoders.MIN_WINDOW_SHARE
+        assert built(lambda images: fn.gaussian_blur(images, window_size=3)) == 0.0
 
 
 def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():

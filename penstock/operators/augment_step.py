@@ -262,6 +262,9 @@ class AugmentStep(AugmentStepDeclaration, SampleOperator):
 
 @registry.register("_augment_step", "gpu", requires=devices.gpu_problem)
 class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
+    # runs the plan before it for the value operations' statistics, and a filter launch of its own
+    light_on_gpu = False
+
     def __init__(self, args, context):
         super().__init__(args, context)
         self._steps = Steps(args)

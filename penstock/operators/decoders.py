@@ -41,7 +41,8 @@ DECODER_ARGS = (
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
-        "a tenth of windows (random crops) of ImageNet-sized JPEGs and none of whole ones, and up to 0.3 of "
+        "a tenth of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
+        "kernel (resize, crop, flip, colour, normalize) follows the decode, none of whole ones, and up to 0.3 of "
         "larger ones (0.2 of whole images), as far as the spare cores keep pace "
         "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
         "pipeline then runs a worker per core (at most 32) even where num_threads asks for fewer.",
@@ -307,9 +308,11 @@ class ImageSlice(FixedWindowDecoder):
 # engines take more than twice the pipeline's time per image: on ImageNet-like sets (0.1-0.5
 # megapixels) validation did no faster with 0.1 (26,959 / 27,506 images/s against 27,781 / 27,103,
 # H100, 16 cores), where on 2-megapixel photographs 0.2 made training 20% faster on 16. Windows get
-# at least MIN_WINDOW_SHARE where the cores allow: with the engines' calls made by the hardware lane
-# (kernels/hardware_lane.py), ImageNet-sized training did 29,283 / 29,020 with a tenth on the
-# workers against 26,685 / 26,242 without, past the engines' ceiling (about 27,700 windows/s).
+# at least MIN_WINDOW_SHARE where the cores allow and the engines set the pipeline's pace (no GPU
+# work but the fused image kernel after the decode: optimize.let_decoders_share_windows): with the
+# engines' calls made by the hardware lane (kernels/hardware_lane.py), ImageNet-sized training did
+# 29,283 / 29,020 with a tenth on the workers against 26,685 / 26,242 without, past the engines'
+# ceiling (about 27,700 windows/s).
 HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
 PIPELINE_US_PER_IMAGE = 37.0
 HEADROOM = 2.0
@@ -331,20 +334,22 @@ MAX_SHARE_WORKERS = 32
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, whole_image: bool = False) -> float:
+def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, whole_image: bool = False,
+                        window_floor: float = 0.0) -> float:
     """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
     hardware engines' time per image down to HEADROOM times the pipeline's (``needed``), no more
     than the spare cores decode in the time the engines take for the rest (``affordable``:
     (1 - f) * hardware = f * cpu / spare). ``rows_read``: the share of the image's rows the CPU
     decoder reads (down to its window's bottom): windows near the top cost the workers less, where
     the engines take the same time for any window. ``whole_image``: decoded without a window.
-    ``pixels`` 0: a JPEG the hardware engines do not take (no share)."""
+    ``pixels`` 0: a JPEG the hardware engines do not take (no share). ``window_floor``: the least
+    share of a window (MIN_WINDOW_SHARE where the engines set the pipeline's pace)."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
     needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
     if pixels and not whole_image:
-        needed = max(needed, MIN_WINDOW_SHARE)
+        needed = max(needed, window_floor)
     affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME * rows_read)
     cap = MAX_WHOLE_IMAGE_CPU_SHARE if whole_image else MAX_AUTOMATIC_CPU_SHARE
     return max(0.0, min(needed, affordable, cap))
@@ -363,6 +368,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     lanes = (("GPU decode", 2),)  # kernels.nvimgcodec_decode.LANES
 
     decodes_smaller = True  # what the CPU workers decode of the batch
+    shares_windows = True
 
     def __init__(self, args, context):
         super().__init__(args, context)
@@ -372,6 +378,10 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._cpu_load = args["cpu_decoder_load"]  # None: automatic_cpu_share, per image
         # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
         self._spare_cores = distributed.default_threads() - PIPELINE_CORES
+        self._window_floor = 0.0  # MIN_WINDOW_SHARE once share_windows() says the engines set the pace
+
+    def share_windows(self):
+        self._window_floor = MIN_WINDOW_SHARE
 
     # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
     # share they decoded themselves, with cpu_decoder_load)
@@ -383,7 +393,8 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     def build_notes(self):
         if self._cpu_load is None:
             whole = self.cpu_class is Image
-            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=whole)
+            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=whole,
+                                                window_floor=self._window_floor)
                             for pixels in (500 * 375, 2_000_000))
             what = "whole images" if whole else "windows down to the bottom row; more of windows nearer the top"
             notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
@@ -400,7 +411,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         share of each image is taken at a fixed, evenly spread point per index."""
         load = self._cpu_load
         if load is None:
-            share = automatic_cpu_share(pixels, self._spare_cores, rows_read, whole_image)
+            share = automatic_cpu_share(pixels, self._spare_cores, rows_read, whole_image, self._window_floor)
             return share > 0 and (index + 1) * _GOLDEN % 1.0 < share
         return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
 

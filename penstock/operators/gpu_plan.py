@@ -20,6 +20,7 @@ class ExtendsImagePlan:
     """A GPU image operator that extends the batch's ImagePlan (Pipeline.describe says so)."""
 
     extends_image_plan = True
+    light_on_gpu = True
 
     def build_notes(self):
         return ["on HWC images of up to 4 channels, extends the batch's image plan: runs in the same Triton "

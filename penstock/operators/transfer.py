@@ -18,6 +18,8 @@ class ToGpu(BatchOperator):
     """CPU samples to the GPU: one copy from pinned memory for the whole batch, kept as one
     PackedBatch when the samples share a dtype."""
 
+    light_on_gpu = True
+
     def run_batch(self, inputs, args, batch):
         from penstock.kernels.pinned import upload_arrays, upload_packed, upload_ragged, upload_rows
         if isinstance(inputs[0], RaggedColumn) and inputs[0].complete:  # as the worker processes sent it

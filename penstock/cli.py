@@ -111,6 +111,12 @@ def _info() -> int:
         print(f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
     except ImportError:
         print("torch: not installed (penstock.plugin.pytorch needs it)")
+    from penstock.kernels import hardware_lane, native
+    built = native.built(hardware_lane.NAME)
+    if built:
+        print(f"hardware JPEG decode lane: built ({built})")
+    else:
+        print(f"hardware JPEG decode lane: not built, nvJPEG's calls come from Python ({native.problem(hardware_lane.NAME)})")
     for name in sorted(registry.schemas()):
         if not name.startswith("_"):
             print(f"  {name:32s} {', '.join(registry.available_devices(name))}")

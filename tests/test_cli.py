@@ -37,7 +37,8 @@ def test_bench_on_the_gpu_prints_the_gpu_table(tmp_path, capsys):
 
 def test_info_and_docs(capsys):
     assert main(["info"]) == 0
-    assert "readers.file" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "readers.file" in out and "hardware JPEG decode lane: " in out
     assert main(["docs"]) == 0
     assert "## fn.resize / ops.Resize" in capsys.readouterr().out
 

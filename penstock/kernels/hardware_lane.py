@@ -14,6 +14,7 @@ import ctypes
 from ctypes import c_double, c_int32, c_void_p
 
 from penstock.kernels import native
+from penstock.kernels.nvimgcodec_capi import load_twice
 
 NAME = "hardware_lane"
 
@@ -36,22 +37,18 @@ class Calls(ctypes.Structure):
                 ("event_record", c_void_p), ("initialize", c_void_p), ("decode", c_void_p)]
 
 
+_SIGNATURES = {
+    "penstock_lane_open": [ctypes.POINTER(Calls), ctypes.POINTER(c_int32), c_int32, ctypes.POINTER(c_void_p)],
+    "penstock_lane_submit": [c_void_p, ctypes.POINTER(Job)],
+    "penstock_lane_wait": [c_void_p, ctypes.POINTER(Job)],
+    "penstock_lane_close": [c_void_p],
+}
+
+
 def _libraries():
     """(quick, slow) handles of the built helper, or None."""
     path = native.built(NAME)
-    if path is None:
-        return None
-    quick, slow = ctypes.PyDLL(path), ctypes.CDLL(path)
-    for handle in (quick, slow):
-        handle.penstock_lane_open.argtypes = [ctypes.POINTER(Calls), ctypes.POINTER(c_int32), c_int32]
-        handle.penstock_lane_open.restype = c_void_p
-        handle.penstock_lane_submit.argtypes = [c_void_p, ctypes.POINTER(Job)]
-        handle.penstock_lane_submit.restype = c_int32
-        handle.penstock_lane_wait.argtypes = [c_void_p, ctypes.POINTER(Job)]
-        handle.penstock_lane_wait.restype = None
-        handle.penstock_lane_close.argtypes = [c_void_p]
-        handle.penstock_lane_close.restype = None
-    return quick, slow
+    return None if path is None else load_twice(path, _SIGNATURES)
 
 
 def address(function) -> int:
@@ -72,10 +69,11 @@ once those events are destroyed."""
         self._quick, self._slow = libraries
         self._calls, self.driver = calls, driver
         cpu_list = sorted(cpus)
-        self._lane = self._slow.penstock_lane_open(ctypes.byref(calls), (c_int32 * len(cpu_list))(*cpu_list),
-                                                   len(cpu_list))
-        if not self._lane:
+        lane = c_void_p()
+        if self._slow.penstock_lane_open(ctypes.byref(calls), (c_int32 * len(cpu_list))(*cpu_list), len(cpu_list),
+                                         ctypes.byref(lane)) != 0:
             raise OSError("the hardware decode lane's thread could not be started")
+        self._lane = lane.value
 
     def submit(self, job: Job) -> None:
         """Queues the job's decode behind those submitted before (returns at once)."""
@@ -105,15 +103,17 @@ once those events are destroyed."""
 
 class _Driver:
     """The CUDA driver's calls the lane makes (by address) and those made here: the device's primary
-    context (retained while the lane runs) and the jobs' events."""
+    context (retained while the lane runs) and the jobs' events (kernels.pinned's)."""
 
     def __init__(self, device_id: int):
+        from penstock.kernels import pinned
+        self._events = pinned._driver_calls()
+        if self._events is None:
+            raise OSError("the CUDA driver cannot be loaded")
         self._library = library = ctypes.CDLL("libcuda.so.1")
         for name, arguments in (("cuDeviceGet", [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
                                 ("cuDevicePrimaryCtxRetain", [ctypes.POINTER(c_void_p), ctypes.c_int]),
-                                ("cuDevicePrimaryCtxRelease_v2", [ctypes.c_int]),
-                                ("cuEventCreate", [ctypes.POINTER(c_void_p), ctypes.c_uint]),
-                                ("cuEventDestroy_v2", [c_void_p])):
+                                ("cuDevicePrimaryCtxRelease_v2", [ctypes.c_int])):
             function = getattr(library, name)
             function.argtypes, function.restype = arguments, ctypes.c_int
         device = ctypes.c_int()
@@ -129,21 +129,15 @@ class _Driver:
             ("event_synchronize", "cuEventSynchronize"), ("event_record", "cuEventRecord"))}
 
     def new_event(self) -> int:
-        event = c_void_p()
-        if self._library.cuEventCreate(ctypes.byref(event), _CU_EVENT_DISABLE_TIMING) != 0:
-            raise RuntimeError("cuEventCreate failed")
-        return event.value
+        return self._events.new_event().value
 
     def destroy_event(self, event: int) -> None:
-        self._library.cuEventDestroy_v2(event)
+        self._events.destroy_event(event)
 
     def closed(self) -> None:
         if self._device is not None:
             self._library.cuDevicePrimaryCtxRelease_v2(self._device)
             self._device = None
-
-
-_CU_EVENT_DISABLE_TIMING = 2
 
 
 def for_nvjpeg(handle: int, output_format: int, nvjpeg_calls, device_id: int) -> HardwareLane | None:

@@ -125,12 +125,15 @@ static void *lane_loop(void *argument) {
     }
 }
 
-/* A lane running on ``cpus`` (``cpu_count`` of them; none: wherever the caller may run). NULL where
-   its thread cannot be started. */
-penstock_lane *penstock_lane_open(const penstock_lane_calls *calls, const int32_t *cpus, int32_t cpu_count) {
+/* A lane running on ``cpus`` (``cpu_count`` of them; none: wherever the caller may run), in
+   ``*opened``; 0, or -1 where its thread cannot be started. Every function here returns a status,
+   as the libraries' functions do, so that Python loads them all alike. */
+int32_t penstock_lane_open(const penstock_lane_calls *calls, const int32_t *cpus, int32_t cpu_count,
+                           penstock_lane **opened) {
     penstock_lane *lane = calloc(1, sizeof(penstock_lane));
+    *opened = NULL;
     if (lane == NULL)
-        return NULL;
+        return -1;
     lane->calls = *calls;
     CPU_ZERO(&lane->cpus);
     for (int32_t index = 0; index < cpu_count; index++)
@@ -143,9 +146,10 @@ penstock_lane *penstock_lane_open(const penstock_lane_calls *calls, const int32_
         pthread_cond_destroy(&lane->changed);
         pthread_mutex_destroy(&lane->lock);
         free(lane);
-        return NULL;
+        return -1;
     }
-    return lane;
+    *opened = lane;
+    return 0;
 }
 
 /* Queues the job's decode after those submitted before; 0, or -1 once the lane is stopping. */
@@ -166,15 +170,16 @@ int32_t penstock_lane_submit(penstock_lane *lane, penstock_job *job) {
 }
 
 /* Returns once the job's decode call has returned (its status is then in the job). */
-void penstock_lane_wait(penstock_lane *lane, penstock_job *job) {
+int32_t penstock_lane_wait(penstock_lane *lane, penstock_job *job) {
     pthread_mutex_lock(&lane->lock);
     while (!job->done)
         pthread_cond_wait(&lane->changed, &lane->lock);
     pthread_mutex_unlock(&lane->lock);
+    return 0;
 }
 
 /* Runs the jobs already submitted, stops the lane's thread and frees the lane. */
-void penstock_lane_close(penstock_lane *lane) {
+int32_t penstock_lane_close(penstock_lane *lane) {
     pthread_mutex_lock(&lane->lock);
     lane->stopping = 1;
     pthread_cond_broadcast(&lane->changed);
@@ -183,4 +188,5 @@ void penstock_lane_close(penstock_lane *lane) {
     pthread_cond_destroy(&lane->changed);
     pthread_mutex_destroy(&lane->lock);
     free(lane);
+    return 0;
 }

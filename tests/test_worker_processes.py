@@ -314,9 +314,10 @@ def test_draws_only_the_gpu_takes_stay_in_this_process(data, monkeypatch):
             np.testing.assert_array_equal(got_output, want_output)
 
 
-def _rings_of_a_mixed_decoder_pipeline(data) -> tuple:
+def _rings_of_a_mixed_decoder_pipeline(data, after_first_batch=lambda executor: None) -> tuple:
     """Runs a batch of a pipeline whose mixed decoder reads the JPEGs out of two worker processes'
-    rings, and closes it: (whether the plan says the GPU reads the rings, the rings)."""
+    rings, calls ``after_first_batch`` with its executor, and closes it: (whether the plan says the
+    GPU reads the rings, the rings)."""
     from conftest import gpu_or_emulated
 
     from penstock import fn, pipeline_def, types
@@ -331,6 +332,7 @@ def _rings_of_a_mixed_decoder_pipeline(data) -> tuple:
         built.build()
         try:
             built.run()
+            after_first_batch(built._executor)
             return built._executor._plan.gpu_reads_rings, built._executor._processes.rings()
         finally:
             built.close()
@@ -347,9 +349,10 @@ def test_rings_the_gpu_reads_share_one_pinned_budget(data):
     assert gpu_reads_rings and [ring._size for ring in rings] == [pinned_ring_bytes(2)] * 2
 
 
-def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, monkeypatch):
-    """Where the GPU reads the rings, a thread of the executor's pins them while the batches run;
-    close() waits for it and unpins every ring it pinned, and no thread is left."""
+def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monkeypatch):
+    """Where the GPU reads the rings, a thread of the executor's pins them once the first batch is
+    handed out (not beside it: pinning holds the process's memory map); close() waits for it and
+    unpins every ring it pinned, and no thread is left."""
     import threading
 
     import torch
@@ -360,10 +363,20 @@ def test_rings_are_pinned_beside_the_first_batches_and_unpinned_at_close(data, m
     monkeypatch.setattr(GpuStage, "on_cuda", property(lambda self: True))  # the emulated GPU, read as CUDA
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(pinned, "pin", lambda memory: pinning.append(threading.current_thread().name) or True)
+    from penstock.executor import executor as executor_module
+
+    def pin(memory):  # records its thread, and whether its executor had handed out a batch
+        thread = threading.current_thread()
+        pinning.append((thread.name, [executor._handed_out.is_set() for executor in executor_module._live_executors
+                                      if getattr(executor, "_pinning", None) is thread]))
+        return True
+    monkeypatch.setattr(pinned, "pin", pin)
     monkeypatch.setattr(pinned, "unpin", lambda memory: unpinned.append(memory))
-    _, rings = _rings_of_a_mixed_decoder_pipeline(data)
-    assert pinning == ["penstock-pin-rings"] * 2
+
+    def pinning_ends(executor):  # else close() may stop it between the rings
+        executor._pinning.join(timeout=10)
+    _, rings = _rings_of_a_mixed_decoder_pipeline(data, pinning_ends)
+    assert pinning == [("penstock-pin-rings", [True])] * 2
     assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
 

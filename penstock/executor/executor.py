@@ -97,6 +97,7 @@ class Executor:
         self._ready: queue.Queue = queue.Queue()  # batches whose GPU stage has run
         self._resume = threading.Event()
         self._stopping = threading.Event()
+        self._handed_out = threading.Event()  # the consumer has had a batch (the rings' pinning waits for it)
         self._next_iteration = start_iteration
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
@@ -181,6 +182,7 @@ class Executor:
             self._skipped.setdefault(job.epoch_info.epoch if job.epoch_info else 0, []).extend(job.skipped)
         if self._checkpointing:
             self._delivered_state = (job.iteration + 1, job.source_states)
+        self._handed_out.set()
         return IterationResult(self._assemble(job), job.epoch_info, job.iteration)
 
     def checkpoint_state(self) -> tuple[int, dict]:
@@ -257,13 +259,18 @@ class Executor:
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
         and copies then read each image straight from where its process wrote it. On a thread of
-        its own, so that the first batches do not wait for it (pinning shared_ring.PINNED_RINGS_BYTES
-        takes a while): until a ring is pinned, the GPU reads it as pageable memory."""
+        its own, once the consumer has its first batch: pinning shared_ring.PINNED_RINGS_BYTES
+        takes a few tenths of a second, in which the process's other threads wait for its memory
+        map (any allocation, any first touch of a page), which delayed the first batch by as much
+        when they ran side by side. Until a ring is pinned, the GPU reads it as pageable memory."""
         self._pinned_rings, self._pinning = [], None
         if self._plan.gpu_reads_rings and self._gpu is not None and self._gpu.on_cuda:
             rings, device = self._processes.rings(), self._gpu.device
 
             def pin_rings() -> None:
+                while not self._handed_out.wait(timeout=POLL_SECONDS):
+                    if self._stopping.is_set():
+                        return
                 import torch
                 from penstock.kernels import pinned
                 torch.cuda.set_device(device)  # the pipeline's GPU's context registers them

@@ -68,6 +68,10 @@ MESSAGE_SECONDS = 0.01
 WORKER_NICENESS = 5
 LIGHT_CHUNK = 128  # samples per message of light samples, at most
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
+# how often an idle worker process looks whether the pipeline's process is still there: killed, it
+# closes no pipe (later processes inherit its end of the earlier ones' pipes), and nothing else
+# would tell the workers to stop
+PARENT_CHECK_SECONDS = 1.0
 
 
 class WorkerProcesses:
@@ -460,8 +464,12 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
     kept_count = len(plan.kept)
     timings = runner.timings()
     reported = dict(timings)  # what was there at the fork is the pipeline process's, not this one's
+    parent = os.getppid()
     while True:
         try:
+            while not connection.poll(PARENT_CHECK_SECONDS):
+                if os.getppid() != parent:  # the pipeline's process is gone (killed, or os._exit)
+                    return
             message = connection.recv()
         except (EOFError, OSError):
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 
 _emulated = os.environ.get("PENSTOCK_GPU_ON_CPU") == "1"
@@ -49,11 +50,30 @@ def _torch_and_triton_problem(need_cuda: bool) -> str | None:
         return "PyTorch is not installed"
     if need_cuda and not torch.cuda.is_available():
         return "PyTorch sees no CUDA GPU"
-    try:
-        import triton  # noqa: F401
-    except ImportError:
+    # found, not imported: Triton is imported beside the GPU stage's start (warm_up_triton), not
+    # while the user's pipeline is being defined
+    if importlib.util.find_spec("triton") is None:
         return "Triton is not installed (pip install triton)"
     return None
+
+
+def warm_up_triton(device) -> None:
+    """Does ahead what the first Triton kernel launch of a process does before it can look in the
+    kernel cache: imports Triton's language and compiler, hashes Triton itself (the cache key: it
+    reads its whole library) and loads its CUDA helpers, about half a second. A GPU pipeline has
+    it done on a thread of its own while its decoders are made and its first batch decoded.
+    Nothing is raised here: what fails fails again at the launch, which reports it."""
+    try:
+        import torch
+        import triton.language  # noqa: F401
+        from triton.compiler.compiler import make_backend
+        from triton.runtime import driver
+        from triton.runtime.cache import triton_key
+        torch.cuda.set_device(device)  # Triton's helpers ask for the current device
+        triton_key()
+        make_backend(driver.active.get_current_target())
+    except Exception:
+        pass
 
 
 def gpu_problem() -> str | None:

@@ -290,3 +290,17 @@ def test_a_pipeline_reuses_the_buffers_of_batches_nobody_holds():
         del batch, array
     p.close()
     assert reused
+
+
+def test_triton_warm_up_computes_its_cache_key_and_never_raises(monkeypatch):
+    """What the first Triton launch of a process waits for (its cache key, a hash of Triton's
+    library) is computed by the warm-up a GPU pipeline runs beside its GPU stage; where it cannot
+    go on (no GPU here) it stops without raising: the launch reports what fails."""
+    import torch
+    from triton.runtime import cache
+
+    from penstock import devices
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    cache.triton_key.cache_clear()
+    devices.warm_up_triton(torch.device("cuda", 0))
+    assert cache.triton_key.cache_info().currsize == 1

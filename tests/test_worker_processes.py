@@ -352,7 +352,7 @@ def test_rings_the_gpu_reads_share_one_pinned_budget(data):
 def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monkeypatch):
     """Where the GPU reads the rings, a thread of the executor's pins them once the first batch is
     handed out (not beside it: pinning holds the process's memory map); close() waits for it and
-    unpins every ring it pinned, and no thread is left."""
+    unpins every ring it pinned, and no thread is left (nor the one that warms Triton up)."""
     import threading
 
     import torch
@@ -374,6 +374,7 @@ def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monk
     monkeypatch.setattr(pinned, "unpin", lambda memory: unpinned.append(memory))
 
     def pinning_ends(executor):  # else close() may stop it between the rings
+        assert "triton-warm-up x 1" in executor.describe()  # beside a GPU stage on CUDA
         executor._pinning.join(timeout=10)
     _, rings = _rings_of_a_mixed_decoder_pipeline(data, pinning_ends)
     assert pinning == [("penstock-pin-rings", [True])] * 2
@@ -436,3 +437,54 @@ def test_worker_processes_run_below_the_pipelines_priority(data):
         assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == expected for pid in pids)
     finally:
         pipe.close()
+
+
+_KILLED_PIPELINE = """
+import os, sys
+from penstock import fn, pipeline_def
+
+@pipeline_def(batch_size=4, num_threads=3, device_id=None, seed=1, worker_processes=True)
+def pipe():
+    jpegs, labels = fn.readers.file(file_root=sys.argv[1])
+    return fn.decoders.image(jpegs), labels
+
+built = pipe()
+built.build()
+built.run()
+print(" ".join(str(link._process.pid) for link in built._executor._processes._links), flush=True)
+os._exit(0)  # as a kill would: no close(), no pipe closed by the interpreter
+"""
+
+
+def test_worker_processes_end_when_the_pipeline_process_is_killed(data, tmp_path):
+    """A pipeline process that dies without closing its pipeline (killed, or os._exit) leaves no
+    worker process behind: each sees it is gone within PARENT_CHECK_SECONDS and ends, where
+    waiting for its pipe to close would wait for ever (the later workers inherit the earlier
+    ones' pipes)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from penstock.executor.processes import PARENT_CHECK_SECONDS
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_PIPELINE)
+    # no pipe of ours for the workers to hold: their output goes to a file
+    with open(tmp_path / "out.txt", "w") as out:
+        subprocess.run([sys.executable, str(script), data], stdout=out, check=True, timeout=60)
+    pids = [int(pid) for pid in (tmp_path / "out.txt").read_text().split()]
+    assert len(pids) == 3
+
+    def alive(pid: int) -> bool:  # an exited process may stay a zombie where nothing reaps it
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+    deadline = time.monotonic() + PARENT_CHECK_SECONDS + 10
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if alive(pid)]
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left

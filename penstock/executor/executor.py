@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import queue
 import threading
@@ -11,6 +12,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
+from penstock import devices
 from penstock.batch import Batch
 from penstock.contract import SourceOperator, random_stream
 from penstock.executor.buffers import BufferPool, SharedArena
@@ -125,6 +127,9 @@ class Executor:
         stages.append(samples)
         if gpu is not None:
             stages.append(Stage("gpu", gpu.run, threads=1, takes="_in_flight", gives="_ready"))
+        if gpu is not None and gpu.on_cuda:  # what the GPU stage's first kernel launch would wait for
+            stages.append(Stage("triton-warm-up", functools.partial(devices.warm_up_triton, device), threads=1,
+                                takes="nothing", gives="Triton loaded, before the first batch's kernels"))
         for (step_key, lane), threads in lanes.threads.items():  # the decode stage: the lanes of batch operators
             stages.append(Stage(f"lane-{step_key}-{lane.replace(' ', '-')}", lanes.loop((step_key, lane)), threads=threads,
                                 numbered=True, takes="calls the GPU stage hands over", gives="the batch's pending decode"))

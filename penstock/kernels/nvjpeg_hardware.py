@@ -107,7 +107,8 @@ class HardwareBatch:
     def __init__(self, decoder: "HardwareJpegDecoder", capacity: int):
         self._lib = lib = decoder.library
         self.state = c_void_p()
-        lib.check(lib.quick.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
+        # made while the CPU stage prepares the first batch: a tenth of a second, without the lock
+        lib.check(lib.slow.nvjpegJpegStateCreate(decoder.handle, ctypes.byref(self.state)), "nvjpegJpegStateCreate")
         self.job = hardware_lane.Job(state=self.state.value)
         self._lane = decoder.lane
         if self._lane is not None:  # recorded by the lane after each decode
@@ -173,9 +174,10 @@ class HardwareJpegDecoder:
     def __init__(self, output_format: int, batch_size_hint: int = 0, device_id: int = 0):
         self.library = lib = Library()
         self.handle = c_void_p()
-        # fails where the GPU has no hardware JPEG decoder: the caller then does without it
-        lib.check(lib.quick.nvjpegCreateEx(BACKEND_HARDWARE, None, None, FLAGS_UPSAMPLING_WITH_INTERPOLATION,
-                                                    ctypes.byref(self.handle)),
+        # fails where the GPU has no hardware JPEG decoder: the caller then does without it. About
+        # 0.6 s, made while the CPU stage prepares the first batch, whose thread needs the lock
+        lib.check(lib.slow.nvjpegCreateEx(BACKEND_HARDWARE, None, None, FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+                                          ctypes.byref(self.handle)),
                   "nvjpegCreateEx(hardware backend)")
         engines, cores = c_uint(), c_uint()
         if lib.quick.nvjpegGetHardwareDecoderInfo(self.handle, ctypes.byref(engines), ctypes.byref(cores)) == 0:

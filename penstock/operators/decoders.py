@@ -41,7 +41,7 @@ DECODER_ARGS = (
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
-        "6% of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
+        "6% (on 16 cores) to 13% (on 32 or more) of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
         "kernel (resize, crop, flip, colour, normalize) follows the decode, none of whole ones, and up to 0.3 of "
         "larger ones (0.2 of whole images), as far as the spare cores keep pace "
         "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
@@ -308,17 +308,22 @@ class ImageSlice(FixedWindowDecoder):
 # engines take more than twice the pipeline's time per image: on ImageNet-like sets (0.1-0.5
 # megapixels) validation did no faster with 0.1 (26,959 / 27,506 images/s against 27,781 / 27,103,
 # H100, 16 cores), where on 2-megapixel photographs 0.2 made training 20% faster on 16. Windows get
-# at least MIN_WINDOW_SHARE where the cores allow and the engines set the pipeline's pace (no GPU
-# work but the fused image kernel after the decode: optimize.let_decoders_share_windows): with the
-# engines' calls made by the hardware lane (kernels/hardware_lane.py), ImageNet-sized training did
-# 29,283 / 29,020 with a tenth on the workers against 26,685 / 26,242 without, past the engines'
-# ceiling (about 27,700 windows/s). 0.06 does as well (that ceiling over 0.94 is 29,500) with fewer
-# cores busy: 27,882 / 28,699 images/s on 8.3 / 7.7 cores, against 26,909 / 29,093 on 9.8 / 9.5 with
-# 0.1 and 27,312 / 27,540 on 4.7 / 4.5 without (H100, 16 cores, one call).
+# at least window_floor(spare cores) where the cores allow and the engines set the pipeline's pace
+# (no GPU work but the fused image kernel after the decode: optimize.let_decoders_share_windows):
+# with the engines' calls made by the hardware lane (kernels/hardware_lane.py), ImageNet-sized
+# training did 29,283 / 29,020 with a tenth on the workers against 26,685 / 26,242 without, past the
+# engines' ceiling (about 27,700 windows/s). Each point of share keeps about 0.6 cores busy (4 + 60 x
+# the share, measured at 0.06-0.15), and what it gains grows with the cores: on 16 (10 spare) 0.06 did
+# as well as 0.1 on fewer cores (27,882 / 28,699 images/s on 8.3 / 7.7 cores, against 26,909 / 29,093
+# on 9.8 / 9.5, and 27,312 / 27,540 on 4.7 / 4.5 without), where on 32 (26 spare) each step paid:
+# 29,039 / 28,790 with 0.06, 29,617 / 29,816 with 0.1, 30,512 / 30,806 with 0.15 on 13.0 cores (H100s,
+# one call each). So the floor spends a share of the spare cores (0.006 a core: 0.06 on 16 cores, 0.13
+# on 32), at most MAX_WINDOW_FLOOR, which keeps the cores busy below DALI's (12.0 on 32).
 HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
 PIPELINE_US_PER_IMAGE = 37.0
 HEADROOM = 2.0
-MIN_WINDOW_SHARE = 0.06
+WINDOW_FLOOR_PER_SPARE_CORE = 0.006
+MAX_WINDOW_FLOOR = 0.13
 CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
 # what a GPU pipeline's own process and its share-free workers keep busy (4.1-4.6 cores measured),
 # and 2 more: with 14.8 of 16 cores busy (a share of 0.21 of whole 2-megapixel images) validation
@@ -336,6 +341,12 @@ MAX_SHARE_WORKERS = 32
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
+def window_floor(spare_cores: int) -> float:
+    """The least share of windows the CPU workers decode where the hardware engines set the
+    pipeline's pace: more where more cores are spare (see the model above)."""
+    return max(0.0, min(MAX_WINDOW_FLOOR, WINDOW_FLOOR_PER_SPARE_CORE * spare_cores))
+
+
 def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, whole_image: bool = False,
                         window_floor: float = 0.0) -> float:
     """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
@@ -345,7 +356,7 @@ def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, w
     decoder reads (down to its window's bottom): windows near the top cost the workers less, where
     the engines take the same time for any window. ``whole_image``: decoded without a window.
     ``pixels`` 0: a JPEG the hardware engines do not take (no share). ``window_floor``: the least
-    share of a window (MIN_WINDOW_SHARE where the engines set the pipeline's pace)."""
+    share of a window (window_floor(spare_cores) where the engines set the pipeline's pace)."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
@@ -380,10 +391,10 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._cpu_load = args["cpu_decoder_load"]  # None: automatic_cpu_share, per image
         # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
         self._spare_cores = distributed.default_threads() - PIPELINE_CORES
-        self._window_floor = 0.0  # MIN_WINDOW_SHARE once share_windows() says the engines set the pace
+        self._window_floor = 0.0  # window_floor(...) once share_windows() says the engines set the pace
 
     def share_windows(self):
-        self._window_floor = MIN_WINDOW_SHARE
+        self._window_floor = window_floor(self._spare_cores)
 
     # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
     # share they decoded themselves, with cpu_decoder_load)

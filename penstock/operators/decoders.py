@@ -41,7 +41,7 @@ DECODER_ARGS = (
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
-        "6% (on 16 cores) to 13% (on 32 or more) of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
+        "6% (on 16 cores) to 10% (on 24 or more) of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
         "kernel (resize, crop, flip, colour, normalize) follows the decode, none of whole ones, and up to 0.3 of "
         "larger ones (0.2 of whole images), as far as the spare cores keep pace "
         "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
@@ -317,13 +317,14 @@ class ImageSlice(FixedWindowDecoder):
 # as well as 0.1 on fewer cores (27,882 / 28,699 images/s on 8.3 / 7.7 cores, against 26,909 / 29,093
 # on 9.8 / 9.5, and 27,312 / 27,540 on 4.7 / 4.5 without), where on 32 (26 spare) each step paid:
 # 29,039 / 28,790 with 0.06, 29,617 / 29,816 with 0.1, 30,512 / 30,806 with 0.15 on 13.0 cores (H100s,
-# one call each). So the floor spends a share of the spare cores (0.006 a core: 0.06 on 16 cores, 0.13
-# on 32), at most MAX_WINDOW_FLOOR, which keeps the cores busy below DALI's (12.0 on 32).
+# one call each). So the floor spends a share of the spare cores (0.006 a core: 0.06 on 16 cores),
+# at most MAX_WINDOW_FLOOR: with 0.13 on 32 cores, 11.9 / 12.8 cores were busy on a later start,
+# about what DALI keeps busy on that host (11.7-12.0 in other calls), where 0.1 keeps 9.5-10.0.
 HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
 PIPELINE_US_PER_IMAGE = 37.0
 HEADROOM = 2.0
 WINDOW_FLOOR_PER_SPARE_CORE = 0.006
-MAX_WINDOW_FLOOR = 0.13
+MAX_WINDOW_FLOOR = 0.1
 CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
 # what a GPU pipeline's own process and its share-free workers keep busy (4.1-4.6 cores measured),
 # and 2 more: with 14.8 of 16 cores busy (a share of 0.21 of whole 2-megapixel images) validation

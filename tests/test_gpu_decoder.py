@@ -318,9 +318,9 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     assert max(np.diff(large)) <= 8
     assert large == [index for index in range(256) if many.decodes_on_cpu(index, 1600 * 1200, whole_image=True)]
     assert not any(few.decodes_on_cpu(index, 400 * 300, rows_read=0.8) for index in range(256))
-    few.share_windows(), many.share_windows()  # the engines set the pace: window_floor(12) of small windows
+    few.share_windows(), many.share_windows()  # the engines set the pace: that floor of small windows
     windows = [index for index in range(256) if few.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
-    assert abs(len(windows) - 256 * decoders.window_floor(12)) <= 5 and max(np.diff(windows)) <= 26
+    assert abs(len(windows) - 256 * decoders.least_window_share(12)) <= 5 and max(np.diff(windows)) <= 26
     assert windows == [index for index in range(256) if many.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
     # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
     jpeg = _encoded(_image(1200, 1600, seed=9))
@@ -379,9 +379,10 @@ def test_windows_are_shared_where_the_engines_set_the_pace(tmp_path, monkeypatch
 
     from penstock import distributed, fn, pipeline_def, types
     from penstock.operators import decoders
-    assert decoders.window_floor(16 - decoders.PIPELINE_CORES) == pytest.approx(0.06)
-    assert decoders.window_floor(32 - decoders.PIPELINE_CORES) == decoders.window_floor(122) == 0.1
-    assert decoders.window_floor(2 - decoders.PIPELINE_CORES) == decoders.window_floor(0) == 0.0
+    assert decoders.least_window_share(16 - decoders.PIPELINE_CORES) == pytest.approx(0.06)
+    assert decoders.least_window_share(32 - decoders.PIPELINE_CORES) == 0.1
+    assert decoders.least_window_share(122) == 0.1
+    assert decoders.least_window_share(2 - decoders.PIPELINE_CORES) == decoders.least_window_share(0) == 0.0
     monkeypatch.setattr(distributed, "default_threads", lambda: 16)  # the machine's cores per pipeline
     Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
 

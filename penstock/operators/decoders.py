@@ -41,8 +41,9 @@ DECODER_ARGS = (
         "and the GPU copies the pixels from the workers' pinned memory. The same samples of every batch, so a "
         "seed gives the same batches. Not given: chosen per image from its size and the machine's cores per "
         "pipeline (not from num_threads or timing, so a seed gives the same batches whatever the threads): "
-        "6% (on 16 cores) to 10% (on 24 or more) of windows (random crops) of ImageNet-sized JPEGs where no GPU work but the fused image "
-        "kernel (resize, crop, flip, colour, normalize) follows the decode, none of whole ones, and up to 0.3 of "
+        "6% (on 16 cores) to 10% (on 24 or more) of windows (random crops) of ImageNet-sized JPEGs where no "
+        "GPU work but the fused image kernel (resize, crop, flip, colour, normalize) follows the decode, none "
+        "of whole ones, and up to 0.3 of "
         "larger ones (0.2 of whole images), as far as the spare cores keep pace "
         "(more of windows near an image's top, which the CPU decodes reading fewer rows; BENCHMARKS.md); the "
         "pipeline then runs a worker per core (at most 32) even where num_threads asks for fewer.",
@@ -308,8 +309,8 @@ class ImageSlice(FixedWindowDecoder):
 # engines take more than twice the pipeline's time per image: on ImageNet-like sets (0.1-0.5
 # megapixels) validation did no faster with 0.1 (26,959 / 27,506 images/s against 27,781 / 27,103,
 # H100, 16 cores), where on 2-megapixel photographs 0.2 made training 20% faster on 16. Windows get
-# at least window_floor(spare cores) where the cores allow and the engines set the pipeline's pace
-# (no GPU work but the fused image kernel after the decode: optimize.let_decoders_share_windows):
+# at least least_window_share(spare cores) where the cores allow and the engines set the pipeline's
+# pace (no GPU work but the fused image kernel after the decode: optimize.let_decoders_share_windows):
 # with the engines' calls made by the hardware lane (kernels/hardware_lane.py), ImageNet-sized
 # training did 29,283 / 29,020 with a tenth on the workers against 26,685 / 26,242 without, past the
 # engines' ceiling (about 27,700 windows/s). Each point of share keeps about 0.6 cores busy (4 + 60 x
@@ -342,7 +343,7 @@ MAX_SHARE_WORKERS = 32
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def window_floor(spare_cores: int) -> float:
+def least_window_share(spare_cores: int) -> float:
     """The least share of windows the CPU workers decode where the hardware engines set the
     pipeline's pace: more where more cores are spare (see the model above)."""
     return max(0.0, min(MAX_WINDOW_FLOOR, WINDOW_FLOOR_PER_SPARE_CORE * spare_cores))
@@ -357,7 +358,7 @@ def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, w
     decoder reads (down to its window's bottom): windows near the top cost the workers less, where
     the engines take the same time for any window. ``whole_image``: decoded without a window.
     ``pixels`` 0: a JPEG the hardware engines do not take (no share). ``window_floor``: the least
-    share of a window (window_floor(spare_cores) where the engines set the pipeline's pace)."""
+    share of a window (least_window_share(spare_cores) where the engines set the pipeline's pace)."""
     if spare_cores <= 0:
         return 0.0
     hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
@@ -392,10 +393,10 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._cpu_load = args["cpu_decoder_load"]  # None: automatic_cpu_share, per image
         # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
         self._spare_cores = distributed.default_threads() - PIPELINE_CORES
-        self._window_floor = 0.0  # window_floor(...) once share_windows() says the engines set the pace
+        self._window_floor = 0.0  # least_window_share(...) once share_windows() says the engines set it
 
     def share_windows(self):
-        self._window_floor = window_floor(self._spare_cores)
+        self._window_floor = least_window_share(self._spare_cores)
 
     # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
     # share they decoded themselves, with cpu_decoder_load)

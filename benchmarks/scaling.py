@@ -118,6 +118,13 @@ def run_rank(args) -> None:
     def step(batch):
         if args.loop == "iterate":  # the pipeline alone: the batch's images are used once, on its device
             return batch[0]["data"].view(-1)[:1].float()
+        if args.loop in ("hold-lock", "sleep"):  # a step of --step-ms that holds the interpreter lock, or not
+            until = time.perf_counter() + args.step_ms / 1e3
+            if args.loop == "sleep":
+                time.sleep(args.step_ms / 1e3)
+            while time.perf_counter() < until:
+                pass
+            return batch[0]["data"].view(-1)[:1].float()
         images = batch[0]["data"].float()
         labels = batch[0]["label"].to(device).long().view(-1)
         loss = nn.functional.cross_entropy(model(images), labels)
@@ -212,7 +219,8 @@ def run_configuration(args, runner: str, gpus: int, threads: str, result: str) -
                os.path.abspath(__file__), "--rank-worker", "--runner", runner, "--data", args.data,
                "--device", args.device, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--threads", threads, "--crop", str(args.crop), "--result", result,
-               "--loop", args.loop, "--prefetch", str(args.prefetch)]
+               "--loop", args.loop, "--prefetch", str(args.prefetch),
+               "--step-ms", str(args.step_ms)]
     if args.check:
         command.append("--check")
     if args.pin:
@@ -271,10 +279,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--crop", type=int, default=224)
     parser.add_argument("--check", action="store_true", help="check the exactly-once delivery (penstock)")
-    parser.add_argument("--loop", default="step", choices=("step", "iterate", "side-stream", "local-step"),
+    parser.add_argument("--loop", default="step", choices=("step", "iterate", "side-stream", "local-step", "hold-lock", "sleep"),
                         help="'step': each batch feeds a DistributedDataParallel step; 'iterate': the pipeline alone; "
                              "'side-stream': the step on a CUDA stream of its own; 'local-step': the same step on "
-                             "each rank's own model, without the all-reduce that makes the ranks wait for each other")
+                             "each rank's own model, without the all-reduce that makes the ranks wait for each other; "
+                             "'hold-lock' / 'sleep': no model, the step's Python holds the interpreter lock for "
+                             "--step-ms, or sleeps that long")
+    parser.add_argument("--step-ms", type=float, default=4.0, help="the length of a 'hold-lock' or 'sleep' step")
     parser.add_argument("--prefetch", type=int, default=2, help="prefetch_queue_depth of every pipeline")
     parser.add_argument("--pin", action="store_true",
                         help="each rank (with its threads and worker processes) keeps to its share of the cores")

@@ -152,6 +152,68 @@ def test_non_byte_input_is_a_clear_error():
         run_operator(fn.decoders.image, [np.zeros((4, 4, 3), np.uint8)])
 
 
+# ---- peek_image_shape ------------------------------------------------------------------------------
+def oriented(image: np.ndarray, fmt: str, orientation: int) -> np.ndarray:
+    """``image`` encoded by Pillow as ``fmt`` with an EXIF orientation (1 to 8)."""
+    from PIL import Image
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return np.frombuffer(encode(image, fmt, exif=exif.tobytes()), np.uint8)
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_peeked_shape_is_the_decoded_shape_whatever_the_format_and_orientation(orientation):
+    """Against Pillow's exif_transpose (the shape as displayed) and against the decoder itself, whose
+    output shape it promises: JPEG, PNG and WebP follow adjust_orientation, TIFF is always oriented."""
+    from PIL import Image, ImageOps
+    import io
+    formats = ["JPEG", "PNG", "WEBP", "TIFF", "BMP"]
+    samples = [oriented(smooth_image(20 + 3 * index, 41 - index, seed=index), fmt, orientation)
+               for index, fmt in enumerate(formats)]
+    for adjust in (True, False):
+        for output_type in (types.RGB, types.GRAY):
+            peeked = run_operator(fn.peek_image_shape, samples, adjust_orientation=adjust, image_type=output_type)
+            decoded = run_operator(fn.decoders.image, samples, adjust_orientation=adjust, output_type=output_type)
+            for fmt, sample, shape, image in zip(formats, samples, peeked, decoded):
+                assert shape.dtype == np.int64 and tuple(shape) == image.shape, (fmt, adjust, output_type)
+                with Image.open(io.BytesIO(sample.tobytes())) as pillow:
+                    shown = ImageOps.exif_transpose(pillow) if adjust or fmt == "TIFF" else pillow
+                    expected = (shown.height, shown.width, output_type.channels)
+                if fmt != "BMP":  # BMP has no EXIF: Pillow saves it without the orientation
+                    assert tuple(shape) == expected, (fmt, adjust, output_type)
+
+
+def test_peek_image_shape_takes_dali_names_and_types():
+    from penstock.compat.dali import fn as dali_fn, ops as dali_ops
+    sample = np.frombuffer(encode(smooth_image(12, 30), "PNG"), np.uint8)
+    for operator in (dali_fn.peek_image_shape, dali_fn.experimental.peek_image_shape):
+        [shape] = run_operator(operator, [sample], dtype=types.INT32)
+        assert shape.dtype == np.int32 and shape.tolist() == [12, 30, 3]
+    [shape] = run_operator(fn.peek_image_shape, [sample], type=types.FLOAT)  # DALI's older name of dtype
+    assert shape.dtype == np.float32 and shape.tolist() == [12.0, 30.0, 3.0]
+    assert dali_ops.PeekImageShape is not None and dali_ops.experimental.PeekImageShape is not None
+
+
+def test_peek_image_shape_errors_name_the_operator_and_the_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "noise.jpg").write_bytes(bytes(range(256)) * 4)
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def peek():
+        jpegs, _ = fn.readers.file(file_root=str(tmp_path))
+        return fn.peek_image_shape(jpegs)
+
+    with pytest.raises(penstock.PipelineError) as error:
+        pipe = peek()
+        pipe.build()
+        pipe.run()
+    assert "peek_image_shape" in str(error.value) and "noise.jpg" in str(error.value)
+    with pytest.raises(penstock.PipelineError, match="1-D uint8"):
+        run_operator(fn.peek_image_shape, [np.zeros((4, 4, 3), np.uint8)])
+    with pytest.raises(ValueError, match="peek_image_shape.*ANY_DATA|image_type"):
+        run_operator(fn.peek_image_shape, [np.zeros(4, np.uint8)], image_type=types.ANY_DATA)
+
+
 # ---- decoders.image_random_crop ----------------------------------------------------------------------
 def window_bounds_hold(height: int, width: int, image_area: int, area_range, aspect_range) -> bool:
     """Whether some unrounded (area, aspect) within the ranges rounds to this window."""

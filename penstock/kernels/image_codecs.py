@@ -159,6 +159,19 @@ def image_size(data: np.ndarray) -> tuple[int, int]:
         raise DecodeError(str(error)) from None
 
 
+def decoded_size(data: np.ndarray, adjust_orientation: bool) -> tuple[int, int]:
+    """(height, width) of the image ``decode`` gives, from the header alone: the EXIF orientation of
+    JPEG, PNG and WebP applied with ``adjust_orientation``, TIFF's always (OpenCV applies it)."""
+    kind = image_format(data)
+    if kind == "jpeg":
+        header = jpeg_header_for_cpu(data)
+        height, width, orientation = header.height, header.width, header.orientation if adjust_orientation else 1
+    else:
+        height, width = image_size(data)
+        orientation = image_headers.stored_orientation(data, kind) if adjust_orientation or kind == "tiff" else 1
+    return (width, height) if image_headers.orientation_swaps_axes(orientation) else (height, width)
+
+
 def check_pixels(height: int, width: int, max_pixels: int | None) -> None:
     """Raises ImageTooLarge when an image of that size holds more than ``max_pixels`` (None: any)."""
     if max_pixels is not None and height * width > max_pixels:

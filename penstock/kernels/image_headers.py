@@ -146,6 +146,45 @@ def exif_orientation(tiff: bytes) -> int:
     return 1
 
 
+def stored_orientation(data: np.ndarray, kind: str) -> int:
+    """The EXIF orientation (1 to 8) a PNG (an eXIf chunk before the pixels), WebP (its EXIF chunk)
+    or TIFF (its first directory) gives; 1 for other formats and where there is none. These are the
+    orientations OpenCV applies when it decodes them (JPEG's: image_codecs.jpeg_header)."""
+    raw = memoryview(np.ascontiguousarray(data, np.uint8)).cast("B")
+    try:
+        if kind == "tiff":
+            return exif_orientation(raw)
+        block = _png_exif(raw) if kind == "png" else _webp_exif(raw) if kind == "webp" else None
+    except struct.error:
+        return 1
+    return 1 if block is None else exif_orientation(block)
+
+
+def _png_exif(raw: memoryview):
+    position = 8
+    while position + 8 <= len(raw):
+        length = struct.unpack(">I", raw[position:position + 4])[0]
+        chunk = bytes(raw[position + 4:position + 8])
+        if chunk == b"eXIf":
+            return bytes(raw[position + 8:position + 8 + length])
+        if chunk in (b"IDAT", b"IEND"):
+            return None
+        position += 12 + length
+    return None
+
+
+def _webp_exif(raw: memoryview):
+    position = 12
+    while position + 8 <= len(raw):
+        chunk = bytes(raw[position:position + 4])
+        length = struct.unpack("<I", raw[position + 4:position + 8])[0]
+        if chunk == b"EXIF":
+            block = bytes(raw[position + 8:position + 8 + length])
+            return block[6:] if block.startswith(b"Exif\x00\x00") else block
+        position += 8 + length + (length & 1)
+    return None
+
+
 def orientation_swaps_axes(orientation: int) -> bool:
     return orientation >= 5
 

@@ -1,5 +1,6 @@
 """Image decoders: ``decoders.image``, ``decoders.image_random_crop``, ``decoders.image_crop`` and
-``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images.
+``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images. And
+``peek_image_shape``: the shape they decode an image to, from its header.
 
 On the CPU ('cpu') each sample is decoded on a worker, only its window, and smaller in the DCT
 domain when a fixed-size resize follows. On the GPU ('mixed') the CPU decoder of the same name
@@ -142,15 +143,26 @@ def random_crop_window(height: int, width: int, draws: np.ndarray, aspect_range,
     return (height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width
 
 
+def check_encoded_input(name: str, data: OutputSpec) -> None:
+    """At build: the input of an operator that reads encoded images holds 1-D uint8 samples."""
+    if (data.ndim is not None and data.ndim != 1) or (data.dtype is not None and data.dtype != np.uint8):
+        raise ValueError(f"{name}: expects encoded images (1-D uint8 arrays), but its input holds "
+                         f"{data.ndim}-dimensional {data.dtype} samples")
+
+
+def encoded_sample(data: np.ndarray) -> np.ndarray:
+    """A sample of encoded bytes, checked where the input's type was not known at build."""
+    if data.ndim != 1 or data.dtype != np.uint8:
+        raise TypeError(f"expected encoded bytes (a 1-D uint8 array), got {data.dtype} of shape {data.shape}")
+    return data
+
+
 class DecoderDeclaration:
     """What every image decoder declares, on both devices: encoded bytes in, HWC uint8 out."""
 
     def declare_outputs(self, inputs):
-        data = inputs[0]
-        if (data.ndim is not None and data.ndim != 1) or (data.dtype is not None and data.dtype != np.uint8):
-            raise ValueError(f"{self.name}: expects encoded images (1-D uint8 arrays), but its input holds "
-                             f"{data.ndim}-dimensional {data.dtype} samples")
-        return OutputSpec(np.dtype(np.uint8), 3, "HWC", channels=1 if self.args["output_type"] is types.GRAY else 3)
+        check_encoded_input(self.name, inputs[0])
+        return OutputSpec(np.dtype(np.uint8), 3, "HWC", channels=self.args["output_type"].channels)
 
 
 class ImageDecoder(DecoderDeclaration, SampleOperator):
@@ -173,9 +185,7 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
         return None
 
     def run(self, inputs, args, sample, out=None):
-        data = inputs[0]
-        if data.ndim != 1 or data.dtype != np.uint8:
-            raise TypeError(f"expected encoded bytes (a 1-D uint8 array), got {data.dtype} of shape {data.shape}")
+        data = encoded_sample(inputs[0])
         output_type, adjust = args["output_type"], args["adjust_orientation"]
         kind = image_codecs.image_format(data)
         if kind != "jpeg":
@@ -294,6 +304,31 @@ class ImageSlice(FixedWindowDecoder):
         top, left = (int(math.floor(value + 0.5)) for value in start)
         bottom, right = (int(math.floor(value + 0.5)) for value in end)
         return top, left, bottom - top, right - left
+
+
+registry.register_schema(OpSchema(
+    name="peek_image_shape", class_name="PeekImageShape", input_names=("data",),
+    doc="The shape (height, width, channels) each encoded image has once decoded by the decoders (with the "
+        "same adjust_orientation, and image_type as their output_type), read from its header without "
+        "decoding. On the CPU only, as in DALI.",
+    args=(Arg("adjust_orientation", "bool", True, "The shape as displayed: the EXIF orientation applied, as the "
+              "decoders apply it (JPEG, PNG, WebP; TIFF's always, as OpenCV decodes it)."),
+          Arg("image_type", "image_type", types.RGB, "The colour space decoded to: 1 channel for GRAY, else 3.",
+              choices=(types.RGB, types.BGR, types.GRAY, types.YCbCr)),
+          Arg("dtype", "dtype", types.INT64, "Element type of the shape.", aliases=("type",),
+              choices=(types.INT32, types.INT64, types.UINT32, types.UINT64, types.FLOAT, types.FLOAT64))),
+    also_named=(("experimental.peek_image_shape", "experimental.PeekImageShape"),)))
+
+
+@registry.register("peek_image_shape", "cpu")
+class PeekImageShape(SampleOperator):
+    def declare_outputs(self, inputs):
+        check_encoded_input(self.name, inputs[0])
+        return OutputSpec(self.args["dtype"].numpy, 1, "", (3,))
+
+    def run(self, inputs, args, sample, out=None):
+        height, width = image_codecs.decoded_size(encoded_sample(inputs[0]), args["adjust_orientation"])
+        return np.array([height, width, args["image_type"].channels], dtype=args["dtype"].numpy)
 
 
 # The CPU workers' share of a JPEG when cpu_decoder_load is not given, from a model of what each

@@ -223,6 +223,19 @@ def _file_reader_case(tmp_path_factory) -> Case:
     return Case(list, lambda node, device: fn.readers.file(file_root=str(root)), reference)
 
 
+def _numpy_reader_case(tmp_path_factory) -> Case:
+    root = tmp_path_factory.mktemp("numpy_reader")
+    arrays = [np.random.default_rng(index).random((index + 1, 3)).astype(np.float32) for index in range(5)]
+    for index, array in enumerate(arrays):
+        np.save(root / f"{index}.npy", array)
+    return Case(list, lambda node, device: fn.readers.numpy(file_root=str(root)),
+                lambda samples, outputs: arrays)  # what np.load reads, in file order
+
+
+# readers: their cases make files first
+SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case}
+
+
 def _check_permutation(outputs):
     order = [int(value) for value in outputs]
     assert sorted(order) == list(range(len(order))) and all(i != v for i, v in enumerate(order))
@@ -247,13 +260,13 @@ PAIRS = sorted(registry.implementations())
 
 
 def test_every_operator_and_device_has_a_case():
-    missing = sorted({name for name, _ in PAIRS} - set(CASES) - {"readers.file"})
+    missing = sorted({name for name, _ in PAIRS} - set(CASES) - set(SOURCE_CASES))
     assert not missing, f"operators without a case in {__file__}: {missing}"
 
 
 @pytest.mark.parametrize("name, device", PAIRS, ids=[f"{name}-{device}" for name, device in PAIRS])
 def test_operator_matches_its_reference(name, device, tmp_path_factory):
-    case = _file_reader_case(tmp_path_factory) if name == "readers.file" else CASES[name]
+    case = SOURCE_CASES[name](tmp_path_factory) if name in SOURCE_CASES else CASES[name]
     samples, outputs = run_case(case, device)
     expected = case.reference(samples, outputs)
     if expected is not None:

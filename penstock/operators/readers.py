@@ -1,6 +1,8 @@
-"""Readers: ``readers.file`` reads encoded files and integer labels from a folder tree or a list."""
+"""Readers: ``readers.file`` reads encoded files and integer labels from a folder tree or a list;
+``readers.numpy`` reads NumPy arrays (.npy files), whole or a region of each."""
 from __future__ import annotations
 
+import fnmatch
 import os
 import threading
 
@@ -8,7 +10,7 @@ import numpy as np
 
 from penstock import distributed, registry
 from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
-from penstock.schema import Arg, ArgError, OpSchema, require_one_of
+from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
 
 FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
                    ".webp", ".gif", ".jp2", ".flac", ".ogg", ".wav")
@@ -88,12 +90,17 @@ def list_folder_tree(file_root: str, extensions: tuple[str, ...], case_sensitive
     return paths, labels
 
 
-def read_file_list(file_list: str, file_root: str | None) -> tuple[list, list]:
+def read_file_list(file_list: str, file_root: str | None, labelled: bool = True) -> tuple[list, list] | list:
+    """(paths, labels) from a file of 'path label' lines; without ``labelled``, the paths of a file
+    of one path per line (readers.numpy's)."""
+    name = "readers.file" if labelled else "readers.numpy"
     try:
         with open(file_list) as handle:
             lines = handle.read().splitlines()
     except OSError as error:
-        raise FileNotFoundError(f"readers.file: cannot read file_list '{file_list}': {error.strerror}") from None
+        raise FileNotFoundError(f"{name}: cannot read file_list '{file_list}': {error.strerror}") from None
+    if not labelled:
+        return [os.path.join(file_root or os.path.dirname(file_list), line.strip()) for line in lines if line.strip()]
     paths, labels = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -309,3 +316,147 @@ class FileReader(ShardedReader):
 
     def declare_outputs(self, inputs):
         return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.int32), 1, "", (1,))
+
+
+# ---- readers.numpy ---------------------------------------------------------------------------------
+ROI_STARTS, ROI_ENDS = ("roi_start", "rel_roi_start"), ("roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape")
+NUMPY_TYPES = frozenset("?bBhHiIlLqQefd")  # bool, the integers, float16/32/64: what DALI's reader takes
+
+
+def _one_roi_form(static: dict, per_sample: frozenset) -> None:
+    for group in (ROI_STARTS, ROI_ENDS):
+        named = [name for name in group if given(static, per_sample, name)]
+        if len(named) > 1:
+            raise ArgError(f"arguments {' and '.join(repr(name) for name in named)} exclude each other; give one")
+
+
+registry.register_schema(OpSchema(
+    name="readers.numpy",
+    class_name="readers.Numpy",
+    doc="Reads NumPy arrays from .npy files, each with the type and shape its file holds (C order: files in "
+        "Fortran order are transposed in memory, the shape kept), or only a region of each (``roi_*``).\n\n"
+        "Give the files one of three ways: ``file_root`` alone, whose files and those of its immediate "
+        "sub-folders that match ``file_filter`` are read (the folder's own first, then each sub-folder's, "
+        "in sorted order, as in DALI); ``file_list``, a text file of one path per line; or ``files``. Every "
+        "file must hold one element type and number of dimensions, that of the first. With device='gpu' the "
+        "files are read on the CPU and the arrays moved to the GPU (DALI reads them through GPUDirect Storage).",
+    args=(
+        Arg("file_root", "str", None, "Folder of the files, or the base of relative paths in file_list/files."),
+        Arg("file_filter", "str", "*.npy", "Glob that the names of the files in file_root and its immediate "
+            "sub-folders match (case-sensitive); ignored with file_list or files."),
+        Arg("file_list", "str", None, "Text file with one path per line, relative to file_root, else to the "
+            "list's folder."),
+        Arg("files", "strs", None, "Paths of the files (relative to file_root when it is given)."),
+        Arg("roi_start", "ints", None, "Start of the region of interest, in elements (one value per axis of "
+            "roi_axes, or of the array)."),
+        Arg("rel_roi_start", "floats", None, "Start of the region, as fractions of the extents."),
+        Arg("roi_end", "ints", None, "End (exclusive) of the region, in elements."),
+        Arg("rel_roi_end", "floats", None, "End of the region, as fractions of the extents."),
+        Arg("roi_shape", "ints", None, "Size of the region, in elements."),
+        Arg("rel_roi_shape", "floats", None, "Size of the region, as fractions of the extents."),
+        Arg("roi_axes", "ints", (), "The axes the roi_ values are given for, in their order (default: every "
+            "axis, in order).", min=0),
+        Arg("out_of_bounds_policy", "str", "error", "A region outside the array: 'error', 'pad' (with "
+            "fill_value) or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
+        Arg("fill_value", "float", 0.0, "The padding's value under out_of_bounds_policy='pad'."),
+        Arg("cache_header_information", "bool", False, "Accepted for DALI compatibility; each file's header "
+            "is read with its data."),
+        Arg("register_buffers", "bool", True, "Accepted for DALI compatibility (its 'gpu' form's buffers)."),
+        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
+            "page cache."),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=1,
+    input_names=(),
+    is_source=True,
+    checks=(require_one_of("file_root", "file_list", "files", what="the files to read"),
+            lambda static, per_sample: _one_list(static), _one_roi_form),
+))
+
+
+def list_numpy_files(file_root: str, file_filter: str) -> list[str]:
+    """The files of ``file_root`` whose names match ``file_filter``, then those of each immediate
+    sub-folder, each folder's in sorted order (DALI's discovery for its numpy reader)."""
+    if not os.path.isdir(file_root):
+        raise FileNotFoundError(f"readers.numpy: file_root '{file_root}' is not a folder")
+    folders = [file_root] + [entry.path for entry in sorted(os.scandir(file_root), key=lambda entry: entry.name)
+                             if entry.is_dir()]
+    paths = []
+    for folder in folders:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
+        paths.extend(os.path.join(folder, name) for name in names if fnmatch.fnmatchcase(name, file_filter))
+    return paths
+
+
+def load_npy(path: str) -> np.ndarray:
+    """The array of a .npy file, C-contiguous in native byte order; a clear error naming the file
+    for anything else (a pickle, an .npz archive, an element type no operator takes)."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"cannot read '{path}' as a .npy array: {error}") from None
+    if not isinstance(array, np.ndarray):
+        array.close()
+        raise ValueError(f"'{path}' is an .npz archive of several arrays; readers.numpy reads .npy files")
+    if array.dtype.char not in NUMPY_TYPES:
+        raise ValueError(f"'{path}' holds {array.dtype} elements; readers.numpy takes bool, integers and floats")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return np.ascontiguousarray(array)
+
+
+def _npy_header(path: str) -> tuple[np.dtype, int]:
+    """(element type, number of dimensions) of a .npy file, from its header alone."""
+    try:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)  # maps the data, reads only the header
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"readers.numpy: cannot read '{path}' as a .npy array: {error}") from None
+    if not isinstance(mapped, np.ndarray):
+        raise ValueError(f"readers.numpy: '{path}' is an .npz archive of several arrays; it reads .npy files")
+    return mapped.dtype.newbyteorder("="), mapped.ndim
+
+
+@registry.register("readers.numpy", "cpu")
+class NumpyReader(ShardedReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        root, file_list, files = args["file_root"], args["file_list"], args["files"]
+        if files is not None:
+            self.paths = [os.path.join(root, path) if root else path for path in files]
+        elif file_list is not None:
+            self.paths = read_file_list(file_list, root, labelled=False)
+        else:
+            self.paths = list_numpy_files(root, args["file_filter"])
+        if not self.paths:
+            where = f"'{root}' (file_filter '{args['file_filter']}')" if files is None and file_list is None \
+                else f"'{file_list}'" if file_list is not None else "files"
+            raise ValueError(f"readers.numpy: no files found in {where}")
+        self.dtype, self.ndim = _npy_header(self.paths[0])
+        self.epochs = sharded_epochs(args, context, len(self.paths), "readers.numpy")
+        self._region = any(args[name] is not None for name in ROI_STARTS + ROI_ENDS)
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        path = self.paths[index]
+        array = load_npy(path)
+        if array.dtype != self.dtype or array.ndim != self.ndim:
+            raise ValueError(f"'{path}' holds {array.ndim}-dimensional {array.dtype} arrays, the first file "
+                             f"('{self.paths[0]}') {self.ndim}-dimensional {self.dtype}: every file must hold one "
+                             "type and number of dimensions")
+        return (self._region_of(array, path) if self._region else array,)
+
+    def _region_of(self, array: np.ndarray, path: str) -> np.ndarray:
+        from penstock.operators.tensors import slice_sample
+        args = self.args
+        window = {"axes": tuple(args["roi_axes"]) or tuple(range(array.ndim)), "anchor": None,
+                  "window_shape": None, "start": args["roi_start"], "rel_start": args["rel_roi_start"],
+                  "end": args["roi_end"], "rel_end": args["rel_roi_end"], "shape": args["roi_shape"],
+                  "rel_shape": args["rel_roi_shape"], "out_of_bounds_policy": args["out_of_bounds_policy"],
+                  "fill_values": (args["fill_value"],)}
+        try:
+            return np.ascontiguousarray(slice_sample(np, window, array))
+        except ValueError as error:
+            raise ValueError(f"the region of interest of '{path}': {error}") from None
+
+    def declare_outputs(self, inputs):
+        return OutputSpec(self.dtype, self.ndim, "")

@@ -192,7 +192,9 @@ def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
     return windows
 
 
-def _slice(xp, args, sample):
+def slice_sample(xp, args, sample):
+    """A window of one sample, as slice makes it (``args``: slice's arguments, ``axes`` resolved);
+    readers.numpy cuts its regions of interest with it too."""
     shape = tuple(sample.shape)
     out_shape, source, target = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
     padded = False
@@ -304,7 +306,7 @@ OPERATORS = {
 }
 
 
-OPERATORS["slice"] = (_slice, (1, 1), (
+OPERATORS["slice"] = (slice_sample, (1, 1), (
     Arg("anchor", "floats", None, "Where the window starts on each sliced axis (the second input in DALI's "
         "fn.slice(data, anchor, shape)); normalized to the extent unless normalized_anchor=False.", per_sample=True),
     Arg("window_shape", "floats", None, "The window's size on each sliced axis (the third input).", per_sample=True),

@@ -1,0 +1,135 @@
+"""readers.numpy against numpy's own np.load: which files a folder gives (DALI's discovery), every
+element type and byte order, Fortran order, regions of interest against numpy slicing, shards, and
+the errors that name the file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
+import penstock
+from penstock import fn, pipeline_def
+
+
+def read_all(batch_size: int = 2, **reader_args) -> list[np.ndarray]:
+    """One epoch of the reader's arrays, padding left out, in the order they came."""
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=3)
+    def pipe():
+        return fn.readers.numpy(name="Reader", **reader_args)
+
+    built = pipe()
+    built.build()
+    size = built.reader_meta("Reader")["shard_size"]
+    arrays = []
+    while len(arrays) < size:
+        (batch,) = built.run()
+        arrays.extend(np.array(sample) for sample in batch)
+    built.close()
+    return arrays[:size]
+
+
+def test_a_folder_gives_its_own_files_then_each_sub_folders_matching_the_filter(tmp_path):
+    arrays = {"b.npy": np.arange(6, dtype=np.int16).reshape(2, 3), "a.npy": np.ones((1, 4), np.int16),
+              "sub_y/d.npy": np.full((3, 3), 7, np.int16), "sub_x/c.npy": np.zeros((2, 2), np.int16),
+              "sub_x/deeper/e.npy": np.zeros((5, 5), np.int16), "sub_x/C.NPY": np.zeros((6, 6), np.int16)}
+    for name, array in arrays.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        np.save(tmp_path / name, array) if name.endswith(".npy") else (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "sub_x" / "C.NPY").write_bytes((tmp_path / "a.npy").read_bytes())
+    (tmp_path / "notes.txt").write_text("not an array")
+    read = read_all(file_root=str(tmp_path))
+    expected = [arrays[name] for name in ("a.npy", "b.npy", "sub_x/c.npy", "sub_y/d.npy")]  # one level, case-sensitive
+    assert len(read) == len(expected)
+    for got, want in zip(read, expected):
+        np.testing.assert_array_equal(got, want)
+    assert [a.shape for a in read_all(file_root=str(tmp_path), file_filter="[ab].npy")] == [(1, 4), (2, 3)]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "uint16", ">i2", "<i4", ">u4", "int64", "float16",
+                                   ">f4", "float64"])
+def test_every_element_type_and_byte_order_reads_as_numpy_loads_it(tmp_path, dtype):
+    rng = np.random.default_rng(1)
+    arrays = [(rng.random((3, 4)) * 100).astype(dtype), (rng.random((2, 5)) * 100).astype(dtype)]
+    for index, array in enumerate(arrays):
+        np.save(tmp_path / f"{index}.npy", array)
+    for got, want in zip(read_all(file_root=str(tmp_path)), arrays):
+        assert got.dtype == np.dtype(dtype).newbyteorder("=") and got.dtype.isnative
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fortran_ordered_files_keep_their_shape_and_values(tmp_path):
+    array = np.asfortranarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    np.save(tmp_path / "f.npy", array)
+    [got] = read_all(file_root=str(tmp_path))
+    assert got.shape == (2, 3, 4) and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, array)
+
+
+def test_file_list_and_files_name_the_arrays(tmp_path):
+    for name in ("x", "y", "z"):
+        np.save(tmp_path / f"{name}.npy", np.full((2,), ord(name), np.int32))
+    (tmp_path / "list.txt").write_text("z.npy\n\ny.npy\n")
+    assert [int(a[0]) for a in read_all(file_list=str(tmp_path / "list.txt"))] == [ord("z"), ord("y")]
+    assert [int(a[0]) for a in read_all(file_root=str(tmp_path), files=["y.npy", "x.npy"])] == [ord("y"), ord("x")]
+
+
+REGIONS = [  # reader arguments, and the same region by numpy slicing of a (6, 8, 3) array
+    (dict(roi_start=(1, 2, 0), roi_end=(4, 7, 3)), lambda a: a[1:4, 2:7, :]),
+    (dict(roi_start=(2,), roi_shape=(3,), roi_axes=(1,)), lambda a: a[:, 2:5]),
+    (dict(rel_roi_start=(0.5, 0.25), rel_roi_end=(1.0, 0.75), roi_axes=(0, 1)), lambda a: a[3:6, 2:6]),
+    (dict(rel_roi_shape=(0.5,), roi_axes=(0,)), lambda a: a[0:3]),
+    (dict(roi_start=(4,), roi_end=(10,), roi_axes=(1,), out_of_bounds_policy="trim_to_shape"), lambda a: a[:, 4:8]),
+]
+
+
+@pytest.mark.parametrize("reader_args, numpy_slice", REGIONS)
+def test_regions_of_interest_are_numpy_slices(tmp_path, reader_args, numpy_slice):
+    array = np.arange(6 * 8 * 3, dtype=np.int32).reshape(6, 8, 3)
+    np.save(tmp_path / "a.npy", array)
+    [got] = read_all(file_root=str(tmp_path), **reader_args)
+    np.testing.assert_array_equal(got, numpy_slice(array))
+
+
+def test_a_region_outside_the_array_is_padded_with_fill_value_or_refused_naming_the_file(tmp_path):
+    array = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    np.save(tmp_path / "a.npy", array)
+    [got] = read_all(file_root=str(tmp_path), roi_start=(-1, 2), roi_end=(2, 6), out_of_bounds_policy="pad",
+                     fill_value=99)
+    expected = np.full((3, 4), 99, np.uint8)
+    expected[1:, :2] = array[:2, 2:]
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(penstock.PipelineError, match=r"a\.npy.*outside|outside.*a\.npy"):
+        read_all(file_root=str(tmp_path), roi_start=(0, 2), roi_end=(2, 6))
+
+
+def test_shards_read_every_file_once(tmp_path):
+    for index in range(7):
+        np.save(tmp_path / f"{index}.npy", np.array([index], np.int64))
+    seen = [int(a[0]) for shard in range(3) for a in read_all(file_root=str(tmp_path), shard_id=shard,
+                                                               num_shards=3, random_shuffle=True)]
+    assert sorted(seen) == list(range(7))
+
+
+def test_bad_files_and_arguments_are_clear_errors(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((2, 2), np.float32))
+    np.save(tmp_path / "b.npy", np.zeros((2, 2, 2), np.float32))
+    with pytest.raises(penstock.PipelineError, match=r"b\.npy.*3-dimensional float32.*a\.npy"):
+        read_all(file_root=str(tmp_path))
+    (tmp_path / "b.npy").unlink()
+    np.save(tmp_path / "c.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(penstock.PipelineError, match=r"c\.npy"):
+        read_all(file_root=str(tmp_path))
+    with pytest.raises(ValueError, match=r"readers.numpy.*no files found.*'\*\.npz'"):
+        read_all(file_root=str(tmp_path), file_filter="*.npz")
+    with pytest.raises(ValueError, match="readers.numpy.*roi_end.*roi_shape.*exclude"):
+        read_all(file_root=str(tmp_path), roi_end=(1, 1), roi_shape=(1, 1))
+    np.savez(tmp_path / "archive.npz", a=np.zeros(2), b=np.ones(2))
+    with pytest.raises(ValueError, match=r"archive\.npz.*\.npz archive"):
+        read_all(files=[str(tmp_path / "archive.npz")])
+
+
+def test_dali_names_read_the_same(tmp_path):
+    from penstock.compat.dali import fn as dali_fn, ops as dali_ops
+    np.save(tmp_path / "a.npy", np.arange(4, dtype=np.int16))
+    assert dali_fn.numpy_reader is dali_fn.readers.numpy
+    assert dali_ops.NumpyReader is not None and dali_ops.readers.Numpy is not None

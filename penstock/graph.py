@@ -344,6 +344,8 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     first = outputs[0] if isinstance(outputs, tuple) else outputs
     if first.op_node.schema is schema and first.op_node.placement == "given":
         first.op_node.placement = placement
+    if schema.output_names is not None:
+        return dict(zip(schema.output_names(static), outputs if isinstance(outputs, tuple) else (outputs,)))
     return outputs
 
 

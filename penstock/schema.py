@@ -240,6 +240,9 @@ class OpSchema:
     # other (fn name, ops class name) pairs of the same operator: DALI's names under
     # ``experimental`` of operators penstock keeps at the top level (and the other way round)
     also_named: tuple[tuple[str, str], ...] = ()
+    # the names of the outputs, from the validated arguments, where the call returns them as a dict
+    # (readers.tfrecord's features, as in DALI)
+    output_names: Callable[[dict], tuple[str, ...]] | None = None
     all_args: dict[str, Arg] = field(init=False, repr=False)
 
     def __post_init__(self):

@@ -94,8 +94,9 @@ def test_the_older_operator_names_are_the_current_operators():
     assert dali_ops.FileReader is dali_ops.readers.File and dali_ops.nvJPEGDecoderRandomCrop is \
         dali_ops.decoders.ImageRandomCrop
     assert dali_fn.coco_reader is dali_fn.readers.coco and dali_ops.COCOReader is dali_ops.readers.COCO
-    with pytest.raises(AttributeError, match=r"fn\.tfrecord_reader \(now readers\.tfrecord\): penstock does not have"):
-        dali_fn.tfrecord_reader
+    assert dali_fn.tfrecord_reader is dali_fn.readers.tfrecord and dali_ops.NumpyReader is dali_ops.readers.Numpy
+    with pytest.raises(AttributeError, match=r"fn\.caffe_reader \(now readers\.caffe\): penstock does not have"):
+        dali_fn.caffe_reader
 
 
 def test_external_source_drops_a_partial_batch_at_an_iterables_end():

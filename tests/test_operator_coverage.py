@@ -232,8 +232,29 @@ def _numpy_reader_case(tmp_path_factory) -> Case:
                 lambda samples, outputs: arrays)  # what np.load reads, in file order
 
 
+def _tfrecord_reader_case(tmp_path_factory) -> Case:
+    """Records of one bytes feature, encoded here by hand (tests/test_tfrecord_reader.py checks the
+    reader against protobuf's own encoder)."""
+    from penstock import tfrecord
+
+    def field(number: int, payload: bytes) -> bytes:  # a length-delimited field (every length < 128)
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    root = tmp_path_factory.mktemp("tfrecord_reader")
+    payloads = [bytes(range(index, index + 3 + index)) for index in range(5)]
+    with open(root / "data.tfrecord", "wb") as handle:
+        for payload in payloads:
+            example = field(1, field(1, field(1, b"data") + field(2, field(1, field(1, payload)))))
+            handle.write(len(example).to_bytes(8, "little") + bytes(4) + example + bytes(4))
+    features = {"data": tfrecord.FixedLenFeature((), tfrecord.string, "")}
+    return Case(list, lambda node, device: fn.readers.tfrecord(path=[str(root / "data.tfrecord")],
+                                                               features=features)["data"],
+                lambda samples, outputs: [np.frombuffer(payload, np.uint8) for payload in payloads])
+
+
 # readers: their cases make files first
-SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case}
+SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case,
+                "readers.tfrecord": _tfrecord_reader_case}
 
 
 def _check_permutation(outputs):

@@ -153,6 +153,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "floats": _sequence_of(_as_float),
     "strs": _sequence_of(_as_str),
     "dtype": _as_dtype,
+    "dtypes": _sequence_of(_as_dtype),
     "image_type": _as_enum(types.DALIImageType),
     "interp_type": _as_enum(types.DALIInterpType, prefix="INTERP_"),
     "layout": _as_str,

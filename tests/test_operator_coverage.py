@@ -252,9 +252,23 @@ def _tfrecord_reader_case(tmp_path_factory) -> Case:
                 lambda samples, outputs: [np.frombuffer(payload, np.uint8) for payload in payloads])
 
 
+def _webdataset_reader_case(tmp_path_factory) -> Case:
+    import io
+    import tarfile
+    root = tmp_path_factory.mktemp("webdataset_reader")
+    payloads = [bytes(range(index, 2 * index + 3)) for index in range(5)]
+    with tarfile.open(root / "data.tar", "w") as archive:  # the reference: what tarfile stored
+        for index, payload in enumerate(payloads):
+            info = tarfile.TarInfo(f"{index:03d}.bin")
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+    return Case(list, lambda node, device: fn.readers.webdataset(paths=[str(root / "data.tar")], ext=["bin"]),
+                lambda samples, outputs: [np.frombuffer(payload, np.uint8) for payload in payloads])
+
+
 # readers: their cases make files first
 SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case,
-                "readers.tfrecord": _tfrecord_reader_case}
+                "readers.tfrecord": _tfrecord_reader_case, "readers.webdataset": _webdataset_reader_case}
 
 
 def _check_permutation(outputs):

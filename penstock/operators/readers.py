@@ -1,6 +1,6 @@
 """Readers: ``readers.file`` reads encoded files and integer labels from a folder tree or a list;
-``readers.numpy`` reads NumPy arrays (.npy files), whole or a region of each; ``readers.tfrecord``
-reads the features of tf.train.Example records (penstock.tfrecord)."""
+``readers.numpy`` reads NumPy arrays (.npy files), whole or a region of each. The readers of record
+formats are in record_readers.py."""
 from __future__ import annotations
 
 import fnmatch
@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 
-from penstock import distributed, registry, tfrecord
+from penstock import distributed, registry
 from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
+from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
 
 FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
                    ".webp", ".gif", ".jp2", ".flac", ".ogg", ".wav")
@@ -462,95 +462,3 @@ class NumpyReader(ShardedReader):
     def declare_outputs(self, inputs):
         return OutputSpec(self.dtype, self.ndim, "")
 
-
-# ---- readers.tfrecord ------------------------------------------------------------------------------
-def _features_of(static: dict) -> dict:
-    features = static["features"]
-    if not isinstance(features, dict) or not features:
-        raise ArgError("'features' takes a dict of feature name -> tfrecord.FixedLenFeature / VarLenFeature, "
-                       f"got {type(features).__name__}")
-    for name, feature in features.items():
-        if not isinstance(name, str) or not isinstance(feature, tfrecord.Feature):
-            raise ArgError(f"'features': {name!r} should name a tfrecord.FixedLenFeature, VarLenFeature or "
-                           f"FixedLenSequenceFeature, got {type(feature).__name__}")
-    return features
-
-
-def _tfrecord_files(static: dict, per_sample: frozenset) -> None:
-    _features_of(static)
-    paths, indexes = static["path"], static["index_path"]
-    if indexes is not None and len(indexes) != len(paths):
-        raise ArgError(f"'index_path' names {len(indexes)} index files for {len(paths)} TFRecord files in 'path'; "
-                       "give one per file, in the same order")
-
-
-registry.register_schema(OpSchema(
-    name="readers.tfrecord",
-    class_name="readers.TFRecord",
-    doc="Reads tf.train.Example records from TFRecord files: one output per feature of ``features`` (a dict of "
-        "name -> penstock.tfrecord.FixedLenFeature / VarLenFeature / FixedLenSequenceFeature, as "
-        "nvidia.dali.tfrecord's), returned as a dict by name, as in DALI. A string feature gives its bytes as a "
-        "1-D uint8 array (an encoded image for the decoders), int64 and float32 features arrays of their "
-        "values. Samples are the records of the files in order (``index_path``, DALI's tfrecord2idx files, "
-        "say where each starts; without them the files are scanned once at build).",
-    args=(
-        Arg("path", "strs", REQUIRED, "The TFRecord files."),
-        Arg("index_path", "strs", None, "One index file per TFRecord file ('offset size' per record, as "
-            "tfrecord2idx writes)."),
-        Arg("features", "any", REQUIRED, "Feature name -> what to read (penstock.tfrecord)."),
-        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
-            "page cache."),
-        *READER_ARGS,
-    ),
-    num_inputs=(0, 0),
-    num_outputs=lambda static: len(static["features"]),
-    output_names=lambda static: tuple(static["features"]),
-    input_names=(),
-    is_source=True,
-    checks=(_tfrecord_files,),
-))
-
-
-@registry.register("readers.tfrecord", "cpu")
-class TFRecordReader(ShardedReader):
-    def __init__(self, args, context):
-        super().__init__(args, context)
-        self.features = _features_of(args)
-        self._wanted = frozenset(self.features)
-        files, records = list(args["path"]), []
-        for number, path in enumerate(files):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"readers.tfrecord: '{path}' is not a file")
-            index = args["index_path"][number] if args["index_path"] is not None else None
-            try:
-                entries = tfrecord.read_index(index) if index is not None else tfrecord.record_offsets(path)
-            except OSError as error:
-                raise FileNotFoundError(f"readers.tfrecord: cannot read '{index or path}': {error.strerror}") from None
-            records.extend((number, offset, size) for offset, size in entries)
-        if not records:
-            raise ValueError(f"readers.tfrecord: no records in {files}")
-        self.files, self.records = files, records
-        self.paths = [f"{files[number]} (record at byte {offset})" for number, offset, _ in records]
-        self.epochs = sharded_epochs(args, context, len(records), "readers.tfrecord")
-        self._descriptors: dict[int, int] = {}  # file number -> descriptor, per process (pread: no shared offset)
-
-    def load(self, index, sample: SampleContext) -> tuple:
-        number, offset, size = self.records[index]
-        where = self.paths[index]
-        descriptor = self._descriptors.get(number)
-        if descriptor is None:
-            descriptor = self._descriptors[number] = os.open(self.files[number], os.O_RDONLY)
-        record = os.pread(descriptor, size, offset)
-        if len(record) != size:
-            raise ValueError(f"{where}: the file ends {size - len(record)} bytes into the record (a stale index?)")
-        values = tfrecord.example_values(record, self._wanted, where)
-        return tuple(feature.array(values.get(name), f"{where}, feature '{name}'")
-                     for name, feature in self.features.items())
-
-    def declare_outputs(self, inputs):
-        return tuple(OutputSpec(feature.dtype, feature.ndim, "") for feature in self.features.values())
-
-    def shutdown(self) -> None:
-        for descriptor in self._descriptors.values():
-            os.close(descriptor)
-        self._descriptors.clear()

@@ -1,0 +1,285 @@
+"""Readers of record formats: ``readers.tfrecord`` (tf.train.Example records in TFRecord files;
+penstock.tfrecord) and ``readers.webdataset`` (samples of files grouped by name in tar archives).
+Both share readers.file's epochs, shards and shuffling (readers.ShardedReader)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from penstock import registry, tfrecord
+from penstock.contract import OutputSpec, SampleContext
+from penstock.operators.readers import READER_ARGS, ShardedReader, sharded_epochs
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+
+# ---- readers.tfrecord ------------------------------------------------------------------------------
+def _features_of(static: dict) -> dict:
+    features = static["features"]
+    if not isinstance(features, dict) or not features:
+        raise ArgError("'features' takes a dict of feature name -> tfrecord.FixedLenFeature / VarLenFeature, "
+                       f"got {type(features).__name__}")
+    for name, feature in features.items():
+        if not isinstance(name, str) or not isinstance(feature, tfrecord.Feature):
+            raise ArgError(f"'features': {name!r} should name a tfrecord.FixedLenFeature, VarLenFeature or "
+                           f"FixedLenSequenceFeature, got {type(feature).__name__}")
+    return features
+
+
+def _tfrecord_files(static: dict, per_sample: frozenset) -> None:
+    _features_of(static)
+    paths, indexes = static["path"], static["index_path"]
+    if indexes is not None and len(indexes) != len(paths):
+        raise ArgError(f"'index_path' names {len(indexes)} index files for {len(paths)} TFRecord files in 'path'; "
+                       "give one per file, in the same order")
+
+
+registry.register_schema(OpSchema(
+    name="readers.tfrecord",
+    class_name="readers.TFRecord",
+    doc="Reads tf.train.Example records from TFRecord files: one output per feature of ``features`` (a dict of "
+        "name -> penstock.tfrecord.FixedLenFeature / VarLenFeature / FixedLenSequenceFeature, as "
+        "nvidia.dali.tfrecord's), returned as a dict by name, as in DALI. A string feature gives its bytes as a "
+        "1-D uint8 array (an encoded image for the decoders), int64 and float32 features arrays of their "
+        "values. Samples are the records of the files in order (``index_path``, DALI's tfrecord2idx files, "
+        "say where each starts; without them the files are scanned once at build).",
+    args=(
+        Arg("path", "strs", REQUIRED, "The TFRecord files."),
+        Arg("index_path", "strs", None, "One index file per TFRecord file ('offset size' per record, as "
+            "tfrecord2idx writes)."),
+        Arg("features", "any", REQUIRED, "Feature name -> what to read (penstock.tfrecord)."),
+        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
+            "page cache."),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=lambda static: len(static["features"]),
+    output_names=lambda static: tuple(static["features"]),
+    input_names=(),
+    is_source=True,
+    checks=(_tfrecord_files,),
+))
+
+
+@registry.register("readers.tfrecord", "cpu")
+class TFRecordReader(ShardedReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.features = _features_of(args)
+        self._wanted = frozenset(self.features)
+        files, records = list(args["path"]), []
+        for number, path in enumerate(files):
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"readers.tfrecord: '{path}' is not a file")
+            index = args["index_path"][number] if args["index_path"] is not None else None
+            try:
+                entries = tfrecord.read_index(index) if index is not None else tfrecord.record_offsets(path)
+            except OSError as error:
+                raise FileNotFoundError(f"readers.tfrecord: cannot read '{index or path}': {error.strerror}") from None
+            records.extend((number, offset, size) for offset, size in entries)
+        if not records:
+            raise ValueError(f"readers.tfrecord: no records in {files}")
+        self.files, self.records = files, records
+        self.paths = [f"{files[number]} (record at byte {offset})" for number, offset, _ in records]
+        self.epochs = sharded_epochs(args, context, len(records), "readers.tfrecord")
+        self._descriptors: dict[int, int] = {}  # file number -> descriptor, per process (pread: no shared offset)
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        number, offset, size = self.records[index]
+        where = self.paths[index]
+        descriptor = self._descriptors.get(number)
+        if descriptor is None:
+            descriptor = self._descriptors[number] = os.open(self.files[number], os.O_RDONLY)
+        record = os.pread(descriptor, size, offset)
+        if len(record) != size:
+            raise ValueError(f"{where}: the file ends {size - len(record)} bytes into the record (a stale index?)")
+        values = tfrecord.example_values(record, self._wanted, where)
+        return tuple(feature.array(values.get(name), f"{where}, feature '{name}'")
+                     for name, feature in self.features.items())
+
+    def declare_outputs(self, inputs):
+        return tuple(OutputSpec(feature.dtype, feature.ndim, "") for feature in self.features.values())
+
+    def shutdown(self) -> None:
+        for descriptor in self._descriptors.values():
+            os.close(descriptor)
+        self._descriptors.clear()
+
+
+# ---- readers.webdataset ----------------------------------------------------------------------------
+WDS_TYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32",
+             "float64")  # what DALI's webdataset reader takes
+
+
+def _webdataset_args(static: dict, per_sample: frozenset) -> None:
+    paths, indexes, dtypes = static["paths"], static["index_paths"], static["dtypes"]
+    if indexes is not None and len(indexes) != len(paths):
+        raise ArgError(f"'index_paths' names {len(indexes)} index files for {len(paths)} archives in 'paths'; "
+                       "give one per archive, in the same order")
+    if any(not ext or any(not option for option in ext.split(";")) for ext in static["ext"]):
+        raise ArgError(f"'ext' takes one set of extensions per output, options separated by ';', got "
+                       f"{list(static['ext'])}")
+    if dtypes is not None:
+        if len(dtypes) != len(static["ext"]):
+            raise ArgError(f"'dtypes' gives {len(dtypes)} types for {len(static['ext'])} outputs (one per 'ext')")
+        for dtype in dtypes:
+            if dtype.numpy.name not in WDS_TYPES:
+                raise ArgError(f"'dtypes': {dtype.numpy.name} is not one of {', '.join(WDS_TYPES)}")
+
+
+registry.register_schema(OpSchema(
+    name="readers.webdataset",
+    class_name="readers.Webdataset",
+    doc="Reads samples of the webdataset format: tar archives whose files are grouped into samples by name "
+        "(a sample's files are adjacent and share the name up to the first dot of their file name; the rest "
+        "is the extension). One output per entry of ``ext``, each the bytes of the sample's file with one of "
+        "that entry's extensions (options separated by ';'), as uint8 or as ``dtypes`` says. Files whose "
+        "name starts with a dot, and entries that are not regular files, are left out, as in DALI. "
+        "``index_paths`` (DALI's wds2idx files, v1.1 or v1.2) say where each sample's files lie; without "
+        "them the archives are read once at build for their members.",
+    args=(
+        Arg("paths", "strs", REQUIRED, "The tar archives."),
+        Arg("ext", "strs", REQUIRED, "Per output, the extensions its file may have, separated by ';' (e.g. "
+            "'jpg;png'; extensions may hold dots, 'left.png')."),
+        Arg("index_paths", "strs", None, "One index file per archive (DALI's wds2idx)."),
+        Arg("case_sensitive_extensions", "bool", True, "Whether 'jpg' matches only 'jpg' (else also 'JPG')."),
+        Arg("missing_component_behavior", "str", "", "A sample without a file for an output: '' or 'empty' "
+            "(an empty array), 'skip' (the sample is left out) or 'error' (refused at build, naming it).",
+            choices=("", "empty", "skip", "error")),
+        Arg("dtypes", "dtypes", None, "Per output, the element type its bytes are read as (default uint8); "
+            "a file's size must be a multiple of the type's."),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=lambda static: len(static["ext"]),
+    input_names=(),
+    is_source=True,
+    checks=(_webdataset_args,),
+))
+
+
+def tar_components(path: str) -> list[tuple[str, str, int, int]]:
+    """(sample key, extension, data offset, size) of each regular file of a tar archive, in order;
+    files whose name starts with a dot are left out."""
+    import tarfile
+    try:
+        with tarfile.open(path, "r:") as archive:
+            members = archive.getmembers()
+    except (OSError, tarfile.TarError) as error:
+        raise ValueError(f"readers.webdataset: cannot read '{path}' as an uncompressed tar archive: {error}") \
+            from None
+    components = []
+    for member in members:
+        folder, _, name = member.name.rpartition("/")
+        if not member.isreg() or name.startswith("."):
+            continue
+        stem, _, extension = name.partition(".")
+        components.append((f"{folder}/{stem}" if folder else stem, extension, member.offset_data, member.size))
+    return components
+
+
+def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]]:
+    """Per sample, its files' (extension, data offset, size), from a wds2idx index file."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except OSError as error:
+        raise FileNotFoundError(f"readers.webdataset: cannot read index '{path}': {error.strerror}") from None
+    header = lines[0].split() if lines else []
+    if len(header) != 2 or header[0] not in ("v1.1", "v1.2"):
+        raise ValueError(f"readers.webdataset: index '{path}' (of '{archive}') does not start with 'v1.1 N' or "
+                         f"'v1.2 N' (DALI's wds2idx), got {lines[0] if lines else 'an empty file'!r}")
+    width = 4 if header[0] == "v1.2" else 3  # v1.2 adds each file's name
+    samples = []
+    for number, line in enumerate(lines[1:], 2):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) % width:
+            raise ValueError(f"readers.webdataset: index '{path}', line {number}: expected groups of {width} "
+                             f"fields, got {len(fields)}")
+        try:
+            samples.append([(fields[k], int(fields[k + 1]), int(fields[k + 2])) for k in range(0, len(fields), width)])
+        except ValueError:
+            raise ValueError(f"readers.webdataset: index '{path}', line {number}: offsets and sizes are "
+                             f"integers, got {line!r}") from None
+    return samples
+
+
+def _grouped(components) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """Adjacent files of one key as one sample: (key, [(extension, offset, size), ...])."""
+    samples = []
+    for key, extension, offset, size in components:
+        if not samples or samples[-1][0] != key:
+            samples.append((key, []))
+        samples[-1][1].append((extension, offset, size))
+    return samples
+
+
+@registry.register("readers.webdataset", "cpu")
+class WebdatasetReader(ShardedReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        options = [ext.split(";") for ext in args["ext"]]
+        sensitive = args["case_sensitive_extensions"]
+        wanted = [[option if sensitive else option.lower() for option in group] for group in options]
+        behavior = args["missing_component_behavior"] or "empty"
+        self.archives, self.samples, self.paths = list(args["paths"]), [], []
+        for number, archive in enumerate(self.archives):
+            if not os.path.isfile(archive):
+                raise FileNotFoundError(f"readers.webdataset: '{archive}' is not a file")
+            if args["index_paths"] is not None:
+                grouped = [(f"sample {position}", files) for position, files in
+                           enumerate(index_components(args["index_paths"][number], archive))]
+            else:
+                grouped = _grouped(tar_components(archive))
+            for key, files in grouped:
+                found = {}
+                for extension, offset, size in files:
+                    found.setdefault(extension if sensitive else extension.lower(), (offset, size))
+                parts = [next((found[option] for option in group if option in found), None) for group in wanted]
+                if None in parts and behavior != "empty":
+                    if behavior == "skip":
+                        continue
+                    missing = [args["ext"][k] for k, part in enumerate(parts) if part is None]
+                    raise ValueError(f"readers.webdataset: sample '{key}' of '{archive}' has no file for ext "
+                                     f"{missing} (its files: {[extension for extension, _, _ in files]}); "
+                                     "missing_component_behavior='empty' or 'skip' allow it")
+                self.samples.append((number, parts))
+                self.paths.append(f"{archive}:{key}")
+        if not self.samples:
+            raise ValueError(f"readers.webdataset: no samples in {self.archives} with files for ext "
+                             f"{list(args['ext'])}")
+        dtypes = args["dtypes"]
+        self.dtypes = [dtype.numpy for dtype in dtypes] if dtypes is not None else [np.dtype(np.uint8)] * len(wanted)
+        self.epochs = sharded_epochs(args, context, len(self.samples), "readers.webdataset")
+        self._descriptors: dict[int, int] = {}  # archive number -> descriptor, per process (pread)
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        number, parts = self.samples[index]
+        descriptor = self._descriptors.get(number)
+        if descriptor is None:
+            descriptor = self._descriptors[number] = os.open(self.archives[number], os.O_RDONLY)
+        outputs = []
+        for output, (part, dtype) in enumerate(zip(parts, self.dtypes)):
+            if part is None:
+                outputs.append(np.zeros(0, dtype))
+                continue
+            offset, size = part
+            data = os.pread(descriptor, size, offset)
+            if len(data) != size:
+                raise ValueError(f"{self.paths[index]}: the archive ends {size - len(data)} bytes into the file of "
+                                 f"ext '{self.args['ext'][output]}' (a stale index?)")
+            if size % dtype.itemsize:
+                raise ValueError(f"{self.paths[index]}: the file of ext '{self.args['ext'][output]}' holds {size} "
+                                 f"bytes, not a whole number of {dtype.name} values")
+            outputs.append(np.frombuffer(data, dtype))
+        return tuple(outputs)
+
+    def declare_outputs(self, inputs):
+        return tuple(OutputSpec(dtype, 1, "") for dtype in self.dtypes)
+
+    def shutdown(self) -> None:
+        for descriptor in self._descriptors.values():
+            os.close(descriptor)
+        self._descriptors.clear()

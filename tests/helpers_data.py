@@ -96,3 +96,26 @@ def no_hang():
     """Autouse in the modules that import it: a test that runs 30 s fails instead of hanging."""
     with deadline(30):
         yield
+
+
+def read_one_epoch(make_outputs, batch_size: int = 2, seed: int = 3) -> list[tuple]:
+    """One epoch of a reader's samples (padding left out, in the order they came), each a tuple of
+    numpy arrays, one per output: ``make_outputs()`` calls the reader with name="Reader" inside the
+    pipeline's definition and returns its outputs as a tuple."""
+    from penstock import pipeline_def
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=seed)
+    def pipe():
+        return make_outputs()
+
+    built = pipe()
+    built.build()
+    size = built.reader_meta("Reader")["shard_size"]
+    samples = []
+    try:
+        while len(samples) < size:
+            batches = built.run()
+            samples.extend(tuple(np.array(batch[i]) for batch in batches) for i in range(len(batches[0])))
+    finally:
+        built.close()
+    return samples[:size]

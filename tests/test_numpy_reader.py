@@ -7,25 +7,15 @@ import numpy as np
 import pytest
 
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
+from helpers_data import read_one_epoch
 import penstock
-from penstock import fn, pipeline_def
+from penstock import fn
 
 
 def read_all(batch_size: int = 2, **reader_args) -> list[np.ndarray]:
-    """One epoch of the reader's arrays, padding left out, in the order they came."""
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=3)
-    def pipe():
-        return fn.readers.numpy(name="Reader", **reader_args)
-
-    built = pipe()
-    built.build()
-    size = built.reader_meta("Reader")["shard_size"]
-    arrays = []
-    while len(arrays) < size:
-        (batch,) = built.run()
-        arrays.extend(np.array(sample) for sample in batch)
-    built.close()
-    return arrays[:size]
+    """One epoch of the reader's arrays, in the order they came."""
+    return [sample for (sample,) in read_one_epoch(lambda: (fn.readers.numpy(name="Reader", **reader_args),),
+                                                   batch_size)]
 
 
 def test_a_folder_gives_its_own_files_then_each_sub_folders_matching_the_filter(tmp_path):

@@ -207,6 +207,26 @@ def test_shards_partition_the_data_every_epoch(flat_root, num_shards, stick_to_s
             assert set(shard[0]).isdisjoint(shard[1])  # shard k reads part (k + epoch) % num_shards
 
 
+@pytest.mark.parametrize("num_shards", [1, 3])
+def test_shuffle_after_epoch_permutes_the_whole_data_set_the_same_on_every_shard(flat_root, num_shards):
+    """As DALI's LoaderBase: the first epoch in file order, each later one a permutation of the whole
+    data set that every shard takes its part of (so the shards still partition it)."""
+    root, names = flat_root
+    per_shard = []
+    for shard_id in range(num_shards):
+        pipe = reader_pipeline(batch_size=2, file_root=root, files=names, num_shards=num_shards, shard_id=shard_id,
+                               shuffle_after_epoch=True, shuffle_after_epoch_seed=11)
+        per_shard.append(read_epochs(pipe, 3))
+        pipe.close()
+    epochs = [[label for shard in per_shard for label in shard[epoch]] for epoch in range(3)]
+    assert epochs[0] == list(range(10))
+    for epoch in epochs[1:]:
+        assert sorted(epoch) == list(range(10))
+    assert epochs[1] != epochs[0] and epochs[2] != epochs[1]
+    with pytest.raises(ValueError, match="readers.file.*'shuffle_after_epoch' and 'stick_to_shard' exclude"):
+        reader_pipeline(file_root=root, files=names, shuffle_after_epoch=True, stick_to_shard=True)
+
+
 # ---- errors: clear messages that name the path or the argument -------------------------------------
 def test_missing_file_root_names_the_folder(tmp_path):
     missing = str(tmp_path / "no_such_folder")

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import encode, pillow_decode, smooth_image
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
+from helpers_data import read_one_epoch
 import penstock
 from penstock import fn, pipeline_def, tfrecord
 
@@ -110,22 +111,14 @@ def records_of(count: int) -> list[dict]:
 
 
 def read_all(batch_size: int = 3, **reader_args) -> list[dict]:
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=5)
-    def pipe():
-        outputs = fn.readers.tfrecord(name="Reader", **reader_args)
-        assert isinstance(outputs, dict)
-        return tuple(outputs[name] for name in reader_args["features"])
+    """One epoch of samples, each a dict of the features' arrays (the reader returns a dict)."""
+    names = list(reader_args["features"])
 
-    built = pipe()
-    built.build()
-    size = built.reader_meta("Reader")["shard_size"]
-    samples = []
-    while len(samples) < size:
-        batches = built.run()
-        samples.extend({name: np.array(batches[k][i]) for k, name in enumerate(reader_args["features"])}
-                       for i in range(len(batches[0])))
-    built.close()
-    return samples[:size]
+    def outputs():
+        read = fn.readers.tfrecord(name="Reader", **reader_args)
+        assert isinstance(read, dict)
+        return tuple(read[name] for name in names)
+    return [dict(zip(names, sample)) for sample in read_one_epoch(outputs, batch_size, seed=5)]
 
 
 def expected_sample(record: dict) -> dict:

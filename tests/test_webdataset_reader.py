@@ -11,6 +11,7 @@ import pytest
 
 from conftest import encode, pillow_decode, smooth_image
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
+from helpers_data import read_one_epoch
 import penstock
 from penstock import fn, pipeline_def, types
 
@@ -32,20 +33,10 @@ def write_tar(path, files: list[tuple[str, bytes]]) -> dict[str, tuple[int, int]
 
 
 def read_all(ext, batch_size: int = 2, **reader_args) -> list[tuple]:
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=9)
-    def pipe():
-        outputs = fn.readers.webdataset(name="Reader", ext=ext, **reader_args)
-        return outputs if isinstance(outputs, tuple) else (outputs,)
-
-    built = pipe()
-    built.build()
-    size = built.reader_meta("Reader")["shard_size"]
-    samples = []
-    while len(samples) < size:
-        batches = built.run()
-        samples.extend(tuple(np.array(batch[i]) for batch in batches) for i in range(len(batches[0])))
-    built.close()
-    return samples[:size]
+    def outputs():
+        read = fn.readers.webdataset(name="Reader", ext=ext, **reader_args)
+        return read if isinstance(read, tuple) else (read,)
+    return read_one_epoch(outputs, batch_size, seed=9)
 
 
 FILES = [("a/0001.jpg", b"jpeg one"), ("a/0001.cls", b"3"), ("a/0001.left.png", b"left one"),

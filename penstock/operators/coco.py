@@ -14,7 +14,8 @@ import numpy as np
 
 from penstock import registry
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers import READER_ARGS, ShardedReader, read_bytes, sharded_epochs
+from penstock.operators.readers import (READER_ARGS, ShardedReader, read_bytes, sharded_epochs,
+                                        shuffle_after_epoch_alone)
 from penstock.schema import Arg, ArgError, OpSchema, require_one_of
 
 INDEX_FILE = "penstock_coco_index.npz"
@@ -25,8 +26,6 @@ def _exclusive(static: dict, per_sample: frozenset) -> None:
         raise ArgError("'polygon_masks' and 'pixelwise_masks' exclude each other")
     if static["preprocessed_annotations"] and static["images"] is not None:
         raise ArgError("'images' selects from an annotations file; it cannot be used with 'preprocessed_annotations'")
-    if static["shuffle_after_epoch"] and static["random_shuffle"]:
-        raise ArgError("'shuffle_after_epoch' and 'random_shuffle' exclude each other")
     if static["save_preprocessed_annotations"] and not static["save_preprocessed_annotations_dir"]:
         raise ArgError("'save_preprocessed_annotations' needs 'save_preprocessed_annotations_dir'")
 
@@ -61,9 +60,6 @@ registry.register_schema(OpSchema(
         Arg("avoid_class_remapping", "bool", False, "Labels are the file's category ids as they are."),
         Arg("images", "strs", None, "Read only these images (file_name as in the annotations file), in this "
             "order; a name given twice is read twice."),
-        Arg("shuffle_after_epoch", "bool", False, "Permute the whole data set after each epoch (the same "
-            "permutation on every shard, so shards still partition it)."),
-        Arg("shuffle_after_epoch_seed", "int", 0, "Seed of those permutations (the same on every shard)."),
         Arg("preprocessed_annotations", "str", "", "Folder holding an index that save_preprocessed_annotations wrote."),
         Arg("save_preprocessed_annotations", "bool", False, "Write the parsed index to save_preprocessed_annotations_dir."),
         Arg("save_preprocessed_annotations_dir", "str", "", "Where save_preprocessed_annotations writes."),
@@ -73,7 +69,8 @@ registry.register_schema(OpSchema(
     num_outputs=_outputs,
     input_names=(),
     is_source=True,
-    checks=(require_one_of("annotations_file", "preprocessed_annotations", what="the annotations"), _exclusive),
+    checks=(require_one_of("annotations_file", "preprocessed_annotations", what="the annotations"), _exclusive,
+            shuffle_after_epoch_alone),
 ))
 
 
@@ -317,8 +314,7 @@ class CocoReader(ShardedReader):
                                     f"such as '{missing[0]}' (file_root '{root}')")
         if not self.paths:
             raise ValueError(f"readers.coco: no images to read in '{args['annotations_file']}'")
-        self.epochs = sharded_epochs(args, context, len(self.paths), "readers.coco",
-                                     args["shuffle_after_epoch_seed"] if args["shuffle_after_epoch"] else None)
+        self.epochs = sharded_epochs(args, context, len(self.paths), "readers.coco")
 
     def load(self, index, sample: SampleContext) -> tuple:
         x = self.index

@@ -28,6 +28,10 @@ READER_ARGS = (
         "distributed job's world size, else 1.", min=1),
     Arg("stick_to_shard", "bool", False, "Read the same shard every epoch; otherwise shard k reads part "
         "(k + epoch) % num_shards in each epoch."),
+    Arg("shuffle_after_epoch", "bool", False, "Permute the whole data set after each epoch (the first epoch in "
+        "file order; the same permutation on every shard, so shards still partition it). Excludes "
+        "random_shuffle and stick_to_shard, as in DALI."),
+    Arg("shuffle_after_epoch_seed", "int", 0, "Seed of those permutations (the same on every shard)."),
     Arg("pad_last_batch", "bool", False, "Pad a short last batch by repeating the epoch's last sample; "
         "otherwise the batch is filled with the epoch's first samples. Either way the padding is "
         "marked, and iterators drop or keep it by their last_batch_policy."),
@@ -37,6 +41,15 @@ READER_ARGS = (
     Arg("prefetch_queue_depth", "int", 1, "Accepted for DALI compatibility; see the pipeline's own.", min=1),
     Arg("lazy_init", "bool", False, "Accepted for DALI compatibility; the file list is made at build."),
 )
+
+def shuffle_after_epoch_alone(static: dict, per_sample: frozenset) -> None:
+    """A check of every reader: shuffle_after_epoch permutes the whole data set, which neither a
+    shuffle within the shard nor a shard kept every epoch goes with."""
+    if static["shuffle_after_epoch"]:
+        for other in ("random_shuffle", "stick_to_shard"):
+            if static[other]:
+                raise ArgError(f"'shuffle_after_epoch' and '{other}' exclude each other")
+
 
 FILE_SCHEMA = registry.register_schema(OpSchema(
     name="readers.file",
@@ -59,7 +72,7 @@ FILE_SCHEMA = registry.register_schema(OpSchema(
     input_names=(),
     is_source=True,
     checks=(require_one_of("file_root", "file_list", "files", what="the files to read"),
-            lambda static, per_sample: _one_list(static)),
+            lambda static, per_sample: _one_list(static), shuffle_after_epoch_alone),
 ))
 
 
@@ -278,12 +291,12 @@ class ShardedReader(Reader):
                 "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}
 
 
-def sharded_epochs(args: dict, context, total: int, name: str, shuffle_data_set_seed: int | None = None
-                   ) -> ShardedEpochs:
+def sharded_epochs(args: dict, context, total: int, name: str) -> ShardedEpochs:
     """The ShardedEpochs of a reader from its READER_ARGS."""
     shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], name)
     return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"],
-                         args["random_shuffle"], args["pad_last_batch"], context.seed, name, shuffle_data_set_seed)
+                         args["random_shuffle"], args["pad_last_batch"], context.seed, name,
+                         args["shuffle_after_epoch_seed"] if args["shuffle_after_epoch"] else None)
 
 
 @registry.register("readers.file", "cpu")
@@ -372,7 +385,7 @@ registry.register_schema(OpSchema(
     input_names=(),
     is_source=True,
     checks=(require_one_of("file_root", "file_list", "files", what="the files to read"),
-            lambda static, per_sample: _one_list(static), _one_roi_form),
+            lambda static, per_sample: _one_list(static), _one_roi_form, shuffle_after_epoch_alone),
 ))
 
 

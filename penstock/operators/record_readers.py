@@ -9,8 +9,30 @@ import numpy as np
 
 from penstock import registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers import READER_ARGS, ShardedReader, sharded_epochs
+from penstock.operators.readers import READER_ARGS, ShardedReader, sharded_epochs, shuffle_after_epoch_alone
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+
+class RecordFileReader(ShardedReader):
+    """A reader of samples that lie at known places in a few large files (``self.files``): each
+    process reads them with pread through a descriptor per file, opened when first needed (pread
+    shares no file offset, so a descriptor inherited through fork serves as well)."""
+
+    files: list[str]
+
+    def read_at(self, number: int, offset: int, size: int, where: str) -> bytes:
+        descriptors = self.__dict__.setdefault("_descriptors", {})
+        descriptor = descriptors.get(number)
+        if descriptor is None:
+            descriptor = descriptors[number] = os.open(self.files[number], os.O_RDONLY)
+        data = os.pread(descriptor, size, offset)
+        if len(data) != size:
+            raise ValueError(f"{where}: the file ends {size - len(data)} bytes into it (a stale index?)")
+        return data
+
+    def shutdown(self) -> None:
+        for descriptor in self.__dict__.pop("_descriptors", {}).values():
+            os.close(descriptor)
 
 
 # ---- readers.tfrecord ------------------------------------------------------------------------------
@@ -57,12 +79,12 @@ registry.register_schema(OpSchema(
     output_names=lambda static: tuple(static["features"]),
     input_names=(),
     is_source=True,
-    checks=(_tfrecord_files,),
+    checks=(_tfrecord_files, shuffle_after_epoch_alone),
 ))
 
 
 @registry.register("readers.tfrecord", "cpu")
-class TFRecordReader(ShardedReader):
+class TFRecordReader(RecordFileReader):
     def __init__(self, args, context):
         super().__init__(args, context)
         self.features = _features_of(args)
@@ -82,28 +104,16 @@ class TFRecordReader(ShardedReader):
         self.files, self.records = files, records
         self.paths = [f"{files[number]} (record at byte {offset})" for number, offset, _ in records]
         self.epochs = sharded_epochs(args, context, len(records), "readers.tfrecord")
-        self._descriptors: dict[int, int] = {}  # file number -> descriptor, per process (pread: no shared offset)
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, offset, size = self.records[index]
         where = self.paths[index]
-        descriptor = self._descriptors.get(number)
-        if descriptor is None:
-            descriptor = self._descriptors[number] = os.open(self.files[number], os.O_RDONLY)
-        record = os.pread(descriptor, size, offset)
-        if len(record) != size:
-            raise ValueError(f"{where}: the file ends {size - len(record)} bytes into the record (a stale index?)")
-        values = tfrecord.example_values(record, self._wanted, where)
+        values = tfrecord.example_values(self.read_at(number, offset, size, where), self._wanted, where)
         return tuple(feature.array(values.get(name), f"{where}, feature '{name}'")
                      for name, feature in self.features.items())
 
     def declare_outputs(self, inputs):
         return tuple(OutputSpec(feature.dtype, feature.ndim, "") for feature in self.features.values())
-
-    def shutdown(self) -> None:
-        for descriptor in self._descriptors.values():
-            os.close(descriptor)
-        self._descriptors.clear()
 
 
 # ---- readers.webdataset ----------------------------------------------------------------------------
@@ -154,7 +164,7 @@ registry.register_schema(OpSchema(
     num_outputs=lambda static: len(static["ext"]),
     input_names=(),
     is_source=True,
-    checks=(_webdataset_args,),
+    checks=(_webdataset_args, shuffle_after_epoch_alone),
 ))
 
 
@@ -217,15 +227,15 @@ def _grouped(components) -> list[tuple[str, list[tuple[str, int, int]]]]:
 
 
 @registry.register("readers.webdataset", "cpu")
-class WebdatasetReader(ShardedReader):
+class WebdatasetReader(RecordFileReader):
     def __init__(self, args, context):
         super().__init__(args, context)
         options = [ext.split(";") for ext in args["ext"]]
         sensitive = args["case_sensitive_extensions"]
         wanted = [[option if sensitive else option.lower() for option in group] for group in options]
         behavior = args["missing_component_behavior"] or "empty"
-        self.archives, self.samples, self.paths = list(args["paths"]), [], []
-        for number, archive in enumerate(self.archives):
+        self.files, self.samples, self.paths = list(args["paths"]), [], []
+        for number, archive in enumerate(self.files):
             if not os.path.isfile(archive):
                 raise FileNotFoundError(f"readers.webdataset: '{archive}' is not a file")
             if args["index_paths"] is not None:
@@ -248,28 +258,22 @@ class WebdatasetReader(ShardedReader):
                 self.samples.append((number, parts))
                 self.paths.append(f"{archive}:{key}")
         if not self.samples:
-            raise ValueError(f"readers.webdataset: no samples in {self.archives} with files for ext "
+            raise ValueError(f"readers.webdataset: no samples in {self.files} with files for ext "
                              f"{list(args['ext'])}")
         dtypes = args["dtypes"]
         self.dtypes = [dtype.numpy for dtype in dtypes] if dtypes is not None else [np.dtype(np.uint8)] * len(wanted)
         self.epochs = sharded_epochs(args, context, len(self.samples), "readers.webdataset")
-        self._descriptors: dict[int, int] = {}  # archive number -> descriptor, per process (pread)
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, parts = self.samples[index]
-        descriptor = self._descriptors.get(number)
-        if descriptor is None:
-            descriptor = self._descriptors[number] = os.open(self.archives[number], os.O_RDONLY)
         outputs = []
         for output, (part, dtype) in enumerate(zip(parts, self.dtypes)):
             if part is None:
                 outputs.append(np.zeros(0, dtype))
                 continue
             offset, size = part
-            data = os.pread(descriptor, size, offset)
-            if len(data) != size:
-                raise ValueError(f"{self.paths[index]}: the archive ends {size - len(data)} bytes into the file of "
-                                 f"ext '{self.args['ext'][output]}' (a stale index?)")
+            where = f"{self.paths[index]}, the file of ext '{self.args['ext'][output]}'"
+            data = self.read_at(number, offset, size, where)
             if size % dtype.itemsize:
                 raise ValueError(f"{self.paths[index]}: the file of ext '{self.args['ext'][output]}' holds {size} "
                                  f"bytes, not a whole number of {dtype.name} values")
@@ -278,8 +282,3 @@ class WebdatasetReader(ShardedReader):
 
     def declare_outputs(self, inputs):
         return tuple(OutputSpec(dtype, 1, "") for dtype in self.dtypes)
-
-    def shutdown(self) -> None:
-        for descriptor in self._descriptors.values():
-            os.close(descriptor)
-        self._descriptors.clear()

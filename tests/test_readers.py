@@ -126,6 +126,20 @@ def test_file_filters_choose_the_extensions(tmp_path):
     assert reader_pipeline(file_root=str(tmp_path), file_filters=[".jpg"]).epoch_size("Reader") == 2
 
 
+def test_file_and_dir_filters_are_globs_as_in_dali(tmp_path):
+    for folder in ("cats", "dogs", "extra"):
+        write_jpeg(str(tmp_path / folder / "img_1.jpg"), 8, 8)
+        write_jpeg(str(tmp_path / folder / "thumb_1.jpg"), 8, 8, seed=1)
+    pipe = reader_pipeline(batch_size=8, file_root=str(tmp_path), dir_filters=["cats", "d*"],
+                           file_filters=["img_*.JPG"])
+    assert pipe.epoch_size("Reader") == 2
+    assert read_epochs(pipe) == [[0, 1]]  # the classes are the folders kept, labelled in sorted order
+    pipe.close()
+    assert reader_pipeline(file_root=str(tmp_path), dir_filters=["?ogs"]).epoch_size("Reader") == 2
+    with pytest.raises(ValueError, match="no class sub-folders matching dir_filters"):
+        reader_pipeline(file_root=str(tmp_path), dir_filters=["birds"]).build()
+
+
 def test_epoch_size_and_reader_meta(flat_root):
     root, names = flat_root
     pipe = reader_pipeline(batch_size=4, file_root=root, files=names, num_shards=3, shard_id=1)

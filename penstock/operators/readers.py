@@ -63,8 +63,11 @@ FILE_SCHEMA = registry.register_schema(OpSchema(
         Arg("file_list", "str", None, "Text file with one 'relative/path label' per line."),
         Arg("files", "strs", None, "Paths of the files (relative to file_root when it is given)."),
         Arg("labels", "ints", None, "One label per entry of files; default 0, 1, 2, ..."),
-        Arg("file_filters", "strs", None, "Accepted extensions in a folder tree (default: images and audio)."),
-        Arg("case_sensitive_filter", "bool", False, "Match file_filters case-sensitively."),
+        Arg("file_filters", "strs", None, "Globs the names of the files in a folder tree match, as DALI's "
+            "('*.jpg'; a bare extension, '.jpg', means '*.jpg'). Default: images and audio."),
+        Arg("dir_filters", "strs", None, "Globs the names of the class folders match: only those are classes "
+            "(labelled in their sorted order). Default: every sub-folder."),
+        Arg("case_sensitive_filter", "bool", False, "Match file_filters and dir_filters case-sensitively."),
         *READER_ARGS,
     ),
     num_inputs=(0, 0),
@@ -81,24 +84,38 @@ def _one_list(static: dict) -> None:
         raise ArgError("give either 'file_list' or 'files', not both")
 
 
-def list_folder_tree(file_root: str, extensions: tuple[str, ...], case_sensitive: bool) -> tuple[list, list]:
-    """(paths, labels) of a folder-per-class tree; classes are the sorted sub-folders."""
+def name_matcher(patterns, case_sensitive: bool):
+    """A test of a file or folder name against globs (a pattern without a wildcard that starts with
+    a dot is an extension: '.jpg' means '*.jpg'); None patterns: every name."""
+    if patterns is None:
+        return lambda name: True
+    globs = [pattern if any(mark in pattern for mark in "*?[") or not pattern.startswith(".") else "*" + pattern
+             for pattern in patterns]
+    if not case_sensitive:
+        globs = [pattern.lower() for pattern in globs]
+    return lambda name: any(fnmatch.fnmatchcase(name if case_sensitive else name.lower(), pattern)
+                            for pattern in globs)
+
+
+def list_folder_tree(file_root: str, file_filters, case_sensitive: bool, dir_filters=None) -> tuple[list, list]:
+    """(paths, labels) of a folder-per-class tree; classes are the sorted sub-folders (those
+    dir_filters match), each read with its own sub-folders."""
     if not os.path.isdir(file_root):
         raise FileNotFoundError(f"readers.file: file_root '{file_root}' is not a folder")
-    classes = sorted(entry.name for entry in os.scandir(file_root) if entry.is_dir())
+    is_class = name_matcher(dir_filters, case_sensitive)
+    classes = sorted(entry.name for entry in os.scandir(file_root) if entry.is_dir() and is_class(entry.name))
     if not classes:
         held = sum(1 for entry in os.scandir(file_root) if entry.is_file())
-        raise ValueError(f"readers.file: file_root '{file_root}' has no class sub-folders ({held} files directly in "
-                         "it); it takes one sub-folder of files per class, or give the files with files= or "
-                         "file_list=")
-    if not case_sensitive:
-        extensions = tuple(ext.lower() for ext in extensions)
+        matching = f" matching dir_filters {list(dir_filters)}" if dir_filters is not None else ""
+        raise ValueError(f"readers.file: file_root '{file_root}' has no class sub-folders{matching} ({held} files "
+                         "directly in it); it takes one sub-folder of files per class, or give the files with "
+                         "files= or file_list=")
+    is_wanted = name_matcher(file_filters, case_sensitive)
     paths, labels = [], []
     for label, class_name in enumerate(classes):
         for folder, _, names in sorted(os.walk(os.path.join(file_root, class_name))):
             for name in sorted(names):
-                key = name if case_sensitive else name.lower()
-                if key.endswith(extensions):
+                if is_wanted(name):
                     paths.append(os.path.join(folder, name))
                     labels.append(label)
     return paths, labels
@@ -320,9 +337,8 @@ class FileReader(ShardedReader):
         elif file_list is not None:
             paths, labels = read_file_list(file_list, root)
         elif root is not None:
-            extensions = tuple(args["file_filters"] or FILE_EXTENSIONS)
-            extensions = tuple(ext.lstrip("*") for ext in extensions)
-            paths, labels = list_folder_tree(root, extensions, args["case_sensitive_filter"])
+            paths, labels = list_folder_tree(root, args["file_filters"] or FILE_EXTENSIONS,
+                                             args["case_sensitive_filter"], args["dir_filters"])
         return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
 
     def load(self, index, sample: SampleContext) -> tuple:
@@ -396,10 +412,11 @@ def list_numpy_files(file_root: str, file_filter: str) -> list[str]:
         raise FileNotFoundError(f"readers.numpy: file_root '{file_root}' is not a folder")
     folders = [file_root] + [entry.path for entry in sorted(os.scandir(file_root), key=lambda entry: entry.name)
                              if entry.is_dir()]
+    matches = name_matcher([file_filter], case_sensitive=True)
     paths = []
     for folder in folders:
         names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
-        paths.extend(os.path.join(folder, name) for name in names if fnmatch.fnmatchcase(name, file_filter))
+        paths.extend(os.path.join(folder, name) for name in names if matches(name))
     return paths
 
 

@@ -181,3 +181,25 @@ def test_python_values_as_inputs_are_constants():
     (got,) = _both_devices(lambda x: fn.cat(x, [7, 8]), samples=vectors, layout="")
     for vector, output in zip(vectors, got):
         np.testing.assert_array_equal(output, np.concatenate([vector, np.array([7, 8], np.int32)]))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_fills_convert_as_cast_does_broadcast_numpy_style_and_name_a_bad_fill(device):
+    import contextlib
+    place = gpu_or_emulated() if device == "gpu" else contextlib.nullcontext()
+
+    def fill(values):  # a fill value on the data's device
+        node = fn.constant(fdata=values)
+        return node.gpu() if device == "gpu" else node
+
+    images = [np.zeros((2, 3), np.uint8), np.zeros((1, 3), np.uint8)]
+    with place:
+        saturated = _run(lambda x: fn.full_like(x, fill([-3.0, 2.5, 300.0])), images, device)[0]
+        per_sample = _run(lambda x: fn.full(fn.reductions.sum(x), shape=fn.constant(idata=[2, 3])), device=device)[0]
+        with pytest.raises(penstock.PipelineError, match=r"full_like.*shape \(2,\) does not broadcast to the shape "
+                                                         r"\(2, 3\)"):
+            _run(lambda x: fn.full_like(x, fill([1.0, 2.0])), images[:1], device)
+    for got, image in zip(saturated, images):
+        np.testing.assert_array_equal(got, np.broadcast_to(np.uint8([0, 2, 255]), image.shape))  # halves to even
+    for got, sample in zip(per_sample, RAGGED):  # the shape given per sample, by an operator's output
+        np.testing.assert_array_equal(got, np.full((2, 3), sample.sum(), np.float32))

@@ -332,9 +332,77 @@ OPERATORS["element_extract"] = (_element_extract, (1, 1), (
 OPERATORS["cast_like"] = (_cast_like, (2, 2), (), "The first input cast to the element type of the second "
                           "(rounding to nearest even and saturating, as cast).")
 
-DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_extract, "cast_like": _declare_cast_like}
+# ---- full, full_like, zeros_like, ones_like: arrays filled with a value --------------------------------
+def _filled(xp, shape, value, dtype, near):
+    """An array of ``shape`` and ``dtype`` (numpy's, or torch's on the GPU) holding ``value`` (a number,
+    or an array broadcast to the shape, numpy-style), converted as cast converts; ``near``: a sample
+    whose device it goes to."""
+    shape = tuple(int(size) for size in shape)
+    if xp is np:
+        fill = numeric.saturate(np.asarray(value), dtype)
+        broadcast = np.broadcast_to
+    else:
+        fill = value if isinstance(value, xp.Tensor) else xp.as_tensor(value, device=near.device)
+        fill, broadcast = numeric.saturate_tensor(fill, dtype), xp.broadcast_to
+    try:
+        return broadcast(fill, shape).clone() if xp is not np else broadcast(fill, shape).copy()
+    except (ValueError, RuntimeError):
+        raise ValueError(f"a fill value of shape {tuple(fill.shape)} does not broadcast to the shape {shape}") from None
+
+
+def _element_type(xp, dtype, default):
+    """The element type of ``dtype`` (a DALIDataType) for ``xp``, else ``default``."""
+    if dtype is None:
+        return default
+    return dtype.numpy if xp is np else _int_type(xp, dtype.numpy)
+
+
+def _full(xp, args, fill):
+    return _filled(xp, args["shape"] if args["shape"] is not None else fill.shape, fill, fill.dtype, fill)
+
+
+def _full_like(xp, args, like, fill):
+    return _filled(xp, like.shape, fill, like.dtype, like)
+
+
+def _constant_like(value):
+    def fill(xp, args, like):
+        return _filled(xp, like.shape, value, _element_type(xp, args["dtype"], like.dtype), like)
+    return fill
+
+
+def _declare_like(impl, inputs):
+    spec = inputs[0]
+    dtype = impl.args["dtype"].numpy if impl.args.get("dtype") is not None else spec.dtype
+    return OutputSpec(np.dtype(dtype) if dtype is not None else None, spec.ndim, spec.layout, spec.shape)
+
+
+def _declare_full(impl, inputs):
+    if "shape" not in impl.args:  # given per sample: its length is known when it arrives
+        return OutputSpec(inputs[0].dtype, None, impl.args["layout"])
+    shape = impl.args["shape"]
+    return OutputSpec(inputs[0].dtype, len(shape) if shape is not None else inputs[0].ndim, impl.args["layout"])
+
+
+LIKE_DTYPE = Arg("dtype", "dtype", None, "Element type of the output (default: the input's).")
+OPERATORS["full"] = (_full, (1, 1), (Arg("shape", "ints", None, "The shape of each output sample (default: the "
+                                         "fill value's).", min=0, per_sample=True), LAYOUT_ARG),
+                     "Each sample of the fill value (a number or an array, broadcast numpy-style) spread over "
+                     "``shape``, in the fill value's type.")
+OPERATORS["full_like"] = (_full_like, (2, 2), (), "An array of the first input's shape, type and layout holding the "
+                          "second (the fill value, broadcast numpy-style and converted as cast converts).")
+OPERATORS["zeros_like"] = (_constant_like(0), (1, 1), (LIKE_DTYPE,), "Zeros in the input's shape, type (or "
+                           "``dtype``) and layout.")
+OPERATORS["ones_like"] = (_constant_like(1), (1, 1), (LIKE_DTYPE,), "Ones in the input's shape, type (or "
+                          "``dtype``) and layout.")
+
+DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_extract, "cast_like": _declare_cast_like,
+                "full": _declare_full, "full_like": lambda impl, inputs: inputs[0], "zeros_like": _declare_like,
+                "ones_like": _declare_like}
 SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape")},
-                 "element_extract": {"num_outputs": lambda static: len(static["element_map"])}}
+                 "element_extract": {"num_outputs": lambda static: len(static["element_map"])},
+                 "full": {"input_names": ("fill_value",)}, "full_like": {"input_names": ("data_like", "fill_value")},
+                 "zeros_like": {"input_names": ("data_like",)}, "ones_like": {"input_names": ("data_like",)}}
 
 REDUCTION_ARGS = (Arg("axes", "ints", None, "Axes to reduce (default: all).", min=0),
                   Arg("keep_dims", "bool", False, "Keep the reduced axes, with size 1."))
@@ -479,3 +547,28 @@ class Constant(SourceOperator):
 
     def load(self, item, sample):
         return (item,)
+
+
+# ---- zeros, ones: a fixed array of a value in every sample ---------------------------------------------
+for _name, _value in (("zeros", 0), ("ones", 1)):
+    registry.register_schema(OpSchema(
+        name=_name, class_name=_name.capitalize(), num_inputs=(0, 0), input_names=(), is_source=True,
+        doc=f"An array of ``shape`` and ``dtype`` holding {_name} in every sample (as in DALI: int32 by default).",
+        args=(Arg("shape", "ints", (), "The shape of each sample (default: a scalar).", min=0),
+              Arg("dtype", "dtype", types.INT32, "Element type."), LAYOUT_ARG)))
+
+
+class FilledSource(Constant):
+    """zeros and ones: Constant's batches of one read-only array, made from shape, dtype and value."""
+
+    value = 0
+
+    def __init__(self, args, context):
+        SourceOperator.__init__(self, args, context)
+        array = np.full(tuple(args["shape"]), self.value, dtype=args["dtype"].numpy)
+        array.setflags(write=False)
+        self.array = array
+
+
+registry.register("zeros", "cpu")(type("Zeros", (FilledSource,), {"value": 0}))
+registry.register("ones", "cpu")(type("Ones", (FilledSource,), {"value": 1}))

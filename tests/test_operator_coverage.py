@@ -279,9 +279,28 @@ def _webdataset_reader_case(tmp_path_factory) -> Case:
                 lambda samples, outputs: [np.frombuffer(payload, np.uint8) for payload in payloads])
 
 
+def _mxnet_reader_case(tmp_path_factory) -> Case:
+    """RecordIO records of one part each, written to the format (tests/test_mxnet_reader.py has the
+    parts a payload holding the magic number is split into)."""
+    import struct
+    root = tmp_path_factory.mktemp("mxnet_reader")
+    payloads = [bytes(range(index, 2 * index + 3)) for index in range(5)]
+    with open(root / "data.rec", "wb") as handle:
+        for index, payload in enumerate(payloads):
+            data = struct.pack("<IfQQ", 0, float(index), index, 0) + payload
+            handle.write(struct.pack("<II", 0xCED7230A, len(data)) + data + bytes(-len(data) % 4))
+
+    def reference(samples, outputs):
+        images, labels = outputs
+        assert [bytes(image) for image in images] == payloads[:len(images)]
+        assert [label.tolist() for label in labels] == [[float(k)] for k in range(len(labels))]
+    return Case(list, lambda node, device: fn.readers.mxnet(path=[str(root / "data.rec")]), reference)
+
+
 # readers: their cases make files first
 SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case,
-                "readers.tfrecord": _tfrecord_reader_case, "readers.webdataset": _webdataset_reader_case}
+                "readers.tfrecord": _tfrecord_reader_case, "readers.webdataset": _webdataset_reader_case,
+                "readers.mxnet": _mxnet_reader_case}
 
 
 def _check_permutation(outputs):

@@ -1,6 +1,7 @@
 """Readers of record formats: ``readers.tfrecord`` (tf.train.Example records in TFRecord files;
-penstock.tfrecord) and ``readers.webdataset`` (samples of files grouped by name in tar archives).
-Both share readers.file's epochs, shards and shuffling (readers.ShardedReader)."""
+penstock.tfrecord), ``readers.webdataset`` (samples of files grouped by name in tar archives) and
+``readers.mxnet`` (images and labels in MXNet's RecordIO files). They share readers.file's epochs,
+shards and shuffling (readers.ShardedReader)."""
 from __future__ import annotations
 
 import os
@@ -35,6 +36,14 @@ class RecordFileReader(ShardedReader):
             os.close(descriptor)
 
 
+def one_index_each(static: dict, per_sample: frozenset = frozenset()) -> None:
+    """A check of the readers of 'path' files with an optional 'index_path' each."""
+    paths, indexes = static["path"], static["index_path"]
+    if indexes is not None and len(indexes) != len(paths):
+        raise ArgError(f"'index_path' names {len(indexes)} index files for {len(paths)} files in 'path'; give one "
+                       "per file, in the same order")
+
+
 # ---- readers.tfrecord ------------------------------------------------------------------------------
 def _features_of(static: dict) -> dict:
     features = static["features"]
@@ -50,10 +59,7 @@ def _features_of(static: dict) -> dict:
 
 def _tfrecord_files(static: dict, per_sample: frozenset) -> None:
     _features_of(static)
-    paths, indexes = static["path"], static["index_path"]
-    if indexes is not None and len(indexes) != len(paths):
-        raise ArgError(f"'index_path' names {len(indexes)} index files for {len(paths)} TFRecord files in 'path'; "
-                       "give one per file, in the same order")
+    one_index_each(static)
 
 
 registry.register_schema(OpSchema(
@@ -282,3 +288,127 @@ class WebdatasetReader(RecordFileReader):
 
     def declare_outputs(self, inputs):
         return tuple(OutputSpec(dtype, 1, "") for dtype in self.dtypes)
+
+
+# ---- readers.mxnet ---------------------------------------------------------------------------------
+RECORDIO_MAGIC = 0xCED7230A
+IMAGE_HEADER = np.dtype([("flag", "<u4"), ("label", "<f4"), ("id", "<u8"), ("id2", "<u8")])  # ImageRecordIO's
+
+
+def _recordio_parts(data: bytes, start: int, where: str):
+    """(part flag, payload) of each part of the record at ``start``: one part (flag 0), or parts
+    flagged 1 (first), 2 (middle) and 3 (last) where the writer split the payload at a magic number."""
+    position = start
+    while True:
+        if position + 8 > len(data):
+            raise ValueError(f"{where}: a RecordIO record cut short at byte {position}")
+        magic, word = int.from_bytes(data[position:position + 4], "little"), int.from_bytes(
+            data[position + 4:position + 8], "little")
+        if magic != RECORDIO_MAGIC:
+            raise ValueError(f"{where}: no RecordIO magic number at byte {position} (not a RecordIO file, or a "
+                             "stale index)")
+        flag, length = word >> 29, word & ((1 << 29) - 1)
+        payload = data[position + 8:position + 8 + length]
+        if len(payload) != length:
+            raise ValueError(f"{where}: a RecordIO record claims {length} bytes past the data's end")
+        position += 8 + length + (-length % 4)
+        yield flag, payload, position
+        if flag in (0, 3):
+            return
+
+
+def recordio_offsets(path: str) -> list[tuple[int, int]]:
+    """(offset, size) of every record of a RecordIO file, found by walking it (what an .idx file lists)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    offsets, position = [], 0
+    while position < len(data):
+        end = position
+        for _, _, end in _recordio_parts(data, position, f"'{path}'"):
+            pass
+        offsets.append((position, end - position))
+        position = end
+    return offsets
+
+
+def read_recordio_index(path: str, data_file: str) -> list[tuple[int, int]]:
+    """(offset, size) of each record from an im2rec index ('key offset' lines), in the order of the
+    offsets; each record runs to the next one (the last to the file's end)."""
+    starts = []
+    with open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                starts.append(int(fields[1]))
+            except (ValueError, IndexError):
+                raise ValueError(f"readers.mxnet: index '{path}', line {number}: expected 'key offset', got "
+                                 f"{line.strip()!r}") from None
+    starts.sort()
+    ends = starts[1:] + [os.path.getsize(data_file)]
+    return [(start, end - start) for start, end in zip(starts, ends)]
+
+
+def image_record(record: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(encoded image, labels) of an ImageRecordIO record: its header's label, or the header's flag
+    labels that follow it."""
+    payload = b"".join(part if flag in (0, 1) else RECORDIO_MAGIC.to_bytes(4, "little") + part
+                       for flag, part, _ in _recordio_parts(record, 0, where))
+    if len(payload) < IMAGE_HEADER.itemsize:
+        raise ValueError(f"{where}: a record of {len(payload)} bytes has no image header")
+    header = np.frombuffer(payload, IMAGE_HEADER, count=1)[0]
+    count = int(header["flag"])
+    start = IMAGE_HEADER.itemsize + 4 * count
+    if start > len(payload):
+        raise ValueError(f"{where}: its header announces {count} labels, more than the record holds")
+    labels = np.frombuffer(payload, "<f4", count, IMAGE_HEADER.itemsize).copy() if count else \
+        np.array([header["label"]], np.float32)
+    return np.frombuffer(payload, np.uint8, offset=start).copy(), labels
+
+
+registry.register_schema(OpSchema(
+    name="readers.mxnet",
+    class_name="readers.MXNet",
+    doc="Reads MXNet's ImageRecordIO files (im2rec's .rec): the encoded images (uint8, 1-D) and their labels "
+        "(float32, 1-D: the header's label, or the several labels the header announces). ``index_path`` "
+        "(im2rec's .idx files) says where each record starts; without them the files are walked once at build.",
+    args=(
+        Arg("path", "strs", REQUIRED, "The RecordIO files."),
+        Arg("index_path", "strs", None, "One index file per RecordIO file ('key offset' per record, as im2rec "
+            "writes)."),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=2,
+    input_names=(),
+    is_source=True,
+    checks=(one_index_each, shuffle_after_epoch_alone),
+))
+
+
+@registry.register("readers.mxnet", "cpu")
+class MXNetReader(RecordFileReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.files, self.records = list(args["path"]), []
+        for number, path in enumerate(self.files):
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"readers.mxnet: '{path}' is not a file")
+            index = args["index_path"][number] if args["index_path"] is not None else None
+            try:
+                entries = read_recordio_index(index, path) if index is not None else recordio_offsets(path)
+            except OSError as error:
+                raise FileNotFoundError(f"readers.mxnet: cannot read '{index or path}': {error.strerror}") from None
+            self.records.extend((number, offset, size) for offset, size in entries)
+        if not self.records:
+            raise ValueError(f"readers.mxnet: no records in {self.files}")
+        self.paths = [f"{self.files[number]} (record at byte {offset})" for number, offset, _ in self.records]
+        self.epochs = sharded_epochs(args, context, len(self.records), "readers.mxnet")
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        number, offset, size = self.records[index]
+        return image_record(self.read_at(number, offset, size, self.paths[index]), self.paths[index])
+
+    def declare_outputs(self, inputs):
+        return OutputSpec(np.dtype(np.uint8), 1, ""), OutputSpec(np.dtype(np.float32), 1, "")

@@ -114,23 +114,6 @@ def record_offsets(path: str) -> list[tuple[int, int]]:
     return offsets
 
 
-def read_index(path: str) -> list[tuple[int, int]]:
-    """(offset, size) of each record from an index file of 'offset size' lines (DALI's tfrecord2idx)."""
-    entries = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                offset, size = int(fields[0]), int(fields[1])
-            except (ValueError, IndexError):
-                raise ValueError(f"index '{path}', line {number}: expected 'offset size', got {line.strip()!r}") \
-                    from None
-            entries.append((offset, size))
-    return entries
-
-
 def example_values(record: bytes, names: frozenset, where: str) -> dict:
     """{name: values} of the wanted features of a framed record (length, CRC, a serialized
     tf.train.Example, CRC): a list of bytes, or an array of int64 or float32 values."""

@@ -20,6 +20,26 @@ class RecordFileReader(ShardedReader):
     shares no file offset, so a descriptor inherited through fork serves as well)."""
 
     files: list[str]
+    records: list[tuple[int, int, int]]  # (file number, offset, size) of each sample
+
+    def list_records(self, args: dict, name: str, indexed, walked) -> None:
+        """self.files, self.records and self.paths from 'path' and 'index_path': each file's records
+        from its index (``indexed(index_path, path)``), else by walking it (``walked(path)``), both
+        giving (offset, size) pairs; then the epochs over them."""
+        self.files, self.records = list(args["path"]), []
+        for number, path in enumerate(self.files):
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{name}: '{path}' is not a file")
+            index = args["index_path"][number] if args["index_path"] is not None else None
+            try:
+                entries = indexed(index, path) if index is not None else walked(path)
+            except OSError as error:
+                raise FileNotFoundError(f"{name}: cannot read '{index or path}': {error.strerror}") from None
+            self.records.extend((number, offset, size) for offset, size in entries)
+        if not self.records:
+            raise ValueError(f"{name}: no records in {self.files}")
+        self.paths = [f"{self.files[number]} (record at byte {offset})" for number, offset, _ in self.records]
+        self.epochs = sharded_epochs(args, self.context, len(self.records), name)
 
     def read_at(self, number: int, offset: int, size: int, where: str) -> bytes:
         descriptors = self.__dict__.setdefault("_descriptors", {})
@@ -34,6 +54,22 @@ class RecordFileReader(ShardedReader):
     def shutdown(self) -> None:
         for descriptor in self.__dict__.pop("_descriptors", {}).values():
             os.close(descriptor)
+
+
+def index_columns(path: str, columns: tuple[int, ...], name: str, form: str) -> list[tuple[int, ...]]:
+    """The integers in ``columns`` of each line of an index file ('form' says what a line holds)."""
+    rows = []
+    with open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                rows.append(tuple(int(fields[column]) for column in columns))
+            except (ValueError, IndexError):
+                raise ValueError(f"{name}: index '{path}', line {number}: expected '{form}', got {line.strip()!r}") \
+                    from None
+    return rows
 
 
 def one_index_each(static: dict, per_sample: frozenset = frozenset()) -> None:
@@ -95,21 +131,9 @@ class TFRecordReader(RecordFileReader):
         super().__init__(args, context)
         self.features = _features_of(args)
         self._wanted = frozenset(self.features)
-        files, records = list(args["path"]), []
-        for number, path in enumerate(files):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"readers.tfrecord: '{path}' is not a file")
-            index = args["index_path"][number] if args["index_path"] is not None else None
-            try:
-                entries = tfrecord.read_index(index) if index is not None else tfrecord.record_offsets(path)
-            except OSError as error:
-                raise FileNotFoundError(f"readers.tfrecord: cannot read '{index or path}': {error.strerror}") from None
-            records.extend((number, offset, size) for offset, size in entries)
-        if not records:
-            raise ValueError(f"readers.tfrecord: no records in {files}")
-        self.files, self.records = files, records
-        self.paths = [f"{files[number]} (record at byte {offset})" for number, offset, _ in records]
-        self.epochs = sharded_epochs(args, context, len(records), "readers.tfrecord")
+        self.list_records(args, "readers.tfrecord",
+                          lambda index, path: index_columns(index, (0, 1), "readers.tfrecord", "offset size"),
+                          tfrecord.record_offsets)
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, offset, size = self.records[index]
@@ -334,18 +358,7 @@ def recordio_offsets(path: str) -> list[tuple[int, int]]:
 def read_recordio_index(path: str, data_file: str) -> list[tuple[int, int]]:
     """(offset, size) of each record from an im2rec index ('key offset' lines), in the order of the
     offsets; each record runs to the next one (the last to the file's end)."""
-    starts = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                starts.append(int(fields[1]))
-            except (ValueError, IndexError):
-                raise ValueError(f"readers.mxnet: index '{path}', line {number}: expected 'key offset', got "
-                                 f"{line.strip()!r}") from None
-    starts.sort()
+    starts = sorted(offset for (offset,) in index_columns(path, (1,), "readers.mxnet", "key offset"))
     ends = starts[1:] + [os.path.getsize(data_file)]
     return [(start, end - start) for start, end in zip(starts, ends)]
 
@@ -391,20 +404,7 @@ registry.register_schema(OpSchema(
 class MXNetReader(RecordFileReader):
     def __init__(self, args, context):
         super().__init__(args, context)
-        self.files, self.records = list(args["path"]), []
-        for number, path in enumerate(self.files):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"readers.mxnet: '{path}' is not a file")
-            index = args["index_path"][number] if args["index_path"] is not None else None
-            try:
-                entries = read_recordio_index(index, path) if index is not None else recordio_offsets(path)
-            except OSError as error:
-                raise FileNotFoundError(f"readers.mxnet: cannot read '{index or path}': {error.strerror}") from None
-            self.records.extend((number, offset, size) for offset, size in entries)
-        if not self.records:
-            raise ValueError(f"readers.mxnet: no records in {self.files}")
-        self.paths = [f"{self.files[number]} (record at byte {offset})" for number, offset, _ in self.records]
-        self.epochs = sharded_epochs(args, context, len(self.records), "readers.mxnet")
+        self.list_records(args, "readers.mxnet", read_recordio_index, recordio_offsets)
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, offset, size = self.records[index]

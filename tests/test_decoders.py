@@ -147,6 +147,14 @@ def test_bad_file_error_names_path_and_reason(tmp_path, name):
     assert reason in message.lower(), message
 
 
+def test_dali_cache_arguments_are_accepted_and_change_nothing():
+    samples, encoded = jpeg_batch(2)
+    cached = run_operator(fn.decoders.image, samples, cache_size=2000, cache_type="threshold", cache_threshold=1,
+                          cache_debug=False, cache_batch_copy=True, use_chunk_allocator=True)
+    for image, plain in zip(cached, run_operator(fn.decoders.image, samples)):
+        np.testing.assert_array_equal(image, plain)
+
+
 def test_non_byte_input_is_a_clear_error():
     with pytest.raises(penstock.PipelineError, match="1-D uint8"):
         run_operator(fn.decoders.image, [np.zeros((4, 4, 3), np.uint8)])

@@ -186,6 +186,8 @@ CASES: dict[str, Case] = {
                    lambda samples, _: [np.array(s.shape, np.int64) for s in samples]),
     "reshape": Case(lambda: FEED, lambda node, device: fn.reshape(on_device(node, device), shape=(4, 3)),
                     lambda samples, _: [s.reshape(4, 3) for s in samples]),
+    "reinterpret": Case(lambda: FEED, lambda node, device: fn.reinterpret(on_device(node, device), dtype=types.INT16),
+                        lambda samples, _: [s.view(np.int16) for s in samples]),
     "squeeze": Case(lambda: [s[None] for s in FEED], lambda node, device: fn.squeeze(on_device(node, device), axes=(0,)),
                     lambda samples, _: [s[0] for s in samples]),
     "expand_dims": Case(lambda: FEED, lambda node, device: fn.expand_dims(on_device(node, device), axes=(0, 2)),
@@ -297,10 +299,21 @@ def _mxnet_reader_case(tmp_path_factory) -> Case:
     return Case(list, lambda node, device: fn.readers.mxnet(path=[str(root / "data.rec")]), reference)
 
 
+def _sequence_reader_case(tmp_path_factory) -> Case:
+    root = tmp_path_factory.mktemp("sequence_reader")
+    (root / "stream").mkdir()
+    frames = [noise_image(6, 5, seed=index) for index in range(4)]
+    for index, frame in enumerate(frames):
+        (root / "stream" / f"{index}.png").write_bytes(encode(frame, "PNG"))
+    return Case(list, lambda node, device: fn.readers.sequence(file_root=str(root), sequence_length=3),
+                lambda samples, outputs: [np.stack(frames[start % 2:start % 2 + 3])  # two sequences, repeated
+                                          for start in range(len(outputs))])
+
+
 # readers: their cases make files first
 SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case,
                 "readers.tfrecord": _tfrecord_reader_case, "readers.webdataset": _webdataset_reader_case,
-                "readers.mxnet": _mxnet_reader_case}
+                "readers.mxnet": _mxnet_reader_case, "readers.sequence": _sequence_reader_case}
 
 
 def _check_permutation(outputs):

@@ -26,6 +26,10 @@ CASES = {
     "shapes": (lambda x: fn.shapes(x), lambda s: np.array(s.shape, np.int64)),
     "reshape rel_shape": (lambda x: fn.reshape(x, rel_shape=(0.5, 2.0)), lambda s: s.reshape(s.shape[0] // 2, 6)),
     "reshape -1": (lambda x: fn.reshape(x, shape=(-1,)), lambda s: s.reshape(-1)),
+    "reshape src_dims": (lambda x: fn.reshape(x, src_dims=(1, -1, 0)), lambda s: s.reshape(s.shape[1], 1, s.shape[0])),
+    "reinterpret uint8": (lambda x: fn.reinterpret(x, dtype=penstock.types.UINT8), lambda s: s.view(np.uint8)),
+    "reinterpret int32 flat": (lambda x: fn.reinterpret(x, dtype=penstock.types.INT32, shape=(-1,)),
+                               lambda s: s.view(np.int32).reshape(-1)),
     "squeeze all": (lambda x: fn.squeeze(fn.expand_dims(x, axes=(0, 3))), lambda s: s),
     "cat": (lambda x: fn.cat(x, x + 1, axis=0), lambda s: np.concatenate([s, s + 1])),
     "stack": (lambda x: fn.stack(x, x * 0, axis=2), lambda s: np.stack([s, s * 0], axis=2)),
@@ -52,6 +56,9 @@ def test_as_numpy_on_ragged_batches_and_the_gpu_as_the_cpu(name):
 @pytest.mark.parametrize("build, message", [
     (lambda x: fn.reshape(x, shape=(5, 5)), r"reshape failed.*cannot reshape a sample of shape \(2, 3\)"),
     (lambda x: fn.squeeze(x, axes=(1,)), r"squeeze failed.*axis 1 of a sample of shape \(2, 3\) has size 3"),
+    (lambda x: fn.reinterpret(x, dtype=penstock.types.FLOAT64),
+     r"reinterpret failed.*shape \(2, 3\) and type float32 does not hold a whole number of float64"),
+    (lambda x: fn.reshape(x, src_dims=(2, 0)), r"reshape failed.*src_dims \[2, 0\] name dimensions"),
     (lambda x: fn.one_hot(fn.cast(x, dtype=penstock.types.INT32), num_classes=2),
      r"one_hot failed.*class index outside \[0, 2\)"),
 ])

@@ -57,6 +57,13 @@ DECODER_ARGS = (
     Arg("split_stages", "bool", False, "Accepted for DALI compatibility."),
     Arg("memory_stats", "bool", False, "Accepted for DALI compatibility."),
     Arg("jpeg_fancy_upsampling", "bool", False, "Accepted for DALI compatibility."),
+    Arg("cache_size", "int", 0, "Accepted for DALI compatibility: decoded images are not cached (the page cache "
+        "keeps the files).", min=0),
+    Arg("cache_threshold", "int", 0, "Accepted for DALI compatibility (see cache_size).", min=0),
+    Arg("cache_type", "str", "", "Accepted for DALI compatibility (see cache_size)."),
+    Arg("cache_debug", "bool", False, "Accepted for DALI compatibility (see cache_size)."),
+    Arg("cache_batch_copy", "bool", True, "Accepted for DALI compatibility (see cache_size)."),
+    Arg("use_chunk_allocator", "bool", False, "Accepted for DALI compatibility."),
     Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation: the image (and any window chosen "
         "in it) is the image as displayed, as in DALI. JPEG orientation is read by penstock; other formats' "
         "as OpenCV reads it."),
@@ -96,7 +103,8 @@ def _one_slice_form(static: dict, per_sample: frozenset) -> None:
 def _decoder_schema(name, class_name, doc, extra_args=(), num_inputs=(1, 1), checks=()):
     return registry.register_schema(OpSchema(
         name=name, class_name=class_name, doc=doc, args=(*DECODER_ARGS, *extra_args),
-        num_inputs=num_inputs, input_names=("data", "window_start", "window_shape"), checks=checks))
+        num_inputs=num_inputs, input_names=("data", "window_start", "window_shape"), checks=checks,
+        also_named=((f"experimental.{name}", f"experimental.{class_name}"),)))  # DALI's older names
 
 
 _decoder_schema("decoders.image", "decoders.Image",

@@ -1,5 +1,6 @@
 """Readers: ``readers.file`` reads encoded files and integer labels from a folder tree or a list;
-``readers.numpy`` reads NumPy arrays (.npy files), whole or a region of each. The readers of record
+``readers.numpy`` reads NumPy arrays (.npy files), whole or a region of each; ``readers.sequence``
+reads sequences of frames (image files in a folder per stream), decoded. The readers of record
 formats are in record_readers.py."""
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import threading
 
 import numpy as np
 
-from penstock import distributed, registry
+from penstock import distributed, registry, types
 from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
-from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
+from penstock.kernels import image_codecs
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
 
 FILE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm",
                    ".webp", ".gif", ".jp2", ".flac", ".ogg", ".wav")
@@ -492,3 +494,77 @@ class NumpyReader(ShardedReader):
     def declare_outputs(self, inputs):
         return OutputSpec(self.dtype, self.ndim, "")
 
+
+
+# ---- readers.sequence ------------------------------------------------------------------------------
+IMAGE_EXTENSIONS = tuple(extension for extension in FILE_EXTENSIONS if extension not in (".flac", ".ogg", ".wav"))
+
+registry.register_schema(OpSchema(
+    name="readers.sequence",
+    class_name="readers.Sequence",
+    doc="Reads sequences of frames from a folder of streams: each sub-folder of ``file_root`` is a stream "
+        "whose image files, in sorted order, are its frames. A sample is ``sequence_length`` frames ``stride`` "
+        "apart, the samples of a stream starting every ``step`` frames while the whole sequence fits (as in "
+        "DALI). The frames are decoded (``image_type``) and stacked: uint8, layout FHWC; a stream's frames "
+        "must share one size.",
+    args=(
+        Arg("file_root", "str", REQUIRED, "The folder of streams."),
+        Arg("sequence_length", "int", REQUIRED, "Frames in a sample.", min=1),
+        Arg("step", "int", 1, "Frames between the starts of a stream's consecutive samples.", min=1),
+        Arg("stride", "int", 1, "Frames between consecutive frames of a sample.", min=1),
+        Arg("image_type", "image_type", types.RGB, "Colour space the frames are decoded to.",
+            choices=(types.RGB, types.BGR, types.GRAY)),
+        Arg("dtype", "dtype", types.UINT8, "Element type of the frames; only UINT8.", choices=(types.UINT8,)),
+        *READER_ARGS,
+    ),
+    num_inputs=(0, 0),
+    num_outputs=1,
+    input_names=(),
+    is_source=True,
+    checks=(shuffle_after_epoch_alone,),
+))
+
+
+def frame_sequences(file_root: str, length: int, step: int, stride: int) -> list[list[str]]:
+    """The frames of every sample: the image files of each sub-folder in sorted order, windows of
+    ``length`` frames ``stride`` apart starting every ``step`` frames while they fit (DALI's)."""
+    if not os.path.isdir(file_root):
+        raise FileNotFoundError(f"readers.sequence: file_root '{file_root}' is not a folder")
+    is_image = name_matcher(IMAGE_EXTENSIONS, case_sensitive=False)
+    sequences = []
+    for stream in sorted(entry.path for entry in os.scandir(file_root) if entry.is_dir()):
+        frames = sorted(entry.path for entry in os.scandir(stream) if entry.is_file() and is_image(entry.name))
+        last_start = len(frames) - 1 - (length - 1) * stride
+        sequences.extend([frames[start + k * stride] for k in range(length)]
+                         for start in range(0, last_start + 1, step))
+    return sequences
+
+
+@registry.register("readers.sequence", "cpu")
+class SequenceReader(ShardedReader):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self.sequences = frame_sequences(args["file_root"], args["sequence_length"], args["step"], args["stride"])
+        if not self.sequences:
+            raise ValueError(f"readers.sequence: no stream in '{args['file_root']}' holds "
+                             f"{(args['sequence_length'] - 1) * args['stride'] + 1} frames, what a sequence of "
+                             f"{args['sequence_length']} frames {args['stride']} apart needs")
+        self.paths = [f"{frames[0]} (a sequence of {len(frames)} frames)" for frames in self.sequences]
+        self.epochs = sharded_epochs(args, context, len(self.sequences), "readers.sequence")
+
+    def load(self, index, sample: SampleContext) -> tuple:
+        frames = []
+        for path in self.sequences[index]:
+            try:
+                frame = image_codecs.decode(read_bytes(path), self.args["image_type"], adjust_orientation=True)
+            except ValueError as error:
+                raise ValueError(f"frame '{path}': {error}") from None
+            if frames and frame.shape != frames[0].shape:
+                raise ValueError(f"frame '{path}' is {frame.shape[1]} x {frame.shape[0]}, the sequence's first "
+                                 f"frame {frames[0].shape[1]} x {frames[0].shape[0]}: a sequence's frames share one "
+                                 "size")
+            frames.append(frame)
+        return (np.stack(frames),)
+
+    def declare_outputs(self, inputs):
+        return OutputSpec(np.dtype(np.uint8), 4, "FHWC", channels=self.args["image_type"].channels)

@@ -1,4 +1,4 @@
-"""Tensor manipulation, per sample, on both devices: ``shapes``, ``reshape``, ``squeeze``,
+"""Tensor manipulation, per sample, on both devices: ``shapes``, ``reshape``, ``reinterpret``, ``squeeze``,
 ``expand_dims``, ``cat``, ``stack``, ``copy``, ``one_hot``, ``slice``, ``element_extract``,
 ``cast_like``, ``get_property``, ``reductions.*`` (sum, min, max, mean, mean_square, rms, std_dev,
 variance), and ``constant`` (what a Python value given as an input becomes).
@@ -32,15 +32,43 @@ def _int_type(xp, dtype):
 
 
 def _reshape(xp, args, sample):
-    shape = list(args["shape"] or ())
-    if args["rel_shape"] is not None:
+    """The sample with the shape that shape, rel_shape or src_dims give (the sample's own without
+    any), the same elements in the same order."""
+    given = [name for name in ("shape", "rel_shape", "src_dims") if args.get(name) is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one of shape, rel_shape and src_dims, not {' and '.join(given)}")
+    shape = list(sample.shape)
+    if args["shape"] is not None:
+        shape = list(args["shape"])
+    elif args["rel_shape"] is not None:
         if len(args["rel_shape"]) != sample.ndim:
             raise ValueError(f"rel_shape has {len(args['rel_shape'])} values for {sample.ndim}-dimensional samples")
         shape = [int(round(size * factor)) for size, factor in zip(sample.shape, args["rel_shape"])]
+    elif args.get("src_dims") is not None:
+        if any(not -1 <= dim < sample.ndim for dim in args["src_dims"]):
+            raise ValueError(f"src_dims {list(args['src_dims'])} name dimensions a {sample.ndim}-dimensional sample "
+                             "does not have (-1 adds one of extent 1)")
+        shape = [1 if dim == -1 else sample.shape[dim] for dim in args["src_dims"]]
     if int(np.prod(shape)) != int(np.prod(sample.shape)) and -1 not in shape:
         raise ValueError(f"cannot reshape a sample of shape {tuple(sample.shape)} ({int(np.prod(sample.shape))} "
                          f"elements) to {tuple(shape)}")
     return sample.reshape(tuple(shape))
+
+
+def _reinterpret(xp, args, sample):
+    """The sample's bytes as ``dtype`` (a type of another size changes the last axis, as numpy's
+    view does), then reshaped as reshape does."""
+    if args["dtype"] is not None:
+        target = _int_type(xp, args["dtype"].numpy)
+        source_size = sample.dtype.itemsize
+        target_size = np.dtype(args["dtype"].numpy).itemsize
+        if source_size != target_size and (sample.ndim == 0 or sample.shape[-1] * source_size % target_size):
+            raise ValueError(f"a sample of shape {tuple(sample.shape)} and type {sample.dtype} does not hold a whole "
+                             f"number of {np.dtype(args['dtype'].numpy).name} values in its last axis; give a shape")
+        if sample.ndim == 0:
+            sample = sample.reshape(1)
+        sample = (np.ascontiguousarray(sample) if xp is np else sample.contiguous()).view(target)
+    return _reshape(xp, args, sample)
 
 
 def _squeeze(xp, args, sample):
@@ -281,13 +309,20 @@ def _axis_in_range(static: dict, per_sample: frozenset) -> None:
         raise ArgError("argument 'axis' must be >= 0")
 
 
+RESHAPE_ARGS = (Arg("shape", "ints", None, "The new shape (one -1 allowed)."),
+                Arg("rel_shape", "floats", None, "The new shape as factors of the old one."),
+                Arg("src_dims", "ints", None, "The new shape as the input's dimensions in this order (-1 adds one of "
+                    "extent 1; dimensions left out must have extent 1)."), LAYOUT_ARG)
+
 # name: (function of one sample of each input, (min, max) inputs, arguments, doc)
 OPERATORS = {
     "shapes": (_shapes, (1, 1), (Arg("dtype", "dtype", types.INT64, "Element type of the shapes."),),
                "Each sample's shape, as a 1-D array."),
-    "reshape": (_reshape, (1, 1), (Arg("shape", "ints", None, "The new shape (one -1 allowed)."),
-                                   Arg("rel_shape", "floats", None, "The new shape as factors of the old one."),
-                                   LAYOUT_ARG), "Each sample with a new shape and the same elements."),
+    "reshape": (_reshape, (1, 1), RESHAPE_ARGS, "Each sample with a new shape and the same elements."),
+    "reinterpret": (_reinterpret, (1, 1), (Arg("dtype", "dtype", None, "The type the bytes are read as (default: "
+                                               "the input's)."), *RESHAPE_ARGS),
+                    "Each sample's bytes read as another type (``dtype``: a type of another size changes the last "
+                    "axis's extent, as numpy's view does) and/or with another shape, as reshape gives."),
     "squeeze": (_squeeze, (1, 1), (Arg("axes", "ints", None, "Axes of size 1 to remove (default: all of them).",
                                        min=0),), "Each sample without axes of size 1."),
     "expand_dims": (_expand_dims, (1, 1), (Arg("axes", "ints", (0,), "Where new axes of size 1 go (in the "
@@ -422,7 +457,7 @@ class TensorDeclaration:
         if self.name in DECLARATIONS:
             return DECLARATIONS[self.name](self, inputs)
         # reductions' types depend on the data's (module docstring): unknown until it arrives
-        dtype = self.args["dtype"].numpy if "dtype" in self.args else \
+        dtype = self.args["dtype"].numpy if self.args.get("dtype") is not None else \
             None if self.name.startswith("reductions.") else inputs[0].dtype
         layout = self.args.get("layout", "")
         return OutputSpec(np.dtype(dtype) if dtype is not None else None, None, layout)

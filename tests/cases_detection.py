@@ -96,6 +96,15 @@ MASKS = [np.pad(np.eye(6, dtype=np.int32) * (k + 1), ((0, 1), (1, 0)))[:, :, Non
     [np.zeros((5, 4, 1), np.int32)]
 
 
+def _check_roi_windows(samples, outputs):
+    """Windows of 3 x 3 x 1 that hold the region [1, 3) x [2, 3) x [0, 1), inside each mask."""
+    for mask, start in zip(samples, outputs):
+        assert start.dtype == np.int64 and start.shape == (3,)
+        end = start + (3, 3, 1)
+        assert (start <= (1, 2, 0)).all() and (end >= (3, 3, 1)).all() and (start >= 0).all()
+        assert (end <= mask.shape).all()
+
+
 def _check_mask_pixels(samples, outputs):
     """A foreground pixel where there is one, else a pixel of the mask."""
     for mask, pixel in zip(samples, outputs):
@@ -218,6 +227,9 @@ CASES = {
         lambda samples, outputs: [b.reshape(-1, 2) @ np.array([[0.5, 2.0], [-1.0, 1.0]]).T + [0.25, -3.0]
                                   for b in samples], max_abs=1e-5),
     "box_encoder": _encode_case(offset=True),
+    "roi_random_crop": Case(lambda: MASKS, lambda node, device: fn.roi_random_crop(
+        node, crop_shape=(3, 3, 1), roi_start=(1, 2, 0), roi_end=(3, 3, 1)),
+        lambda samples, outputs: _check_roi_windows(samples, outputs)),
     "segmentation.random_mask_pixel": Case(lambda: MASKS, lambda node, device: fn.segmentation.random_mask_pixel(
         node, foreground=1), lambda samples, outputs: _check_mask_pixels(samples, outputs)),
     "segmentation.select_masks": _select_case(),

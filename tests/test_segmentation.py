@@ -1,5 +1,6 @@
 """segmentation.random_mask_pixel draws uniformly from the foreground it is given (checked over many
-draws against numpy's count of the pixels), and segmentation.select_masks refuses ids it cannot serve."""
+draws against numpy's count of the pixels), segmentation.select_masks refuses ids it cannot serve, and
+roi_random_crop places windows over every start DALI's rule allows."""
 import numpy as np
 import pytest
 
@@ -84,3 +85,38 @@ def test_k_largest_threshold_foreground_prob_and_ignore_class():
     merged = np.zeros((4, 4), np.int32)
     merged[1, 1], merged[1, 2] = 1, 2  # two labels side by side: one blob when labels are ignored
     assert set(object_boxes(merged, ignore_class=True)) == {((1, 1), (2, 3), 0)}
+
+
+def roi_starts(runs: int, batch: int = 8, **arguments) -> list[tuple]:
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=6)
+    def pipe():  # a pipeline needs a source of samples: a fed one, not used
+        return fn.roi_random_crop(**arguments), fn.external_source(source=lambda: [np.zeros(1)] * batch, batch=True)
+    built = pipe()
+    built.build()
+    starts = [tuple(np.asarray(sample).tolist()) for _ in range(runs) for sample in built.run()[0]]
+    built.close()
+    return starts
+
+
+def test_roi_random_crop_reaches_every_allowed_start_and_only_those():
+    """Axis 0: a region of 3 in a window of 5, within 10: starts 2..4 (the window holds the region).
+    Axis 1: a region of 8 in a window of 3: starts 4..9 (the window inside the region). Axis 2: region
+    and window of equal extent: the region's start."""
+    starts = roi_starts(20, crop_shape=(5, 3, 4), roi_start=(4, 4, 2), roi_end=(7, 12, 6), in_shape=(10, 12, 8))
+    assert {start[0] for start in starts} == {2, 3, 4}
+    assert {start[1] for start in starts} == set(range(4, 10))
+    assert {start[2] for start in starts} == {2}
+    unbounded = roi_starts(20, crop_shape=(6,), roi_start=(1,), roi_shape=(2,))
+    assert {start[0] for start in unbounded} == set(range(-3, 2))  # no shape: the window may leave the data
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(crop_shape=(4,), roi_start=(0,)), "either 'roi_end' or 'roi_shape'"),
+    (dict(crop_shape=(4,), roi_start=(0,), roi_end=(2,), roi_shape=(2,)), "not both"),
+    (dict(crop_shape=(12,), roi_start=(0,), roi_end=(2,), in_shape=(10,)), "must lie within the data's extent 10"),
+    (dict(crop_shape=(4, 4), roi_start=(0,), roi_end=(2,)), "different numbers of axes"),
+])
+def test_roi_random_crop_errors_name_the_problem(arguments, message):
+    import penstock
+    with pytest.raises((ValueError, penstock.PipelineError), match=message):
+        roi_starts(1, **arguments)

@@ -1,6 +1,7 @@
 """Segmentation helpers: ``segmentation.select_masks`` (the polygons of chosen masks, in
-readers.coco's polygons/vertices format) and ``segmentation.random_mask_pixel`` (a random pixel of
-a mask's foreground, to centre a crop on an object)."""
+readers.coco's polygons/vertices format), ``segmentation.random_mask_pixel`` (a random pixel of
+a mask's foreground, to centre a crop on an object) and ``roi_random_crop`` (a window placed at
+random around a region of interest, as segmentation pipelines crop volumes around an object)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import numpy as np
 from penstock import registry
 from penstock.contract import OutputSpec, SampleOperator
 from penstock.draws import SampleStreams
-from penstock.schema import Arg, ArgError, OpSchema
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
 def select_masks(mask_ids: np.ndarray, polygons: np.ndarray, vertices: np.ndarray, reindex: bool):
@@ -189,3 +190,75 @@ class RandomObjectBBox(SampleStreams, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         result = random_object_bbox(inputs[0], args, self.stream(sample))
         return result if len(result) > 1 else result[0]
+
+
+# ---- roi_random_crop ----------------------------------------------------------------------------------
+def roi_crop_start(crop, roi_start, roi_end, in_shape, rng: np.random.Generator) -> np.ndarray:
+    """The start (int64, one per axis) of a window of ``crop`` extents placed at random so that it
+    holds the region [roi_start, roi_end) where the region is smaller, or lies inside it where the
+    region is larger (DALI's roi_random_crop); within [0, in_shape) where in_shape is given."""
+    starts = []
+    for axis, (extent, first, end) in enumerate(zip(crop, roi_start, roi_end)):
+        if end - first == extent:
+            starts.append(first)
+            continue
+        low, high = sorted((first, end - extent))
+        if in_shape is not None:
+            low, high = max(0, low), min(in_shape[axis] - extent, high)
+        if low > high:
+            raise ValueError(f"no window of extent {extent} on axis {axis} holds the region [{first}, {end}) inside "
+                             f"the input's extent {in_shape[axis]}")
+        starts.append(int(rng.integers(low, high + 1)))
+    return np.array(starts, np.int64)
+
+
+registry.register_schema(OpSchema(
+    name="roi_random_crop", class_name="ROIRandomCrop",
+    doc="The start (int64, one value per axis) of a cropping window of ``crop_shape``, placed at random so that "
+        "it holds as much of a region of interest as it can: the whole region where the region is smaller, a "
+        "part of it where the region is larger. Within the input's shape (``in_shape``, or the shape of the data "
+        "given as the input) where either is known, else unbounded. Feed the start to slice as its anchor.",
+    args=(Arg("crop_shape", "ints", REQUIRED, "The window's extents.", per_sample=True, min=0),
+          Arg("roi_start", "ints", REQUIRED, "Where the region starts.", per_sample=True),
+          Arg("roi_end", "ints", None, "Where the region ends (exclusive); or give roi_shape.", per_sample=True),
+          Arg("roi_shape", "ints", None, "The region's extents; or give roi_end.", per_sample=True),
+          Arg("in_shape", "ints", None, "The shape of the data the window crops (or give the data as the input).",
+              per_sample=True, min=0)),
+    num_inputs=(0, 1), input_names=("data",),
+    checks=(lambda static, per_sample: _one_roi_end(static, per_sample),)))
+
+
+def _one_roi_end(static: dict, per_sample: frozenset) -> None:
+    named = [name for name in ("roi_end", "roi_shape") if static.get(name) is not None or name in per_sample]
+    if len(named) != 1:
+        raise ArgError("give either 'roi_end' or 'roi_shape'" + (", not both" if named else ""))
+
+
+@registry.register("roi_random_crop", "cpu")
+class ROIRandomCrop(SampleStreams, SampleOperator):
+    def declare_outputs(self, inputs):
+        given = "in_shape" not in self.args or self.args["in_shape"] is not None  # absent: given per sample
+        if inputs and given:
+            raise ValueError(f"{self.name}: give the data's shape either as 'in_shape' or as the input, not both")
+        return OutputSpec(np.dtype(np.int64), 1, "")
+
+    def run(self, inputs, args, sample, out=None):
+        crop, roi_start = _axes(args["crop_shape"]), _axes(args["roi_start"])
+        roi_end = _axes(args["roi_end"]) if args["roi_end"] is not None else roi_start + _axes(args["roi_shape"])
+        in_shape = np.asarray(inputs[0]).shape if inputs else _axes(args["in_shape"]) if args["in_shape"] is not None \
+            else None
+        if not len(crop) == len(roi_start) == len(roi_end) or (in_shape is not None and len(in_shape) != len(crop)):
+            raise ValueError(f"crop_shape {crop.tolist()}, the region [{roi_start.tolist()}, {roi_end.tolist()}) "
+                             f"and the data's shape {None if in_shape is None else list(in_shape)} have different "
+                             "numbers of axes")
+        if in_shape is not None:
+            for axis, extent in enumerate(in_shape):
+                if crop[axis] > extent or roi_start[axis] < 0 or roi_end[axis] > extent:
+                    raise ValueError(f"axis {axis}: the window ({crop[axis]}) and the region [{roi_start[axis]}, "
+                                     f"{roi_end[axis]}) must lie within the data's extent {extent}")
+        return roi_crop_start(crop.tolist(), roi_start.tolist(), roi_end.tolist(),
+                              None if in_shape is None else list(in_shape), self.stream(sample))
+
+
+def _axes(values) -> np.ndarray:
+    return np.asarray(values, np.int64).reshape(-1)

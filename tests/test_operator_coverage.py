@@ -219,6 +219,10 @@ CASES: dict[str, Case] = {
     "torch_python_function": Case(lambda: FEED, lambda node, device: fn.torch_python_function(
         on_device(node, device), function=lambda batch: [x.flip(0) + 1 for x in batch], device=device),
         lambda samples, _: [s[::-1] + 1 for s in samples]),
+    "dl_tensor_python_function": Case(lambda: FEED, lambda node, device: fn.dl_tensor_python_function(
+        on_device(node, device), device=device,
+        function=lambda batch: [torch.utils.dlpack.to_dlpack(torch.from_dlpack(x).flip(0) * 3) for x in batch]),
+        lambda samples, _: [s[::-1] * 3 for s in samples]),
 }
 
 

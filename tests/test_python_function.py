@@ -134,3 +134,42 @@ def test_wrong_arguments_fail_at_the_call():
     with pytest.raises(penstock.PipelineError, match="not 3 outputs"):
         pipe.run()
     pipe.close()
+
+
+def _is_capsule(value) -> bool:
+    return type(value).__name__ == "PyCapsule"
+
+
+@pytest.mark.parametrize("batch_processing", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_dl_tensor_functions_get_capsules_and_may_return_any_dlpack_value(device, batch_processing):
+    """As DALI's dl_tensor_python_function: DLPack capsules in; out, capsules or any object with
+    __dlpack__ (a torch tensor here, a numpy array on the CPU)."""
+    from conftest import gpu_or_emulated
+    seen = []
+
+    def halve_and_count(*inputs):
+        if batch_processing:
+            seen.extend(_is_capsule(capsule) for column in inputs for capsule in column)
+            first, second = ([torch.from_dlpack(capsule) for capsule in column] for column in inputs)
+            return [torch.utils.dlpack.to_dlpack(x / 2) for x in first], [y.numel() + 0 * y.reshape(-1)[:1] for y in second]
+        seen.extend(_is_capsule(capsule) for capsule in inputs)
+        x, y = (torch.from_dlpack(capsule) for capsule in inputs)
+        return torch.utils.dlpack.to_dlpack(x / 2), y.numel() + 0 * y.reshape(-1)[:1]
+
+    @pipeline_def(batch_size=6, num_threads=1, device_id=0 if device == "gpu" else None, seed=3)
+    def pipe():
+        data = fn.external_source(source=lambda: FEED, batch=True)
+        data = data.gpu() if device == "gpu" else data
+        return fn.dl_tensor_python_function(data, data, function=halve_and_count, num_outputs=2,
+                                            batch_processing=batch_processing)
+    with gpu_or_emulated() if device == "gpu" else _nothing():
+        pipeline = pipe()
+        halves, counts = pipeline.run()
+        halves = [np.asarray(s) for s in (halves.as_cpu() if device == "gpu" else halves)]
+        counts = [np.asarray(s) for s in (counts.as_cpu() if device == "gpu" else counts)]
+        pipeline.close()
+    for sample, half, count in zip(FEED, halves, counts):
+        np.testing.assert_array_equal(half, sample / 2)
+        assert count.tolist() == [float(sample.size)]
+    assert seen and all(seen)

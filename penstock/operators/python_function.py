@@ -1,5 +1,6 @@
 """Python functions as operators: ``python_function`` (numpy arrays in and out on the CPU, CuPy
-arrays on the GPU) and ``torch_python_function`` (torch tensors, on the CPU or the GPU).
+arrays on the GPU), ``torch_python_function`` (torch tensors, on the CPU or the GPU) and
+``dl_tensor_python_function`` (DLPack capsules in, as DALI gives them; anything DLPack takes out).
 
 Per sample (``batch_processing=False``) they run where every per-sample operator runs: on the
 worker threads, or in the worker processes (which inherit the function when they are forked),
@@ -38,15 +39,22 @@ def _check_function(static: dict, per_sample: frozenset) -> None:
         raise ArgError(f"argument 'function' must be a callable, got {type(static['function']).__name__}")
 
 
-for _name, _class_name, _kind, _batch_default in (
-        ("python_function", "PythonFunction", "numpy arrays; CuPy arrays on the GPU", False),
-        ("torch_python_function", "TorchPythonFunction", "torch tensors", True)):
+SYNCHRONIZE_STREAM = Arg("synchronize_stream", "bool", True, "On the GPU, wait for the pipeline's CUDA stream "
+                         "before calling the function (its work may then go on any stream); else it runs on the "
+                         "pipeline's stream.")
+
+for _name, _class_name, _kind, _batch_default, _extra in (
+        ("python_function", "PythonFunction", "numpy arrays; CuPy arrays on the GPU", False, ()),
+        ("torch_python_function", "TorchPythonFunction", "torch tensors", True, ()),
+        ("dl_tensor_python_function", "DLTensorPythonFunction", "DLPack capsules in; anything DLPack takes out",
+         True, (SYNCHRONIZE_STREAM,))):
     registry.register_schema(OpSchema(
         name=_name, class_name=_class_name,
         doc=f"Runs a Python function on the data ({_kind} in and out): per sample on the pipeline's workers, "
             "or once per batch with batch_processing=True.",
-        args=_function_args(_batch_default), num_inputs=(0, 16), num_outputs=lambda args: args["num_outputs"],
-        input_names=tuple(f"input{i}" for i in range(16)), checks=(_check_function,)))
+        args=(*_function_args(_batch_default), *_extra), num_inputs=(0, 16),
+        num_outputs=lambda args: args["num_outputs"], input_names=tuple(f"input{i}" for i in range(16)),
+        checks=(_check_function,)))
 
 
 class CallsFunction:
@@ -182,6 +190,39 @@ class TorchPythonFunctionBatched(TorchPythonFunction, BatchedFunction):
 TorchPythonFunction.Batched = TorchPythonFunctionBatched
 
 
+class DLPackTensors(TorchTensors):
+    """dl_tensor_python_function's conversions: each sample given as a DLPack capsule (made through
+    torch), each result read from a capsule or from any object with __dlpack__."""
+
+    def convert_inputs(self, inputs):
+        from torch.utils.dlpack import to_dlpack
+        return [[to_dlpack(sample) for sample in value] if isinstance(value, list) else to_dlpack(value)
+                for value in super().convert_inputs(inputs)]
+
+    def to_array(self, value):
+        return super().to_array(_from_dlpack(value))
+
+
+def _from_dlpack(value):
+    """A torch tensor from a DLPack capsule or a __dlpack__ object (numpy arrays stay as they are)."""
+    if isinstance(value, np.ndarray) or not (type(value).__name__ == "PyCapsule" or hasattr(value, "__dlpack__")):
+        return value
+    import torch
+    return torch.from_dlpack(value)
+
+
+@registry.register("dl_tensor_python_function", "cpu")
+class DLTensorPythonFunction(DLPackTensors, PythonFunction):
+    pass
+
+
+class DLTensorPythonFunctionBatched(DLTensorPythonFunction, BatchedFunction):
+    pass
+
+
+DLTensorPythonFunction.Batched = DLTensorPythonFunctionBatched
+
+
 class GpuFunction(CallsFunction, BatchOperator):
     """On the GPU stage: the function gets the samples on the GPU (torch tensors, or CuPy arrays for
     python_function), per sample or once per batch, on the pipeline's CUDA stream."""
@@ -237,3 +278,19 @@ class PythonFunctionGpu(GpuFunction):
     def to_device(self, tensor):
         import cupy
         return cupy.from_dlpack(tensor)
+
+
+@registry.register("dl_tensor_python_function", "gpu", requires=devices.gpu_problem)
+class DLTensorPythonFunctionGpu(GpuFunction):
+    def to_device(self, tensor):
+        from torch.utils.dlpack import to_dlpack
+        return to_dlpack(tensor)
+
+    def to_array(self, value):
+        return super().to_array(_from_dlpack(value))
+
+    def call(self, function, arguments, params):
+        if self.args["synchronize_stream"] and devices.gpu_problem() is None and not devices.emulating_gpu():
+            import torch
+            torch.cuda.current_stream().synchronize()
+        return super().call(function, arguments, params)

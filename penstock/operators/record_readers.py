@@ -5,6 +5,7 @@ shards and shuffling (readers.ShardedReader)."""
 from __future__ import annotations
 
 import os
+import tarfile
 
 import numpy as np
 
@@ -44,8 +45,11 @@ class RecordFileReader(ShardedReader):
     def read_at(self, number: int, offset: int, size: int, where: str) -> bytes:
         descriptors = self.__dict__.setdefault("_descriptors", {})
         descriptor = descriptors.get(number)
-        if descriptor is None:
-            descriptor = descriptors[number] = os.open(self.files[number], os.O_RDONLY)
+        if descriptor is None:  # two worker threads may get here at once: one descriptor is kept
+            opened = os.open(self.files[number], os.O_RDONLY)
+            descriptor = descriptors.setdefault(number, opened)
+            if descriptor != opened:
+                os.close(opened)
         data = os.pread(descriptor, size, offset)
         if len(data) != size:
             raise ValueError(f"{where}: the file ends {size - len(data)} bytes into it (a stale index?)")
@@ -201,7 +205,6 @@ registry.register_schema(OpSchema(
 def tar_components(path: str) -> list[tuple[str, str, int, int]]:
     """(sample key, extension, data offset, size) of each regular file of a tar archive, in order;
     files whose name starts with a dot are left out."""
-    import tarfile
     try:
         with tarfile.open(path, "r:") as archive:
             members = archive.getmembers()

@@ -208,3 +208,39 @@ def test_the_pytorch_iterator_resumes_through_its_state_dict(tree, policy, stop_
     got += steps(resumed, 14 - stop_after)
     resumed_pipe.close()
     assert got == expected
+
+
+@pytest.fixture(scope="module")
+def record_files(tmp_path_factory):
+    """A TFRecord file and a webdataset archive of 11 samples of 8 bytes each (one short batch)."""
+    import io
+    import tarfile
+    root = tmp_path_factory.mktemp("records")
+    payloads = [bytes([index] * 8) for index in range(11)]
+
+    def field(number, payload):
+        return bytes([number << 3 | 2, len(payload)]) + payload
+    with open(root / "data.tfrecord", "wb") as handle:
+        for payload in payloads:
+            example = field(1, field(1, field(1, b"x") + field(2, field(1, field(1, payload)))))
+            handle.write(len(example).to_bytes(8, "little") + bytes(4) + example + bytes(4))
+    with tarfile.open(root / "data.tar", "w") as archive:
+        for index, payload in enumerate(payloads):
+            info = tarfile.TarInfo(f"{index:03d}.bin")
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+    return root
+
+
+@pytest.mark.parametrize("reader", ["tfrecord", "webdataset"])
+@pytest.mark.parametrize("order", [{"random_shuffle": True}, {"shuffle_after_epoch": True}])
+def test_record_readers_resume_bit_exact(record_files, reader, order):
+    from penstock import tfrecord
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, seed=5, enable_checkpointing=True, device_id=None)
+    def records():
+        if reader == "tfrecord":
+            return fn.readers.tfrecord(path=[str(record_files / "data.tfrecord")], name="Reader", features={
+                "x": tfrecord.FixedLenFeature((), tfrecord.string, "")}, **order)["x"]
+        return fn.readers.webdataset(paths=[str(record_files / "data.tar")], ext=["bin"], name="Reader", **order)
+    _resumes_exactly(lambda **kw: records(**kw), 4)

@@ -76,12 +76,13 @@ def index_columns(path: str, columns: tuple[int, ...], name: str, form: str) -> 
     return rows
 
 
-def one_index_each(static: dict, per_sample: frozenset = frozenset()) -> None:
-    """A check of the readers of 'path' files with an optional 'index_path' each."""
-    paths, indexes = static["path"], static["index_path"]
-    if indexes is not None and len(indexes) != len(paths):
-        raise ArgError(f"'index_path' names {len(indexes)} index files for {len(paths)} files in 'path'; give one "
-                       "per file, in the same order")
+def one_index_each(static: dict, per_sample: frozenset = frozenset(), paths: str = "path",
+                   indexes: str = "index_path") -> None:
+    """A check of the readers of files (argument ``paths``) with an optional index file each (``indexes``)."""
+    files, index_files = static[paths], static[indexes]
+    if index_files is not None and len(index_files) != len(files):
+        raise ArgError(f"'{indexes}' names {len(index_files)} index files for {len(files)} files in '{paths}'; give "
+                       "one per file, in the same order")
 
 
 # ---- readers.tfrecord ------------------------------------------------------------------------------
@@ -156,10 +157,8 @@ WDS_TYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "i
 
 
 def _webdataset_args(static: dict, per_sample: frozenset) -> None:
-    paths, indexes, dtypes = static["paths"], static["index_paths"], static["dtypes"]
-    if indexes is not None and len(indexes) != len(paths):
-        raise ArgError(f"'index_paths' names {len(indexes)} index files for {len(paths)} archives in 'paths'; "
-                       "give one per archive, in the same order")
+    one_index_each(static, per_sample, "paths", "index_paths")
+    dtypes = static["dtypes"]
     if any(not ext or any(not option for option in ext.split(";")) for ext in static["ext"]):
         raise ArgError(f"'ext' takes one set of extensions per output, options separated by ';', got "
                        f"{list(static['ext'])}")

@@ -12,6 +12,7 @@ import numpy as np
 import cv2
 import simplejpeg
 
+from penstock import limits
 from penstock.kernels import image_headers, turbojpeg3
 from penstock.types import DALIImageType
 
@@ -30,7 +31,7 @@ class DecodeError(ValueError):
     """The data is not a decodable image."""
 
 
-class ImageTooLarge(DecodeError):
+class ImageTooLarge(DecodeError, limits.SizeClaimError):
     """The image's header claims more pixels than the decoder's limit (``max_pixels``)."""
 
 
@@ -174,9 +175,10 @@ def decoded_size(data: np.ndarray, adjust_orientation: bool) -> tuple[int, int]:
 
 def check_pixels(height: int, width: int, max_pixels: int | None) -> None:
     """Raises ImageTooLarge when an image of that size holds more than ``max_pixels`` (None: any)."""
-    if max_pixels is not None and height * width > max_pixels:
-        raise ImageTooLarge(f"its header claims {height} x {width} = {height * width:,} pixels, more than the "
-                            f"decoder's max_pixels={max_pixels:,} (give a larger max_pixels, or None, to decode it)")
+    try:
+        limits.checked_pixels("its header", height, width, max_pixels, limit_name="the decoder's max_pixels")
+    except limits.SizeClaimError as error:
+        raise ImageTooLarge(str(error)) from None
 
 
 def decode(data: np.ndarray, output_type: DALIImageType, min_height: int = 0, min_width: int = 0,

@@ -10,7 +10,9 @@ import struct
 
 import numpy as np
 
-PILLOW_MAX_IMAGE_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS, the decoders' default limit
+from penstock import limits
+
+PILLOW_MAX_IMAGE_PIXELS = limits.DEFAULT_MAX_PIXELS  # Pillow's Image.MAX_IMAGE_PIXELS, the decoders' default limit
 
 
 class HeaderError(ValueError):

@@ -28,6 +28,8 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     args.images, args.work_dir, args.device = 0, None, "cpu"
+    args.peers = [peer for peer in args.peers.split(",") if peer and peer != "none"]
+    args.pipelines = args.pipelines.split(",")
     results = run_bench(args)
     scaling = []
     for threads in [int(t) for t in args.scaling.split(",") if t]:

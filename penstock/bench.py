@@ -212,27 +212,22 @@ def run_bench(args) -> list[Measurement]:
     from penstock.demo import default_device, make_sample_dataset
 
     device = args.device or default_device()
-    if device == "gpu":
-        from penstock import registry
-        registry.implementation("decoders.image_random_crop", "mixed")  # says why not, where there is no GPU
     data = args.data or make_sample_dataset(os.path.join(args.work_dir, f"bench-data-{args.images}"), count=args.images)
     count_images = sum(len(files) for _, _, files in os.walk(data))
     batches = args.batches or max(1, count_images // args.batch_size)
-    peers = [p for p in args.peers.split(",") if p and p != "none"]
+    peers = args.peers  # names checked by the command line
     # on the CPU, worker threads and worker processes; on the GPU, the pipeline's default (processes)
     penstock_runs = (False, True) if device == "cpu" else (None,)
     peer_runs = {"torchvision": lambda kind: measure_torchvision(kind, data, args.batch_size, args.threads,
                                                                  batches, device),
                  "dali": lambda kind: measure_dali(kind, data, args.batch_size, args.threads, batches)}
     results = []
-    for kind in args.pipelines.split(","):
+    for kind in args.pipelines:
         for processes in penstock_runs:
             results.append(measure_penstock(kind, data, args.batch_size, args.threads, batches, device,
                                             worker_processes=processes))
             print(f"  {results[-1].name:32s} {kind:5s} {results[-1].images_per_second:9,.0f} images/s", flush=True)
         for peer in peers:
-            if peer == "dali" and device != "gpu":
-                continue  # DALI's pipeline here is the GPU one
             try:
                 results.append(peer_runs[peer](kind))
             except ImportError as error:

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--batches", type=int, default=0, help="batches per measurement (default: one epoch)")
     bench.add_argument("--device", choices=("cpu", "gpu"), help="where penstock's pipelines run (default: gpu "
                        "where there is a usable one)")
-    bench.add_argument("--peers", default="torchvision,dali", help="comma-separated peers to run: torchvision, "
-                       "dali (on the GPU, when installed), none")
+    bench.add_argument("--peers", help="comma-separated peers to run: torchvision, dali (on the GPU), none "
+                       "(default: torchvision, and dali on the GPU when it is installed)")
     bench.add_argument("--pipelines", default="train,val", help="comma-separated: train, val")
     bench.add_argument("--work-dir", default=default_work_dir(), help="where the sample folder is made "
                        "(default: %(default)s)")
@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command in ("demo", "bench"):
+        try:
+            _check_job_arguments(args)
+        except ValueError as error:
+            print(f"penstock {args.command}: {error}", file=sys.stderr)
+            return 2
         return _run_job(args)
     if args.command == "info":
         return _info()
@@ -75,6 +80,72 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(ignored_arguments_markdown() if args.ignored else reference_markdown())
         return 0
     return 2
+
+
+PEERS = ("torchvision", "dali")
+PIPELINES = ("train", "val")
+
+
+def _listed(option: str, text: str, allowed: tuple[str, ...], none_allowed: bool = False) -> list[str]:
+    """The comma-separated names of ``text``, each one of ``allowed`` (or 'none', meaning no name)."""
+    from penstock.schema import closest
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    choices = (*allowed, "none") if none_allowed else allowed
+    for name in names:
+        if name not in choices:
+            raise ValueError(f"{option}: unknown name '{name}'{closest(name, choices)}; choose from {', '.join(choices)}")
+    if not names:
+        raise ValueError(f"{option}: give at least one of {', '.join(choices)}")
+    return [name for name in names if name != "none"]
+
+
+def _check_job_arguments(args) -> None:
+    """Everything the user gave that can be wrong is checked here, before any data set is made or
+    any pipeline runs: a mistake is one line, not a traceback after an epoch."""
+    if args.device == "gpu":
+        from penstock import registry
+        registry.implementation("decoders.image_random_crop", "mixed")  # says why not, where there is no GPU
+    if args.command == "demo":
+        _check_output_image(args.out)
+        return
+    args.pipelines = _listed("--pipelines", args.pipelines, PIPELINES)
+    if args.peers is None:
+        args.peers = ["torchvision"] + (["dali"] if _dali_installed() and _device_of(args) == "gpu" else [])
+        return
+    args.peers = _listed("--peers", args.peers, PEERS, none_allowed=True)
+    if "dali" in args.peers:
+        if _device_of(args) != "gpu":
+            raise ValueError("--peers dali: DALI's pipelines here run on the GPU, and penstock runs on the CPU "
+                             "(no usable GPU, or --device cpu); leave dali out")
+        if not _dali_installed():
+            raise ValueError("--peers dali: NVIDIA DALI is not installed (pip install nvidia-dali-cuda130); "
+                             "leave dali out")
+
+
+def _device_of(args) -> str:
+    from penstock.demo import default_device
+    return args.device or default_device()
+
+
+def _dali_installed() -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except ModuleNotFoundError:  # no 'nvidia' package at all
+        return False
+
+
+def _check_output_image(path: str) -> None:
+    import cv2
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"--out '{path}' is a folder; give the path of the image to write, e.g. {path}/grid.png")
+    if not cv2.haveImageWriter(path):
+        raise ValueError(f"--out '{path}': cannot tell the image format from its name; end it in .png or .jpg")
+    if not os.path.isdir(folder):
+        raise ValueError(f"--out '{path}': the folder '{folder}' does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--out '{path}': the folder '{folder}' is not writable")
 
 
 def _run_job(args) -> int:

@@ -120,7 +120,8 @@ def _run_epoch(pipe, data, device, batch_size, num_threads, out_path) -> dict:
     finished = time.perf_counter()
     sys.stderr.write("\n")
     grid = sample_grid(grid_batch)
-    cv2.imwrite(out_path, cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    if not cv2.imwrite(out_path, cv2.cvtColor(grid, cv2.COLOR_RGB2BGR)):
+        raise OSError(f"could not write the grid to '{out_path}'")
     if seen:
         rate = seen / (finished - first_done)
         print(f"{rate:,.0f} images/s over the {seen} images after the first batch ({finished - first_done:.2f} s; "

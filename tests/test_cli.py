@@ -110,3 +110,31 @@ def test_the_sample_data_lives_in_the_users_cache_not_in_the_temporary_folder(mo
     assert default_work_dir() == str(tmp_path / "penstock")
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_work_dir() == os.path.join(os.path.expanduser("~"), ".cache", "penstock")
+
+
+def test_demo_refuses_an_output_it_cannot_write_before_any_work(tmp_path, capsys):
+    common = ["demo", "--images", "8", "--device", "cpu", "--work-dir", str(tmp_path / "work")]
+    assert "the folder" in _one_line_error(capsys, [*common, "--out", str(tmp_path / "missing" / "x.png")])
+    assert "end it in .png or .jpg" in _one_line_error(capsys, [*common, "--out", str(tmp_path / "grid")])
+    assert "is a folder" in _one_line_error(capsys, [*common, "--out", str(tmp_path)])
+    assert not (tmp_path / "work").exists()  # refused before the sample folder was made
+
+
+def test_bench_refuses_unknown_names_in_one_line_before_any_work(tmp_path, capsys):
+    common = ["bench", "--device", "cpu", "--images", "8", "--work-dir", str(tmp_path / "work")]
+    assert "unknown name 'torchvison' (did you mean 'torchvision'?)" in _one_line_error(
+        capsys, [*common, "--peers", "torchvison"])
+    assert "--pipelines: unknown name 'foo'" in _one_line_error(capsys, [*common, "--pipelines", "foo"])
+    assert "--peers dali: DALI's pipelines here run on the GPU" in _one_line_error(capsys, [*common, "--peers", "dali"])
+    assert not (tmp_path / "work").exists()
+
+
+def test_demo_on_the_gpu_where_there_is_none_says_so_before_any_work(tmp_path, capsys):
+    import pytest
+    from conftest import CUDA
+    if CUDA:
+        pytest.skip("checks a machine without a GPU")
+    message = _one_line_error(capsys, ["demo", "--device", "gpu", "--images", "8", "--work-dir", str(tmp_path / "w"),
+                                       "--out", str(tmp_path / "g.png")])
+    assert "device 'mixed' is not available here" in message
+    assert not (tmp_path / "w").exists()

@@ -29,6 +29,7 @@ from penstock.executor.skipping import refill
 # it still sizes native thread pools (nvImageCodec's CPU threads) and the number of worker processes.
 MAX_PYTHON_WORKERS = 8
 THREAD_STOP_SECONDS = 1.5  # how long shutdown waits for the stages' threads, all together
+GPU_STEP_STOP_SECONDS = 30.0  # how much longer it waits for the GPU stage to finish the operator it is in
 # Batches a GPU pipeline's CPU stage may hold beyond prefetch_queue_depth: its time per batch varies
 # (a worker's message of slow samples, such as the JPEGs the workers decode themselves), and a
 # batch late to the GPU stage leaves the hardware JPEG decoders idle. With a tenth of the JPEGs on
@@ -247,9 +248,13 @@ class Executor:
         # does not return), which no thread can be stopped in; such a thread is left behind
         # (a daemon) rather than holding up the caller
         deadline = time.monotonic() + THREAD_STOP_SECONDS
+        gpu_threads = self._threads.get("gpu", [])
         for thread in self._all_threads():  # the GPU stage may wait for lanes: they stop after it
             if thread.is_alive() and thread is not current and thread not in lane_threads:
-                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+                # the GPU stage stops between two operators of a batch, not inside one (a launch cannot
+                # be interrupted): milliseconds on a GPU, seconds in Triton's interpreter
+                until = deadline + (GPU_STEP_STOP_SECONDS if thread in gpu_threads else 0.0)
+                thread.join(timeout=max(0.0, until - time.monotonic()))
         self._lanes.stop()
         for thread in lane_threads:
             if thread.is_alive() and thread is not current:

@@ -200,6 +200,7 @@ class GpuStage:
             self._run_step(step, inputs, args, context, values)
 
     def _run_step(self, step, inputs: list, args: list, context: BatchContext, values: dict) -> None:
+        self._unless_closing()
         impl = step.impl
         begun = time.perf_counter()
         result = as_tuple(call_operator(impl.name, "", impl.run_batch, inputs, args, context), step.num_outputs)
@@ -252,6 +253,12 @@ class GpuStage:
             for position in range(step.num_outputs):
                 subsets[(step.key, position)] = where
 
+    def _unless_closing(self) -> None:
+        """Abandons the batch when the pipeline is being closed, so that close() waits for one
+        operator's launches at most, not for the batch's."""
+        if self._stopping.is_set():
+            raise RuntimeError("the pipeline was closed while this batch was on the GPU")
+
     def _finish_batch(self, job: Job) -> None:
         """Makes the batch's outputs (running deferred work), then hands the batch on."""
         stream = job.gpu_stream
@@ -277,6 +284,7 @@ class GpuStage:
         for output_index, ref in enumerate(self._plan.outputs):
             if ref not in values:
                 continue
+            self._unless_closing()
             begun = time.perf_counter()
             samples, dense = _materialize(values[ref])
             self._timer()["decode wait + fused image kernel (gpu, launch)"] += time.perf_counter() - begun

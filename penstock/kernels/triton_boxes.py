@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from penstock.kernels.pinned import to_device
+from penstock.kernels.triton_launch import launch
 
 BOXES = 32  # boxes a program holds at once
 ANCHORS = 128  # anchors a program holds at once
@@ -177,10 +178,10 @@ def encode_batch(boxes: torch.Tensor, labels: torch.Tensor, table: np.ndarray, a
     table = to_device(device, [np.ascontiguousarray(table, np.int64)])[0]
     exact = {"enable_fp_fusion": False} if device.type == "cuda" else {}
     chunks = triton.cdiv(most, BOXES)
-    best_anchor_kernel[(chunks, size)](boxes, table, anchors, best_anchors, anchor_count, most, BOXES=BOXES,
+    launch(best_anchor_kernel, (chunks, size), boxes, table, anchors, best_anchors, anchor_count, most, BOXES=BOXES,
                                        ANCHORS=ANCHORS, ANCHOR_BLOCKS=triton.cdiv(anchor_count, ANCHORS), **exact)
     means, stds = args["means"], args["stds"]
-    encode_kernel[(triton.cdiv(anchor_count, ANCHORS), size)](
+    launch(encode_kernel, (triton.cdiv(anchor_count, ANCHORS), size),
         boxes, labels, table, anchors, best_anchors, encoded, encoded_labels, anchor_count, most,
         float(args["criteria"]), float(args["scale"]), *map(float, means), *map(float, stds),
         OFFSET=bool(args["offset"]), BOXES=BOXES, ANCHORS=ANCHORS,

@@ -16,7 +16,6 @@ sample).
 from __future__ import annotations
 
 import linecache
-import os
 
 import numpy as np
 import torch
@@ -25,8 +24,8 @@ import triton.language as tl  # noqa: F401  (the generated kernels' namespace)
 
 from penstock.batch import PackedBatch
 from penstock.kernels.pinned import upload_arrays
+from penstock.kernels.triton_launch import INTERPRETED, launch
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 BLOCK = 1024
 
 # the operations the kernel computes, as Triton expressions of their converted operands a, b
@@ -180,5 +179,5 @@ def run_elementwise(expression, leaves: list[list], shapes: list[tuple], result_
     kernel = _kernel(expression, leaf_types, frozenset(scalar_leaves))
     table = upload_arrays(device, [table])[0] if device.type == "cuda" else torch.from_numpy(table)
     block = min(BLOCK, triton.next_power_of_2(max(sizes))) if INTERPRETED else BLOCK
-    kernel[(triton.cdiv(max(sizes), block), count)](table, output, COLUMNS=columns, BLOCK=block)
+    launch(kernel, (triton.cdiv(max(sizes), block), count), table, output, COLUMNS=columns, BLOCK=block)
     return PackedBatch(output, [int(o) for o in offsets], list(shapes))

@@ -24,7 +24,6 @@ to learn its output's size.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import torch
@@ -35,8 +34,8 @@ from penstock import numeric
 from penstock.batch import PackedBatch
 from penstock.kernels.pinned import to_device
 from penstock.kernels.triton_resample import round_half_to_even
+from penstock.kernels.triton_launch import INTERPRETED, launch
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 BLOCK = 1024
 HISTOGRAM_BLOCK = 8192  # values a program counts: one atomic add per bin for each
 
@@ -223,7 +222,7 @@ def run_histograms(sources, which: np.ndarray | None = None) -> torch.Tensor:
     sizes = table[:, 1].tolist()
     table = tables_to(device, [table])[0]
     block = min(1 << 16, triton.next_power_of_2(max(max(sizes), 1))) if INTERPRETED else HISTOGRAM_BLOCK
-    histogram_kernel[(triton.cdiv(max(max(sizes), 1), block), count)](
+    launch(histogram_kernel, (triton.cdiv(max(max(sizes), 1), block), count),
         table, counts, CHANNELS=channels, BINS=triton.next_power_of_2(channels * 256), BLOCK=block)
     return counts
 
@@ -297,7 +296,7 @@ def run_statistic_tables(counts: torch.Tensor, kinds: list, parameters: np.ndarr
         codes, np.asarray(parameters, np.float32), np.asarray(destinations, np.int64)])
     # no fused multiply-adds: each product is rounded to float32 before it is rounded to a level,
     # as the torch tables (and OpenCV) compute it; a fused one moved a level at a tie
-    statistic_tables_kernel[(count,)](counts.contiguous(), codes, parameters, destinations, tables,
+    launch(statistic_tables_kernel, (count,), counts.contiguous(), codes, parameters, destinations, tables,
                                       CHANNELS=channels, CHANNEL_BLOCK=triton.next_power_of_2(channels),
                                       enable_fp_fusion=False)
 
@@ -359,7 +358,7 @@ def run_window(sources: list, windows: list, output_sizes: list, operation: str,
     table, all_weights = tables_to(device, [table, all_weights])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
     block, tiles = ragged_grid(sizes)
-    window_kernel[(tiles, count)](table, all_weights, output, OPERATION=OPERATIONS[operation],
+    launch(window_kernel, (tiles, count), table, all_weights, output, OPERATION=OPERATIONS[operation],
                                   BORDER=BORDER_CODES[border], SOURCE_DTYPE=TRITON_TYPES[dtype], BLOCK=block)
     return _finish(output, offsets, shapes, out_dtype)
 
@@ -386,6 +385,6 @@ def run_noise(sources: list, noise: str, seeds: list, parameters: np.ndarray, ch
     table, parameters = tables_to(device, [table, np.ascontiguousarray(parameters, np.float32)])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
     block, tiles = ragged_grid(sizes)
-    noise_kernel[(tiles, count)](table, parameters, output, NOISE=NOISES[noise], PER_CHANNEL=per_channel,
+    launch(noise_kernel, (tiles, count), table, parameters, output, NOISE=NOISES[noise], PER_CHANNEL=per_channel,
                                  SOURCE_DTYPE=TRITON_TYPES[dtype], BLOCK=block)
     return _finish(output, offsets, [tuple(source.shape) for source in sources], dtype)

@@ -14,6 +14,7 @@ import triton.language as tl
 
 from penstock.batch import PackedBatch
 from penstock.kernels.triton_filters import TRITON_TYPES, ragged_grid, packed_offsets, common_source_type, tables_to
+from penstock.kernels.triton_launch import launch
 
 _COLUMNS = 8
 _GRID_COLUMNS = 6
@@ -94,6 +95,6 @@ def run_keep_or_fill(sources: list, regions: list, grids: np.ndarray, fills: lis
         device, [table, region_table, np.ascontiguousarray(grids, np.float32).reshape(count, _GRID_COLUMNS), fill_table])
     output = torch.empty(max(sum(sizes), 1), dtype=dtype, device=device)
     block, tiles = ragged_grid(sizes)
-    keep_or_fill_kernel[(tiles, count)](table, region_table, grid_table, fill_table, output,
+    launch(keep_or_fill_kernel, (tiles, count), table, region_table, grid_table, fill_table, output,
                                         SOURCE_DTYPE=TRITON_TYPES[dtype], BLOCK=block)
     return list(PackedBatch(output, offsets, [tuple(source.shape) for source in sources]))

@@ -15,7 +15,6 @@ constant border value (warps with a fill value, as OpenCV's BORDER_CONSTANT).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,11 +25,11 @@ import triton.language as tl
 from penstock import numeric, types
 from penstock.batch import PackedBatch, back_to_back, hwc_facts, one_value
 from penstock.kernels.pinned import upload_arrays
+from penstock.kernels.triton_launch import INTERPRETED, launch
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
 FILTER_RADIUS = {FILTER_NEAREST: 0.5, FILTER_LINEAR: 1.0, FILTER_CUBIC: 2.0, FILTER_LANCZOS3: 3.0}
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 NEAREST_TIE_EPSILON = tl.constexpr(numeric.NEAREST_TIE_EPSILON)
 
 _TORCH_TO_TRITON = {torch.uint8: tl.uint8, torch.float32: tl.float32, torch.float16: tl.float16,
@@ -358,7 +357,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     diagonal = color_channels == channels and not np.any(matrices - matrices * np.eye(channels))
     if plan.tables is not None and (dtype != torch.uint8 or tuple(plan.tables.shape) != (count, channels, 256)):
         raise ValueError("resample: value tables are for uint8 sources, one [channels, 256] table per sample")
-    resample_kernel[grid](
+    launch(resample_kernel, grid,
         integers, reals, output, count, plan.tables if plan.tables is not None else integers,
         CHANNELS=channels, COLOR_CHANNELS=color_channels, OUT_CHANNELS=out_channels, CHW=plan.chw,
         FILTER=plan.filter, PERSPECTIVE=bool(np.any(maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),

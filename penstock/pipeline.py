@@ -60,8 +60,14 @@ class Pipeline:
             reason; "skip" leaves the sample out and refills its batch with the next sample of the
             same shard that no batch holds yet (the epoch then ends one sample sooner, and every
             other sample of it is still delivered once), and ``skipped()`` lists what was left out.
-            A batch keeps its size unless no such sample is left (near the end of an epoch, or for
-            fed data), then it is one sample shorter. Failures found on the GPU stage still raise.
+            A reader's batch keeps its size (padding where the epoch has no sample left for it)
+            and holds at least one sample of its epoch: once no good sample of the epoch is left,
+            the batch before is marked the epoch's last (``EpochInfo.last``), and the reader's
+            remaining batches of that epoch are not handed out. An epoch whose every sample fails
+            raises, naming the files. Fed data has no spare samples: the failed one is left out,
+            the batch is one sample shorter, and a batch whose every sample fails raises. A
+            pipeline with a reader cannot also take feed_input data under "skip". Failures found
+            on the GPU stage still raise.
         timeout: seconds run() waits for a batch before raising TimeoutError, which says what the
             pipeline's producer thread is doing (an external_source callback that never returns,
             for example; that thread cannot be stopped while it is in the user's code). None or 0

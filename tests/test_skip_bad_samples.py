@@ -130,7 +130,7 @@ def test_more_failures_than_the_last_batch_holds_and_failures_in_the_last_batch(
         seen.extend(image.tobytes() for image in images.as_array()[:info.valid])
         if info.last:
             break
-    assert len(seen) == len(set(seen)) == 19 - 6 and valids == [4, 4, 4, 1, 0]
+    assert len(seen) == len(set(seen)) == 19 - 6 and valids == [4, 4, 4, 1]  # the epoch ends with its last sample
     assert len(pipe.skipped()) == 6
     pipe.close()
 
@@ -225,3 +225,134 @@ def test_skip_on_the_gpu_path(tree):
 def test_on_error_takes_raise_or_skip_only():
     with pytest.raises(ValueError, match="'on_error' must be 'raise' or 'skip', got 'ignore'"):
         penstock.Pipeline(batch_size=1, on_error="ignore")
+
+
+# ---- the edges: from no sample failing to every sample failing ------------------------------------
+EDGE_BATCH = 3
+
+
+def _bad_indices(count: int, percent: int, where: str) -> list[int]:
+    bad = round(count * percent / 100)
+    first = {"start": 0, "middle": (count - bad) // 2, "end": count - bad}[where]
+    return list(range(first, first + bad))
+
+
+@pytest.fixture()
+def labelled_files(tmp_path):
+    """Files whose label is their index, so that a delivered sample names its file; ``bad`` of
+    them emptied."""
+    def make(count: int, bad: list[int]):
+        paths = make_class_tree(str(tmp_path), {"a": count})["a"]
+        for index in bad:
+            open(paths[index], "wb").close()
+        return paths
+    return make
+
+
+@pipeline_def(batch_size=EDGE_BATCH, num_threads=2, seed=5, on_error="skip")
+def labelled(paths, shuffle=False, shard_id=0, num_shards=1):
+    jpegs, labels = fn.readers.file(files=paths, labels=list(range(len(paths))), random_shuffle=shuffle,
+                                    shard_id=shard_id, num_shards=num_shards, stick_to_shard=True, name="Reader")
+    return fn.resize(fn.decoders.image(jpegs), resize_x=4, resize_y=4), labels
+
+
+EDGE_CASES = [(20, 0, "start"), (20, 10, "start"), (20, 10, "middle"), (20, 10, "end"), (20, 50, "start"),
+              (20, 50, "middle"), (20, 50, "end"), (20, 90, "start"), (20, 90, "middle"), (20, 90, "end"),
+              (100, 99, "start"), (100, 99, "middle"), (100, 99, "end")]
+
+
+@pytest.mark.parametrize("count, percent, where", EDGE_CASES)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_every_good_sample_once_per_epoch_and_no_batch_without_one(labelled_files, count, percent, where, shuffle):
+    bad = _bad_indices(count, percent, where)
+    paths = labelled_files(count, bad)
+    good = sorted(set(range(count)) - set(bad))
+    pipe = labelled(paths, shuffle)
+    for epoch in range(2):
+        delivered = []
+        while True:
+            images, labels = pipe.run()
+            info = pipe.last_epoch_info
+            assert info.epoch == epoch and len(images) == len(labels) == EDGE_BATCH
+            assert 1 <= info.valid <= EDGE_BATCH  # a batch always holds a sample of its epoch
+            delivered.extend(int(label[0]) for label in labels.as_array()[:info.valid])
+            if info.last:
+                break
+        assert sorted(delivered) == good
+        assert sorted(int(os.path.basename(s.source)[4:7]) for s in pipe.skipped()) == bad
+    pipe.close()
+
+
+@pytest.mark.parametrize("count, percent, where", EDGE_CASES[::2])
+@pytest.mark.parametrize("policy", [LastBatchPolicy.PARTIAL, LastBatchPolicy.FILL, LastBatchPolicy.DROP])
+def test_the_iterator_ends_the_epoch_when_no_good_sample_is_left(labelled_files, count, percent, where, policy):
+    bad = _bad_indices(count, percent, where)
+    good = sorted(set(range(count)) - set(bad))
+    pipe = labelled(labelled_files(count, bad))
+    iterator = ClassificationIterator(pipe, reader_name="Reader", last_batch_policy=policy)
+    for _ in range(2):
+        batches = [batch[0]["label"].flatten().tolist() for batch in iterator]
+        assert all(batches)  # no batch of 0 samples
+        delivered = [label for batch in batches for label in batch]
+        if policy is LastBatchPolicy.PARTIAL:
+            assert sorted(delivered) == good
+        elif policy is LastBatchPolicy.FILL:  # full batches; padding repeats delivered samples
+            assert all(len(batch) == EDGE_BATCH for batch in batches) and sorted(set(delivered)) == good
+        else:
+            assert all(len(batch) == EDGE_BATCH for batch in batches)
+            assert len(delivered) == len(set(delivered)) == len(good) // EDGE_BATCH * EDGE_BATCH
+            assert set(delivered) <= set(good)
+        assert iterator.skipped_count == len(bad)
+        iterator.reset()
+    pipe.close()
+
+
+@pytest.mark.parametrize("count", [1, 2, 7])
+def test_an_epoch_whose_every_sample_fails_raises_naming_the_files(labelled_files, count):
+    paths = labelled_files(count, list(range(count)))
+    pipe = labelled(paths)
+    with pytest.raises(penstock.PipelineError, match=r"every sample of epoch 0 of readers\.file failed.*"
+                                                     rf"\({count} samples\).*img_000\.jpg.*the file is empty"):
+        pipe.run()
+    assert sorted(s.source for s in pipe.skipped(0)) == sorted(paths)  # each named once
+    pipe.close()
+    iterator = ClassificationIterator(labelled(paths), reader_name="Reader")
+    with pytest.raises(penstock.PipelineError, match="every sample of epoch 0"):
+        next(iterator)
+
+
+def test_every_sample_of_a_fed_batch_failing_raises_naming_them():
+    bad = np.frombuffer(b"garbage" * 20, np.uint8)
+
+    @pipeline_def(batch_size=2, num_threads=1, seed=1, on_error="skip")
+    def fed():
+        return fn.decoders.image(fn.external_source(source=lambda: [bad, bad], batch=True))
+    pipe = fed()
+    with pytest.raises(penstock.PipelineError, match=r"every sample of batch 0 failed.*\(2 samples\).*decoders\.image"):
+        pipe.run()
+    pipe.close()
+
+
+def test_a_reader_and_feed_input_cannot_skip(labelled_files):
+    paths = labelled_files(4, [])
+
+    @pipeline_def(batch_size=2, num_threads=1, seed=1, on_error="skip")
+    def mixed():
+        jpegs, _ = fn.readers.file(files=paths, name="Reader")
+        return fn.decoders.image(jpegs), fn.external_source(name="extra")
+    with pytest.raises(ValueError, match="on_error='skip' with a reader cannot take feed_input data"):
+        mixed().build()
+
+
+def test_two_shards_in_one_iterator_end_the_epoch_together(labelled_files):
+    """Shard 0 loses most of its samples: its epoch ends first, and it is not run into its next
+    epoch while shard 1 delivers the rest of its own."""
+    paths = labelled_files(20, list(range(1, 9)))
+    pipes = [labelled(paths, shard_id=shard, num_shards=2) for shard in range(2)]
+    iterator = ClassificationIterator(pipes, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
+    for _ in range(2):
+        delivered = [label for step in iterator for entry in step for label in entry["label"].flatten().tolist()]
+        assert sorted(delivered) == [0] + list(range(9, 20))
+        iterator.reset()
+    for pipe in pipes:
+        pipe.close()

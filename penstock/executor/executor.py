@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from penstock import devices
@@ -82,6 +82,13 @@ class Executor:
             raise ValueError(f"on_error='skip' refills batches from one reader; this pipeline has {len(readers)} "
                              f"({', '.join(readers)})")
         self._skipped: dict[int, list] = {}  # epoch -> Skipped records of the batches handed out
+        # a reader's epoch may end before its last batch (executor.skipping): see _next_with_samples
+        self._looks_ahead = skip_failures and bool(readers)
+        self._held: Job | None = None
+        if self._looks_ahead and any(source.fed for _, source, _ in plan.sources):
+            raise ValueError("on_error='skip' with a reader cannot take feed_input data: an epoch whose last "
+                             "samples fail ends batches early, and the batches fed for them would be "
+                             "dropped; give the external_source a source= callable instead")
         self._output_layouts = list(output_layouts)  # the GPU stage reads this list: changed in place
         # batches prepared ahead of the consumer: prefetch_depth finished or in the CPU stage, and,
         # as each stage has its own in DALI, the GPU stage's own (GPU_BATCHES_IN_FLIGHT): else
@@ -166,6 +173,10 @@ class Executor:
         if self._end_delivered:  # nothing more comes before reset(): say so again rather than wait
             raise StopIteration
         self.start()
+        return self._hand_out(self._next_with_samples() if self._looks_ahead else self._take())
+
+    def _take(self) -> Job:
+        """The next batch in iteration order, once its CPU stage has finished and it was refilled."""
         try:
             job = self._wait(self._ready if self._gpu is not None else self._in_flight)
             self._wait_event(job.done)
@@ -175,6 +186,38 @@ class Executor:
             self.shutdown()
             raise
         self._slots.release()
+        return job
+
+    def _next_with_samples(self) -> Job:
+        """Under on_error="skip" with a reader: the next batch that holds samples of its epoch,
+        marked ``last`` when no later batch of its epoch does. Whether one does is known only once
+        the next batch was refilled (its samples may all fail), so one batch is held back until
+        then; batches refilled to nothing (their epoch ended with an earlier one) are not handed
+        out, their skipped records go with the batch that ends the epoch."""
+        held, self._held = self._held, None
+        while held is None or not (held.error is not None or held.stop or held.epoch_info.last):
+            job = self._take()
+            if held is not None and (job.error is not None or job.stop):
+                self._held = job  # handed out (raised) by the next call
+                return held
+            if job.error is not None or job.stop:
+                return job
+            if job.size == 0:
+                if held is not None:
+                    held.epoch_info = replace(held.epoch_info, last=True)
+                    held.skipped.extend(job.skipped)
+                else:
+                    self._note_skipped(job)
+                continue
+            if held is not None:
+                self._held = job
+                return held
+            held = job
+        return held
+
+    def _hand_out(self, job: Job) -> IterationResult:
+        """The batch for the consumer, with its records kept; raises its error or its source's end."""
+        self._note_skipped(job)
         if job.error is not None:
             self._failure = job.error
             self.shutdown()
@@ -184,12 +227,14 @@ class Executor:
             if self._checkpointing:  # the sources ended: the next batch is this iteration's, after reset()
                 self._delivered_state = (job.iteration, job.source_states)
             raise StopIteration
-        if job.skipped:
-            self._skipped.setdefault(job.epoch_info.epoch if job.epoch_info else 0, []).extend(job.skipped)
         if self._checkpointing:
             self._delivered_state = (job.iteration + 1, job.source_states)
         self._handed_out.set()
         return IterationResult(self._assemble(job), job.epoch_info, job.iteration)
+
+    def _note_skipped(self, job: Job) -> None:
+        if job.skipped:
+            self._skipped.setdefault(job.epoch_info.epoch if job.epoch_info else 0, []).extend(job.skipped)
 
     def checkpoint_state(self) -> tuple[int, dict]:
         """(the next iteration, each source's state) after the last batch handed out."""

@@ -154,7 +154,10 @@ class GenericIterator:
     The epoch's end comes from the pipeline's reader (``reader_name``, or its only reader), else from
     ``size`` (samples per epoch, summed over the pipelines), else from the pipeline's sources ending
     (StopIteration). ``last_batch_policy`` decides the short last batch; every sample of the epoch
-    is delivered exactly once (FILL adds padding, DROP leaves the short batch out).
+    is delivered exactly once (FILL adds padding, DROP leaves the short batch out). Under a
+    pipeline's ``on_error="skip"`` the epoch ends once no good sample of it is left, which may be
+    batches before ``len()``; with several pipelines, one whose epoch ended sooner gives its last
+    batch again as padding (no samples under PARTIAL) until the others end theirs.
     ``last_batch_padded`` is accepted from DALI programs and changes nothing: the readers count
     their padding, and the iterator uses that count (docs/dali.md). An output whose samples differ
     in shape (variable crops, boxes, text) comes as a list of per-sample tensors (``ragged="list"``,
@@ -200,6 +203,8 @@ class GenericIterator:
         self._delivered = [0] * len(self._pipes)
         self._steps = 0  # steps delivered in the current epoch
         self._epoch_done = False
+        self._ended = [False] * len(self._pipes)  # reader mode: which pipelines gave their epoch's last batch
+        self._last_outputs: list = [None] * len(self._pipes)
         restored = self._pipes[0].restored_iterator_state
         if restored is not None:  # the pipelines resume from checkpoints this iterator's kind took
             self._take_state(restored)
@@ -236,6 +241,12 @@ class GenericIterator:
         step = []
         lasts = []
         for index, pipe in enumerate(self._pipes):
+            if self._ended[index]:
+                # its epoch ended sooner (on_error="skip" took more of its shard): running it would
+                # start its next epoch, so its last batch comes again, as padding only
+                step.append((self._last_outputs[index], 0))
+                lasts.append(True)
+                continue
             try:
                 outputs = pipe.run()
             except StopIteration:
@@ -245,6 +256,9 @@ class GenericIterator:
                 raise ValueError(f"GenericIterator: the pipeline has {len(outputs)} outputs but output_map "
                                  f"names {len(self._output_map)}")
             valid, pipe_last = self._valid_samples(index, pipe, len(outputs[0]))
+            if self._mode == "reader" and pipe_last:
+                self._ended[index] = True
+                self._last_outputs[index] = outputs
             lasts.append(pipe_last)
             step.append((outputs, valid))
         self._steps += 1
@@ -309,6 +323,8 @@ class GenericIterator:
         self._delivered = [0] * len(self._pipes)
         self._steps = 0
         self._epoch_done = False
+        self._ended = [False] * len(self._pipes)
+        self._last_outputs = [None] * len(self._pipes)
 
     def __len__(self) -> int:
         batch_size = self._pipes[0].batch_size

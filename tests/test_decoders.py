@@ -452,3 +452,13 @@ def test_decoding_smaller_for_a_resize_keeps_its_output(tmp_path, resize_args):
         assert_close(smalls.at(i), references.at(i), max_abs=8, mean_abs=2.0, where=f"image {i}")
     shrinking.close()
     whole.close()
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_a_jpeg_cut_inside_its_frame_header_is_a_decode_error(progressive):
+    from penstock.kernels import image_codecs
+    data = np.frombuffer(encode(noise_image(16, 24), "JPEG", progressive=progressive), np.uint8)
+    frame = next(at for at in range(2, len(data) - 1) if data[at] == 0xFF and data[at + 1] in (0xC0, 0xC2))
+    for cut in range(frame + 4, frame + 12):
+        with pytest.raises(image_codecs.DecodeError):
+            image_codecs.decode(data[:cut].copy(), types.RGB)

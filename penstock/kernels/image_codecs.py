@@ -134,7 +134,7 @@ def jpeg_header(data: np.ndarray) -> JpegHeader:
         elif marker == 0xEE and bytes(raw[position + 4:position + 9]) == b"Adobe":
             adobe = True
         elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
-            if position + 10 + 3 * raw[position + 9] > size:
+            if position + 10 > size or position + 10 + 3 * raw[position + 9] > size:  # cut inside the frame
                 break
             components, precision = raw[position + 9], raw[position + 4]
             factors = [(raw[position + 11 + 3 * index] >> 4, raw[position + 11 + 3 * index] & 15)

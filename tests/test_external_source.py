@@ -369,3 +369,123 @@ def test_blog_external_input_iterator_through_generic_iterator(multilabel_data):
             assert steps == 2, f"epoch {epoch}"
             dali_iter.reset()
     pipe.close()
+
+
+# ---- element types: one per output, named where they differ ------------------------------------------
+def named_source(batch_size=3, **source_args):
+    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, seed=SEED)
+    def pipeline():
+        return fn.external_source(name="pixels", **source_args)
+    return pipeline()
+
+
+def test_a_batch_of_mixed_dtypes_is_refused_naming_the_source_the_sample_and_the_dtypes():
+    pipe = named_source(source=lambda: [np.zeros(2, np.float32), np.zeros(2, np.float32), np.zeros(2, np.int64)])
+    with deadline(10), pytest.raises(TypeError, match=r"external_source 'pixels': the samples of a batch must share "
+                                                      r"one dtype, but sample 0 has float32 and sample 2 has int64"):
+        pipe.run()
+    pipe.close()
+
+
+def test_python_numbers_of_mixed_kinds_are_refused_rather_than_promoted():
+    pipe = named_source(source=lambda: [1, 2.5, 3])
+    with deadline(10), pytest.raises(TypeError, match="sample 0 has int64 and sample 1 has float64"):
+        pipe.run()
+    pipe.close()
+
+
+def dtype_per_iteration(iteration):
+    return [np.full(2, iteration, np.float32 if iteration < 2 else np.float64)] * 3
+
+
+@pytest.mark.parametrize("form", ["callable", "generator"])
+def test_a_dtype_that_changes_between_iterations_is_refused(form):
+    source = dtype_per_iteration if form == "callable" else (dtype_per_iteration(i) for i in range(5))
+    pipe = named_source(source=source)
+    with deadline(10):
+        assert [pipe.run()[0].dtype for _ in range(2)] == [np.float32, np.float32]
+        with pytest.raises(TypeError, match=r"external_source 'pixels': batch 2 has dtype float64, but its first "
+                                            r"batch had float32"):
+            pipe.run()
+    pipe.close()
+
+
+def test_a_declared_dtype_is_what_every_batch_must_have():
+    pipe = named_source(source=dtype_per_iteration, dtype=types.FLOAT64)
+    with deadline(10), pytest.raises(TypeError, match="external_source 'pixels': sample 0 has dtype float32, "
+                                                      "but dtype=FLOAT64 was declared"):
+        pipe.run()
+    pipe.close()
+
+
+def test_per_sample_sources_are_checked_across_the_batch():
+    pipe = named_source(source=lambda info: np.zeros(2, np.int64 if info.idx_in_batch == 2 else np.uint8),
+                        batch=False)
+    with deadline(10), pytest.raises(TypeError, match="sample 0 has uint8 and sample 2 has int64"):
+        pipe.run()
+    pipe.close()
+    pipe = named_source(source=lambda info: np.zeros(2, np.uint8 if info.iteration == 0 else np.int16), batch=False)
+    with deadline(10):
+        pipe.run()
+        with pytest.raises(TypeError, match="batch 1 has dtype int16, but its first batch had uint8"):
+            pipe.run()
+    pipe.close()
+
+
+def test_each_output_of_a_multi_output_source_keeps_its_own_dtype():
+    def source(iteration):
+        labels = [np.zeros(1, np.int32)] * 3 if iteration == 0 else [np.zeros(1, np.int64)] * 3
+        return [np.zeros(2, np.uint8)] * 3, labels
+    pipe = named_source(source=source, num_outputs=2)
+    with deadline(10):
+        images, labels = pipe.run()
+        assert (images.dtype, labels.dtype) == (np.uint8, np.int32)
+        with pytest.raises(TypeError, match="batch 1 of output 1 has dtype int64, but its first batch had int32"):
+            pipe.run()
+    pipe.close()
+    pipe = named_source(source=lambda: ([np.zeros(2)] * 3, [np.zeros(1, np.int32), np.zeros(1, np.int8)] * 2),
+                        num_outputs=2, batch_size=4)
+    with deadline(10), pytest.raises(TypeError, match="sample 0 of output 1 has int32 and sample 1 has int8"):
+        pipe.run()
+    pipe.close()
+
+
+def test_feed_input_refuses_mixed_and_changing_dtypes_where_it_is_called():
+    pipe = named_source()
+    pipe.build()
+    with pytest.raises(TypeError, match="external_source 'pixels': the samples of a batch must share one dtype, but "
+                                        "sample 0 has uint8 and sample 1 has float32"):
+        pipe.feed_input("pixels", [np.zeros(2, np.uint8), np.zeros(2, np.float32), np.zeros(2, np.uint8)])
+    pipe.feed_input("pixels", np.zeros((3, 2), np.uint8))
+    with pytest.raises(TypeError, match="batch 1 has dtype int16, but its first batch had uint8"):
+        pipe.feed_input("pixels", np.zeros((3, 2), np.int16))
+    pipe.close()
+
+
+@pytest.mark.parametrize("batch, message", [
+    ([np.array([1, "a"], dtype=object)] * 3, r": sample 0 has dtype object, which a pipeline cannot carry"),
+    ([np.array(["a", "b"])] * 3, r": sample 0 has dtype <U1, which a pipeline cannot carry"),
+    (np.array([np.zeros(2, np.uint8), np.zeros(3, np.uint8), "x"], dtype=object),  # a ragged object batch
+     r", output 0, sample 2: cannot use a str as a sample"),
+])
+def test_samples_a_pipeline_cannot_carry_are_refused_at_the_source(batch, message):
+    pipe = named_source(source=lambda: batch)
+    with deadline(10), pytest.raises(TypeError, match="external_source 'pixels'" + message):
+        pipe.run()
+    pipe.close()
+
+
+def test_an_object_array_batch_is_checked_item_by_item():
+    def batch_of(*dtypes):
+        batch = np.empty(len(dtypes), dtype=object)
+        batch[:] = [np.zeros(size + 1, dtype) for size, dtype in enumerate(dtypes)]
+        return batch
+    pipe = named_source(source=lambda: batch_of(np.uint8, np.uint8, np.uint8))
+    with deadline(10):
+        (out,) = pipe.run()
+    assert out.dtype == np.uint8 and out.shape() == [(1,), (2,), (3,)]  # a ragged batch
+    pipe.close()
+    pipe = named_source(source=lambda: batch_of(np.uint8, np.float16, np.uint8))
+    with deadline(10), pytest.raises(TypeError, match="sample 0 has uint8 and sample 1 has float16"):
+        pipe.run()
+    pipe.close()

@@ -27,7 +27,9 @@ SCHEMA = registry.register_schema(OpSchema(
         Arg("batch", "bool", True, "Whether the source gives whole batches (True) or single samples."),
         Arg("cycle", "any", False, "For an iterable: False (its end ends the epoch), True or 'quiet' "
             "(start over without a break), 'raise' (end the epoch, then start over)."),
-        Arg("dtype", "dtype", None, "Expected element type; data of another type is an error."),
+        Arg("dtype", "dtype", None, "Expected element type; data of another type is an error. Without "
+            "it, every batch of an output must have the element type of its first batch. The samples "
+            "of a batch share one element type (bool, an integer or a floating-point type)."),
         Arg("ndim", "int", None, "Expected number of dimensions per sample.", min=0),
         Arg("layout", "any", None, "Layout string of the samples (one per output with num_outputs)."),
         Arg("no_copy", "bool", False, "Accepted for DALI compatibility: data is never copied "
@@ -97,7 +99,13 @@ def split_batch(batch, where: str) -> list[np.ndarray]:
     if array.ndim == 0:
         raise ValueError(f"{where}: a batch must be a list of samples or an array with the batch as its "
                          "first dimension; got a scalar")
+    if array.dtype == object:  # ragged data numpy could not make one array of: its items are the samples
+        return [to_numpy(sample, f"{where}, sample {i}") for i, sample in enumerate(array)]
     return list(array)
+
+
+# DALI's element types: bool, signed and unsigned integers, floating point
+CARRIED_KINDS = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "floating point"}
 
 
 class _Ended:
@@ -124,6 +132,12 @@ class ExternalSource(FedSource):
         self._epoch = 0
         self._fed_layout: str | None = None  # the layout feed_input named last
         self._fed_batches = 0
+        # per output: the dtype of its first batch, which later batches must have (as in DALI),
+        # unless dtype= declares one
+        self._dtypes: list = [None] * self.num_outputs
+        self._batches_checked = 0
+        node = self.context.node or "external_source"
+        self._where = node if node.startswith("external_source") else f"external_source '{node}'"
         if self.source is not None:
             self._prepare_source()
 
@@ -148,7 +162,7 @@ class ExternalSource(FedSource):
     def feed(self, data, layout) -> None:
         if self.num_outputs != 1:
             raise ValueError("external_source: feed_input works with single-output sources")
-        self._fed.put(self._check(split_batch(data, "feed_input"), 0))
+        self._fed.put(self._checked([split_batch(data, f"feed_input of {self._where}")])[0])
         self._fed_batches += 1
         if layout is not None:
             self._fed_layout = types.layout_string(layout)
@@ -188,11 +202,10 @@ class ExternalSource(FedSource):
             return SourceBatch(self._last)
         if self.args["batch"]:
             outputs = self._outputs_of(self._call_or_next(self._iteration_in_epoch), "source")
-            samples = [self._check(split_batch(out, f"external_source output {i}"), i)
-                       for i, out in enumerate(outputs)]
+            samples = self._checked([split_batch(out, f"{self._where}, output {i}") for i, out in enumerate(outputs)])
             lengths = {len(s) for s in samples}
             if len(lengths) > 1:
-                raise ValueError(f"external_source: outputs of one batch have different lengths {sorted(lengths)}")
+                raise ValueError(f"{self._where}: outputs of one batch have different lengths {sorted(lengths)}")
             items = list(zip(*samples))
         else:
             items = []
@@ -203,10 +216,10 @@ class ExternalSource(FedSource):
                 value = self._call_or_next(info)
                 self._samples_in_epoch += 1
                 outputs = self._outputs_of(value, f"sample {index}")
-                items.append(tuple(self._check([to_numpy(out, f"external_source sample {index}")], i)[0]
-                                   for i, out in enumerate(outputs)))
+                items.append(tuple(to_numpy(out, f"{self._where}, sample {index}") for out in outputs))
+            items = list(zip(*self._checked([list(column) for column in zip(*items)])))
         if len(items) > self.context.batch_size:
-            raise ValueError(f"external_source: the source gave {len(items)} samples, more than the "
+            raise ValueError(f"{self._where}: the source gave {len(items)} samples, more than the "
                              f"batch_size of {self.context.batch_size}")
         return SourceBatch(items)
 
@@ -227,20 +240,45 @@ class ExternalSource(FedSource):
         if isinstance(value, dict):
             value = tuple(value.values())
         if not isinstance(value, (tuple, list)) or len(value) != self.num_outputs:
-            raise ValueError(f"external_source: num_outputs={self.num_outputs} but the {where} gave "
+            raise ValueError(f"{self._where}: num_outputs={self.num_outputs} but the {where} gave "
                              f"{type(value).__name__} of length {len(value) if hasattr(value, '__len__') else '?'}")
         return tuple(value)
 
-    def _check(self, samples: list[np.ndarray], output: int) -> list[np.ndarray]:
-        dtype, ndim = self.args["dtype"], self.args["ndim"]
+    def _checked(self, outputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """One batch's samples of each output, checked: element types a pipeline carries, one
+        dtype per output shared by its samples, the declared dtype or else the one of the output's
+        first batch, and the declared ndim."""
+        for output, samples in enumerate(outputs):
+            self._check(samples, output)
+        for output, samples in enumerate(outputs):
+            if samples and self._dtypes[output] is None:
+                self._dtypes[output] = samples[0].dtype
+        self._batches_checked += 1
+        return outputs
+
+    def _check(self, samples: list[np.ndarray], output: int) -> None:
+        declared, ndim = self.args["dtype"], self.args["ndim"]
+        which = f" of output {output}" if self.num_outputs > 1 else ""
         for index, sample in enumerate(samples):
-            if dtype is not None and sample.dtype != dtype.numpy:
-                raise TypeError(f"external_source: sample {index} of output {output} has dtype "
-                                f"{sample.dtype}, but dtype={dtype.name} was declared")
+            if sample.dtype.kind not in CARRIED_KINDS:
+                raise TypeError(f"{self._where}: sample {index}{which} has dtype {sample.dtype}, which a pipeline "
+                                f"cannot carry; give arrays of bool, integers or floating point"
+                                + (" (an object array holds ragged or mixed data: give one array per sample)"
+                                   if sample.dtype == object else ""))
+            if declared is not None and sample.dtype != declared.numpy:
+                raise TypeError(f"{self._where}: sample {index}{which} has dtype {sample.dtype}, but "
+                                f"dtype={declared.name} was declared")
+            if sample.dtype != samples[0].dtype:
+                raise TypeError(f"{self._where}: the samples of a batch must share one dtype, but sample 0{which} "
+                                f"has {samples[0].dtype} and sample {index} has {sample.dtype}")
             if ndim is not None and sample.ndim != ndim:
-                raise ValueError(f"external_source: sample {index} of output {output} has {sample.ndim} "
-                                 f"dimensions, but ndim={ndim} was declared")
-        return samples
+                raise ValueError(f"{self._where}: sample {index}{which} has {sample.ndim} dimensions, but "
+                                 f"ndim={ndim} was declared")
+        first = self._dtypes[output]
+        if samples and first is not None and samples[0].dtype != first:
+            raise TypeError(f"{self._where}: batch {self._batches_checked}{which} has dtype {samples[0].dtype}, "
+                            f"but its first batch had {first}; a source keeps the dtype of its first batch "
+                            "(convert the data, or declare dtype=)")
 
     def load(self, item, sample: SampleContext) -> tuple:
         return item if isinstance(item, tuple) else (item,)

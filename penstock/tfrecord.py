@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from penstock import limits
+
 int64, string, float32 = 0, 1, 2  # DALI's codes of the three types
 DTYPES = {int64: np.dtype(np.int64), float32: np.dtype(np.float32), string: np.dtype(np.uint8)}
 TYPE_NAMES = {int64: "int64", string: "string", float32: "float32"}
@@ -96,7 +98,8 @@ def FixedLenSequenceFeature(partial_shape, type, default_value) -> Feature:  # n
 # ---- the records: TFRecord framing and tf.train.Example's protobuf wire format -----------------------
 def record_offsets(path: str) -> list[tuple[int, int]]:
     """(offset, size) of every record of a TFRecord file (size: length, its CRC, the data and its
-    CRC), found by following the length prefixes: what an index file (tfrecord2idx) lists."""
+    CRC), found by following the length prefixes, each checked against what the file holds: what
+    an index file (tfrecord2idx) lists."""
     offsets, position = [], 0
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
@@ -104,13 +107,12 @@ def record_offsets(path: str) -> list[tuple[int, int]]:
             handle.seek(position)
             head = handle.read(8)
             if len(head) < 8:
-                raise ValueError(f"'{path}': a truncated record at byte {position}")
+                raise ValueError(f"'{path}': a truncated record at byte {position} (inside its 8-byte length)")
             length = int.from_bytes(head, "little")
-            record = 8 + 4 + length + 4
-            if position + record > size:
-                raise ValueError(f"'{path}': the record at byte {position} claims {length} bytes, past the file's end")
-            offsets.append((position, record))
-            position += record
+            limits.checked_bytes(f"'{path}': the record at byte {position} (its length prefix, the CRCs and "
+                                 "the data)", 8 + 4 + length + 4, 1, size - position)
+            offsets.append((position, 8 + 4 + length + 4))
+            position += 8 + 4 + length + 4
     return offsets
 
 
@@ -139,6 +141,8 @@ def example_values(record: bytes, names: frozenset, where: str) -> dict:
                 if key in names and feature is not None:
                     found[key] = _feature_values(feature)
         return found
+    except limits.SizeClaimError as error:
+        raise limits.SizeClaimError(f"{where}: not a valid tf.train.Example: {error}") from None
     except (IndexError, ValueError, UnicodeDecodeError) as error:
         raise ValueError(f"{where}: not a valid tf.train.Example ({error})") from None
 
@@ -146,37 +150,42 @@ def example_values(record: bytes, names: frozenset, where: str) -> dict:
 def _varint(data, position: int) -> tuple[int, int]:
     result, shift = 0, 0
     while True:
+        if position >= len(data):
+            raise ValueError(f"a varint cut short at byte {position} of its message")
         byte = data[position]
         position += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, position
+            return result & 0xFFFF_FFFF_FFFF_FFFF, position  # protobuf keeps the low 64 bits
         shift += 7
         if shift > 63:
             raise ValueError("a varint longer than 10 bytes")
 
 
+_FIXED_SIZES = {5: 4, 1: 8}  # wire types fixed32 and fixed64
+
+
 def _fields(data):
     """(field number, wire type, value) of each field of a message: value is an int (varint),
-    a memoryview (length-delimited) or the raw bytes (fixed 32/64)."""
+    a memoryview (length-delimited) or the raw bytes (fixed 32/64). Every length is checked
+    against what the message holds."""
     position, end = 0, len(data)
     while position < end:
         key, position = _varint(data, position)
         field, wire = key >> 3, key & 7
         if wire == 0:
             value, position = _varint(data, position)
-        elif wire == 2:
+            yield field, wire, value
+            continue
+        if wire == 2:
             size, position = _varint(data, position)
-            if position + size > end:
-                raise ValueError("a field past the message's end")
-            value, position = data[position:position + size], position + size
-        elif wire == 5:
-            value, position = data[position:position + 4], position + 4
-        elif wire == 1:
-            value, position = data[position:position + 8], position + 8
+        elif wire in _FIXED_SIZES:
+            size = _FIXED_SIZES[wire]
         else:
             raise ValueError(f"wire type {wire}")
-        yield field, wire, value
+        limits.checked_bytes(f"field {field} at byte {position} of its message", size, 1, end - position)
+        yield field, wire, data[position:position + size]
+        position += size
 
 
 def _feature_values(feature):

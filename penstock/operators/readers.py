@@ -4,13 +4,16 @@ reads sequences of frames (image files in a folder per stream), decoded. The rea
 formats are in record_readers.py."""
 from __future__ import annotations
 
+import ast
 import fnmatch
 import os
+import re
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
-from penstock import distributed, registry, types
+from penstock import distributed, limits, registry, types
 from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
 from penstock.kernels import image_codecs
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
@@ -422,18 +425,94 @@ def list_numpy_files(file_root: str, file_filter: str) -> list[str]:
     return paths
 
 
+NPY_MAGIC = b"\x93NUMPY"
+NPY_HEADER_LIMIT = 10_000  # np.load's own limit on a header's size (its max_header_size)
+
+
+class NpyHeader(NamedTuple):
+    dtype: np.dtype  # as stored (its byte order)
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int
+    data_bytes: int
+
+
+def read_npy_header(handle, path: str) -> NpyHeader:
+    """The header of the .npy file open as ``handle`` (at its start), checked: magic string and
+    version, a dict literal of exactly 'descr', 'fortran_order' and 'shape', an element type
+    readers.numpy takes, and a shape whose data the file holds. Any other file is a ValueError
+    naming ``path`` (a SizeClaimError where a size is more than the file holds); numpy's own parser
+    lets tokenizer errors through unnamed and allocates what the shape claims before reading."""
+    file_size = os.fstat(handle.fileno()).st_size
+    prefix = handle.read(12)
+    if prefix.startswith(b"PK\x03\x04"):
+        raise ValueError(f"'{path}' is an .npz archive of several arrays; readers.numpy reads .npy files")
+    if not prefix.startswith(NPY_MAGIC):
+        raise ValueError(f"'{path}' is not a .npy file: it starts with {prefix[:6]!r}, not {NPY_MAGIC!r}")
+    if len(prefix) < 10:
+        raise ValueError(f"'{path}' is cut inside its .npy header ({len(prefix)} bytes)")
+    version = (prefix[6], prefix[7])
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f"'{path}': .npy format version {version[0]}.{version[1]}, not 1.0, 2.0 or 3.0")
+    start = 10 if version[0] == 1 else 12
+    if len(prefix) < start:
+        raise ValueError(f"'{path}' is cut inside its .npy header ({len(prefix)} bytes)")
+    length = int.from_bytes(prefix[8:start], "little")
+    limits.checked_bytes(f"'{path}': its .npy header", length, 1, file_size - start)
+    if length > NPY_HEADER_LIMIT:
+        raise ValueError(f"'{path}': its .npy header claims {length:,} bytes, more than np.load reads "
+                         f"({NPY_HEADER_LIMIT:,})")
+    handle.seek(start)
+    text = handle.read(length).decode("latin1" if version[0] < 3 else "utf8", errors="replace")
+    header = _npy_header_dict(text, path)
+    shape, descr = header["shape"], header["descr"]
+    if not isinstance(shape, tuple) or not all(isinstance(extent, int) and not isinstance(extent, bool)
+                                               for extent in shape):
+        raise ValueError(f"'{path}': its .npy header's shape is {shape!r}, not a tuple of integers")
+    fortran_order = header["fortran_order"]
+    if fortran_order is not True and fortran_order is not False:
+        raise ValueError(f"'{path}': its .npy header's fortran_order is {fortran_order!r}, not True or False")
+    try:
+        dtype = np.lib.format.descr_to_dtype(descr)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"'{path}': its .npy header's descr {descr!r} is not an element type ({error})") from None
+    if dtype.hasobject:
+        raise ValueError(f"'{path}' holds Python objects (pickled); readers.numpy takes bool, integers and floats")
+    if dtype.char not in NUMPY_TYPES:
+        raise ValueError(f"'{path}' holds {dtype} elements; readers.numpy takes bool, integers and floats")
+    data_bytes = limits.checked_bytes(f"'{path}': its .npy header", shape, dtype.itemsize, file_size - start - length)
+    return NpyHeader(dtype, shape, fortran_order, start + length, data_bytes)
+
+
+def _npy_header_dict(text: str, path: str) -> dict:
+    try:
+        header = ast.literal_eval(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        try:  # headers written by Python 2 give their integers an L suffix; np.load takes them
+            header = ast.literal_eval(re.sub(r"(?<=\d)L\b", "", text))
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            raise ValueError(f"'{path}': its .npy header is not a Python dict literal: {text[:200]!r}") from None
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        keys = sorted(map(repr, header)) if isinstance(header, dict) else type(header).__name__
+        raise ValueError(f"'{path}': its .npy header holds {keys}, not exactly 'descr', 'fortran_order' and 'shape'")
+    return header
+
+
 def load_npy(path: str) -> np.ndarray:
     """The array of a .npy file, C-contiguous in native byte order; a clear error naming the file
-    for anything else (a pickle, an .npz archive, an element type no operator takes)."""
+    for anything else (a pickle, an .npz archive, an element type no operator takes, a header that
+    claims more data than the file holds)."""
     try:
-        array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as error:
-        raise ValueError(f"cannot read '{path}' as a .npy array: {error}") from None
-    if not isinstance(array, np.ndarray):
-        array.close()
-        raise ValueError(f"'{path}' is an .npz archive of several arrays; readers.numpy reads .npy files")
-    if array.dtype.char not in NUMPY_TYPES:
-        raise ValueError(f"'{path}' holds {array.dtype} elements; readers.numpy takes bool, integers and floats")
+        with open(path, "rb") as handle:
+            header = read_npy_header(handle, path)
+            data = np.empty(header.data_bytes, np.uint8)
+            handle.seek(header.data_offset)
+            read = handle.readinto(memoryview(data))
+    except OSError as error:
+        raise ValueError(f"cannot read '{path}' as a .npy array: {error.strerror or error}") from None
+    if read != header.data_bytes:  # the file shrank since its size was taken
+        raise ValueError(f"'{path}' ends {header.data_bytes - read:,} bytes into the data its .npy header claims")
+    array = data.view(header.dtype).reshape(header.shape, order="F" if header.fortran_order else "C")
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     return np.ascontiguousarray(array)
@@ -442,12 +521,13 @@ def load_npy(path: str) -> np.ndarray:
 def _npy_header(path: str) -> tuple[np.dtype, int]:
     """(element type, number of dimensions) of a .npy file, from its header alone."""
     try:
-        mapped = np.load(path, mmap_mode="r", allow_pickle=False)  # maps the data, reads only the header
-    except (OSError, ValueError, EOFError) as error:
-        raise ValueError(f"readers.numpy: cannot read '{path}' as a .npy array: {error}") from None
-    if not isinstance(mapped, np.ndarray):
-        raise ValueError(f"readers.numpy: '{path}' is an .npz archive of several arrays; it reads .npy files")
-    return mapped.dtype.newbyteorder("="), mapped.ndim
+        with open(path, "rb") as handle:
+            header = read_npy_header(handle, path)
+    except OSError as error:
+        raise ValueError(f"readers.numpy: cannot read '{path}' as a .npy array: {error.strerror or error}") from None
+    except ValueError as error:
+        raise type(error)(f"readers.numpy: {error}") from None
+    return header.dtype.newbyteorder("="), len(header.shape)
 
 
 @registry.register("readers.numpy", "cpu")
@@ -540,6 +620,28 @@ def frame_sequences(file_root: str, length: int, step: int, stride: int) -> list
     return sequences
 
 
+def decode_frame(path: str, image_type) -> np.ndarray:
+    """The frame at ``path``, decoded as displayed, after its header's size is checked against the
+    decoders' default max_pixels (DALI's sequence reader has no max_pixels argument: a frame is
+    refused where decoders.image would refuse it)."""
+    data = read_bytes(path)
+    try:
+        header = None
+        if image_codecs.image_format(data) == "jpeg":
+            header = image_codecs.jpeg_header_for_cpu(data)
+            height, width = header.height, header.width
+        else:
+            height, width = image_codecs.image_size(data)
+    except ValueError as error:
+        raise ValueError(f"frame '{path}': {error}") from None
+    limits.checked_pixels(f"frame '{path}': its header", height, width, limits.DEFAULT_MAX_PIXELS,
+                          remedy="the decoders' default, which readers.sequence applies to every frame")
+    try:
+        return image_codecs.decode(data, image_type, adjust_orientation=True, header=header)
+    except ValueError as error:
+        raise ValueError(f"frame '{path}': {error}") from None
+
+
 @registry.register("readers.sequence", "cpu")
 class SequenceReader(ShardedReader):
     def __init__(self, args, context):
@@ -555,10 +657,7 @@ class SequenceReader(ShardedReader):
     def load(self, index, sample: SampleContext) -> tuple:
         frames = []
         for path in self.sequences[index]:
-            try:
-                frame = image_codecs.decode(read_bytes(path), self.args["image_type"], adjust_orientation=True)
-            except ValueError as error:
-                raise ValueError(f"frame '{path}': {error}") from None
+            frame = decode_frame(path, self.args["image_type"])
             if frames and frame.shape != frames[0].shape:
                 raise ValueError(f"frame '{path}' is {frame.shape[1]} x {frame.shape[0]}, the sequence's first "
                                  f"frame {frames[0].shape[1]} x {frames[0].shape[0]}: a sequence's frames share one "

@@ -5,11 +5,11 @@ shards and shuffling (readers.ShardedReader)."""
 from __future__ import annotations
 
 import os
-import tarfile
+import struct
 
 import numpy as np
 
-from penstock import registry, tfrecord
+from penstock import limits, registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
 from penstock.operators.readers import READER_ARGS, ShardedReader, sharded_epochs, shuffle_after_epoch_alone
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
@@ -36,6 +36,8 @@ class RecordFileReader(ShardedReader):
                 entries = indexed(index, path) if index is not None else walked(path)
             except OSError as error:
                 raise FileNotFoundError(f"{name}: cannot read '{index or path}': {error.strerror}") from None
+            if index is not None:
+                check_entries(entries, path, f"{name}: index '{index}'")
             self.records.extend((number, offset, size) for offset, size in entries)
         if not self.records:
             raise ValueError(f"{name}: no records in {self.files}")
@@ -50,14 +52,27 @@ class RecordFileReader(ShardedReader):
             descriptor = descriptors.setdefault(number, opened)
             if descriptor != opened:
                 os.close(opened)
+        # pread allocates what it is asked for: an index may claim more than the file holds
+        limits.checked_bytes(where, size, 1, os.fstat(descriptor).st_size - offset)
         data = os.pread(descriptor, size, offset)
-        if len(data) != size:
+        if len(data) != size:  # the file shrank since its size was taken
             raise ValueError(f"{where}: the file ends {size - len(data)} bytes into it (a stale index?)")
         return data
 
     def shutdown(self) -> None:
         for descriptor in self.__dict__.pop("_descriptors", {}).values():
             os.close(descriptor)
+
+
+def check_entries(entries, path: str, where: str) -> None:
+    """Refuses index entries, (offset, size) in ``path``, that lie outside the file: ``where`` names
+    the index."""
+    file_size = os.path.getsize(path)
+    for number, (offset, size) in enumerate(entries, 1):
+        if not 0 <= offset <= file_size:
+            raise ValueError(f"{where}, entry {number}: offset {offset} is outside '{path}' ({file_size:,} bytes)")
+        limits.checked_bytes(f"{where}, entry {number}: the record at byte {offset} of '{path}'", size, 1,
+                             file_size - offset)
 
 
 def index_columns(path: str, columns: tuple[int, ...], name: str, form: str) -> list[tuple[int, ...]]:
@@ -201,37 +216,168 @@ registry.register_schema(OpSchema(
 ))
 
 
+TAR_BLOCK = 512
+_TAR_ZEROS = bytes(TAR_BLOCK)
+_TAR_REGULAR = frozenset(b"07") | {0}  # regular and contiguous files; '\0' is the old regular file
+_TAR_NO_DATA = frozenset(b"123456")  # links, devices, folders, FIFOs: their size field holds no data (tarfile's rule)
+
+
+def _tar_number(field: bytes, what: str) -> int:
+    """A tar header's number: octal digits (ended by NUL or space), or base-256 (GNU's large sizes)."""
+    if field[:1] in (b"\x80", b"\xff"):
+        value = int.from_bytes(field[1:], "big")
+        return value - (1 << (8 * len(field) - 8)) if field[:1] == b"\xff" else value
+    digits = field.split(b"\x00", 1)[0].strip()
+    try:
+        return int(digits or b"0", 8)
+    except ValueError:
+        raise ValueError(f"{what}: its size field {field!r} is not a number") from None
+
+
+def _tar_checksum_ok(block: bytes) -> bool:
+    try:
+        stored = int(block[148:156].split(b"\x00", 1)[0].strip() or b"-1", 8)
+    except ValueError:
+        return False
+    unsigned = sum(block[:148]) + sum(block[156:]) + 8 * 32
+    signed = unsigned - 256 * sum(1 for byte in block[:148] + block[156:] if byte >= 128)
+    return stored in (unsigned, signed)  # old writers summed signed chars
+
+
+def _pax_records(data: bytes, what: str) -> dict:
+    """The 'length key=value\n' records of a pax extended header."""
+    records, position = {}, 0
+    while position < len(data) and data[position] != 0:
+        space = data.find(b" ", position)
+        try:
+            length = int(data[position:space]) if space > position else 0
+        except ValueError:
+            length = 0
+        record = data[position:position + length]
+        if length <= space - position or len(record) != length or not record.endswith(b"\n") or b"=" not in record:
+            raise ValueError(f"{what}: a malformed pax record at byte {position} of its data")
+        key, _, value = record[space - position + 1:-1].partition(b"=")
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        position += length
+    return records
+
+
+def tar_members(path: str) -> list[tuple[str, int, int, int]]:
+    """(name, type flag, data offset, size) of each member of an uncompressed tar archive, in order,
+    with pax and GNU long names and pax sizes applied. Every header's checksum, and every size
+    against what the file holds, is checked before anything is read for it: an archive cut short
+    (inside a header, inside a member's data, or before its end-of-archive block), a header that is
+    not one, or data after the end is an error naming the archive and the byte, never a shorter
+    archive (Python's tarfile reads an archive cut inside a header as one that ends there)."""
+    try:
+        with open(path, "rb") as handle:
+            return _walk_tar(handle, os.fstat(handle.fileno()).st_size)
+    except ValueError as error:
+        raise type(error)(f"cannot read '{path}' as an uncompressed tar archive: {error}") from None
+
+
+def _walk_tar(handle, file_size: int) -> list[tuple[str, int, int, int]]:
+    members, position, pending, global_pax = [], 0, {}, {}
+    while True:
+        handle.seek(position)
+        block = handle.read(TAR_BLOCK)
+        if not block:
+            raise ValueError(f"it ends at byte {position:,} without tar's end-of-archive block (cut short)")
+        if len(block) < TAR_BLOCK:
+            raise ValueError(f"it is cut inside the member header at byte {position:,} ({len(block)} of its "
+                             f"{TAR_BLOCK} bytes)")
+        if block == _TAR_ZEROS:
+            break
+        where = f"the member header at byte {position:,}"
+        if not _tar_checksum_ok(block):
+            raise ValueError(f"{where} is not a tar header (its checksum does not match)")
+        kind, size = block[156], _tar_number(block[124:136], where)
+        data_offset = position + TAR_BLOCK
+        if kind in b"xgLK":  # an extended header: its data describes the next member (x, L, K) or all (g)
+            limits.checked_bytes(where, size, 1, file_size - data_offset)
+            position = data_offset + -(-size // TAR_BLOCK) * TAR_BLOCK
+            handle.seek(data_offset)
+            data = handle.read(size)
+            if kind == ord("x"):
+                pending.update(_pax_records(data, where))
+            elif kind == ord("g"):
+                global_pax.update(_pax_records(data, where))
+            elif kind == ord("L"):
+                pending["path"] = data.split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+            continue
+        name = block[:100].split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+        prefix = block[345:500].split(b"\x00", 1)[0].decode("utf-8", "surrogateescape")
+        if prefix and block[257:265] == b"ustar\x0000":  # POSIX ustar: long names split in two
+            name = f"{prefix}/{name}"
+        name = pending.get("path", global_pax.get("path", name))
+        where = f"the member header at byte {position:,} ('{name}')"
+        if kind == ord("S") or any(key.startswith("GNU.sparse.") for key in pending):
+            raise ValueError(f"{where}: a sparse file, which readers.webdataset does not read")
+        if kind == 0 and name.endswith("/"):
+            kind = ord("5")
+        if kind == ord("5"):
+            name = name.rstrip("/")
+        if kind in _TAR_NO_DATA:
+            size = 0
+        elif "size" in pending or "size" in global_pax:  # pax: sizes past the header field's 8 GiB
+            text = pending.get("size", global_pax.get("size"))
+            if not text.isdigit():
+                raise ValueError(f"{where}: its pax size {text!r} is not a number")
+            size = int(text)
+        limits.checked_bytes(where, size, 1, file_size - data_offset)
+        position = data_offset + -(-size // TAR_BLOCK) * TAR_BLOCK
+        members.append((name, kind, data_offset, size))
+        pending = {}
+    # past the end-of-archive block only zeros may follow (tar's padding to its record size)
+    end = position
+    handle.seek(position)
+    while position < file_size:
+        chunk = handle.read(1 << 16)
+        zeros = len(chunk) - len(chunk.lstrip(b"\x00"))
+        if zeros < len(chunk):
+            raise ValueError(f"it holds data at byte {position + zeros:,}, after its end-of-archive block at byte "
+                             f"{end:,} (archives joined end to end?)")
+        if not chunk:
+            break
+        position += len(chunk)
+    return members
+
+
 def tar_components(path: str) -> list[tuple[str, str, int, int]]:
     """(sample key, extension, data offset, size) of each regular file of a tar archive, in order;
     files whose name starts with a dot are left out."""
     try:
-        with tarfile.open(path, "r:") as archive:
-            members = archive.getmembers()
-    except (OSError, tarfile.TarError) as error:
-        raise ValueError(f"readers.webdataset: cannot read '{path}' as an uncompressed tar archive: {error}") \
-            from None
+        members = tar_members(path)
+    except OSError as error:
+        raise FileNotFoundError(f"readers.webdataset: cannot read '{path}': {error.strerror}") from None
+    except ValueError as error:
+        raise type(error)(f"readers.webdataset: {error}") from None
     components = []
-    for member in members:
-        folder, _, name = member.name.rpartition("/")
-        if not member.isreg() or name.startswith("."):
+    for member_name, kind, offset, size in members:
+        folder, _, name = member_name.rpartition("/")
+        if kind not in _TAR_REGULAR or name.startswith("."):
             continue
         stem, _, extension = name.partition(".")
-        components.append((f"{folder}/{stem}" if folder else stem, extension, member.offset_data, member.size))
+        components.append((f"{folder}/{stem}" if folder else stem, extension, offset, size))
     return components
 
 
 def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]]:
-    """Per sample, its files' (extension, data offset, size), from a wds2idx index file."""
+    """Per sample, its files' (extension, data offset, size), from a wds2idx index file: as many
+    samples as its first line says, each file inside the archive."""
     try:
         with open(path) as handle:
             lines = handle.read().splitlines()
     except OSError as error:
         raise FileNotFoundError(f"readers.webdataset: cannot read index '{path}': {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"readers.webdataset: index '{path}' (of '{archive}') is not a text file") from None
     header = lines[0].split() if lines else []
-    if len(header) != 2 or header[0] not in ("v1.1", "v1.2"):
+    if len(header) != 2 or header[0] not in ("v1.1", "v1.2") or not header[1].isdigit():
         raise ValueError(f"readers.webdataset: index '{path}' (of '{archive}') does not start with 'v1.1 N' or "
                          f"'v1.2 N' (DALI's wds2idx), got {lines[0] if lines else 'an empty file'!r}")
     width = 4 if header[0] == "v1.2" else 3  # v1.2 adds each file's name
+    archive_size = os.path.getsize(archive)
     samples = []
     for number, line in enumerate(lines[1:], 2):
         fields = line.split()
@@ -241,10 +387,20 @@ def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]
             raise ValueError(f"readers.webdataset: index '{path}', line {number}: expected groups of {width} "
                              f"fields, got {len(fields)}")
         try:
-            samples.append([(fields[k], int(fields[k + 1]), int(fields[k + 2])) for k in range(0, len(fields), width)])
+            files = [(fields[k], int(fields[k + 1]), int(fields[k + 2])) for k in range(0, len(fields), width)]
         except ValueError:
             raise ValueError(f"readers.webdataset: index '{path}', line {number}: offsets and sizes are "
                              f"integers, got {line!r}") from None
+        for extension, offset, size in files:
+            if not 0 <= offset <= archive_size:
+                raise ValueError(f"readers.webdataset: index '{path}', line {number}: the '{extension}' file's offset "
+                                 f"{offset} is outside '{archive}' ({archive_size:,} bytes)")
+            limits.checked_bytes(f"readers.webdataset: index '{path}', line {number}: the '{extension}' file at byte "
+                                 f"{offset} of '{archive}'", size, 1, archive_size - offset)
+        samples.append(files)
+    if len(samples) != int(header[1]):
+        raise ValueError(f"readers.webdataset: index '{path}' (of '{archive}') says {int(header[1])} samples and "
+                         f"lists {len(samples)}")
     return samples
 
 
@@ -321,39 +477,52 @@ RECORDIO_MAGIC = 0xCED7230A
 IMAGE_HEADER = np.dtype([("flag", "<u4"), ("label", "<f4"), ("id", "<u8"), ("id2", "<u8")])  # ImageRecordIO's
 
 
-def _recordio_parts(data: bytes, start: int, where: str):
-    """(part flag, payload) of each part of the record at ``start``: one part (flag 0), or parts
-    flagged 1 (first), 2 (middle) and 3 (last) where the writer split the payload at a magic number."""
-    position = start
+def _recordio_part(head: bytes, position: int, available: int, first: bool, where: str) -> tuple[int, int, int]:
+    """(flag, payload length, where the next part starts) of the part whose 8-byte header ``head``
+    is at ``position``, ``available`` bytes of the data following the header; ``first``: the
+    record's first part (flag 0 or 1; the parts after it 2 or 3)."""
+    if len(head) < 8:
+        raise ValueError(f"{where}: a RecordIO record cut short at byte {position} (inside its 8-byte header)")
+    magic, word = struct.unpack("<II", head)
+    if magic != RECORDIO_MAGIC:
+        raise ValueError(f"{where}: no RecordIO magic number at byte {position} (not a RecordIO file, or a "
+                         "stale index)")
+    flag, length = word >> 29, word & ((1 << 29) - 1)
+    if (flag in (0, 1)) != first or flag > 3:
+        expected = "0 (whole) or 1 (first part)" if first else "2 (middle part) or 3 (last part)"
+        raise ValueError(f"{where}: the RecordIO part at byte {position} is flagged {flag}, where {expected} "
+                         "belongs (a stale index, or a damaged file)")
+    padded = length + (-length % 4)  # every part is padded to 4 bytes
+    limits.checked_bytes(f"{where}: the RecordIO part at byte {position} (padded to 4 bytes)", padded, 1, available)
+    return flag, length, position + 8 + padded
+
+
+def _recordio_parts(data: bytes, where: str):
+    """(part flag, payload) of each part of the record ``data`` starts with: one part (flag 0), or
+    parts flagged 1 (first), 2 (middle) and 3 (last) where the writer split the payload at a magic number."""
+    position = 0
     while True:
-        if position + 8 > len(data):
-            raise ValueError(f"{where}: a RecordIO record cut short at byte {position}")
-        magic, word = int.from_bytes(data[position:position + 4], "little"), int.from_bytes(
-            data[position + 4:position + 8], "little")
-        if magic != RECORDIO_MAGIC:
-            raise ValueError(f"{where}: no RecordIO magic number at byte {position} (not a RecordIO file, or a "
-                             "stale index)")
-        flag, length = word >> 29, word & ((1 << 29) - 1)
-        payload = data[position + 8:position + 8 + length]
-        if len(payload) != length:
-            raise ValueError(f"{where}: a RecordIO record claims {length} bytes past the data's end")
-        position += 8 + length + (-length % 4)
-        yield flag, payload, position
+        flag, length, following = _recordio_part(data[position:position + 8], position, len(data) - position - 8,
+                                                 position == 0, where)
+        yield flag, data[position + 8:position + 8 + length]
+        position = following
         if flag in (0, 3):
             return
 
 
 def recordio_offsets(path: str) -> list[tuple[int, int]]:
-    """(offset, size) of every record of a RecordIO file, found by walking it (what an .idx file lists)."""
-    with open(path, "rb") as handle:
-        data = handle.read()
+    """(offset, size) of every record of a RecordIO file, found by walking its part headers (what
+    an .idx file lists); each part's length is checked against what the file holds."""
     offsets, position = [], 0
-    while position < len(data):
-        end = position
-        for _, _, end in _recordio_parts(data, position, f"'{path}'"):
-            pass
-        offsets.append((position, end - position))
-        position = end
+    with open(path, "rb") as handle:
+        file_size = os.fstat(handle.fileno()).st_size
+        while position < file_size:
+            start, flag = position, None
+            while flag not in (0, 3):
+                handle.seek(position)
+                flag, _, position = _recordio_part(handle.read(8), position, file_size - position - 8,
+                                                   position == start, f"'{path}'")
+            offsets.append((start, position - start))
     return offsets
 
 
@@ -361,7 +530,12 @@ def read_recordio_index(path: str, data_file: str) -> list[tuple[int, int]]:
     """(offset, size) of each record from an im2rec index ('key offset' lines), in the order of the
     offsets; each record runs to the next one (the last to the file's end)."""
     starts = sorted(offset for (offset,) in index_columns(path, (1,), "readers.mxnet", "key offset"))
-    ends = starts[1:] + [os.path.getsize(data_file)]
+    file_size = os.path.getsize(data_file)
+    for before, start in zip([None] + starts, starts):
+        if start == before or not 0 <= start < file_size:
+            problem = "twice" if start == before else f"outside '{data_file}' ({file_size:,} bytes)"
+            raise ValueError(f"readers.mxnet: index '{path}' lists offset {start} {problem}")
+    ends = starts[1:] + [file_size]
     return [(start, end - start) for start, end in zip(starts, ends)]
 
 
@@ -369,14 +543,13 @@ def image_record(record: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
     """(encoded image, labels) of an ImageRecordIO record: its header's label, or the header's flag
     labels that follow it."""
     payload = b"".join(part if flag in (0, 1) else RECORDIO_MAGIC.to_bytes(4, "little") + part
-                       for flag, part, _ in _recordio_parts(record, 0, where))
+                       for flag, part in _recordio_parts(record, where))
     if len(payload) < IMAGE_HEADER.itemsize:
         raise ValueError(f"{where}: a record of {len(payload)} bytes has no image header")
     header = np.frombuffer(payload, IMAGE_HEADER, count=1)[0]
     count = int(header["flag"])
+    limits.checked_bytes(f"{where}: its image header's label count", count, 4, len(payload) - IMAGE_HEADER.itemsize)
     start = IMAGE_HEADER.itemsize + 4 * count
-    if start > len(payload):
-        raise ValueError(f"{where}: its header announces {count} labels, more than the record holds")
     labels = np.frombuffer(payload, "<f4", count, IMAGE_HEADER.itemsize).copy() if count else \
         np.array([header["label"]], np.float32)
     return np.frombuffer(payload, np.uint8, offset=start).copy(), labels

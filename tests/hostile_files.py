@@ -179,3 +179,80 @@ MAGICS = {"jpeg": b"\xff\xd8\xff", "png": b"\x89PNG\r\n\x1a\n", "gif": b"GIF89a"
 
 def zero_size_png() -> np.ndarray:
     return png_bomb(0, 16)
+
+
+# ---- array, record and archive files whose headers claim what the file does not hold ------------------
+def npy_file(header: str | dict, data: bytes = b"", version: tuple[int, int] = (1, 0),
+             magic: bytes = b"\x93NUMPY") -> bytes:
+    """A .npy file of ``header`` (a dict, written as np.save writes it, or any text) and ``data``."""
+    text = repr(header) if isinstance(header, dict) else header
+    prefix_size = 10 if version[0] == 1 else 12
+    text += " " * (-(prefix_size + len(text) + 1) % 64) + "\n"
+    size = len(text).to_bytes(2 if version[0] == 1 else 4, "little")
+    return magic + bytes(version) + size + text.encode("latin1") + data
+
+
+def npy_claiming(shape: tuple, descr: str = "<f4", held: int = 64) -> bytes:
+    """A .npy file whose header claims ``shape`` and which holds ``held`` bytes of data."""
+    return npy_file({"descr": descr, "fortran_order": False, "shape": shape}, bytes(held))
+
+
+def varint(value: int) -> bytes:
+    out = b""
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out += bytes([byte | (0x80 if value else 0)])
+        if not value:
+            return out
+
+
+def tfrecord_record(payload: bytes, length: int | None = None) -> bytes:
+    """A TFRecord record framing ``payload`` (length, its CRC, data, its CRC; the CRCs are not checked),
+    its length prefix saying ``length`` when given."""
+    return (len(payload) if length is None else length).to_bytes(8, "little") + bytes(4) + payload + bytes(4)
+
+
+def example_field_claiming(size: int) -> bytes:
+    """A tf.train.Example whose first field (features, length-delimited) claims ``size`` bytes and holds 6."""
+    return b"\x0a" + varint(size) + b"\x0a\x04\x0a\x02ab"
+
+
+RECORDIO_MAGIC = 0xCED7230A
+
+
+def recordio_part(payload: bytes, flag: int = 0, length: int | None = None, magic: int = RECORDIO_MAGIC) -> bytes:
+    """One RecordIO part (magic, flag << 29 | length, payload, padding to 4 bytes), its length field
+    saying ``length`` when given."""
+    word = flag << 29 | (len(payload) if length is None else length)
+    return struct.pack("<II", magic, word) + payload + bytes(-len(payload) % 4)
+
+
+def image_record_payload(image: bytes, label_count: int = 0, labels: bytes = b"") -> bytes:
+    """An ImageRecordIO payload: header (flag = label count, label, id, id2), labels, image."""
+    return struct.pack("<IfQQ", label_count, 1.0, 0, 0) + labels + image
+
+
+def tar_header(name: str, size: int, kind: bytes = b"0", checksum: bool = True) -> bytes:
+    """A POSIX ustar member header for ``name`` claiming ``size`` bytes of data (any size: the file
+    need not hold them), with a valid checksum unless ``checksum`` is False."""
+    block = bytearray(512)
+    block[:len(name)] = name.encode()
+    block[100:108] = b"0000644\x00"
+    block[108:116] = block[116:124] = b"0000000\x00"
+    block[124:136] = b"%011o\x00" % size if size < 8 ** 11 else b"\x80" + size.to_bytes(11, "big")
+    block[136:148] = b"00000000000\x00"
+    block[156:157] = kind
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    total = sum(block) if checksum else sum(block) + 1
+    block[148:156] = b"%06o\x00 " % total
+    return bytes(block)
+
+
+def tar_member(name: str, data: bytes, kind: bytes = b"0") -> bytes:
+    return tar_header(name, len(data), kind) + data + bytes(-len(data) % 512)
+
+
+def tar_archive(members: list[tuple[str, bytes]]) -> bytes:
+    """An uncompressed tar archive of (name, data) members, ended by tar's two zero blocks."""
+    return b"".join(tar_member(name, data) for name, data in members) + bytes(1024)

@@ -13,13 +13,13 @@ from conftest import encode, pillow_decode, smooth_image
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
 from helpers_data import read_one_epoch
 import penstock
-from penstock import fn, pipeline_def, types
+from penstock import fn, limits, pipeline_def, types
 
 
-def write_tar(path, files: list[tuple[str, bytes]]) -> dict[str, tuple[int, int]]:
-    """The archive of (name, bytes) in order (a name ending in '/' is a folder); returns each
-    file's (data offset, size) as tarfile placed it."""
-    with tarfile.open(path, "w") as archive:
+def write_tar(path, files: list[tuple[str, bytes]], format=tarfile.DEFAULT_FORMAT) -> dict[str, tuple[int, int]]:
+    """The archive of (name, bytes) in order (a name ending in '/' is a folder) in tarfile's
+    ``format``; returns each file's (data offset, size) as tarfile placed it."""
+    with tarfile.open(path, "w", format=format) as archive:
         for name, data in files:
             info = tarfile.TarInfo(name.rstrip("/"))
             if name.endswith("/"):
@@ -45,13 +45,20 @@ FILES = [("a/0001.jpg", b"jpeg one"), ("a/0001.cls", b"3"), ("a/0001.left.png", 
          ("0003.jpg", b"jpeg three")]  # no cls
 
 
-def test_samples_group_adjacent_files_by_name_and_outputs_pick_their_extension(tmp_path):
-    write_tar(tmp_path / "a.tar", FILES)
+LONG = "d" * 90 + "/ü" + "n" * 120  # past the 100 bytes of a header's name field, and not ASCII
+
+
+@pytest.mark.parametrize("format", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
+def test_samples_group_adjacent_files_by_name_and_outputs_pick_their_extension(tmp_path, format):
+    long = [] if format == tarfile.USTAR_FORMAT else [(f"{LONG}.jpg", b"jpeg four"), (f"{LONG}.cls", b"9")]
+    write_tar(tmp_path / "a.tar", FILES + long, format)
     read = read_all(["jpg;png", "cls", "left.png"], paths=[str(tmp_path / "a.tar")], case_sensitive_extensions=False)
     assert [tuple(bytes(part) for part in sample) for sample in read] == [
-        (b"jpeg one", b"3", b"left one"), (b"png two", b"7", b""), (b"jpeg three", b"", b"")]
+        (b"jpeg one", b"3", b"left one"), (b"png two", b"7", b""), (b"jpeg three", b"", b"")] + \
+        [(b"jpeg four", b"9", b"")] * bool(long)
     sensitive = read_all(["jpg;png", "cls"], paths=[str(tmp_path / "a.tar")])
-    assert [bytes(sample[0]) for sample in sensitive] == [b"jpeg one", b"", b"jpeg three"]  # 'PNG' is not 'png'
+    assert [bytes(sample[0]) for sample in sensitive] == [b"jpeg one", b"", b"jpeg three"] + \
+        [b"jpeg four"] * bool(long)  # 'PNG' is not 'png'
 
 
 def test_missing_files_are_empty_skipped_or_refused(tmp_path):
@@ -128,6 +135,74 @@ def test_bad_archives_and_arguments_are_clear_errors(tmp_path):
         read_all(["jpg"], paths=[str(tmp_path / "a.tar")], index_paths=[str(tmp_path / "bad.idx")])
     with pytest.raises(ValueError, match="readers.webdataset: no samples"):
         read_all(["wav"], paths=[str(tmp_path / "a.tar")], missing_component_behavior="skip")
+
+
+# ---- archives and indexes that are not what they claim ---------------------------------------------
+EIGHT = [(f"{index:04d}.{ext}", data) for index in range(8) for ext, data in (("jpg", b"j" * 600), ("cls", b"%d" % index))]
+
+
+def _header_offsets(path) -> list[int]:
+    with tarfile.open(path, "r:") as archive:
+        return [member.offset for member in archive.getmembers()]
+
+
+@pytest.mark.parametrize("into", [0, 100, 511])
+def test_an_archive_cut_inside_a_member_header_is_refused_naming_the_archive_and_the_byte(tmp_path, into):
+    """tarfile reads such an archive as a shorter one (4 of its 8 samples here, without a word)."""
+    write_tar(tmp_path / "a.tar", EIGHT)
+    header = _header_offsets(tmp_path / "a.tar")[8]  # the fifth sample's first file
+    (tmp_path / "cut.tar").write_bytes((tmp_path / "a.tar").read_bytes()[:header + into])
+    where = f"ends at byte {header:,} without tar's end-of-archive block" if into == 0 else \
+        f"is cut inside the member header at byte {header:,} \\({into} of its 512 bytes\\)"
+    with pytest.raises(ValueError, match=rf"readers.webdataset: cannot read '.*cut\.tar' as an uncompressed tar "
+                                         rf"archive: it {where}"):
+        read_all(["jpg", "cls"], paths=[str(tmp_path / "cut.tar")])
+
+
+def test_an_archive_cut_inside_a_members_data_is_refused_before_reading(tmp_path):
+    placed = write_tar(tmp_path / "a.tar", EIGHT)
+    offset, size = placed["0005.jpg"]
+    (tmp_path / "cut.tar").write_bytes((tmp_path / "a.tar").read_bytes()[:offset + size - 1])
+    with pytest.raises(limits.SizeClaimError, match=rf"'.*cut\.tar' .*: the member header at byte {offset - 512:,} "
+                                                    rf"\('0005\.jpg'\) claims 600 bytes, more than the 599 bytes"):
+        read_all(["jpg", "cls"], paths=[str(tmp_path / "cut.tar")])
+
+
+def test_a_damaged_header_and_data_after_the_end_are_refused(tmp_path):
+    write_tar(tmp_path / "a.tar", EIGHT)
+    data = bytearray((tmp_path / "a.tar").read_bytes())
+    header = _header_offsets(tmp_path / "a.tar")[6]
+    damaged = data.copy()
+    damaged[header + 5] ^= 0x20  # a letter of its name
+    (tmp_path / "damaged.tar").write_bytes(damaged)
+    with pytest.raises(ValueError, match=rf"damaged\.tar'.*the member header at byte {header:,} is not a tar header"):
+        read_all(["jpg", "cls"], paths=[str(tmp_path / "damaged.tar")])
+    (tmp_path / "joined.tar").write_bytes(bytes(data) + bytes(data))
+    with pytest.raises(ValueError, match=rf"joined\.tar'.*holds data at byte {len(data):,}, after its end-of-archive"):
+        read_all(["jpg", "cls"], paths=[str(tmp_path / "joined.tar")])
+
+
+def _index(placed, count: int) -> list[str]:
+    return [f"jpg {placed[f'{index:04d}.jpg'][0]} 600 cls {placed[f'{index:04d}.cls'][0]} 1" for index in range(count)]
+
+
+@pytest.mark.parametrize("header, lines, problem", [
+    ("v1.1 8", 7, r"says 8 samples and lists 7"),
+    ("v1.1 6", 7, r"says 6 samples and lists 7"),
+    ("v1.1 seven", 7, r"does not start with 'v1\.1 N'"),
+    ("v1.1 7", -1, r"line 8: offsets and sizes are integers"),
+    ("v1.1 7", -2, r"line 8: the 'cls' file at byte \d+ of '.*a\.tar' claims 100,000 bytes, more than"),
+    ("v1.1 7", -3, r"line 8: the 'jpg' file's offset -5 is outside '.*a\.tar'"),
+])
+def test_an_index_that_disagrees_with_itself_or_its_archive_is_refused_naming_it(tmp_path, header, lines, problem):
+    placed = write_tar(tmp_path / "a.tar", EIGHT)
+    entries = _index(placed, 7 if lines > 0 else 6)
+    if lines < 0:
+        entries.append({-1: "jpg 512 600 cls x 1", -2: f"jpg 512 600 cls {placed['0006.cls'][0]} 100000",
+                        -3: "jpg -5 600 cls 0 1"}[lines])
+    (tmp_path / "a.idx").write_text("\n".join([header, *entries]) + "\n")
+    with pytest.raises(ValueError, match=rf"readers.webdataset: index '.*a\.idx'.*{problem}"):
+        read_all(["jpg", "cls"], paths=[str(tmp_path / "a.tar")], index_paths=[str(tmp_path / "a.idx")])
 
 
 def test_dali_names(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import os
 import threading
 import weakref
 from typing import Any, Callable
@@ -73,9 +74,11 @@ class Pipeline:
             for example; that thread cannot be stopped while it is in the user's code). None or 0
             (the default, as in PyTorch's DataLoader): no limit.
         enable_checkpointing: record what ``checkpoint()`` needs (as in DALI; it costs nothing
-            measurable). ``checkpoint``: a string from ``checkpoint()`` to resume from: the pipeline
-            (of the same definition) then gives exactly the batches the checkpointed one would
-            have given next, with its seed. An external_source fed by an iterator cannot be
+            measurable). ``checkpoint``: a string from ``checkpoint()`` to resume from (or the
+            bytes of its file, or the file's path as a pathlib.Path): the pipeline (of the same
+            definition) then gives exactly the batches the checkpointed one would have given next,
+            with its seed. Every field of it is checked at build; a damaged one raises a ValueError
+            naming the checkpoint (its file) and the field. An external_source fed by an iterator cannot be
             checkpointed (it cannot be rewound): give it a callable taking the sample or batch info.
         enable_conditionals: let ``if``/``elif``/``else``, ``and``, ``or``, ``not`` and ``x if c else
             y`` in the pipeline's definition choose per sample, on CPU batches of scalar bools
@@ -169,7 +172,8 @@ class Pipeline:
         restored = None
         if self._restore_from is not None:
             restored = checkpoints.load(self._restore_from, self._fingerprint)
-            self._seed = int(restored["seed"])  # its random choices are those of the checkpointed pipeline
+            self._restore_from = restored  # read once: a file is not read again
+            self._seed = restored.seed  # its random choices are those of the checkpointed pipeline
         sources, steps = [], []
         # operators are numbered for their seeds without the data movements (.gpu()) between them, so
         # that a pipeline makes the same random choices on the CPU and on the GPU
@@ -200,9 +204,7 @@ class Pipeline:
         if not sources:
             raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
         if restored is not None:
-            for key, source, _ in sources:
-                if restored["sources"].get(key) is not None:
-                    source.restore(restored["sources"][key])
+            checkpoints.restore_sources(restored, sources)
         self._output_specs = self._declare_outputs()
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
         optimize.let_decoders_share_windows(self._impls)
@@ -213,7 +215,7 @@ class Pipeline:
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
                         timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
-                        start_iteration=int(restored["iteration"]) if restored is not None else 0)
+                        start_iteration=restored.iteration if restored is not None else 0)
 
     def checkpoint(self, filename: str | None = None, iterator_state: dict | None = None) -> str:
         """The pipeline's state after the last batch run() returned, as a string (written to
@@ -247,7 +249,16 @@ class Pipeline:
         if self._restore_from is None:
             return None
         self.build()
-        return checkpoints.load(self._restore_from, self._fingerprint).get("iterator")
+        return self._restore_from.iterator
+
+    @property
+    def restored_from(self) -> str | None:
+        """What the checkpoint this pipeline was restored from is called in errors ("checkpoint", or
+        "checkpoint '<file>'"), or None."""
+        if self._restore_from is None:
+            return None
+        self.build()
+        return self._restore_from.where
 
     def _declare_outputs(self) -> list[OutputSpec]:
         """What each pipeline output holds, declared operator by operator from the sources on,
@@ -535,8 +546,9 @@ PIPELINE_ARGUMENT_RULES = {
     "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
     "enable_checkpointing": (_flag, "True or False"),
     "enable_conditionals": (_flag, "True or False"),
-    "checkpoint": (lambda v: v is None or isinstance(v, (str, bytes, bytearray)),
-                   "what pipe.checkpoint() returned (a str, or bytes read from its file)"),
+    "checkpoint": (lambda v: v is None or isinstance(v, (str, bytes, bytearray, os.PathLike)),
+                   "what pipe.checkpoint() returned (a str, or bytes read from its file), or the file's path "
+                   "as a pathlib.Path"),
     "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
                 "a number of seconds >= 0, or None (0 and None: no limit)"),
 }

@@ -5,6 +5,7 @@ callables, on_error="skip"), and the PyTorch iterators resume the same steps thr
 state_dict() / load_state_dict()."""
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -244,3 +245,151 @@ def test_record_readers_resume_bit_exact(record_files, reader, order):
                 "x": tfrecord.FixedLenFeature((), tfrecord.string, "")}, **order)["x"]
         return fn.readers.webdataset(paths=[str(record_files / "data.tar")], ext=["bin"], name="Reader", **order)
     _resumes_exactly(lambda **kw: records(**kw), 4)
+
+
+# ---- damaged checkpoints: one ValueError naming the checkpoint (or its file) and the field ---------------
+@pytest.fixture(scope="module")
+def taken(tree):
+    """A checkpoint with an iterator's state, after 2 of the epoch's 5 steps, and the keys of its
+    reader's and its random generator's states."""
+    pipe = augmented(tree)
+    iterator = GenericIterator([pipe], ["data", "label", "draw"], reader_name="Reader")
+    next(iterator), next(iterator)
+    checkpoint = iterator.state_dict()["checkpoints"][0]
+    pipe.close()
+    content = json.loads(checkpoint)
+    reader = next(key for key, state in content["sources"].items() if state is not None)
+    generator = next(key for key, state in content["sources"].items() if state is None)
+    return content, reader, generator
+
+
+def _without(name):
+    def change(content, reader, generator):
+        parent, _, leaf = name.rpartition(".")
+        target = content
+        for part in parent.split(".") if parent else ():
+            target = target[reader if part == "READER" else part]
+        del target[leaf]
+    return change
+
+
+def _setting(name, value):
+    def change(content, reader, generator):
+        *parents, leaf = name.split(".")
+        target = content
+        for part in parents:
+            target = target[{"READER": reader, "GENERATOR": generator}.get(part, part)]
+        target[{"READER": reader, "GENERATOR": generator}.get(leaf, leaf)] = value
+    return change
+
+
+TAMPERINGS = [  # (what is done, the field named, what the message says)
+    (_without("graph"), "graph", "is missing"),
+    (_without("seed"), "seed", "is missing"),
+    (_without("iteration"), "iteration", "is missing"),
+    (_without("sources"), "sources", "is missing"),
+    (_without("iterator"), "iterator", "is missing"),
+    (_setting("extra", 1), "extra", "unknown field"),
+    (_setting("graph", 7), "graph", "must be a string"),
+    (_setting("seed", "7"), "seed", "must be an int"),
+    (_setting("seed", True), "seed", "must be an int"),
+    (_setting("seed", -5), "seed", "must be an int from 0"),
+    (_setting("seed", 2**70), "seed", "must be an int from 0"),
+    (_setting("iteration", 2.5), "iteration", "must be an int"),
+    (_setting("iteration", -1), "iteration", "must be an int from 0"),
+    (_setting("iteration", 10**40), "iteration", "must be an int from 0"),
+    (_setting("sources", []), "sources", "must be an object"),
+    (_setting("sources", {"x": None}), "sources", "must be an object"),
+    (_setting("sources.999", None), "sources.999", "names no source"),
+    (_setting("sources.READER", [1, 2]), "sources.READER", "must be an object"),
+    (_setting("sources.GENERATOR", {"epoch": 1}), "sources.GENERATOR", "must be null"),
+    (_without("sources.READER.batch_in_epoch"), "sources.READER.batch_in_epoch", "is missing"),
+    (_setting("sources.READER.batch_in_epoch", "1"), "sources.READER.batch_in_epoch", "must be an int"),
+    (_setting("sources.READER.batch_in_epoch", -1), "sources.READER.batch_in_epoch", "must be an int from 0"),
+    (_setting("sources.READER.batch_in_epoch", 5), "sources.READER.batch_in_epoch", "less than the epoch's 5"),
+    (_setting("sources.READER.batch_in_epoch", 2**80), "sources.READER.batch_in_epoch", "must be an int from 0"),
+    (_setting("sources.READER.epoch", 2**64), "sources.READER.epoch", "must be an int from 0"),
+    (_setting("sources.READER.epoch", None), "sources.READER.epoch", "must be an int"),
+    (_setting("sources.READER.ends", [3]), "sources.READER.ends", "must be an object"),
+    (_setting("sources.READER.ends", {"0": -1}), "sources.READER.ends.0", "a sample count from 0 to 17"),
+    (_setting("sources.READER.ends", {"0": 18}), "sources.READER.ends.0", "a sample count from 0 to 17"),
+    (_setting("sources.READER.ends", {"7": 3}), "sources.READER.ends", "keyed by the epochs 0 to 0"),
+    (_setting("sources.READER.ends", {"x": 3}), "sources.READER.ends", "keyed by the epochs"),
+    (_setting("sources.READER.shuffled", 1), "sources.READER.shuffled", "unknown field"),
+    (_setting("iterator", [2]), "iterator", "must be an object or null"),
+    (_without("iterator.steps"), "iterator.steps", "is missing"),
+    (_setting("iterator.steps", -2), "iterator.steps", "must be an int from 0"),
+    (_setting("iterator.delivered", "0"), "iterator.delivered", "must be a list"),
+    (_setting("iterator.delivered", [-1]), "iterator.delivered", "must be a list"),
+    (_setting("iterator.epoch_done", 0), "iterator.epoch_done", "must be true or false"),
+]
+
+
+@pytest.mark.parametrize("tamper, field, says", TAMPERINGS)
+def test_a_tampered_checkpoint_names_the_field(tree, taken, tamper, field, says):
+    content, reader, generator = taken
+    content = json.loads(json.dumps(content))
+    tamper(content, reader, generator)
+    field = field.replace("READER", reader).replace("GENERATOR", generator)
+    pipe = augmented(tree, checkpoint=json.dumps(content))
+    with pytest.raises(ValueError, match=rf"^checkpoint: .*field '{re.escape(field)}'") as caught:
+        pipe.build()
+    assert says in str(caught.value)
+    pipe.close()
+
+
+@pytest.mark.parametrize("steps, delivered, field, says", [
+    (6, [0], "iterator.steps", "at most the epoch's 5 steps"),
+    (2, [0, 0], "iterator.delivered", "a list of 1 counts"),
+])
+def test_an_iterator_state_that_does_not_fit_the_iterator_names_the_field(tree, taken, steps, delivered, field, says):
+    content, _, _ = taken
+    content = {**content, "iterator": {**content["iterator"], "steps": steps, "delivered": delivered}}
+    pipe = augmented(tree, checkpoint=json.dumps(content))
+    with pytest.raises(ValueError, match=rf"^checkpoint: field '{field}'.*{says}"):
+        GenericIterator([pipe], ["data", "label", "draw"], reader_name="Reader")
+    pipe.close()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "not JSON"),
+    ("{\"format\": \"penstock checkpoint 1\", \"graph\": ", "not JSON"),  # truncated
+    ("[1, 2]", "a JSON list, not an object"),
+    ("42", "a JSON int, not an object"),
+    ("null", "a JSON NoneType, not an object"),
+    ("{\"format\": \"penstock checkpoint 2\"}", "field 'format'"),
+    ("[" * 100000, "nested too deep|not JSON"),
+    (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+    (b"PK\x03\x04\x14\x00", "not JSON"),
+])
+def test_what_is_not_a_checkpoint_is_refused_saying_why(tree, text, says):
+    pipe = augmented(tree, checkpoint=text)
+    with pytest.raises(ValueError, match=rf"^checkpoint: not a penstock checkpoint \(.*({says})"):
+        pipe.build()
+    pipe.close()
+
+
+def test_a_checkpoint_file_is_named_in_its_errors(tree, taken, tmp_path):
+    import pathlib
+    content, reader, _ = taken
+    path = tmp_path / "pipe.cpt"
+    path.write_text(json.dumps({**content, "sources": {**content["sources"], reader: {
+        **content["sources"][reader], "batch_in_epoch": 9}}}))
+    pipe = augmented(tree, checkpoint=pathlib.Path(path))
+    with pytest.raises(ValueError, match=rf"^checkpoint '{re.escape(str(path))}': field 'sources\.{reader}\."
+                                         r"batch_in_epoch' must be less than the epoch's 5 batches, got 9"):
+        pipe.build()
+    pipe.close()
+    path.write_text(json.dumps(content))  # intact, from its file: it resumes
+    pipe = augmented(tree, checkpoint=pathlib.Path(path))
+    assert pipe.last_epoch_info is None and pipe.run()[0] is not None and pipe.last_epoch_info.index == 2
+    pipe.close()
+
+
+def test_load_state_dict_refuses_what_state_dict_did_not_give(tree):
+    pipe = augmented(tree)
+    iterator = GenericIterator([pipe], ["data", "label", "draw"], reader_name="Reader")
+    for state in ({}, {"checkpoints": "x"}, [1]):
+        with pytest.raises(ValueError, match="load_state_dict: give what state_dict\\(\\) returned"):
+            iterator.load_state_dict(state)
+    pipe.close()

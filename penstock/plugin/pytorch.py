@@ -8,6 +8,7 @@ from typing import Sequence
 
 import torch
 
+from penstock import checkpoints
 from penstock.batch import Batch, GpuBatch
 from penstock.pipeline import Pipeline
 
@@ -356,17 +357,30 @@ class GenericIterator:
 
     def load_state_dict(self, state: dict) -> None:
         """Resumes from ``state_dict()``'s value; before the first step."""
-        checkpoints = state["checkpoints"]
+        checkpoints = state.get("checkpoints") if isinstance(state, dict) else None
+        if not isinstance(checkpoints, (list, tuple)):
+            raise ValueError("load_state_dict: give what state_dict() returned (a dict whose 'checkpoints' is a list "
+                             f"of one checkpoint per pipeline), got {type(state).__name__}")
         if len(checkpoints) != len(self._pipes):
             raise ValueError(f"load_state_dict: {len(checkpoints)} checkpoints for {len(self._pipes)} pipelines")
         for pipe, checkpoint in zip(self._pipes, checkpoints):
             pipe.restore(checkpoint)
-        self._take_state(self._pipes[0].restored_iterator_state or {})
+        self._take_state(self._pipes[0].restored_iterator_state or {"steps": 0, "delivered": [0] * len(self._pipes),
+                                                                    "epoch_done": False})
 
     def _take_state(self, state: dict) -> None:
-        self._steps = int(state.get("steps", 0))
-        self._delivered = list(state.get("delivered", [0] * len(self._pipes)))
-        self._epoch_done = bool(state.get("epoch_done", False))
+        """The place in the epoch of the iterator that took the checkpoint (its fields' types were
+        checked when the checkpoint was loaded; here, what they must be for this iterator)."""
+        where = self._pipes[0].restored_from or "checkpoint"
+        if len(state["delivered"]) != len(self._pipes):
+            raise checkpoints.field_error(where, "iterator.delivered", f"a list of {len(self._pipes)} counts (one per "
+                                          "pipeline)", state["delivered"])
+        if self._mode == "reader" and state["steps"] > len(self):
+            raise checkpoints.field_error(where, "iterator.steps", f"at most the epoch's {len(self)} steps",
+                                          state["steps"])
+        self._steps = state["steps"]
+        self._delivered = list(state["delivered"])
+        self._epoch_done = state["epoch_done"]
 
     @property
     def skipped_count(self) -> int:

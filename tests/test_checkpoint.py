@@ -167,15 +167,18 @@ def test_the_checkpoint_file_is_written_when_named(tree, tmp_path):
     resumed.close()
 
 
-def test_skipping_resumes_with_the_samples_lent(tmp_path):
+@pytest.mark.parametrize("broken, stops", [((2, 6), (2, 4)), (tuple(range(9, 17)), (1, 2, 3))])
+def test_skipping_resumes_with_the_samples_lent(tmp_path, broken, stops):
+    """Failures inside the epoch, and at its end (the epoch ends batches early: resuming after its
+    last batch goes on with the next epoch)."""
     root = str(tmp_path)
     paths = make_class_tree(root, {"a": 17})["a"]
-    for index in (2, 6):
+    for index in broken:
         with open(paths[index], "r+b") as handle:
             handle.truncate(40)
     make = lambda **kw: augmented(root, on_error="skip", **kw)  # noqa: E731
-    _resumes_exactly(make, 2)
-    _resumes_exactly(make, 4)
+    for stop_after in stops:
+        _resumes_exactly(make, stop_after, total=8)
 
 
 @pytest.mark.parametrize("policy", [LastBatchPolicy.FILL, LastBatchPolicy.PARTIAL, LastBatchPolicy.DROP])

@@ -8,6 +8,7 @@ import pytest
 
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
 from helpers_data import read_one_epoch
+import hostile_files as hostile
 import penstock
 from penstock import fn
 
@@ -116,6 +117,61 @@ def test_bad_files_and_arguments_are_clear_errors(tmp_path):
     np.savez(tmp_path / "archive.npz", a=np.zeros(2), b=np.ones(2))
     with pytest.raises(ValueError, match=r"archive\.npz.*\.npz archive"):
         read_all(files=[str(tmp_path / "archive.npz")])
+
+
+HEADER = {"descr": "<f4", "fortran_order": False, "shape": (2, 3)}
+MALFORMED = {  # file bytes, and what the error says about them
+    "bad magic": (b"\x93NUMPX" + hostile.npy_claiming((2, 3), held=24)[6:], r"not a \.npy file"),
+    "a pickle": (b"\x80\x04\x95" + bytes(40), r"not a \.npy file"),
+    "bad version": (hostile.npy_file(HEADER, bytes(24), version=(9, 9)), r"format version 9\.9, not 1\.0"),
+    "cut inside the prefix": (hostile.npy_claiming((2, 3), held=24)[:9], r"cut inside its \.npy header"),
+    "unterminated dict": (hostile.npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,", bytes(24)),
+                          r"not a Python dict literal"),
+    "not a literal": (hostile.npy_file("__import__('os')", bytes(24)), r"not a Python dict literal"),
+    "not a dict": (hostile.npy_file("[1, 2]", bytes(24)), r"holds a list, not a dict of exactly 'descr'"),
+    "a key missing": (hostile.npy_file({"descr": "<f4", "shape": (2, 3)}, bytes(24)), r"holds the keys 'descr', 'shape', not"),
+    "a key more": (hostile.npy_file({**HEADER, "extra": 1}, bytes(24)), r"'descr', 'extra', 'fortran_order', 'shape', not a dict"),
+    "object elements": (hostile.npy_file({**HEADER, "descr": "|O"}, bytes(48)), r"holds Python objects"),
+    "strings": (hostile.npy_file({**HEADER, "descr": "<U2"}, bytes(48)), r"holds <U2 elements"),
+    "not a type": (hostile.npy_file({**HEADER, "descr": "<q7"}, bytes(48)), r"descr '<q7' is not an element type"),
+    "shape of floats": (hostile.npy_file({**HEADER, "shape": (2.0, 3)}, bytes(24)), r"shape is \(2\.0, 3\)"),
+    "fortran_order 1": (hostile.npy_file({**HEADER, "fortran_order": 1}, bytes(24)), r"fortran_order is 1"),
+    "negative shape": (hostile.npy_claiming((-2, 3), held=24), r"claims a negative size, \(-2, 3\)"),
+    "truncated data": (hostile.npy_claiming((2, 3), held=23),
+                       r"claims shape \(2, 3\) = 24 bytes, more than the 23 bytes the file holds there"),
+    "header past the end": (hostile.npy_file(HEADER, version=(2, 0))[:40], r"\.npy header claims \d+ bytes, more"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_every_malformed_header_is_a_value_error_naming_the_file(tmp_path, case):
+    """np.load lets a tokenizer error through for some (without the file's name), and allocates what
+    the shape claims before finding the file shorter."""
+    data, problem = MALFORMED[case]
+    path = tmp_path / "bad.npy"
+    path.write_bytes(data)
+    np.save(tmp_path / "good.npy", np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match=rf"readers\.numpy: '.*bad\.npy'.*{problem}"):
+        read_all(files=[str(path)])  # the first file, whose header says what every file holds
+    with pytest.raises(penstock.PipelineError, match=rf"failed on sample from '.*bad\.npy'.*{problem}") as raised:
+        read_all(batch_size=2, files=[str(tmp_path / "good.npy"), str(path)])
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_python_2_headers_and_every_format_version_read_as_numpy_reads_them(tmp_path):
+    array = np.arange(6, dtype=">i4").reshape(2, 3)
+    for version in ((1, 0), (2, 0), (3, 0)):
+        (tmp_path / f"{version[0]}.npy").write_bytes(hostile.npy_file({**HEADER, "descr": ">i4"}, array.tobytes(),
+                                                                      version=version))
+    (tmp_path / "4.npy").write_bytes(hostile.npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2L, 3L), }",
+                                                      array.tobytes()))
+    for path in sorted(tmp_path.iterdir())[:3]:
+        np.testing.assert_array_equal(np.load(path), array)
+    with pytest.warns(UserWarning, match="Python 2"):
+        np.testing.assert_array_equal(np.load(tmp_path / "4.npy"), array)
+    for got in read_all(file_root=str(tmp_path)):
+        assert got.dtype == np.int32 and got.flags.writeable
+        np.testing.assert_array_equal(got, array)
 
 
 def test_dali_names_read_the_same(tmp_path):

@@ -138,7 +138,8 @@ def test_bad_archives_and_arguments_are_clear_errors(tmp_path):
 
 
 # ---- archives and indexes that are not what they claim ---------------------------------------------
-EIGHT = [(f"{index:04d}.{ext}", data) for index in range(8) for ext, data in (("jpg", b"j" * 600), ("cls", b"%d" % index))]
+EIGHT = [(f"{index:04d}.{ext}", data) for index in range(8)
+         for ext, data in (("jpg", b"j" * 600), ("cls", b"%d" % index))]
 
 
 def _header_offsets(path) -> list[int]:

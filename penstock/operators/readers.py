@@ -493,8 +493,10 @@ def _npy_header_dict(text: str, path: str) -> dict:
         except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
             raise ValueError(f"'{path}': its .npy header is not a Python dict literal: {text[:200]!r}") from None
     if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
-        keys = sorted(map(repr, header)) if isinstance(header, dict) else type(header).__name__
-        raise ValueError(f"'{path}': its .npy header holds {keys}, not exactly 'descr', 'fortran_order' and 'shape'")
+        held = f"the keys {', '.join(sorted(map(repr, header)))}" if isinstance(header, dict) else \
+            f"a {type(header).__name__}"
+        raise ValueError(f"'{path}': its .npy header holds {held}, not a dict of exactly 'descr', 'fortran_order' "
+                         "and 'shape'")
     return header
 
 

@@ -1,6 +1,8 @@
-"""Property-based tests (Hypothesis) of the decoders and the file reader: mutated image files either
-decode or fail with DecodeError, never another exception; the reader delivers every file's bytes
-exactly once per epoch and shard, whatever the batch size and shard count.
+"""Property-based tests (Hypothesis) of the decoders and the readers: mutated image files either
+decode or fail with DecodeError, never another exception; mutated record files (tar archives,
+TFRecord, RecordIO, .npy) are read or refused with an error naming the file, without allocating
+more than the file could hold; the file reader delivers every file's bytes exactly once per epoch
+and shard, whatever the batch size and shard count.
 
 CI runs a small example budget; `PENSTOCK_FUZZ_EXAMPLES=5000 python3 -m pytest tests/test_fuzz.py`
 runs a longer search.
@@ -16,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 import hostile_files as hostile  # noqa: E402
 from test_hostile_files import DECODERS, _run  # noqa: E402
 
-from penstock import fn, pipeline_def  # noqa: E402
+from penstock import PipelineError, fn, pipeline_def  # noqa: E402
 from penstock.kernels import image_codecs  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PENSTOCK_FUZZ_EXAMPLES", "60"))
@@ -104,3 +106,121 @@ def test_the_file_reader_delivers_every_file_once_per_epoch_and_shard(tmp_path_f
             pipe.close()
         expected = sorted((index, content) for index, content in enumerate(files)) * epoch_count
         assert sorted(delivered) == sorted(expected)
+
+
+# ---- record formats: a mutated file is read, or refused naming the file ---------------------------
+def _tar_seed() -> bytes:
+    import io
+    import tarfile
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for index in range(4):
+            for ext, data in (("jpg", bytes([index]) * (20 + index)), ("cls", str(index).encode())):
+                info = tarfile.TarInfo(f"s/{index:04d}.{ext}")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _tfrecord_seed() -> bytes:
+    import struct
+    records = b""
+    for index in range(4):
+        # one Example with a bytes feature "data" and an int64 feature "label", as protobuf packs them
+        data = bytes([index]) * (10 + index)
+        feature_data = b"\x0a" + bytes([len(data)]) + data  # BytesList.value
+        feature_label = b"\x1a\x03\x0a\x01" + bytes([index])  # Int64List, packed
+        features = b""
+        for name, feature in ((b"data", b"\x0a" + bytes([len(feature_data)]) + feature_data),
+                              (b"label", feature_label)):
+            entry = b"\x0a" + bytes([len(name)]) + name + b"\x12" + bytes([len(feature)]) + feature
+            features += b"\x0a" + bytes([len(entry)]) + entry
+        example = b"\x0a" + bytes([len(features)]) + features
+        records += struct.pack("<Q", len(example)) + bytes(4) + example + bytes(4)
+    return records
+
+
+def _recordio_seed() -> bytes:
+    import struct
+    out = b""
+    for index in range(4):
+        payload = struct.pack("<IfQQ", 0, float(index), index, 0) + bytes([index]) * (9 + index)
+        out += struct.pack("<II", 0xCED7230A, len(payload)) + payload + bytes(-len(payload) % 4)
+    return out
+
+
+def _npy_seed() -> bytes:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(24, dtype=np.int16).reshape(2, 3, 4))
+    return buffer.getvalue()
+
+
+
+def _read_records(kind: str, path: str):
+    from penstock import tfrecord
+    if kind == "webdataset":
+        return fn.readers.webdataset(paths=[path], ext=["jpg", "cls"], name="Reader")
+    if kind == "tfrecord":
+        read = fn.readers.tfrecord(path=[path], name="Reader",
+                                   features={"data": tfrecord.FixedLenFeature((), tfrecord.string, ""),
+                                             "label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1)})
+        return read["data"], read["label"]
+    if kind == "mxnet":
+        return fn.readers.mxnet(path=[path], name="Reader")
+    return (fn.readers.numpy(files=[path], name="Reader"),)
+
+
+RECORD_SEEDS = {"webdataset": (_tar_seed, ".tar"), "tfrecord": (_tfrecord_seed, ".tfrecord"),
+                "mxnet": (_recordio_seed, ".rec"), "numpy": (_npy_seed, ".npy")}
+
+
+@st.composite
+def mutated_records(draw):
+    kind = draw(st.sampled_from(sorted(RECORD_SEEDS)))
+    data = bytearray(RECORD_SEEDS[kind][0]())
+    for _ in range(draw(st.integers(1, 3))):
+        action = draw(st.sampled_from(["overwrite", "delete", "repeat", "truncate"]))
+        at = draw(st.integers(0, len(data) - 1))
+        if action == "overwrite":
+            data[at:at + 4] = draw(st.binary(min_size=1, max_size=4))
+        elif action == "delete":
+            del data[at:at + draw(st.integers(1, 64))]
+        elif action == "repeat":
+            data[at:at] = data[at:at + draw(st.integers(1, 64))]
+        else:
+            del data[at:]
+        if not data:
+            break
+    return kind, bytes(data)
+
+
+@FUZZ
+@given(case=mutated_records())
+def test_mutated_record_files_are_read_or_refused_naming_the_file(tmp_path_factory, case):
+    import tracemalloc
+    kind, data = case
+    path = str(tmp_path_factory.mktemp("records") / f"mutated{RECORD_SEEDS[kind][1]}")
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+    @pipeline_def(batch_size=2, num_threads=1, seed=5)
+    def read():
+        return _read_records(kind, path)
+
+    tracemalloc.start()
+    try:
+        pipe = read()
+        try:
+            for _ in range(4):
+                pipe.run()
+                if pipe.last_epoch_info.last:
+                    break
+        finally:
+            pipe.close()
+    except (ValueError, OSError, PipelineError) as error:
+        assert path in str(error) or "mutated" in str(error), f"{type(error).__name__} without the file: {error}"
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{kind}: {peak:,} bytes allocated for a {len(data)}-byte file"

@@ -13,7 +13,7 @@ from conftest import encode, pillow_decode, smooth_image
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
 from helpers_data import read_one_epoch
 import penstock
-from penstock import fn, pipeline_def
+from penstock import fn, limits, pipeline_def
 
 MAGIC = 0xCED7230A
 
@@ -113,3 +113,47 @@ def test_bad_files_and_indexes_are_clear_errors(tmp_path):
         read_all(path=[str(tmp_path / "junk.rec")])
     with pytest.raises(ValueError, match="readers.mxnet.*'index_path' names 1 index files for 2"):
         read_all(path=[str(tmp_path / "a.rec")] * 2, index_path=[str(tmp_path / "a.idx")])
+
+
+def test_truncated_files_and_parts_out_of_place_are_refused_naming_the_file_and_the_byte(tmp_path):
+    images, labels = samples()
+    records = [record(image, label, key) for key, (image, label) in enumerate(zip(images, labels))]
+    write_rec(tmp_path / "a.rec", records)
+    data = (tmp_path / "a.rec").read_bytes()
+    second = len(records[0])
+    for cut, error, problem in (
+            (second + 5, ValueError, rf"a RecordIO record cut short at byte {second} \(inside its 8-byte header\)"),
+            (second + 20, limits.SizeClaimError, rf"the RecordIO part at byte {second} \(padded to 4 bytes\) claims "
+                                                 rf"\d+ bytes, more than the 12 bytes the file holds there"),
+            (len(data) - 1, limits.SizeClaimError, r"the RecordIO part at byte \d+ \(padded to 4 bytes\) claims")):
+        (tmp_path / "cut.rec").write_bytes(data[:cut])
+        with pytest.raises(error, match=rf"'.*cut\.rec': {problem}"):
+            read_all(path=[str(tmp_path / "cut.rec")])
+    split = sum(map(len, records[:2]))  # the third record is in parts
+    first_length = struct.unpack("<I", records[2][4:8])[0] & ((1 << 29) - 1)
+    middle = split + 8 + (first_length + 3) // 4 * 4
+    (tmp_path / "middle.idx").write_text(f"0\t0\n1\t{middle}\n")
+    with pytest.raises(penstock.PipelineError, match=rf"a\.rec \(record at byte {middle}\): the RecordIO part at byte "
+                                                     r"0 is flagged 3, where 0 \(whole\) or 1 \(first part\) belongs"):
+        read_all(path=[str(tmp_path / "a.rec")], index_path=[str(tmp_path / "middle.idx")])
+    (tmp_path / "magic.rec").write_bytes(data[:second] + b"\x0b" + data[second + 1:])
+    with pytest.raises(ValueError, match=rf"magic\.rec': no RecordIO magic number at byte {second}"):
+        read_all(path=[str(tmp_path / "magic.rec")])
+
+
+def test_an_index_past_the_file_or_listing_a_record_twice_is_refused_naming_it(tmp_path):
+    write_rec(tmp_path / "a.rec", [record(b"image", [1.0], 0), record(b"image", [2.0], 1)])
+    for lines, problem in (("0\t0\n1\t4000\n", r"offset 4000 outside '.*a\.rec' \(80 bytes\)"),
+                           ("0\t0\n1\t40\n2\t40\n", r"offset 40 twice")):
+        (tmp_path / "a.idx").write_text(lines)
+        with pytest.raises(ValueError, match=rf"readers.mxnet: index '.*a\.idx' lists {problem}"):
+            read_all(path=[str(tmp_path / "a.rec")], index_path=[str(tmp_path / "a.idx")])
+
+
+def test_a_label_count_past_the_record_is_refused(tmp_path):
+    payload = struct.pack("<IfQQ", 1000, 0.0, 0, 0) + b"image"
+    (tmp_path / "a.rec").write_bytes(struct.pack("<II", MAGIC, len(payload)) + payload + bytes(-len(payload) % 4))
+    with pytest.raises(penstock.PipelineError, match=r"a\.rec \(record at byte 0\): its image header's label count "
+                                                     r"claims 4,000 bytes, more than the 5 bytes") as raised:
+        read_all(batch_size=1, path=[str(tmp_path / "a.rec")])
+    assert isinstance(raised.value.__cause__, limits.SizeClaimError)

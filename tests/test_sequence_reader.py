@@ -3,14 +3,17 @@ sorted order, ``sequence_length`` frames ``stride`` apart, starting every ``step
 against Pillow's decode, and the errors."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from conftest import encode, pillow_decode, smooth_image
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
 from helpers_data import read_one_epoch
+import hostile_files as hostile
 import penstock
-from penstock import fn, types
+from penstock import fn, limits, types
 
 
 def make_streams(root, lengths: dict[str, int], size=(12, 16)) -> dict[str, list[bytes]]:
@@ -61,3 +64,19 @@ def test_streams_too_short_and_frames_of_other_sizes_are_clear_errors(tmp_path):
     with pytest.raises(penstock.PipelineError, match=r"frame '.*frame_001\.png' is 16 x 10, the sequence's first "
                                                      r"frame 16 x 12"):
         read_one_epoch(lambda: (fn.readers.sequence(name="Reader", file_root=str(tmp_path), sequence_length=2),))
+
+
+@pytest.mark.parametrize("kind", ["jpeg", "png"])
+def test_a_frame_claiming_more_pixels_than_max_pixels_is_refused_from_its_header(tmp_path, kind):
+    """A few hundred bytes claiming 60000 x 60000 pixels: refused before decoding, naming the frame
+    (readers.sequence has no max_pixels argument, as in DALI: the decoders' default applies)."""
+    make_streams(tmp_path, {"s": 2})
+    bomb = hostile.BOMBS[kind]()
+    assert len(bomb) < 1000
+    (tmp_path / "s" / "frame_001.png").write_bytes(bomb.tobytes())
+    started = time.perf_counter()
+    with pytest.raises(penstock.PipelineError, match=r"frame '.*frame_001\.png': its header claims 60000 x 60000 = "
+                                                     r"3,600,000,000 pixels, more than max_pixels=89,478,485") as raised:
+        read_one_epoch(lambda: (fn.readers.sequence(name="Reader", file_root=str(tmp_path), sequence_length=2),))
+    assert isinstance(raised.value.__cause__, limits.SizeClaimError)
+    assert time.perf_counter() - started < 2.0

@@ -202,3 +202,39 @@ def test_bad_records_features_and_indexes_are_clear_errors(tmp_path):
     with pytest.raises(limits.SizeClaimError, match=r"cut\.tfrecord': the record at byte \d+ .* claims \d+ bytes, "
                                                   r"more than the \d+ bytes the file holds there"):
         read_all(path=[str(tmp_path / "cut.tfrecord")], features=wrong_count)
+
+
+def test_truncated_records_and_fields_are_refused_naming_the_file_and_the_record(tmp_path):
+    """Where a record ends inside a field, or the file inside a record, the error says so: the
+    length prefixes and every field's length are checked against what holds them."""
+    whole = serialized(True, {"n": [1, 2]})
+    entries = write_records(tmp_path / "a.tfrecord", [whole, whole + b"\x15\x00\x00"])  # field 2: 2 of 4 bytes
+    features = {"n": tfrecord.VarLenFeature(tfrecord.int64, 0)}
+    with pytest.raises(penstock.PipelineError, match=rf"a\.tfrecord \(record at byte {entries[1][0]}\): not a valid "
+                                                     r"tf.train.Example: field 2 at byte \d+ of its message claims 4 "
+                                                     r"bytes, more than the 2") as raised:
+        read_all(batch_size=2, path=[str(tmp_path / "a.tfrecord")], features=features)
+    assert isinstance(raised.value.__cause__, limits.SizeClaimError)
+    write_records(tmp_path / "b.tfrecord", [whole + b"\x08\x80"])  # a varint cut at the message's end
+    with pytest.raises(penstock.PipelineError, match=r"b\.tfrecord \(record at byte 0\): not a valid tf.train.Example "
+                                                     r"\(a varint cut short at byte \d+ of its message\)"):
+        read_all(batch_size=1, path=[str(tmp_path / "b.tfrecord")], features=features)
+    data = (tmp_path / "a.tfrecord").read_bytes()
+    for cut, problem in ((entries[1][0] + 5, r"a truncated record at byte \d+ \(inside its 8-byte length\)"),
+                         (len(data) - 1, r"the record at byte \d+ .* claims \d+ bytes, more than the \d+ bytes")):
+        (tmp_path / "cut.tfrecord").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=rf"'.*cut\.tfrecord': {problem}"):
+            read_all(path=[str(tmp_path / "cut.tfrecord")], features=features)
+
+
+def test_int64_values_keep_their_low_64_bits_as_protobuf_reads_them(tmp_path):
+    """A varint of 10 bytes may carry bits past the 64th: protobuf drops them (numpy would refuse)."""
+    example_type = example_class(packed=False)
+    record = serialized(False, {"n": [-1]})
+    assert record.endswith(b"\xff\x01")  # -1: nine bytes of ones and a last 1
+    overflowing = record[:-1] + b"\x7f"
+    assert list(example_type.FromString(overflowing).features.feature["n"].int64_list.value) == [-1]
+    write_records(tmp_path / "a.tfrecord", [overflowing])
+    [sample] = read_all(batch_size=1, path=[str(tmp_path / "a.tfrecord")],
+                        features={"n": tfrecord.FixedLenFeature([1], tfrecord.int64, 0)})
+    assert sample["n"].tolist() == [-1]

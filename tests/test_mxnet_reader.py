@@ -123,8 +123,8 @@ def test_truncated_files_and_parts_out_of_place_are_refused_naming_the_file_and_
     second = len(records[0])
     for cut, error, problem in (
             (second + 5, ValueError, rf"a RecordIO record cut short at byte {second} \(inside its 8-byte header\)"),
-            (second + 20, limits.SizeClaimError, rf"the RecordIO part at byte {second} \(padded to 4 bytes\) claims "
-                                                 rf"\d+ bytes, more than the 12 bytes the file holds there"),
+            (second + 20, limits.SizeClaimError, (rf"the RecordIO part at byte {second} \(padded to 4 bytes\) claims "
+                                                  rf"\d+ bytes, more than the 12 bytes the file holds there")),
             (len(data) - 1, limits.SizeClaimError, r"the RecordIO part at byte \d+ \(padded to 4 bytes\) claims")):
         (tmp_path / "cut.rec").write_bytes(data[:cut])
         with pytest.raises(error, match=rf"'.*cut\.rec': {problem}"):

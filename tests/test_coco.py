@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-from penstock import fn, pipeline_def, types
+from penstock import PipelineError, fn, pipeline_def, types
 
 pycocotools = pytest.importorskip("pycocotools")
 from pycocotools import mask as mask_util  # noqa: E402
@@ -37,9 +37,11 @@ def coco_set(tmp_path_factory):
 
 def read_all(image_root, annotations, batch_size=IMAGES, epochs=1, **kwargs):
     """Every output of every sample over ``epochs`` epochs, as lists of numpy arrays."""
+    source = {"annotations_file": annotations} if annotations is not None else {}
+
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=5)
     def pipe():
-        return tuple(fn.readers.coco(file_root=image_root, annotations_file=annotations, name="Reader", **kwargs))
+        return tuple(fn.readers.coco(file_root=image_root, name="Reader", **source, **kwargs))
     built = pipe()
     built.build()
     batches_per_epoch = built.reader_meta("Reader")["batches_per_epoch"]
@@ -288,3 +290,193 @@ def test_boxes_from_worker_processes_reach_the_gpu_as_from_threads(coco_set, mon
             for got, want in zip(output_processes, output_threads):
                 assert got.shape == want.shape and got.dtype == want.dtype
                 np.testing.assert_array_equal(got, want)
+
+
+# ---- a saved index is a file like any other -----------------------------------------------------------
+class _CreatesFile:
+    """Unpickling it creates ``path``: what an index that held objects could make penstock run."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _read_index(images, folder, **kwargs):
+    @pipeline_def(batch_size=IMAGES, num_threads=1, device_id=None)
+    def pipe():
+        return tuple(fn.readers.coco(file_root=images, preprocessed_annotations=str(folder), **kwargs))
+    built = pipe()
+    built.build()
+    try:
+        return [[np.asarray(batch.at(i)) for i in range(len(batch))] for batch in built.run()]
+    finally:
+        built.close()
+
+
+def test_an_index_holding_pickled_objects_is_refused_and_never_run(coco_set, tmp_path):
+    images, annotations, _ = coco_set
+    folder, marker = tmp_path / "index", tmp_path / "ran"
+    read_all(images, annotations, pixelwise_masks=True, save_preprocessed_annotations=True,
+             save_preprocessed_annotations_dir=str(folder))
+    saved = sorted(path for path in folder.iterdir() if path.suffix in (".npy", ".npz"))
+    assert saved
+    payload = np.array([_CreatesFile(str(marker))], dtype=object)
+    for path in saved:
+        original = path.read_bytes()
+        for kind in ("object array", "pickle"):
+            if path.suffix == ".npz":
+                with np.load(path, allow_pickle=False) as archive:
+                    np.savez(path, **{key: payload for key in archive.files})
+            elif kind == "object array":
+                np.save(path, payload, allow_pickle=True)
+            else:
+                import pickle
+                path.write_bytes(pickle.dumps(payload[0]))
+            with pytest.raises(ValueError, match="readers.coco") as caught:
+                _read_index(images, folder, pixelwise_masks=True)
+            assert str(path) in str(caught.value), kind
+            assert not marker.exists(), f"{path.name} ({kind}) ran code"
+        path.write_bytes(original)
+
+
+@pytest.mark.parametrize("saved, loaded", [
+    ({"pixelwise_masks": True, "skip_empty": True, "include_iscrowd": False},
+     {"pixelwise_masks": True, "image_ids": True, "ltrb": True, "ratio": True}),
+    ({"polygon_masks": True, "avoid_class_remapping": True, "size_threshold": 20.0},
+     {"polygon_masks": True, "image_ids": True, "ratio": True}),
+])
+def test_a_saved_index_gives_what_the_file_gives_with_the_reading_arguments(coco_set, tmp_path, saved, loaded):
+    """The filters are the saving reader's (as DALI's); ltrb, ratio and the outputs are the reading one's."""
+    images, annotations, _ = coco_set
+    folder = tmp_path / "index"
+    _, saved_meta = read_all(images, annotations, save_preprocessed_annotations=True,
+                             save_preprocessed_annotations_dir=str(folder), **saved)
+    expected, _ = read_all(images, annotations, **{**saved, **loaded})
+    got, meta = read_all(images, None, preprocessed_annotations=str(folder), **loaded)
+    assert meta["skipped"] == saved_meta["skipped"] and len(got) == len(expected)
+    for column_expected, column_got in zip(expected, got):
+        assert len(column_got) == len(column_expected)
+        for want, have in zip(column_expected, column_got):
+            assert have.dtype == want.dtype
+            np.testing.assert_array_equal(have, want)
+
+
+def test_an_index_saved_without_masks_is_refused_for_masks(coco_set, tmp_path):
+    images, annotations, _ = coco_set
+    read_all(images, annotations, save_preprocessed_annotations=True, save_preprocessed_annotations_dir=str(tmp_path))
+    for argument in ("polygon_masks", "pixelwise_masks"):
+        with pytest.raises(ValueError, match=f"'{argument}' needs masks"):
+            _read_index(images, tmp_path, **{argument: True})
+
+
+def test_an_index_whose_rows_lie_outside_its_arrays_is_refused(coco_set, tmp_path):
+    images, annotations, _ = coco_set
+    read_all(images, annotations, save_preprocessed_annotations=True, save_preprocessed_annotations_dir=str(tmp_path))
+    objects = np.load(tmp_path / "objects.npy", allow_pickle=False)
+    objects[3, 1] = 10**12
+    np.save(tmp_path / "objects.npy", objects, allow_pickle=False)
+    with pytest.raises(ValueError, match="row ranges outside") as caught:
+        _read_index(images, tmp_path)
+    assert str(tmp_path / "objects.npy") in str(caught.value)
+
+
+def test_the_file_read_a_few_bytes_at_a_time_gives_the_same_index(coco_set, monkeypatch):
+    """The file is walked in pieces: values cut at a piece's end (numbers, strings, objects) are
+    read again whole."""
+    from penstock.operators import coco
+    images, annotations, _ = coco_set
+    expected, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
+    monkeypatch.setattr(coco, "READ_BYTES", 7)
+    monkeypatch.setattr(coco, "CHUNK", 5)
+    got, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
+    for column_expected, column_got in zip(expected, got):
+        for want, have in zip(column_expected, column_got):
+            np.testing.assert_array_equal(have, want)
+
+
+# ---- sizes the annotations file claims --------------------------------------------------------------------
+def _pipeline_over(image_root, path, **kwargs):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return tuple(fn.readers.coco(file_root=image_root, annotations_file=path, **kwargs))
+    return pipe()
+
+
+def test_a_mask_larger_than_the_limit_is_refused_before_it_is_made(coco_set, tmp_path):
+    import tracemalloc
+    images, _, _ = coco_set
+    claimed = {}
+
+    def claim(document):  # 20000 x 5000: 10^8 pixels, more than limits.DEFAULT_MAX_PIXELS
+        first = min(document["images"], key=lambda image: image["id"])
+        first.update(width=20000, height=5000)
+        claimed.update(first)
+    broken = _broken(tmp_path, images, claim)
+    built = _pipeline_over(images, broken, pixelwise_masks=True)
+    built.build()
+    tracemalloc.start()
+    try:
+        with pytest.raises(PipelineError, match="SizeClaimError: readers.coco") as caught:
+            built.run()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        built.close()
+    message = str(caught.value)
+    assert broken in message and f"image {claimed['id']}" in message and claimed["file_name"] in message
+    assert "20000" in message and "5000" in message
+    assert peak < 50 * 2**20, f"{peak / 2**20:.0f} MiB allocated before the refusal"
+
+
+def _crowd_annotation(document):
+    return next(a for a in document["annotations"] if isinstance(a["segmentation"], dict))
+
+
+def _polygon_annotation(document):
+    return next(a for a in document["annotations"] if isinstance(a["segmentation"], list) and not a["iscrowd"])
+
+
+def _zigzag(document):
+    """A polygon of 20000 vertices crossing every row of its image thousands of times."""
+    annotation = _polygon_annotation(document)
+    image = next(i for i in document["images"] if i["id"] == annotation["image_id"])
+    xs = np.linspace(0, image["width"], 10000)
+    points = np.stack([np.concatenate([xs, xs[::-1]]), np.tile([0.0, image["height"]], 10000)], 1)
+    annotation["segmentation"] = [points.reshape(-1).tolist()]
+    return annotation
+
+
+@pytest.mark.parametrize("edit, message", [
+    # runs whose int64 sum wraps around to the image's pixels: np.repeat would be asked for 2^64
+    (lambda d: _crowd_annotation(d)["segmentation"].__setitem__(
+        "counts", [2**62] * 4 + [_crowd_annotation(d)["segmentation"]["size"][0]
+                                 * _crowd_annotation(d)["segmentation"]["size"][1]]), "has a run of"),
+    (lambda d: _crowd_annotation(d)["segmentation"].__setitem__("counts", [-5, 10**9]), "has a run of -5"),
+    # a compressed run that never ends: its value would grow without bound
+    (lambda d: _crowd_annotation(d)["segmentation"].__setitem__("counts", "o" * 2000), "is not a run"),
+    (lambda d: _polygon_annotation(d)["segmentation"][0].__setitem__(0, float("inf")), "finite x, y pairs"),
+    (lambda d: _polygon_annotation(d)["segmentation"][0].append(3.0), "finite x, y pairs"),
+])
+def test_masks_that_claim_more_than_their_image_are_refused_at_build(coco_set, tmp_path, edit, message):
+    images, _, _ = coco_set
+    broken = _broken(tmp_path, images, edit)
+    with pytest.raises(ValueError, match="readers.coco") as caught:
+        _pipeline_over(images, broken, pixelwise_masks=True).build()
+    assert broken in str(caught.value) and "annotation" in str(caught.value) and message in str(caught.value)
+
+
+def test_a_polygon_crossing_its_rows_more_than_its_pixels_is_refused(coco_set, tmp_path):
+    images, _, _ = coco_set
+    annotation = {}
+    broken = _broken(tmp_path, images, lambda d: annotation.update(_zigzag(d)))
+    with open(broken) as handle:
+        name = next(i["file_name"] for i in json.load(handle)["images"] if i["id"] == annotation["image_id"])
+    built = _pipeline_over(images, broken, pixelwise_masks=True, images=[name, name])
+    built.build()
+    with pytest.raises(PipelineError, match="SizeClaimError: readers.coco") as caught:
+        built.run()
+    built.close()
+    assert broken in str(caught.value) and f"image {annotation['image_id']}" in str(caught.value)
+    assert "crosses the rows" in str(caught.value)

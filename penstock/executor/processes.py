@@ -44,12 +44,12 @@ import warnings
 
 import numpy as np
 
-from penstock.contract import ArrayColumn, RaggedColumn, RowColumn
+from penstock.contract import ArrayColumn, RaggedColumn, RowColumn, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import RING_BYTES, RingRows, SharedRing, pinned_ring_bytes
+from penstock.executor.shared_ring import LENT_RING_BYTES, RING_BYTES, RingRef, RingRows, SharedRing, pinned_ring_bytes
 
 PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
 # Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
@@ -67,6 +67,10 @@ MESSAGE_SECONDS = 0.01
 # (10: validation 5,954, one run; H100, BENCHMARKS.md)
 WORKER_NICENESS = 5
 LIGHT_CHUNK = 128  # samples per message of light samples, at most
+HEAVY_MESSAGE_SECONDS = 0.05  # a message carries about this long of a worker's time, at most
+# samples whose values come back through the ring (large images) go few to a message: a reply
+# takes at most 1 / REPLY_RING_SHARE of the ring, which holds those of the batches in flight too
+REPLY_RING_SHARE = 4
 STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
 # how often an idle worker process looks whether the pipeline's process is still there: killed, it
 # closes no pipe (later processes inherit its end of the earlier ones' pipes), and nothing else
@@ -89,6 +93,12 @@ class WorkerProcesses:
         self._tasks = tasks  # (job, sample index), or None: shut down
         self._stopping = stopping
         self._links: list[ProcessLink] = []
+        # output slots of operators that write their samples into the batch's buffer when given a
+        # row: a batch of theirs is one array, even when a value comes back through the ring
+        plan = runner.plan
+        self._buffered_slots = frozenset(slot for step in plan.cpu_steps if step.key in plan.dense_outputs
+                                         for slot in (plan.dense_outputs[step.key],)
+                                         if type(step.impl).output_spec is not SampleOperator.output_spec)
         self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples or calls are queued
         self.calls = WorkerCalls(self.wake, stopping)  # run by the dispatcher thread, in this process
 
@@ -152,13 +162,20 @@ class WorkerProcesses:
         closing = False
         calls = self.calls
         sample_seconds = None  # a worker's time per sample (moving average), once measured
-        while not self._stopping.is_set():
-            if calls:
-                calls.run_waiting()
+        sample_bytes = 0  # what a sample's values take of the ring (moving average)
+
+        def hand_out() -> None:
+            """Sends queued samples to the idle processes."""
+            nonlocal closing
             while idle and not closing:
                 chunk = min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))
                 if sample_seconds is not None:
                     chunk = max(chunk, min(LIGHT_CHUNK, int(MESSAGE_SECONDS / max(sample_seconds, 1e-6))))
+                    # heavy samples one or a few at a time: a process that took a batch's samples
+                    # while the others were busy would compute them alone
+                    chunk = min(chunk, max(1, int(HEAVY_MESSAGE_SECONDS / sample_seconds)))
+                if sample_bytes:  # a reply fits its ring, and touches no more of it than it needs
+                    chunk = min(chunk, int(idle[-1].ring.size / (REPLY_RING_SHARE * sample_bytes)))
                 tasks = self._waiting_tasks(max(1, chunk))
                 if tasks and tasks[-1] is None:
                     closing = True
@@ -175,6 +192,11 @@ class WorkerProcesses:
                     finish_samples(tasks, _lost_samples_error(error, tasks))
                     continue
                 selector.register(link.connection, selectors.EVENT_READ)
+
+        while not self._stopping.is_set():
+            if calls:
+                calls.run_waiting()
+            hand_out()
             if closing and not busy:
                 return
             for key, _ in selector.select(timeout=POLL_SECONDS):
@@ -191,14 +213,19 @@ class WorkerProcesses:
                     continue
                 took = replies[2] / len(tasks)  # the worker's own time: not how long the reply waited here
                 sample_seconds = took if sample_seconds is None else 0.8 * sample_seconds + 0.2 * took
-                self._store_reply(link, tasks, replies)
+                # the process gets its next samples before this reply is stored: storing may copy
+                # large values, which it would otherwise wait for
+                idle.append(link)
+                hand_out()
+                in_ring = self._store_reply(link, tasks, replies) / len(tasks)
+                sample_bytes = in_ring if not sample_bytes else 0.8 * sample_bytes + 0.2 * in_ring
                 self._note_row_shapes(tasks)
                 finish_samples(tasks)
-                idle.append(link)
 
-    def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> None:
+    def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> int:
         """Stores a reply's values in their batches, value by value (kept slot) rather than sample
-        by sample: a preparation's values are resolved from the ring together."""
+        by sample: a preparation's values are resolved from the ring together. Returns the bytes
+        of its values that came through the ring."""
         errors, columns, _, times = reply
         timings = self._runner.timings()  # this thread's: stage_seconds() sums every thread's
         for stage, seconds in times.items():
@@ -213,6 +240,7 @@ class WorkerProcesses:
                     task[0].record_failure(task[1], error)
         prepared_slots, dense_slots = self._runner.plan.prepared_slots, self._runner.plan.dense_slots
         store = self._runner.store
+        copied_end, ring_bytes = 0, 0  # the ring's position after the values copied out of it; their size
         runs = _job_runs(done)
         passed_slots = self._runner.plan.passed_slots
         for slot, column in enumerate(columns):
@@ -230,20 +258,40 @@ class WorkerProcesses:
             if type(column) is _RaggedColumn and slot not in dense_slots and slot not in prepared_slots:
                 _store_ragged(runs, slot, column)
                 continue
+            in_ring, lent = (), False
             if slot in prepared_slots:
                 values, ends = link.ring.resolve_column(column)
                 for (job, _), end in zip(done, ends):  # each batch keeps its arrays in the ring until it is used
                     _keep_ring(link, job, end)
+            elif type(column) is _RingColumn:
+                in_ring = [type(value) is RingRef for value in column]
+                if prepared_slots:  # copied out below: the ring is released in order with the batches
+                    values, ends = link.ring.resolve_column(column)
+                    copied_end = max(copied_end, *ends)
+                else:
+                    # lent as they are: the samples of a batch that is a list, as a decoder's are on
+                    # threads; copied into the batch's buffer where the operator writes its samples
+                    # into one (the next batches' rows are then written in place)
+                    values = [link.ring.lend(value) if ref else value for value, ref in zip(column, in_ring)]
+                    lent = slot not in self._buffered_slots
+                ring_bytes += sum(value.nbytes for value, ref in zip(values, in_ring) if ref)
             else:
                 values = _rows(column)
-            for (job, index), value in zip(done, values):
+            for position, ((job, index), value) in enumerate(zip(done, values)):
                 if job.error is not None:
                     continue
+                read = value
                 if value is WrittenInPlace:
                     value = job.buffers[slot][index]
-                elif slot in dense_slots:
+                elif slot in dense_slots and not (lent and in_ring[position]):
                     value = store(job, slot, index, value)
+                if prepared_slots and in_ring and in_ring[position] and value is read:
+                    value = value.copy()  # the process writes over the ring's copy once the batch is used
                 job.values[slot][index] = value
+        if copied_end:  # the ring also holds preparations, released in order with their batches
+            for job, _ in done:
+                _keep_ring(link, job, copied_end)
+        return ring_bytes
 
     def _store_stacked(self, runs: list, slot: int, column: np.ndarray) -> None:
         """Stores a stacked column of a dense value, each batch's rows copied at once."""
@@ -337,8 +385,10 @@ class ProcessLink:
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
         plan = runner.plan
-        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else RING_BYTES) \
-            if plan.prepared_slots else None
+        # large values (decoded images) come back through the ring too, not only preparations;
+        # without preparations, the ring's arrays are lent out as the batches' samples
+        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else
+                               RING_BYTES if plan.prepared_slots else LENT_RING_BYTES)
         self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
                                         name="penstock-worker-process")
         with warnings.catch_warnings():
@@ -427,6 +477,17 @@ class _SharedRows:
         self.lock = None
         self.size = None
 
+    def write(self, slot: int, index: int, value) -> bool:
+        """Copies ``value`` into the sample's row of the shared buffer of ``slot`` when it has the
+        row's shape and type (an operator that made its own array: a decoder); whether it did.
+        One copy here, in parallel with the other processes, instead of several through the pipe."""
+        buffer = self.buffers[slot]
+        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or \
+                value.shape != buffer.shape[1:] or value.dtype != buffer.dtype:
+            return False
+        buffer[index] = value
+        return True
+
     def written(self, slot: int, index: int, value) -> bool:
         """Whether ``value`` is the sample's row of the shared buffer of ``slot``."""
         buffer = self.buffers[slot]
@@ -484,7 +545,7 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
                 kept = runner.compute(items, params, index, source_info, rows)
                 if rows is not None:
                     for slot in shared:
-                        if rows.written(slot, index, kept[slot]):
+                        if rows.written(slot, index, kept[slot]) or rows.write(slot, index, kept[slot]):
                             kept[slot] = WrittenInPlace
                 computed.append(kept)
                 errors.append(None)
@@ -493,7 +554,7 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
                               PipelineError(f"{type(error).__name__}: {error}"))
         columns = [None if slot in plan.passed_slots else  # the pipeline's process has these
                    ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
-                   else _column([kept[slot] for kept in computed]) for slot in range(kept_count)]
+                   else _column([kept[slot] for kept in computed], ring) for slot in range(kept_count)]
         seconds = time.perf_counter() - started
         times = {stage: spent - reported.get(stage, 0.0) for stage, spent in timings.items()
                  if spent != reported.get(stage, 0.0)}
@@ -642,11 +703,26 @@ class _RaggedColumn(tuple):
     __slots__ = ()
 
 
-def _column(values: list):
-    """One value of several samples, for the pipe: arrays of one shape and type stacked into one
-    array, arrays of one type and rank but different shapes packed into one _RaggedColumn (one
-    pickled object, not one per sample, each of which costs the receiving thread microseconds to
-    unpickle; the other end takes views, see _rows), anything else as the list."""
+class _RingColumn(tuple):
+    """_RingColumn(values): one value of several samples, those of RING_VALUE_BYTES or more as
+    RingRefs to the process's ring (the others as themselves), which the dispatcher copies out at
+    once: a decoded 12-megapixel image pickled through the pipe is copied five times on its way
+    (stacked, pickled, written, read, stored) and holds as much memory at each step."""
+
+    __slots__ = ()
+
+
+RING_VALUE_BYTES = 1 << 20  # arrays below this go in the pickled column: one object for many samples
+
+
+def _column(values: list, ring: SharedRing | None = None):
+    """One value of several samples, for the pipe: with a ring, a _RingColumn when one of them is
+    a large array; arrays of one shape and type stacked into one array, arrays of one type and
+    rank but different shapes packed into one _RaggedColumn (one pickled object, not one per
+    sample, each of which costs the receiving thread microseconds to unpickle; the other end takes
+    views, see _rows), anything else as the list."""
+    if ring is not None and any(_large(value) for value in values):
+        return _RingColumn(ring.put(value) if _large(value) else value for value in values)
     first = values[0] if values else None
     if not isinstance(first, np.ndarray) or first.dtype.hasobject or \
             not all(isinstance(value, np.ndarray) and value.dtype == first.dtype for value in values):
@@ -657,6 +733,10 @@ def _column(values: list):
         return values
     return _RaggedColumn((np.concatenate([value.reshape(-1) for value in values]),
                           np.array([value.shape for value in values], np.int64)))
+
+
+def _large(value) -> bool:
+    return isinstance(value, np.ndarray) and value.nbytes >= RING_VALUE_BYTES and not value.dtype.hasobject
 
 
 def _rows(column) -> list:

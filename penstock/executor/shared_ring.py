@@ -2,20 +2,33 @@
 
 Each worker process has a ring of shared memory (mapped before the fork, so both sides see it).
 The process writes an array at its next free position and sends only a ``RingRef``; the parent
-reads the array in place and, once it has used every array of a batch, releases the ring up to
-the end of that batch's arrays (batches finish in order, so releases only move forward). When the
-ring has no room (the parent is slow to release), the process sends the array through the pipe
-instead: the ring never blocks either side.
+reads the array in place and either releases the ring up to the end of a batch's arrays once it
+has used them all (batches finish in order, so releases only move forward: the GPU stage's inputs),
+or lends the arrays out as they are (``lend``: a CPU pipeline's large outputs, handed to the user
+without a copy), each one's room returned once it and its views are gone. When the ring has no
+room (the parent is slow to release, the user holds many batches), the process sends the array
+through the pipe instead: the ring never blocks either side.
+
+The process writes at the ring's start again as soon as the room there is free, rather than going
+round the whole ring: the pages backed by memory are those of the most the parent held at once,
+not the whole ring (a page of shared memory, once written, stays backed until the ring is gone).
 """
 from __future__ import annotations
 
+import collections
 import mmap
+import threading
+import weakref
 
 import numpy as np
 
 from penstock.contract import RowPreparation, is_row_bytes
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
+# a ring whose arrays are lent out holds those of the batches the user and the pipeline hold (the
+# one handed out, the one before it until it is dropped, those being made): about three batches of
+# the process's share, 430 MiB for batches of eight 12-megapixel images over two processes
+LENT_RING_BYTES = 1 << 30
 # rings the parent pins for the GPU's reads (executor: when the GPU reads the workers'
 # preparations, encoded JPEGs or pixels) are pinned whole, every page backed: the processes share
 # PINNED_RINGS_BYTES, each ring between 32 MiB and RING_BYTES. The batches a pipeline holds at once
@@ -74,6 +87,13 @@ class SharedRing:
         self._base_address = np.frombuffer(self._memory, np.uint8, 1).ctypes.data
         self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
         self._written = 0  # child side: the next position to write
+        # parent side: [end, returned] of each array lent out, in ring order
+        self._lent: collections.deque = collections.deque()
+        self._lent_lock = threading.Lock()  # arrays are returned on any thread that drops them
+
+    @property
+    def size(self) -> int:
+        return self._size
 
     # ---- worker process side ------------------------------------------------------------------
     def put(self, value):
@@ -110,10 +130,13 @@ class SharedRing:
         size = value.nbytes
         start = self._written
         offset = start % self._size
-        if offset + size > self._size:  # no wrapping inside an array: skip to the ring's start
+        released = int(self._released[0])
+        # the ring's start when it has room there (and when the array does not fit before the
+        # ring's end): its first pages are written again and again rather than new ones
+        if offset and (offset + size > self._size or start - offset + size <= released):
             start += self._size - offset
             offset = 0
-        if start + size - int(self._released[0]) > self._size:
+        if start + size - released > self._size:
             return None
         np.frombuffer(self._memory, np.uint8, size, offset)[:] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
         self._written = start + size
@@ -163,6 +186,28 @@ class SharedRing:
         """Lets the process write over everything before ``end``."""
         if end > self._released[0]:
             self._released[0] = end
+
+    def lend(self, ref: RingRef) -> np.ndarray:
+        """The array of ``ref``, read in place for as long as it or a view of it lives; its room is
+        the process's again once it is gone and so is every array lent before it. A ring whose
+        arrays are lent is released only this way."""
+        start, nbytes, shape, dtype = ref
+        # made on the mapping itself, so that its views refer to it and it lives while they do
+        array = np.ndarray(shape, np.dtype(dtype), buffer=self._memory, offset=start % self._size)
+        held = [start + nbytes, False]
+        with self._lent_lock:
+            self._lent.append(held)
+        weakref.finalize(array, self._returned, held)
+        return array
+
+    def _returned(self, held: list) -> None:
+        with self._lent_lock:
+            held[1] = True
+            end = 0
+            while self._lent and self._lent[0][1]:
+                end = self._lent.popleft()[0]
+            if end:
+                self.release(end)
 
 
 def _row_bytes(value) -> bool:

@@ -456,8 +456,9 @@ def _zigzag(document):
     (lambda d: _crowd_annotation(d)["segmentation"].__setitem__("counts", [-5, 10**9]), "has a run of -5"),
     # a compressed run that never ends: its value would grow without bound
     (lambda d: _crowd_annotation(d)["segmentation"].__setitem__("counts", "o" * 2000), "is not a run"),
-    (lambda d: _polygon_annotation(d)["segmentation"][0].__setitem__(0, float("inf")), "finite x, y pairs"),
-    (lambda d: _polygon_annotation(d)["segmentation"][0].append(3.0), "finite x, y pairs"),
+    (lambda d: _polygon_annotation(d)["segmentation"][0].__setitem__(0, float("inf")), "within float32's range"),
+    (lambda d: _polygon_annotation(d)["segmentation"][0].append(3.0), "x, y pairs"),
+    (lambda d: _polygon_annotation(d)["segmentation"][0].__setitem__(1, 1e300), "within float32's range"),
 ])
 def test_masks_that_claim_more_than_their_image_are_refused_at_build(coco_set, tmp_path, edit, message):
     images, _, _ = coco_set

@@ -91,6 +91,7 @@ registry.register_schema(OpSchema(
 _SPACE = re.compile(r"[ \t\n\r]*")
 _SEPARATOR = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 READ_BYTES = 1 << 22  # the text held at once while a file is walked (a value longer than that: more)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 CHUNK = 512  # elements of an array converted to numpy columns at once: they die young, and collections stay cheap
 
 
@@ -281,7 +282,7 @@ def _labels_of(items, args: dict, what: str) -> dict:
 class AnnotationTable:
     """The annotations of a file as columns, in file order (row i: annotation i + 1): image id,
     category id, box (float64 [N, 4], x, y, width, height), crowd flag; with masks, each
-    annotation's polygon count, each polygon's vertex count and all vertices (float64 [V, 2]); the
+    annotation's polygon count, each polygon's vertex count and all vertices (float32 [V, 2]); the
     run-length masks as (row, annotation name, segmentation) triples."""
 
     def __init__(self, parts: list, masks: bool):
@@ -292,7 +293,7 @@ class AnnotationTable:
         if masks:
             self.polygon_count = joined("polygon_count", np.zeros(0, np.int64))
             self.vertex_count = joined("vertex_count", np.zeros(0, np.int64))
-            self.vertices = joined("vertices", np.zeros((0, 2)))
+            self.vertices = joined("vertices", np.zeros((0, 2), np.float32))
         self.run_lengths = [entry for part in parts for entry in part["run_lengths"]]
 
     @classmethod
@@ -353,12 +354,16 @@ def _annotation_columns(chunk: list, first: int, what: str, masks: bool, run_len
             vertices = np.fromiter(itertools.chain.from_iterable(polygons), np.float64, int(lengths.sum()))
         except (TypeError, ValueError):
             vertices = None
+        else:  # the index's type; coordinates past its range become infinite, and are refused
+            with np.errstate(over="ignore"):
+                vertices = vertices.astype(np.float32)
         odd = lengths % 2 == 1
         if vertices is None or odd.any() or not np.isfinite(vertices).all():
             index = int(np.argmax(odd)) if odd.any() else next(
                 i for i, polygon in enumerate(polygons)
-                if not all(type(v) in (int, float) and np.isfinite(v) for v in polygon))
-            raise refuse(int(owner[index]), f"has a polygon {str(polygons[index])[:80]}: it takes finite x, y pairs")
+                if not all(type(v) in (int, float) and abs(v) <= FLOAT32_MAX for v in polygon))
+            raise refuse(int(owner[index]), f"has a polygon {str(polygons[index])[:80]}: it takes x, y pairs "
+                                            "within float32's range")
         columns.update(polygon_count=polygon_count, vertex_count=lengths // 2, vertices=vertices.reshape(-1, 2))
         if run_lengths:
             columns["run_lengths"] = [(first - 1 + i, _annotation_name(chunk[i], first + i), segment)
@@ -510,7 +515,7 @@ def _polygon_arrays(table, objects, object_row, object_begin, chosen, images: in
     return {"polygon_rows": np.stack([polygon_begin[chosen], polygon_begin[chosen + 1]], 1),
             "vertex_rows": np.stack([vertex_begin[chosen], vertex_begin[chosen + 1]], 1),
             "polygons": np.stack([owner - object_begin[polygon_row], first, first + vertex_counts], 1).astype(np.int32),
-            "vertices": vertices.astype(np.float32)}
+            "vertices": vertices}
 
 
 def _run_length_arrays(table, objects, object_row, object_begin, chosen, heights, widths, what: str) -> dict:

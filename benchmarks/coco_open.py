@@ -46,10 +46,11 @@ def make_file(folder: str, boxes: int, images: int, seed: int = 0) -> tuple[str,
                                  centre[:, 1:] + radius[:, 1:] * np.sin(angles)], 2), 2).reshape(boxes, -1)
     bbox = np.round(np.concatenate([corner, size], 1), 2)
     categories = rng.integers(1, CATEGORIES + 1, boxes)
+    columns = zip(polygon.tolist(), (size[:, 0] * size[:, 1]).tolist(), owner.tolist(), bbox.tolist(),
+                  categories.tolist())
     annotations = [{"segmentation": [p], "area": round(a, 2), "iscrowd": 0, "image_id": int(image_ids[o]),
                     "bbox": b, "category_id": c, "id": number}
-                   for number, (p, a, o, b, c) in enumerate(zip(polygon.tolist(), (size[:, 0] * size[:, 1]).tolist(),
-                                                                 owner.tolist(), bbox.tolist(), categories.tolist()), 1)]
+                   for number, (p, a, o, b, c) in enumerate(columns, 1)]
     path = os.path.join(folder, "annotations.json")
     with open(path, "w") as handle:
         json.dump({"info": {"description": "penstock coco_open benchmark"}, "licenses": [{"id": 1, "name": "x"}],

@@ -1,6 +1,7 @@
 """Per-sample work in forked worker processes (Pipeline(worker_processes=True)) gives the same
 batches as worker threads, reports errors the same way, and leaves no process behind."""
 import multiprocessing
+import time
 
 import numpy as np
 import pytest
@@ -439,41 +440,112 @@ def test_worker_processes_run_below_the_pipelines_priority(data):
         pipe.close()
 
 
-_KILLED_PIPELINE = """
-import os, sys
+_DYING_PIPELINES = """
+import itertools, os, sys, threading, time
+import numpy as np
 from penstock import fn, pipeline_def
+from penstock.executor import processes
 
-@pipeline_def(batch_size=4, num_threads=3, device_id=None, seed=1, worker_processes=True)
-def pipe():
-    jpegs, labels = fn.readers.file(file_root=sys.argv[1])
-    return fn.decoders.image(jpegs), labels
+data, death, marks = sys.argv[1], sys.argv[2], sys.argv[3]
+sizes = itertools.count()
 
-built = pipe()
-built.build()
-built.run()
-print(" ".join(str(link._process.pid) for link in built._executor._processes._links), flush=True)
-os._exit(0)  # as a kill would: no close(), no pipe closed by the interpreter
+
+def marked(tag, result):
+    def function(image):
+        open(os.path.join(marks, f"{tag}-{os.getpid()}"), "w").close()
+        return result(image)
+    return function
+
+
+def sleeping(image):
+    time.sleep(60)
+    return image
+
+
+def large(ragged, megabytes):  # rows of 1000 floats: a sample of about ``megabytes``
+    rows = int(megabytes * 262)
+    return lambda image: np.ones((rows + (next(sizes) if ragged else 0), 1000), np.float32)
+
+
+def pipeline(function=None):
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1, worker_processes=True, prefetch_queue_depth=1)
+    def pipe():
+        jpegs, _ = fn.readers.file(file_root=data)
+        images = fn.decoders.image(jpegs)
+        return images if function is None else fn.python_function(images, function=function, batch_processing=False)
+    built = pipe()
+    built.build()
+    return built
+
+
+def start(phase, built):  # run() waits for ever in some phases: from a thread, as a training loop's prefetcher would
+    threading.Thread(target=built.run, daemon=True).start()
+    while built._executor._processes is None or len(built._executor._processes._links) < 1:
+        time.sleep(0.01)
+    started.append((phase, built))
+
+
+started = []
+idle = pipeline()
+idle.run()  # and the batch after it, made ahead: then nothing to do
+started.append(("idle", idle))
+time.sleep(0.3)
+# replies are never read from here on: a worker with a reply larger than its pipe holds waits in the send
+processes.ProcessLink.receive = lambda self: time.sleep(3600)
+start("computing", pipeline(marked("computing", sleeping)))
+for ragged in (False, True):
+    layout = "ragged" if ragged else "dense"
+    start(f"sending {layout}", pipeline(marked(f"sending {layout}", large(ragged, 0.9))))  # through the pipe
+    # through the ring, which is full after one sample: the other waits in the pipe
+    processes.LENT_RING_BYTES = 4 << 20
+    start(f"ring full {layout}", pipeline(marked(f"ring full {layout}", large(ragged, 3.0))))
+while len(os.listdir(marks)) < len(started) - 1:
+    time.sleep(0.01)
+time.sleep(0.5)  # the replies fill the pipes
+for phase, built in started:
+    print(phase, *(link._process.pid for link in built._executor._processes._links), sep=",", flush=True)
+if death == "exit":
+    os._exit(0)  # as a kill would: no close(), no pipe closed by the interpreter
+time.sleep(60)  # killed meanwhile
 """
 
 
-def test_worker_processes_end_when_the_pipeline_process_is_killed(data, tmp_path):
+@pytest.mark.parametrize("death", ["SIGKILL", "exit"])
+def test_worker_processes_end_when_the_pipeline_process_dies(data, tmp_path, death):
     """A pipeline process that dies without closing its pipeline (killed, or os._exit) leaves no
-    worker process behind: each sees it is gone within PARENT_CHECK_SECONDS and ends, where
-    waiting for its pipe to close would wait for ever (the later workers inherit the earlier
-    ones' pipes)."""
+    worker process behind within 2 s, whatever the workers were doing: idle, computing (a function
+    that sleeps), sending a reply larger than the pipe holds (dense and ragged outputs) or with a
+    full ring (the reply then goes through the pipe). Their pipes do not tell them (the later
+    workers inherit the earlier ones' ends), and a send waits for ever where nobody reads."""
     import os
+    import signal
     import subprocess
     import sys
     import time
 
-    from penstock.executor.processes import PARENT_CHECK_SECONDS
-    script = tmp_path / "killed.py"
-    script.write_text(_KILLED_PIPELINE)
+    script, marks = tmp_path / "dying.py", tmp_path / "marks"
+    script.write_text(_DYING_PIPELINES)
+    marks.mkdir()
     # no pipe of ours for the workers to hold: their output goes to a file
     with open(tmp_path / "out.txt", "w") as out:
-        subprocess.run([sys.executable, str(script), data], stdout=out, check=True, timeout=60)
-    pids = [int(pid) for pid in (tmp_path / "out.txt").read_text().split()]
-    assert len(pids) == 3
+        parent = subprocess.Popen([sys.executable, str(script), data, death, str(marks)], stdout=out)
+        try:
+            deadline = time.monotonic() + 60
+            while (tmp_path / "out.txt").read_text().count("\n") < 6 and parent.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if death == "SIGKILL":
+                parent.send_signal(signal.SIGKILL)
+            assert parent.wait(timeout=30) in (0, -signal.SIGKILL)
+        finally:
+            parent.kill()
+            parent.wait()
+    died = time.monotonic()
+    workers = {}
+    for line in (tmp_path / "out.txt").read_text().splitlines():
+        phase, *pids = line.split(",")
+        workers[phase] = [int(pid) for pid in pids]
+    assert len(workers) == 6 and all(workers.values())
 
     def alive(pid: int) -> bool:  # an exited process may stay a zombie where nothing reaps it
         try:
@@ -481,10 +553,30 @@ def test_worker_processes_end_when_the_pipeline_process_is_killed(data, tmp_path
                 return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
         except FileNotFoundError:
             return False
-    deadline = time.monotonic() + PARENT_CHECK_SECONDS + 10
-    while any(map(alive, pids)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [pid for pid in pids if alive(pid)]
-    for pid in left:
-        os.kill(pid, 9)
-    assert not left
+    while any(alive(pid) for pids in workers.values() for pid in pids) and time.monotonic() < died + 2:
+        time.sleep(0.05)
+    left = {phase: [pid for pid in pids if alive(pid)] for phase, pids in workers.items()}
+    for pid in (pid for pids in left.values() for pid in pids):
+        os.kill(pid, signal.SIGKILL)
+    assert not any(left.values()), f"worker processes alive 2 s after their pipeline's process died: {left}"
+
+
+def test_worker_processes_outlive_the_thread_that_started_them(data):
+    """The system kills the worker processes when the thread that forked them ends: a pipeline first
+    run from a thread that then ends keeps its workers, and runs on from another."""
+    import threading
+
+    pipe = imagenet_train(data, batch_size=2, num_threads=2, device_id=None, seed=11, crop=32, worker_processes=True)
+    try:
+        first = threading.Thread(target=pipe.run)
+        first.start()
+        first.join()
+        links = pipe._executor._processes._links
+        time.sleep(0.2)  # a kill would have arrived
+        assert all(link._process.is_alive() for link in links)
+        for _ in range(3):
+            pipe.run()
+        assert pipe._executor._processes._links == links
+    finally:
+        pipe.close()
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]

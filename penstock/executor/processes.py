@@ -36,11 +36,15 @@ import gc
 import multiprocessing
 import os
 import queue
+import select
 import selectors
 import signal
+import socket
+import struct
 import threading
 import time
 import warnings
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -100,11 +104,39 @@ class WorkerProcesses:
                                          for slot in (plan.dense_outputs[step.key],)
                                          if type(step.impl).output_spec is not SampleOperator.output_spec)
         self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples or calls are queued
+        self._closed = threading.Event()
+        self._forker: threading.Thread | None = None  # the thread that forked the processes, when not the main one
         self.calls = WorkerCalls(self.wake, stopping)  # run by the dispatcher thread, in this process
 
     def start(self) -> None:
         """Forks the processes; call it before the pipeline's threads exist. When one cannot be
-        made (no memory for its shared ring, no more processes), those already made are stopped."""
+        made (no memory for its shared ring, no more processes), those already made are stopped.
+
+        Each process is killed by the system when the thread that forked it ends (Linux's parent
+        death signal follows the thread, not the process): the main thread forks them itself, any
+        other thread (which may end while the pipeline lives on) has a thread of the pipeline's
+        fork them and wait until close()."""
+        if threading.current_thread() is threading.main_thread():
+            self._fork()
+            return
+        forked = threading.Event()
+        failure: list = []
+
+        def fork_and_wait() -> None:
+            try:
+                self._fork()
+            except BaseException as error:  # raised again in start()'s thread
+                failure.append(error)
+            forked.set()
+            self._closed.wait()
+
+        self._forker = threading.Thread(target=fork_and_wait, name="penstock-worker-forker", daemon=True)
+        self._forker.start()
+        forked.wait()
+        if failure:
+            raise failure[0]
+
+    def _fork(self) -> None:
         try:
             for _ in range(self.count):
                 self._links.append(ProcessLink(self._runner, self._arena, self.count))
@@ -128,6 +160,9 @@ class WorkerProcesses:
         deadline = time.monotonic() + STOP_SECONDS
         for link in self._links:
             link.close(deadline)
+        self._closed.set()  # the thread that forked them ends (after they did: its end kills them)
+        if self._forker is not None and self._forker is not threading.current_thread():
+            self._forker.join()
 
     def dispatch(self) -> None:
         """The dispatcher thread: hands queued samples to idle worker processes, up to PROCESS_CHUNK
@@ -389,8 +424,8 @@ class ProcessLink:
         # without preparations, the ring's arrays are lent out as the batches' samples
         self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else
                                RING_BYTES if plan.prepared_slots else LENT_RING_BYTES)
-        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena), daemon=True,
-                                        name="penstock-worker-process")
+        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena, os.getpid()),
+                                        daemon=True, name="penstock-worker-process")
         with warnings.catch_warnings():
             # Python 3.12 warns about forking a process that has threads; the child only runs
             # operators, which take no locks those threads could hold
@@ -512,8 +547,82 @@ def _keep_freed_memory() -> None:
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
 
 
-def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None) -> None:
-    """The worker process: answers each request with its reply until it gets None or the pipe closes."""
+def _die_with_parent(parent: int) -> bool:
+    """Asks the system to kill this process when the thread that forked it ends (Linux); whether
+    the parent is still there. Without it, a worker computing or sending a reply when the pipeline's
+    process is killed would live on, holding its memory and the parent's stdout."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the sends and the idle wait look for the parent
+        pass
+    return os.getppid() == parent  # it may have died before the request was made
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class _ParentGone(Exception):
+    """The pipeline's process died while this worker waited to send it a reply."""
+
+
+class _Replies:
+    """Sends replies through the worker's end of its pipe without ever blocking for longer than
+    PARENT_CHECK_SECONDS: a reply larger than the pipe holds waits for the parent to read it, and a
+    killed parent's end of the pipe may stay open in other processes (the later workers inherit the
+    earlier ones' pipes), which would leave the send waiting for ever. Connection.send's format."""
+
+    def __init__(self, connection, parent: int):
+        self._connection, self._parent = connection, parent
+        self._socket = None
+        if hasattr(socket, "MSG_DONTWAIT"):
+            try:
+                self._socket = socket.socket(fileno=os.dup(connection.fileno()))
+            except OSError:  # not a socket: Connection.send, which may block
+                pass
+
+    def send(self, reply) -> None:
+        if self._socket is None:
+            self._connection.send(reply)
+            return
+        data = ForkingPickler.dumps(reply)
+        size = len(data)
+        header = struct.pack("!i", size) if size <= 0x7fffffff else struct.pack("!iQ", -1, size)
+        self._send_all(memoryview(header))
+        self._send_all(memoryview(data))
+
+    def _send_all(self, view: memoryview) -> None:
+        while view:
+            try:
+                view = view[self._socket.send(view, socket.MSG_DONTWAIT):]
+                continue
+            except BlockingIOError:
+                pass
+            _, writable, _ = select.select([], [self._socket], [], PARENT_CHECK_SECONDS)
+            if not writable and os.getppid() != self._parent:
+                raise _ParentGone
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+
+
+def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None,
+                   parent: int) -> None:
+    """The worker process: answers each request with its reply until it gets None, the pipe closes
+    or the pipeline's process is gone."""
+    if not _die_with_parent(parent):
+        return
+    replies = _Replies(connection, parent)
+    try:
+        _answer_requests(runner, connection, ring, arena, parent, replies)
+    except _ParentGone:
+        pass
+    finally:
+        replies.close()
+
+
+def _answer_requests(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None,
+                     parent: int, replies: _Replies) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     if WORKER_NICENESS:  # worker processes are forked: a POSIX system, which has nice()
         try:
@@ -525,7 +634,6 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
     kept_count = len(plan.kept)
     timings = runner.timings()
     reported = dict(timings)  # what was there at the fork is the pipeline process's, not this one's
-    parent = os.getppid()
     while True:
         try:
             while not connection.poll(PARENT_CHECK_SECONDS):
@@ -560,7 +668,7 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
                  if spent != reported.get(stage, 0.0)}
         if times:
             reported = dict(timings)
-        connection.send((errors, columns, seconds, times))
+        replies.send((errors, columns, seconds, times))
 
 
 def _store_array(runs: list, slot: int, column: np.ndarray) -> None:

@@ -580,3 +580,62 @@ def test_worker_processes_outlive_the_thread_that_started_them(data):
     finally:
         pipe.close()
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
+
+
+def test_shared_heap_lends_arrays_given_back_in_any_order():
+    from penstock.executor.shared_ring import LENT_SMALLEST, RingRef, SharedHeap
+
+    heap = SharedHeap(size=4 * LENT_SMALLEST)
+    values = [np.full(LENT_SMALLEST // 4, index, np.float32) for index in range(4)]
+    refs = [heap.put(value) for value in values]
+    assert all(type(ref) is RingRef for ref in refs) and [ref[0] for ref in refs] == [0, 1 << 20, 2 << 20, 3 << 20]
+    assert heap.put(values[0]) is values[0]  # full: the array travels as itself
+    assert heap.put(np.zeros(10)).shape == (10,)  # small arrays are not worth a reference
+    lent = [heap.lend(ref) for ref in refs]
+    for value, array in zip(values, lent):
+        np.testing.assert_array_equal(array, value)
+    row = lent[2][:5]
+    del lent[1:3]  # given back out of order: the second one's room is free, the third's held by a view
+    again = heap.put(values[3] + 1)
+    assert again[0] == 1 << 20 and heap.put(values[3]) is values[3]
+    del row
+    assert heap.put(values[3])[0] == 2 << 20  # lowest addresses first
+
+
+def test_large_samples_cross_as_views_of_the_heap_and_match_threads(tmp_path):
+    """Decoded images of a megabyte and more come back through the worker's SharedHeap and are
+    the batch's samples as they are (no copy), dense or ragged; their room is given back when the
+    batch is dropped."""
+    import mmap
+
+    from penstock import fn, pipeline_def
+    make_class_tree(str(tmp_path / "same"), {"a": 4}, height=600, width=640)
+    make_class_tree(str(tmp_path / "mixed"), {"a": 2}, height=600, width=640)
+    make_class_tree(str(tmp_path / "mixed"), {"b": 2}, height=640, width=600)
+
+    def batches(folder, worker_processes):
+        @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=1, worker_processes=worker_processes)
+        def pipe():
+            jpegs, _ = fn.readers.file(file_root=str(tmp_path / folder))
+            return fn.decoders.image(jpegs)
+        built = pipe()
+        built.build()
+        try:
+            outputs = [built.run()[0] for _ in range(3)]
+            bases = {type(outputs[-1].at(index).base) for index in range(4)}
+            images = [[np.array(batch.at(index)) for index in range(4)] for batch in outputs]
+            if worker_processes:
+                heaps = [link.ring for link in built._executor._processes._links]
+                del outputs
+                given_back = sum(int(heap._returns[0]) for heap in heaps)
+                return images, bases, given_back
+            return images, bases, None
+        finally:
+            built.close()
+    for folder in ("same", "mixed"):
+        forked, bases, given_back = batches(folder, True)
+        threaded, _, _ = batches(folder, False)
+        assert bases == {mmap.mmap} and given_back >= 8  # the first two batches' at least
+        for got, want in zip(forked, threaded):
+            for got_image, want_image in zip(got, want):
+                np.testing.assert_array_equal(got_image, want_image)

@@ -16,6 +16,34 @@ ARENA_BYTES = (16 << 30, 4 << 30, 1 << 30)  # tried in turn (a host may refuse t
 _ALIGNMENT = 4096
 
 
+class FreeList:
+    """The free space of a region as sorted (offset, length) runs, never adjacent: taken first fit
+    (the lowest offsets first, so that the pages in use stay few), joined again when given back."""
+
+    def __init__(self, size: int):
+        self._free = [(0, size)] if size else []
+
+    def take(self, length: int) -> int | None:
+        """The offset of ``length`` bytes now taken, or None when no run is that long."""
+        for position, (offset, free) in enumerate(self._free):
+            if free >= length:
+                if free == length:
+                    del self._free[position]
+                else:
+                    self._free[position] = (offset + length, free - length)
+                return offset
+        return None
+
+    def give_back(self, offset: int, length: int) -> None:
+        position = bisect.bisect(self._free, (offset, 0))
+        if position < len(self._free) and self._free[position][0] == offset + length:  # joins the next
+            length += self._free.pop(position)[1]
+        if position > 0 and sum(self._free[position - 1]) == offset:  # joins the previous
+            self._free[position - 1] = (self._free[position - 1][0], self._free[position - 1][1] + length)
+        else:
+            self._free.insert(position, (offset, length))
+
+
 class SharedArena:
     """Memory shared with the worker processes forked after it is made, for the batch buffers they
     write their samples into: a worker computes a sample straight into its row of the batch, and
@@ -34,7 +62,7 @@ class SharedArena:
             except (OSError, OverflowError, ValueError):
                 continue
         self.size = len(self.memory) if self.memory is not None else 0
-        self._free = [(0, self.size)] if self.size else []  # (offset, length), sorted, never adjacent
+        self._free = FreeList(self.size)
         self._lock = threading.Lock()
 
     def array(self, shape: tuple, dtype) -> np.ndarray | None:
@@ -42,15 +70,9 @@ class SharedArena:
         dtype = np.dtype(dtype)
         length = max(_ALIGNMENT, -(-math.prod(shape) * dtype.itemsize // _ALIGNMENT) * _ALIGNMENT)
         with self._lock:
-            for position, (offset, free) in enumerate(self._free):
-                if free >= length:
-                    if free == length:
-                        del self._free[position]
-                    else:
-                        self._free[position] = (offset + length, free - length)
-                    break
-            else:
-                return None
+            offset = self._free.take(length)
+        if offset is None:
+            return None
         # made on the mapping itself (not a view of a frombuffer array): the views of its rows then
         # refer to this array, so it lives, and keeps its space, while any of them does
         array = np.ndarray(shape, dtype, buffer=self.memory, offset=offset)
@@ -74,14 +96,7 @@ class SharedArena:
 
     def _release(self, offset: int, length: int) -> None:
         with self._lock:
-            position = bisect.bisect(self._free, (offset, 0))
-            if position < len(self._free) and self._free[position][0] == offset + length:  # joins the next
-                length += self._free.pop(position)[1]
-            if position > 0 and sum(self._free[position - 1]) == offset:  # joins the previous
-                offset, length = self._free[position - 1][0], self._free[position - 1][1] + length
-                self._free[position - 1] = (offset, length)
-            else:
-                self._free.insert(position, (offset, length))
+            self._free.give_back(offset, length)
 
 
 class BufferPool:

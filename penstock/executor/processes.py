@@ -53,7 +53,8 @@ from penstock.draws import UniformBlocks
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import LENT_RING_BYTES, RING_BYTES, RingRef, RingRows, SharedRing, pinned_ring_bytes
+from penstock.executor.shared_ring import (LENT_RING_BYTES, LENT_SMALLEST, RING_BYTES, RingRef, RingRows, SharedHeap,
+                                          SharedRing, pinned_ring_bytes)
 
 PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
 # Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
@@ -146,7 +147,8 @@ class WorkerProcesses:
                                        "free memory, or make the pipeline with worker_processes=False") from None
 
     def rings(self) -> list[SharedRing]:
-        return [link.ring for link in self._links if link.ring is not None]
+        """The rings of the processes' preparations (those the GPU may read)."""
+        return [link.ring for link in self._links if isinstance(link.ring, SharedRing)]
 
     def wake(self) -> None:
         """Wakes the dispatcher: samples or calls were queued, or the pipeline stops."""
@@ -421,9 +423,9 @@ class ProcessLink:
         self._connection, child = context.Pipe()
         plan = runner.plan
         # large values (decoded images) come back through the ring too, not only preparations;
-        # without preparations, the ring's arrays are lent out as the batches' samples
-        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else
-                               RING_BYTES if plan.prepared_slots else LENT_RING_BYTES)
+        # without preparations, through a heap whose arrays are lent out as the batches' samples
+        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else RING_BYTES) \
+            if plan.prepared_slots else SharedHeap(LENT_RING_BYTES)
         self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena, os.getpid()),
                                         daemon=True, name="penstock-worker-process")
         with warnings.catch_warnings():
@@ -606,7 +608,7 @@ class _Replies:
             self._socket.close()
 
 
-def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None,
+def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | SharedHeap, arena: SharedArena | None,
                    parent: int) -> None:
     """The worker process: answers each request with its reply until it gets None, the pipe closes
     or the pipeline's process is gone."""
@@ -621,7 +623,7 @@ def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | None, ar
         replies.close()
 
 
-def _answer_requests(runner: SampleRunner, connection, ring: SharedRing | None, arena: SharedArena | None,
+def _answer_requests(runner: SampleRunner, connection, ring: SharedRing | SharedHeap, arena: SharedArena | None,
                      parent: int, replies: _Replies) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
     if WORKER_NICENESS:  # worker processes are forked: a POSIX system, which has nice()
@@ -812,18 +814,15 @@ class _RaggedColumn(tuple):
 
 
 class _RingColumn(tuple):
-    """_RingColumn(values): one value of several samples, those of RING_VALUE_BYTES or more as
-    RingRefs to the process's ring (the others as themselves), which the dispatcher copies out at
-    once: a decoded 12-megapixel image pickled through the pipe is copied five times on its way
-    (stacked, pickled, written, read, stored) and holds as much memory at each step."""
+    """_RingColumn(values): one value of several samples, those of LENT_SMALLEST bytes or more as
+    RingRefs to the process's ring or heap (the others as themselves): a decoded 12-megapixel
+    image pickled through the pipe is copied five times on its way (stacked, pickled, written, read,
+    stored) and holds as much memory at each step."""
 
     __slots__ = ()
 
 
-RING_VALUE_BYTES = 1 << 20  # arrays below this go in the pickled column: one object for many samples
-
-
-def _column(values: list, ring: SharedRing | None = None):
+def _column(values: list, ring: SharedRing | SharedHeap | None = None):
     """One value of several samples, for the pipe: with a ring, a _RingColumn when one of them is
     a large array; arrays of one shape and type stacked into one array, arrays of one type and
     rank but different shapes packed into one _RaggedColumn (one pickled object, not one per
@@ -844,7 +843,7 @@ def _column(values: list, ring: SharedRing | None = None):
 
 
 def _large(value) -> bool:
-    return isinstance(value, np.ndarray) and value.nbytes >= RING_VALUE_BYTES and not value.dtype.hasobject
+    return isinstance(value, np.ndarray) and value.nbytes >= LENT_SMALLEST and not value.dtype.hasobject
 
 
 def _rows(column) -> list:

@@ -2,20 +2,17 @@
 
 Each worker process has a ring of shared memory (mapped before the fork, so both sides see it).
 The process writes an array at its next free position and sends only a ``RingRef``; the parent
-reads the array in place and either releases the ring up to the end of a batch's arrays once it
-has used them all (batches finish in order, so releases only move forward: the GPU stage's inputs),
-or lends the arrays out as they are (``lend``: a CPU pipeline's large outputs, handed to the user
-without a copy), each one's room returned once it and its views are gone. When the ring has no
-room (the parent is slow to release, the user holds many batches), the process sends the array
-through the pipe instead: the ring never blocks either side.
+reads the array in place and, once it has used every array of a batch, releases the ring up to
+the end of that batch's arrays (batches finish in order, so releases only move forward). When the
+ring has no room (the parent is slow to release), the process sends the array through the pipe
+instead: the ring never blocks either side.
 
-The process writes at the ring's start again as soon as the room there is free, rather than going
-round the whole ring: the pages backed by memory are those of the most the parent held at once,
-not the whole ring (a page of shared memory, once written, stays backed until the ring is gone).
+A CPU pipeline's large outputs (decoded images) go through a ``SharedHeap`` instead: the parent
+lends its arrays out as the batches' samples, without a copy, and they come back in any order (a
+batch the user keeps), which a ring, released in order, would wait for.
 """
 from __future__ import annotations
 
-import collections
 import mmap
 import threading
 import weakref
@@ -23,12 +20,14 @@ import weakref
 import numpy as np
 
 from penstock.contract import RowPreparation, is_row_bytes
+from penstock.executor.buffers import FreeList
 
 RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
-# a ring whose arrays are lent out holds those of the batches the user and the pipeline hold (the
-# one handed out, the one before it until it is dropped, those being made): about three batches of
-# the process's share, 430 MiB for batches of eight 12-megapixel images over two processes
+# address space of a SharedHeap; it holds the process's share of the batches the user and the
+# pipeline hold (the one handed out, the one before it until it is dropped, those being made):
+# about 430 MiB for batches of eight 12-megapixel images over two processes
 LENT_RING_BYTES = 1 << 30
+LENT_SMALLEST = 1 << 20  # arrays below this go in a pickled column: one object for many samples
 # rings the parent pins for the GPU's reads (executor: when the GPU reads the workers'
 # preparations, encoded JPEGs or pixels) are pinned whole, every page backed: the processes share
 # PINNED_RINGS_BYTES, each ring between 32 MiB and RING_BYTES. The batches a pipeline holds at once
@@ -87,9 +86,6 @@ class SharedRing:
         self._base_address = np.frombuffer(self._memory, np.uint8, 1).ctypes.data
         self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
         self._written = 0  # child side: the next position to write
-        # parent side: [end, returned] of each array lent out, in ring order
-        self._lent: collections.deque = collections.deque()
-        self._lent_lock = threading.Lock()  # arrays are returned on any thread that drops them
 
     @property
     def size(self) -> int:
@@ -131,9 +127,9 @@ class SharedRing:
         start = self._written
         offset = start % self._size
         released = int(self._released[0])
-        # the ring's start when it has room there (and when the array does not fit before the
-        # ring's end): its first pages are written again and again rather than new ones
-        if offset and (offset + size > self._size or start - offset + size <= released):
+        # the ring's start again once everything written was released (and when the array does not
+        # fit before the ring's end): the same pages are written again rather than new ones
+        if offset and (offset + size > self._size or released >= start):
             start += self._size - offset
             offset = 0
         if start + size - released > self._size:
@@ -187,27 +183,68 @@ class SharedRing:
         if end > self._released[0]:
             self._released[0] = end
 
+
+
+class SharedHeap:
+    """Shared memory a worker process writes its large arrays into, lowest addresses first (the
+    pages backed by memory are those of the most the parent held at once), and whose arrays the
+    parent lends out as they are: each one's room is the process's again once it and its views are
+    gone, in any order. The parent gives the room back through a queue in shared memory, which
+    the process reads before it writes."""
+
+    def __init__(self, size: int = LENT_RING_BYTES):
+        self._size = size
+        self.memory = mmap.mmap(-1, size)
+        # every array takes at least LENT_SMALLEST: no more can be out, or given back unread
+        self._capacity = size // LENT_SMALLEST + 1
+        # parent -> child: [count given back, then (offset, length) per entry, round the queue]
+        self._returns = np.frombuffer(mmap.mmap(-1, 8 * (1 + 2 * self._capacity)), np.int64)
+        self._read = 0  # child side: entries of the queue taken back
+        self._free = FreeList(size)  # child side
+        self._lock = threading.Lock()  # parent side: arrays are given back on any thread that drops them
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def put(self, value):
+        """A RingRef for an array of LENT_SMALLEST or more written here, or the array itself when
+        there is no room (the user holds many batches) or it is smaller."""
+        if not isinstance(value, np.ndarray) or value.nbytes < LENT_SMALLEST or value.dtype.hasobject:
+            return value
+        self._take_back()
+        length = -(-value.nbytes // _ALIGNMENT) * _ALIGNMENT
+        offset = self._free.take(length)
+        if offset is None:
+            return value
+        np.frombuffer(self.memory, np.uint8, value.nbytes, offset)[:] = \
+            np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+        return RingRef((offset, value.nbytes, value.shape, value.dtype.str))
+
+    def _take_back(self) -> None:
+        given = int(self._returns[0])
+        while self._read < given:
+            entry = 1 + 2 * (self._read % self._capacity)
+            self._free.give_back(int(self._returns[entry]), int(self._returns[entry + 1]))
+            self._read += 1
+
     def lend(self, ref: RingRef) -> np.ndarray:
-        """The array of ``ref``, read in place for as long as it or a view of it lives; its room is
-        the process's again once it is gone and so is every array lent before it. A ring whose
-        arrays are lent is released only this way."""
-        start, nbytes, shape, dtype = ref
+        """The array of ``ref``, read in place for as long as it or a view of it lives."""
+        offset, nbytes, shape, dtype = ref
         # made on the mapping itself, so that its views refer to it and it lives while they do
-        array = np.ndarray(shape, np.dtype(dtype), buffer=self._memory, offset=start % self._size)
-        held = [start + nbytes, False]
-        with self._lent_lock:
-            self._lent.append(held)
-        weakref.finalize(array, self._returned, held)
+        array = np.ndarray(shape, np.dtype(dtype), buffer=self.memory, offset=offset)
+        weakref.finalize(array, self._give_back, offset, -(-nbytes // _ALIGNMENT) * _ALIGNMENT)
         return array
 
-    def _returned(self, held: list) -> None:
-        with self._lent_lock:
-            held[1] = True
-            end = 0
-            while self._lent and self._lent[0][1]:
-                end = self._lent.popleft()[0]
-            if end:
-                self.release(end)
+    def _give_back(self, offset: int, length: int) -> None:
+        with self._lock:
+            given = int(self._returns[0])
+            entry = 1 + 2 * (given % self._capacity)
+            self._returns[entry], self._returns[entry + 1] = offset, length
+            self._returns[0] = given + 1  # after the entry: the process reads the count first
+
+
+_ALIGNMENT = 64
 
 
 def _row_bytes(value) -> bool:

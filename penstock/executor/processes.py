@@ -205,7 +205,8 @@ class WorkerProcesses:
             """Sends queued samples to the idle processes."""
             nonlocal closing
             while idle and not closing:
-                chunk = min(PROCESS_CHUNK, self._tasks.qsize() // len(idle))
+                # one sample each until a reply says how long one takes
+                chunk = min(PROCESS_CHUNK, self._tasks.qsize() // len(idle)) if sample_seconds is not None else 1
                 if sample_seconds is not None:
                     chunk = max(chunk, min(LIGHT_CHUNK, int(MESSAGE_SECONDS / max(sample_seconds, 1e-6))))
                     # heavy samples one or a few at a time: a process that took a batch's samples

@@ -21,10 +21,13 @@ reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, colu
                 failed);
     columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
                 not fail, in order, as a ``_column``: WrittenInPlace for a value the process wrote
-                into its row of a shared buffer. Per-sample preparations (the GPU stage's inputs)
-                go through ``SharedRing.put_column``: arrays large enough are written into the
-                process's shared ring when it has room, and travel as RingRefs, or, for values with
-                the ring's row protocol (encoded images), the column as one RingRows array;
+                (or copied) into its row of a shared buffer; arrays of a megabyte and more
+                (decoded images) written into the process's SharedHeap (a CPU pipeline: lent to the
+                batch as they are) or ring, a _RingColumn of RingRefs. Per-sample preparations (the
+                GPU stage's inputs) go through ``SharedRing.put_column``: arrays large enough are
+                written into the process's shared ring when it has room, and travel as RingRefs,
+                or, for values with the ring's row protocol (encoded images), the column as one
+                RingRows array;
     seconds     how long the process took for the request (the dispatcher sizes its messages by it);
     times       the seconds each operator took for the request, by name: the pipeline's stage_seconds()
                 adds them up (they are the process's own stage times).
@@ -201,6 +204,18 @@ class WorkerProcesses:
         sample_seconds = None  # a worker's time per sample (moving average), once measured
         sample_bytes = 0  # what a sample's values take of the ring (moving average)
 
+        def lost(error: RuntimeError, tasks: list) -> None:
+            """A process died with ``tasks``: they fail, naming their samples; once every process
+            has, so do the samples still queued and those to come (dispatch() fails them)."""
+            nonlocal alive
+            error = _lost_samples_error(error, tasks)
+            finish_samples(tasks, error)
+            alive -= 1
+            if not alive:
+                raise error
+
+        alive = len(self._links)
+
         def hand_out() -> None:
             """Sends queued samples to the idle processes."""
             nonlocal closing
@@ -227,7 +242,7 @@ class WorkerProcesses:
                     link.send(_requests(tasks, source_keys, step_keys, self._shared_buffers))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
                     del busy[link.connection]
-                    finish_samples(tasks, _lost_samples_error(error, tasks))
+                    lost(error, tasks)
                     continue
                 selector.register(link.connection, selectors.EVENT_READ)
 
@@ -247,7 +262,7 @@ class WorkerProcesses:
                 try:
                     replies = link.receive()
                 except RuntimeError as error:  # the process died: its samples fail, naming them
-                    finish_samples(tasks, _lost_samples_error(error, tasks))
+                    lost(error, tasks)
                     continue
                 took = replies[2] / len(tasks)  # the worker's own time: not how long the reply waited here
                 sample_seconds = took if sample_seconds is None else 0.8 * sample_seconds + 0.2 * took
@@ -255,8 +270,8 @@ class WorkerProcesses:
                 # large values, which it would otherwise wait for
                 idle.append(link)
                 hand_out()
-                in_ring = self._store_reply(link, tasks, replies) / len(tasks)
-                sample_bytes = in_ring if not sample_bytes else 0.8 * sample_bytes + 0.2 * in_ring
+                shared = self._store_reply(link, tasks, replies) / len(tasks)
+                sample_bytes = shared if not sample_bytes else 0.8 * sample_bytes + 0.2 * shared
                 self._note_row_shapes(tasks)
                 finish_samples(tasks)
 

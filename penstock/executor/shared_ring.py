@@ -193,8 +193,12 @@ class SharedHeap:
     the process reads before it writes."""
 
     def __init__(self, size: int = LENT_RING_BYTES):
+        try:
+            self.memory = mmap.mmap(-1, size)
+        except OSError:  # a host that refuses the reservation (strict overcommit): a ring's size
+            size = min(size, RING_BYTES)
+            self.memory = mmap.mmap(-1, size)
         self._size = size
-        self.memory = mmap.mmap(-1, size)
         # every array takes at least LENT_SMALLEST: no more can be out, or given back unread
         self._capacity = size // LENT_SMALLEST + 1
         # parent -> child: [count given back, then (offset, length) per entry, round the queue]

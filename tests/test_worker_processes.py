@@ -639,3 +639,41 @@ def test_large_samples_cross_as_views_of_the_heap_and_match_threads(tmp_path):
         for got, want in zip(forked, threaded):
             for got_image, want_image in zip(got, want):
                 np.testing.assert_array_equal(got_image, want_image)
+
+
+def test_closed_pipelines_leave_no_descriptor_open(data):
+    import os
+    _batches(data, True, count=1)  # whatever a first pipeline opens for the process's life
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        _batches(data, True, count=2)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_replies_larger_than_the_pipe_reach_a_process_with_descriptors_past_1024(tmp_path):
+    """A worker waits for its pipe to drain with poll, not select, which takes no descriptor of
+    1024 or more: a long-lived process (a test session, a training job's loggers) has such ones."""
+    import os
+    import resource
+
+    from penstock import fn, pipeline_def
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("the process may not open 1,200 files")
+    make_class_tree(str(tmp_path / "large"), {"a": 4}, height=300, width=400)
+    padding = []
+    while not padding or padding[-1] < 1100:
+        padding.append(os.open(os.devnull, os.O_RDONLY))
+    try:
+        @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=1, worker_processes=True)
+        def pipe():
+            jpegs, _ = fn.readers.file(file_root=str(tmp_path / "large"))
+            return fn.decoders.image(jpegs)  # 360 KB a sample: through the pipe, not the heap
+        built = pipe()
+        try:
+            for _ in range(3):
+                assert [sample.shape for sample in built.run()[0]] == [(300, 400, 3)] * 4
+        finally:
+            built.close()
+    finally:
+        for descriptor in padding:
+            os.close(descriptor)

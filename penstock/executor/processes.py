@@ -155,7 +155,10 @@ class WorkerProcesses:
 
     def wake(self) -> None:
         """Wakes the dispatcher: samples or calls were queued, or the pipeline stops."""
-        self._doorbell[1].send_bytes(b"")
+        try:
+            self._doorbell[1].send_bytes(b"")
+        except OSError:  # closed: so is the dispatcher
+            pass
 
     def close(self) -> None:
         """Stops every process within about a second, busy or not: all are told at once, and the
@@ -168,6 +171,8 @@ class WorkerProcesses:
         self._closed.set()  # the thread that forked them ends (after they did: its end kills them)
         if self._forker is not None and self._forker is not threading.current_thread():
             self._forker.join()
+        for end in self._doorbell:  # a pipeline's descriptors go with it, not with the garbage collector
+            end.close()
 
     def dispatch(self) -> None:
         """The dispatcher thread: hands queued samples to idle worker processes, up to PROCESS_CHUNK
@@ -477,8 +482,12 @@ class ProcessLink:
             raise self._stopped() from None
 
     def _stopped(self) -> RuntimeError:
-        self._process.join(timeout=1)
-        return RuntimeError(f"a penstock worker process stopped unexpectedly ({_exit_reason(self._process.exitcode)})")
+        try:
+            self._process.join(timeout=1)
+            reason = _exit_reason(self._process.exitcode)
+        except ValueError:  # closed by close(): the pipeline is closing
+            reason = "the pipeline was closed"
+        return RuntimeError(f"a penstock worker process stopped unexpectedly ({reason})")
 
     def ask_to_stop(self) -> None:
         """Tells the process to stop after its current request (close() then makes sure it did)."""
@@ -499,6 +508,8 @@ class ProcessLink:
             self._process.kill()
             self._process.join(timeout=1)
         self._connection.close()
+        if not self._process.is_alive():
+            self._process.close()  # its sentinel pipe
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -591,12 +602,14 @@ class _Replies:
 
     def __init__(self, connection, parent: int):
         self._connection, self._parent = connection, parent
-        self._socket = None
-        if hasattr(socket, "MSG_DONTWAIT"):
-            try:
-                self._socket = socket.socket(fileno=os.dup(connection.fileno()))
-            except OSError:  # not a socket: Connection.send, which may block
-                pass
+        self._socket = self._writable = None
+        try:
+            self._socket = socket.socket(fileno=os.dup(connection.fileno()))
+        except OSError:  # not a socket: Connection.send, which may block
+            return
+        # poll, not select: a process with many files open has descriptors past select's 1024
+        self._writable = select.poll()
+        self._writable.register(self._socket, select.POLLOUT)
 
     def send(self, reply) -> None:
         if self._socket is None:
@@ -615,7 +628,7 @@ class _Replies:
                 continue
             except BlockingIOError:
                 pass
-            _, writable, _ = select.select([], [self._socket], [], PARENT_CHECK_SECONDS)
+            writable = self._writable.poll(PARENT_CHECK_SECONDS * 1000)
             if not writable and os.getppid() != self._parent:
                 raise _ParentGone
 

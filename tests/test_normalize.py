@@ -203,10 +203,12 @@ EDGE_VALUES = [-1e10, -300.0, -128.5, -1.5, -0.5, 0.0, 0.4999, 0.5, 1.5, 2.5, 12
 
 @pytest.mark.parametrize("dtype", [types.UINT8, types.INT8, types.INT16, types.UINT16, types.INT32, types.UINT32])
 def test_cast_float_to_int_rounds_and_saturates(dtype):
-    samples = [np.array(EDGE_VALUES, np.float32), np.array(EDGE_VALUES[::-1], np.float64).reshape(1, -1),
-               np.random.default_rng(40).uniform(-400, 400, (7, 9)).astype(np.float32)]
-    check_operator(fn.cast, samples, lambda sample: numpy_saturate(sample, dtype.numpy), out_dtype=dtype.numpy,
-                   layout="", dtype=dtype)
+    uniform = np.random.default_rng(40).uniform(-400, 400, (7, 9))
+    for source_type in (np.float32, np.float64):  # the samples of a batch share their type
+        samples = [np.array(EDGE_VALUES, source_type), np.array(EDGE_VALUES[::-1], source_type).reshape(1, -1),
+                   uniform.astype(source_type)]
+        check_operator(fn.cast, samples, lambda sample: numpy_saturate(sample, dtype.numpy), out_dtype=dtype.numpy,
+                       layout="", dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64])

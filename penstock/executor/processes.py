@@ -500,6 +500,8 @@ class ProcessLink:
         """Stops the process: it has until ``deadline`` (time.monotonic) to finish its request and
         exit, then it is terminated, and killed if it does not go. The pipeline is closing: what it
         was computing is not wanted any more."""
+        if self._connection.closed:  # closed already (a start that failed, then the pipeline's close)
+            return
         self._process.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
             self._process.terminate()

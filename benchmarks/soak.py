@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from penstock import fn, pipeline_def  # noqa: E402
+from penstock.bench import descendant_pids, memory_kib  # noqa: E402
 from penstock.plugin.pytorch import GenericIterator, LastBatchPolicy  # noqa: E402
 from penstock.recipes import imagenet_train  # noqa: E402
 
@@ -32,41 +33,12 @@ def soak_pipeline(data_dir: str, device: str):
     return images, labels, fn.get_property(images, key="source_info")
 
 
-def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as handle:
-            for line in handle:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(child) for child in handle.read().split()]
-    except OSError:
-        return []
-
-
 def figures(gpu: bool) -> dict:
     pid = os.getpid()
-    children = _children(pid)
-    sample = {"rss_mib": _rss_kib(pid) / 1024, "workers_rss_mib": sum(_rss_kib(c) for c in children) / 1024,
-              "pss_mib": sum(_pss_kib(p) for p in (pid, *children)) / 1024,
+    children = descendant_pids()  # whichever thread started them
+    sample = {"rss_mib": memory_kib(pid, "Rss") / 1024,
+              "workers_rss_mib": sum(memory_kib(c, "Rss") for c in children) / 1024,
+              "pss_mib": sum(memory_kib(p) for p in (pid, *children)) / 1024,
               "worker_processes": len(children), "open_fds": len(os.listdir("/proc/self/fd")),
               "threads": len(os.listdir("/proc/self/task"))}
     if gpu:

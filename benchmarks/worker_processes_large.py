@@ -28,6 +28,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
+from penstock.bench import descendant_pids, memory_kib  # noqa: E402
+
 
 def make_jpegs(folder: str, count: int, mixed: bool) -> None:
     import cv2
@@ -44,38 +46,8 @@ def make_jpegs(folder: str, count: int, mixed: bool) -> None:
         cv2.imwrite(os.path.join(folder, "photos", f"{index:03d}.jpg"), image, [cv2.IMWRITE_JPEG_QUALITY, 90])
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as handle:
-            for line in handle:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _tree(pid: int) -> list[int]:
-    """The process and its descendants, whichever of their threads started them."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{current}/task/{task}/children") as handle:
-                    pending += [int(child) for child in handle.read().split()]
-            except OSError:
-                pass
-    return found
-
-
 def tree_pss_mib() -> float:
-    return sum(_pss_kib(pid) for pid in _tree(os.getpid())) / 1024
+    return sum(memory_kib(pid) for pid in (os.getpid(), *descendant_pids())) / 1024
 
 
 class PeakPss:

@@ -44,6 +44,19 @@ def descendant_pids() -> list[int]:
     return found
 
 
+def memory_kib(pid: int, field: str = "Pss") -> int:
+    """A process's memory in KiB, 0 once it is gone: "Pss" (its share of what it shares with other
+    processes: the worker processes' rings counted once) or "Rss" (every page it maps)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _process_cpu_seconds(pids=()) -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     total = usage.ru_utime + usage.ru_stime
@@ -244,5 +257,5 @@ def run_bench(args) -> list[Measurement]:
     return results
 
 
-__all__ = ["Measurement", "dali_batches", "format_table", "measure_dali", "measure_penstock", "measure_torchvision",
-           "run_bench"]
+__all__ = ["Measurement", "dali_batches", "descendant_pids", "format_table", "measure_dali", "measure_penstock",
+           "measure_torchvision", "memory_kib", "run_bench"]

@@ -39,11 +39,11 @@ SEEDS = {
 }
 
 
-@st.composite
-def mutated_files(draw):
-    """A seed file with a few bytes overwritten, a range deleted or repeated, or cut short."""
-    data = bytearray(SEEDS[draw(st.sampled_from(sorted(SEEDS)))].tobytes())
-    for _ in range(draw(st.integers(1, 4))):
+def mutate(draw, seed: bytes, keep: int, most: int) -> bytes:
+    """``seed`` with up to ``most`` changes: a few bytes overwritten, a range deleted or repeated, or
+    the file cut short (never within its first ``keep`` bytes)."""
+    data = bytearray(seed)
+    for _ in range(draw(st.integers(1, most))):
         kind = draw(st.sampled_from(["overwrite", "delete", "repeat", "truncate"]))
         at = draw(st.integers(0, len(data) - 1))
         if kind == "overwrite":
@@ -53,10 +53,17 @@ def mutated_files(draw):
         elif kind == "repeat":
             data[at:at] = data[at:at + draw(st.integers(1, 64))]
         else:
-            del data[max(at, 3):]
-        if len(data) < 4:
+            del data[max(at, keep):]
+        if len(data) <= keep:
             break
-    return np.frombuffer(bytes(data), np.uint8).copy()
+    return bytes(data)
+
+
+@st.composite
+def mutated_files(draw):
+    """A seed image file, mutated."""
+    data = mutate(draw, SEEDS[draw(st.sampled_from(sorted(SEEDS)))].tobytes(), keep=3, most=4)
+    return np.frombuffer(data, np.uint8).copy()
 
 
 @FUZZ
@@ -178,21 +185,7 @@ RECORD_SEEDS = {"webdataset": (_tar_seed, ".tar"), "tfrecord": (_tfrecord_seed, 
 @st.composite
 def mutated_records(draw):
     kind = draw(st.sampled_from(sorted(RECORD_SEEDS)))
-    data = bytearray(RECORD_SEEDS[kind][0]())
-    for _ in range(draw(st.integers(1, 3))):
-        action = draw(st.sampled_from(["overwrite", "delete", "repeat", "truncate"]))
-        at = draw(st.integers(0, len(data) - 1))
-        if action == "overwrite":
-            data[at:at + 4] = draw(st.binary(min_size=1, max_size=4))
-        elif action == "delete":
-            del data[at:at + draw(st.integers(1, 64))]
-        elif action == "repeat":
-            data[at:at] = data[at:at + draw(st.integers(1, 64))]
-        else:
-            del data[at:]
-        if not data:
-            break
-    return kind, bytes(data)
+    return kind, mutate(draw, RECORD_SEEDS[kind][0](), keep=0, most=3)
 
 
 @FUZZ

@@ -6,8 +6,9 @@ usage: python benchmarks/soak.py [--data DIR] [--minutes 60] [--every 60] [--dev
 Every ``--every`` seconds it prints (and writes as a JSON line) the memory of the process and its
 worker processes (RSS and PSS from /proc: PSS counts the memory they share, the rings, once), its
 open file descriptors, its threads and, on the GPU, the memory PyTorch has allocated and reserved;
-at the end, the first and last figures and whether each stayed flat within 5% (the first sample is
-taken after a minute of warm-up at most, once the buffers and worker processes exist). Every epoch
+at the end, the largest figure of the first and of the last quarter of the samples and whether it
+stayed flat within 5% (the first sample is taken after a minute of warm-up at most, once the
+buffers and worker processes exist). Every epoch
 is checked to deliver each file exactly once (the samples' source_info, the last batch partial).
 Without --data it makes a small folder-per-class data set.
 """
@@ -118,17 +119,22 @@ def main():
     if len(samples) < 2:
         print("soak: too short for two samples; give more --minutes or a smaller --every")
         return
-    first, last = samples[0], samples[-1]
+    # the largest figure of the first quarter against that of the last: PSS moves with what the
+    # workers and the process share at the moment of the sample, up and down, all along
+    quarter = max(1, len(samples) // 4)
+    early, late = samples[:quarter], samples[-quarter:]
     print(f"\nsoak: {images} images over {epochs} whole epochs in {(time.monotonic() - started) / 60:.1f} min; "
           f"{epochs - wrong_epochs} of them delivered every file exactly once")
     flat = wrong_epochs == 0
     for key in ("rss_mib", "workers_rss_mib", "pss_mib", "open_fds", "threads", "gpu_allocated_mib", "gpu_reserved_mib"):
-        if key not in first:
+        if key not in samples[0]:
             continue
-        growth = (last[key] - first[key]) / first[key] if first[key] else 0.0
+        first, last = max(s[key] for s in early), max(s[key] for s in late)
+        growth = (last - first) / first if first else 0.0
         ok = growth <= 0.05
         flat &= ok
-        print(f"  {key}: {first[key]:.0f} -> {last[key]:.0f} ({growth:+.1%}) {'flat' if ok else 'GREW'}")
+        print(f"  {key}: {first:.0f} -> {last:.0f} ({growth:+.1%}; lowest {min(s[key] for s in samples):.0f}, "
+              f"highest {max(s[key] for s in samples):.0f}) {'flat' if ok else 'GREW'}")
     print("soak: flat within 5%, every epoch exactly once" if flat else "soak: something grew by more than 5%, "
           "or an epoch did not deliver every file exactly once")
 

@@ -543,23 +543,28 @@ class _SharedRows:
         self.lock = None
         self.size = None
 
+    def _fitting_buffer(self, slot: int, value):
+        """The shared buffer of ``slot`` when ``value`` has the shape of one of its rows, else None."""
+        buffer = self.buffers[slot]
+        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or value.shape != buffer.shape[1:]:
+            return None
+        return buffer
+
     def write(self, slot: int, index: int, value) -> bool:
         """Copies ``value`` into the sample's row of the shared buffer of ``slot`` when it has the
         row's shape and type (an operator that made its own array: a decoder); whether it did.
         One copy here, in parallel with the other processes, instead of several through the pipe."""
-        buffer = self.buffers[slot]
-        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or \
-                value.shape != buffer.shape[1:] or value.dtype != buffer.dtype:
+        buffer = self._fitting_buffer(slot, value)
+        if buffer is None or value.dtype != buffer.dtype:
             return False
         buffer[index] = value
         return True
 
     def written(self, slot: int, index: int, value) -> bool:
         """Whether ``value`` is the sample's row of the shared buffer of ``slot``."""
-        buffer = self.buffers[slot]
-        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or value.shape != buffer.shape[1:]:
-            return False
-        return value.__array_interface__["data"][0] == buffer.__array_interface__["data"][0] + index * buffer.strides[0]
+        buffer = self._fitting_buffer(slot, value)
+        return buffer is not None and \
+            value.__array_interface__["data"][0] == buffer.__array_interface__["data"][0] + index * buffer.strides[0]
 
 
 def _keep_freed_memory() -> None:

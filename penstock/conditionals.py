@@ -9,9 +9,10 @@ operators see only its samples, and every variable a branch assigns is merged ba
 ordinary ``if``s (on a function argument, say) run as written. ``and``/``or`` evaluate their right
 operand only on the samples that need it, as Python does for one value.
 
-The predicate must be a CPU batch of scalar bools (a comparison, ``fn.random.coin_flip(dtype=
-types.BOOL)``), as in DALI. Functions the pipeline function calls are rewritten too, except those of
-penstock, of installed packages and of the standard library.
+The predicate of an ``if`` must be a CPU batch of scalars (a comparison, ``fn.random.coin_flip()``,
+any bool or numeric scalar: non-zero is true), as in DALI. The functions, methods, lambdas, callable
+objects and partials the pipeline function calls are rewritten too, except those of penstock, of
+installed packages and of the standard library.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class Branching:
         self.parent = self.graph.scope
         if predicate.device != "cpu":
             raise TypeError(f"the condition of the {what} at {where} ({predicate.name}) is on the GPU; conditions "
-                            "are CPU batches of scalar bools, as in DALI: compute them on the CPU")
+                            "are CPU batches of scalars, as in DALI: compute them on the CPU")
         predicate = self.graph.bring(predicate) if self.parent is not None else predicate
         self.where = where
         self.true = Scope(self.parent, predicate, True, where)
@@ -178,7 +179,7 @@ def _operand(value, what: str, where: str):
     return value
 
 
-_converted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_rewritten: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code object -> rewritten code object
 _SKIPPED_PATHS = tuple(os.path.realpath(path) + os.sep for path in {
     os.path.dirname(os.path.abspath(__file__)), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
     sysconfig.get_paths()["platlib"], *[p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]})
@@ -186,58 +187,111 @@ _NOT_REWRITTEN_CALLS = {"super", "locals", "globals", "vars", "eval", "exec"}
 
 
 def call(_penstock_function, /, *args, **kwargs):
-    """Calls the function, rewritten first when it is the user's own Python function."""
+    """Calls the function, rewritten first when it is the user's own Python code."""
     return convert_if_users(_penstock_function)(*args, **kwargs)
 
 
 def convert_if_users(function):
-    target = function.__func__ if isinstance(function, pytypes.MethodType) else function
-    if not isinstance(target, pytypes.FunctionType) or target.__name__ == "<lambda>":
+    """The user's function, method, lambda, callable object or functools.partial of one, rewritten
+    (as DALI's conditionals convert what the pipeline function calls); anything else as it is.
+    A decorated function is its decorator's wrapper: the wrapper is rewritten, and the function it
+    wraps when the wrapper calls it, so the decorator keeps its effect."""
+    if isinstance(function, functools.partial):
+        inner = convert_if_users(function.func)
+        return function if inner is function.func else functools.partial(inner, *function.args, **function.keywords)
+    if isinstance(function, pytypes.MethodType):
+        inner = convert_if_users(function.__func__)
+        return function if inner is function.__func__ else pytypes.MethodType(inner, function.__self__)
+    if not isinstance(function, pytypes.FunctionType):
+        call_method = getattr(type(function), "__call__", None)
+        if isinstance(function, type) or not isinstance(call_method, pytypes.FunctionType):
+            return function
+        inner = convert_if_users(call_method)
+        return function if inner is call_method else pytypes.MethodType(inner, function)
+    if RUNTIME in function.__code__.co_freevars:  # defined inside rewritten code: rewritten with it
         return function
-    filename = os.path.realpath(target.__code__.co_filename)
+    filename = os.path.realpath(function.__code__.co_filename)
     if filename.startswith(_SKIPPED_PATHS) or not os.path.exists(filename):
         return function
     try:
-        converted = convert(target)
+        return convert(function)
     except (OSError, TypeError, SyntaxError):  # no source to rewrite: called as it is
         return function
-    return pytypes.MethodType(converted, function.__self__) if isinstance(function, pytypes.MethodType) else converted
 
 
 def convert(function):
     """``function`` rewritten so that its conditionals may be per sample (module docstring). The
-    rewritten code keeps the file name and line numbers of the original."""
+    rewritten code keeps the file name and line numbers of the original, and the function keeps its
+    closure's cells (a ``nonlocal`` it assigns is the original's), defaults and attributes."""
     if getattr(function, "_penstock_converted", False):
         return function
-    cached = _converted.get(function)
-    if cached is not None:
-        return cached
-    source = textwrap.dedent(inspect.getsource(function))
-    tree = ast.parse(source)
-    definition = tree.body[0]
-    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        raise TypeError(f"cannot rewrite {function!r}: its source is not a function definition")
-    definition.decorator_list = []
-    filename = function.__code__.co_filename
-    ast.increment_lineno(tree, function.__code__.co_firstlineno - 1)
-    definition = _Rewriter(os.path.basename(filename)).visit(definition)
-    free = function.__code__.co_freevars
-    module = ast.parse(f"def {PREFIX}factory({', '.join((RUNTIME, *free))}):\n    return {definition.name}")
-    for node in ast.walk(module):  # the factory's own lines stand at the function's
-        if "lineno" in node._attributes:
-            ast.copy_location(node, definition)
-    module.body[0].body.insert(0, definition)
-    module = ast.fix_missing_locations(module)
-    namespace: dict = {}
-    exec(compile(module, filename, "exec"), function.__globals__, namespace)
-    cells = [cell.cell_contents for cell in (function.__closure__ or ())]
-    converted = namespace[f"{PREFIX}factory"](sys.modules[__name__], *cells)
-    converted.__defaults__ = function.__defaults__
+    code = _rewritten.get(function.__code__)
+    if code is None:
+        code = _rewritten[function.__code__] = _rewrite(function)
+    cells = dict(zip(function.__code__.co_freevars, function.__closure__ or ()))
+    cells[RUNTIME] = pytypes.CellType(sys.modules[__name__])
+    converted = pytypes.FunctionType(code, function.__globals__, function.__name__, function.__defaults__,
+                                     tuple(cells[name] for name in code.co_freevars))
     converted.__kwdefaults__ = function.__kwdefaults__
     functools.update_wrapper(converted, function)
     converted._penstock_converted = True
-    _converted[function] = converted
     return converted
+
+
+def _rewrite(function) -> pytypes.CodeType:
+    """The code object of the function's definition rewritten, read from its own source (not that of
+    the function it wraps, which ``inspect.getsource`` would give for a decorator's wrapper)."""
+    lines, first = inspect.findsource(function)
+    filename = function.__code__.co_filename
+    if function.__name__ == "<lambda>":
+        definition = _lambda_definition(function, "".join(lines))
+    else:
+        tree = ast.parse(textwrap.dedent("".join(inspect.getblock(lines[first:]))))
+        definition = tree.body[0]
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            raise TypeError(f"cannot rewrite {function!r}: its source is not a function definition")
+        definition.decorator_list = []  # the function object is already what its decorators made
+        ast.increment_lineno(tree, first)
+    definition = _Rewriter(os.path.basename(filename)).visit(definition)
+    free = function.__code__.co_freevars
+    module = ast.parse(f"def {PREFIX}factory({', '.join((RUNTIME, *free))}):\n    return {PREFIX}function")
+    for node in ast.walk(module):  # the factory's own lines stand at the function's
+        if "lineno" in node._attributes:
+            ast.copy_location(node, definition)
+    factory = module.body[0]
+    if isinstance(definition, ast.Lambda):
+        factory.body[0].value = definition
+    else:
+        factory.body[0].value.id = definition.name
+        factory.body.insert(0, definition)
+    namespace: dict = {}
+    exec(compile(ast.fix_missing_locations(module), filename, "exec"), function.__globals__, namespace)
+    return namespace[f"{PREFIX}factory"](*[None] * (1 + len(free))).__code__
+
+
+def _lambda_definition(function, source: str) -> ast.Lambda:
+    """The lambda's node in its file's source: the one whose body holds every position of its code
+    (the innermost such), else the only one on its line with its parameters."""
+    code = function.__code__
+    found = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Lambda)]
+    positions = [(line, column, end_line, end_column)
+                 for line, end_line, column, end_column in getattr(code, "co_positions", lambda: ())()
+                 if None not in (line, column, end_line, end_column) and (line, column) != (end_line, end_column)]
+    if positions:
+        def holds(node):
+            body = node.body
+            return all((body.lineno, body.col_offset) <= (line, column) and
+                       (end_line, end_column) <= (body.end_lineno, body.end_col_offset)
+                       for line, column, end_line, end_column in positions)
+        found = [node for node in found if holds(node)]
+        found = found[-1:] if found else []  # ast.walk goes outwards in: the last is the innermost
+    else:
+        parameters = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        found = [node for node in found if node.lineno == code.co_firstlineno and
+                 tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)) == parameters]
+    if len(found) != 1:
+        raise TypeError(f"cannot find the source of {function!r}")
+    return found[0]
 
 
 # ---- the rewriting -------------------------------------------------------------------------------

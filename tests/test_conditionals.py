@@ -1,6 +1,7 @@
 """Conditionals (enable_conditionals=True): each sample goes through the branch its predicate chose,
 with results equal to running the same Python on that sample alone; a branch runs only on its
 samples; the GPU's results equal the CPU's; mistakes name the line."""
+import functools
 import threading
 
 import numpy as np
@@ -195,17 +196,37 @@ def test_without_the_flag_an_if_says_how_to_enable_it():
         pipe()
 
 
-def test_a_non_bool_predicate_names_the_line():
-    @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int8, np.int32, np.int64, np.float16, np.float32])
+def test_any_numeric_scalar_is_a_predicate_true_where_not_zero(dtype):
+    kind = np.dtype(dtype).kind
+    values = {"b": (0, 1, 0, 1, 0, 1), "u": (0, 1, 2, 0, 255, 7), "i": (0, 1, 2, 0, -1, 7),
+              "f": (0, 1, 2, 0, -1, 0.5)}[kind]
+    flags = [np.array(v, dtype) for v in values]
+
+    @pipeline_def(enable_conditionals=True, batch_size=len(flags), num_threads=1, device_id=None)
     def pipe():
-        x = fn.external_source(source=lambda: [np.int32(1), np.int32(2)], batch=True)
-        if x:  # an int, not a bool
-            x = x + 1
+        flag = fn.external_source(source=lambda: flags, batch=True)
+        x = fn.external_source(source=lambda: VALUES[:len(flags)], batch=True)
+        if flag:
+            x = x + 100
         return x
-    line = pipe.__wrapped__.__code__.co_firstlineno + 3
-    with pytest.raises(penstock.PipelineError, match=rf"condition at test_conditionals.py:{line} must be a scalar "
-                                                     r"bool.*got 1 \(int\)"):
-        _outputs(pipe())
+    (got,) = _outputs(pipe())
+    assert [int(v) for v in got] == [int(v) + 100 if f != 0 else int(v) for v, f in zip(VALUES, values)]
+
+
+def test_coin_flip_is_a_predicate():
+    @pipeline_def(enable_conditionals=True, batch_size=16, num_threads=1, device_id=None, seed=7)
+    def pipe():
+        flip = fn.random.coin_flip()
+        zero = fn.cast(flip, dtype=types.INT32) * 0
+        if flip:
+            taken = zero + 1
+        else:
+            taken = zero
+        return taken, flip
+    taken, flip = _outputs(pipe())
+    assert [int(v) for v in taken] == [int(v != 0) for v in flip]
+    assert flip[0].dtype == np.int32 and {int(v) for v in flip} == {0, 1}
 
 
 def test_a_non_scalar_predicate_names_the_line():
@@ -215,7 +236,8 @@ def test_a_non_scalar_predicate_names_the_line():
         if x > 0:
             x = x + 1
         return x
-    with pytest.raises(penstock.PipelineError, match=r"test_conditionals.py:\d+ must be a scalar bool.*"
+    line = pipe.__wrapped__.__code__.co_firstlineno + 3
+    with pytest.raises(penstock.PipelineError, match=rf"test_conditionals.py:{line} must be a scalar per sample.*"
                                                      r"an array of shape \(3,\)"):
         _outputs(pipe())
 
@@ -262,5 +284,109 @@ def test_conditions_on_the_gpu_are_refused():
             if x > 1:
                 x = x + 1
             return x
-        with pytest.raises(TypeError, match="is on the GPU; conditions are CPU batches of scalar bools"):
+        with pytest.raises(TypeError, match="is on the GPU; conditions are CPU batches of scalars"):
             pipe()
+
+
+# ---- the functions the pipeline function calls ---------------------------------------------------
+def _times(factor):
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) * factor
+        return wrapper
+    return decorate
+
+
+@_times(10)
+def _decorated(x):
+    if x > 2:
+        y = x + 1
+    else:
+        y = x - 1
+    return y
+
+
+def _tagged(function):  # a decorator that returns the function itself
+    function.tag = "tagged"
+    return function
+
+
+@_tagged
+@_times(3)
+def _twice_decorated(x):
+    if x > 4:
+        x = x + 1
+    return x
+
+
+class _Scaler:
+    def __init__(self, factor):
+        self.factor = factor
+
+    @_times(2)
+    def method(self, x):
+        if x > 2:
+            scaled = x * self.factor
+        else:
+            scaled = x
+        return scaled
+
+    def __call__(self, x):
+        if x > 3:
+            x = x + 1000
+        return x
+
+
+def _closure(threshold):
+    def inner(x):
+        if x > threshold:
+            x = x * 0
+        return x
+    return inner
+
+
+def _counting():
+    count = 0
+
+    def bump(x):
+        nonlocal count
+        count += 1
+        if x > 1:
+            x = x + count
+        return x
+    return bump
+
+
+def _limit(x, limit):
+    if x > limit:
+        x = x - limit
+    return x
+
+
+_LAMBDA = lambda x: (not (x > 3)) or (x > 6)  # noqa: E731
+_INNER_LAMBDA = lambda x: (lambda y: y > 2 and y < 6)(x)  # noqa: E731
+
+
+def _helpers(x, bump):
+    """Written once, run on numpy scalars (the reference) and on batches (the pipeline)."""
+    def nested(value):
+        if value < 2:
+            value = value + 50
+        return value
+    return (_decorated(x), _twice_decorated(x), _Scaler(5).method(x), _Scaler(0)(x), _closure(3)(x),
+            _LAMBDA(x), _INNER_LAMBDA(x), nested(x), functools.partial(_limit, limit=4)(x), bump(x), bump(x))
+
+
+def test_called_functions_keep_their_decorators_closures_and_bindings():
+    @pipeline_def(enable_conditionals=True, batch_size=len(VALUES), num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: VALUES, batch=True)
+        return _helpers(x, _counting())
+
+    got = _outputs(pipe())
+    assert _twice_decorated.tag == "tagged"
+    for index, value in enumerate(VALUES):
+        bump = _counting()  # in the pipeline each call of bump ran once, for all the samples
+        for output, want in zip(got, _helpers(value, bump)):
+            np.testing.assert_array_equal(output[index], np.asarray(want))

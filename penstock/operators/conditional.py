@@ -15,7 +15,8 @@ from penstock import devices, registry
 from penstock.contract import MISSING, BatchOperator, SampleOperator
 from penstock.schema import REQUIRED, Arg, OpSchema
 
-PREDICATE = Arg("predicate", "any", REQUIRED, "Per sample, which branch it takes: a scalar bool.", per_sample=True)
+PREDICATE = Arg("predicate", "any", REQUIRED, "Per sample, which branch it takes: true where not zero.",
+                per_sample=True)
 WHERE = Arg("where", "str", "", "The conditional's place in the pipeline function (file:line).")
 
 registry.register_schema(OpSchema(
@@ -27,14 +28,15 @@ registry.register_schema(OpSchema(
 
 
 def predicate_value(args: dict) -> bool:
-    """The sample's predicate, which must be a scalar bool (as DALI requires)."""
+    """The sample's predicate: a scalar of bool or of a numeric type, true where it is not zero (as
+    DALI's `if` takes it)."""
     value = args["predicate"]
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
         return bool(value)
     array = np.asarray(value)
     what = f"an array of shape {array.shape}" if array.ndim else f"{value!r} ({type(value).__name__})"
-    raise TypeError(f"the condition at {args['where']} must be a scalar bool per sample (a comparison, or "
-                    f"fn.random.coin_flip(dtype=types.BOOL)), as in DALI; got {what}")
+    raise TypeError(f"the condition at {args['where']} must be a scalar per sample (a comparison, "
+                    f"fn.random.coin_flip(), a bool or a number; non-zero is true), as in DALI; got {what}")
 
 
 class Routing:

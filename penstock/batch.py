@@ -127,9 +127,81 @@ def not_dense_error(shapes: set, name: str = "") -> ValueError:
                       "read the samples one by one with .at(i)")
 
 
+def _data_type(dtype):
+    """DALI's name of a numpy or torch element type (types.FLOAT for float32), as DALI's tensors
+    report their ``dtype``."""
+    from penstock import types
+    return types.DALIDataType(np.dtype(types.to_numpy_dtype(dtype)).name)
+
+
+class Tensor:
+    """One sample of a CPU batch, as DALI's TensorCPU: ``shape()``, ``layout()``, ``dtype`` (a
+    types.DALIDataType), and the array itself through numpy's and DLPack's protocols
+    (``np.asarray(tensor)`` shares its memory)."""
+
+    device = "cpu"
+
+    def __init__(self, array: np.ndarray, layout: str = ""):
+        self._array = array
+        self._layout = layout
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def ndim(self) -> int:
+        return self._array.ndim
+
+    def layout(self) -> str:
+        return self._layout
+
+    def set_layout(self, layout: str) -> None:
+        self._layout = layout or ""
+
+    @property
+    def dtype(self):
+        return _data_type(self._array.dtype)
+
+    def as_cpu(self) -> "Tensor":
+        return self
+
+    def as_array(self) -> np.ndarray:
+        return self._array
+
+    def squeeze(self, dim: int | None = None) -> bool:
+        """Drops the axes of extent 1 (``dim``: that axis only); returns whether the shape changed, as DALI."""
+        shape = self._array.shape
+        dropped = [i for i, size in enumerate(shape) if size == 1] if dim is None else [dim % len(shape)]
+        self._array = np.squeeze(self._array, axis=tuple(dropped))
+        if len(self._layout) == len(shape):
+            self._layout = "".join(name for i, name in enumerate(self._layout) if i not in dropped)
+        return bool(dropped)
+
+    def data_ptr(self) -> int:
+        return self._array.ctypes.data
+
+    @property
+    def __array_interface__(self):
+        return self._array.__array_interface__
+
+    def __array__(self, dtype=None, copy=None):
+        return self._array if dtype is None else self._array.astype(dtype)
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self):
+        layout = f", layout=\"{self._layout}\"" if self._layout else ""
+        return f"TensorCPU(dtype={self.dtype}{layout}, shape={self._array.shape})"
+
+
 class Batch:
-    """A batch of samples on the CPU, as ``pipe.run()`` returns it; ``name`` says which output of
-    the pipeline it is (for error messages)."""
+    """A batch of samples on the CPU, as ``pipe.run()`` returns it; DALI's TensorListCPU:
+    ``batch[i]`` is a Tensor (DALI's TensorCPU), ``at(i)`` the sample as a numpy array,
+    ``as_array()`` the whole batch as one array. ``name`` says which output of the pipeline it
+    is (for error messages)."""
 
     device = "cpu"
     name = ""
@@ -149,20 +221,33 @@ class Batch:
     def at(self, index: int) -> np.ndarray:
         return self._samples[index]
 
-    def __getitem__(self, index: int) -> np.ndarray:
-        return self._samples[index]
+    def __getitem__(self, index: int) -> Tensor:
+        if isinstance(index, slice):
+            return Batch(self._samples[index], self._layout)
+        return Tensor(self._samples[index], self._layout)
 
     def __iter__(self):
-        return iter(self._samples)
+        return (Tensor(sample, self._layout) for sample in self._samples)
 
     def shape(self) -> list[tuple[int, ...]]:
         return [sample.shape for sample in self._samples]
 
+    def ndim(self) -> int:
+        return self._samples[0].ndim if self._samples else (self._dense.ndim - 1 if self._dense is not None else 0)
+
     def layout(self) -> str:
         return self._layout
 
+    def set_layout(self, layout: str) -> None:
+        self._layout = layout or ""
+
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self):
+        """The element type, as DALI names it (types.FLOAT); ``numpy_dtype`` is numpy's."""
+        return _data_type(self.numpy_dtype)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
         if not self._samples and self._dense is not None:
             return self._dense.dtype
         return self._samples[0].dtype if self._samples else np.dtype(np.float32)
@@ -182,10 +267,18 @@ class Batch:
         self._dense = np.stack(self._samples)
         return self._dense
 
-    as_tensor = as_array
+    def as_tensor(self) -> Tensor:
+        """The batch as one Tensor of shape [N, ...] (DALI's TensorCPU)."""
+        return Tensor(self.as_array(), "N" + self._layout if self._layout else "")
+
+    def as_reshaped_tensor(self, shape) -> Tensor:
+        return Tensor(self.as_array().reshape(tuple(shape)))
 
     def as_cpu(self) -> "Batch":
         return self
+
+    def data_ptr(self) -> int:
+        return self.as_array().ctypes.data
 
     def __array__(self, dtype=None, copy=None):
         array = self.as_array()
@@ -198,7 +291,8 @@ class Batch:
         return self.as_array().__dlpack_device__()
 
     def __repr__(self):
-        return f"Batch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"
+        return f"TensorListCPU(dtype={self.dtype}, layout='{self._layout}', num_samples={len(self)}, " \
+               f"shape={self.shape()[:3]}{'...' if len(self) > 3 else ''})"
 
 
 class GpuBatch:
@@ -239,12 +333,14 @@ class GpuBatch:
         return len(self._dense) if self._sample_list is None else len(self._sample_list)
 
     def at(self, index: int):
+        """Sample ``index`` as a torch tensor on the GPU."""
         return self._sync(self._samples[index])
 
-    __getitem__ = at
+    def __getitem__(self, index: int) -> "GpuTensor":
+        return GpuTensor(self.at(index), self._layout)
 
     def __iter__(self):
-        return (self.at(i) for i in range(len(self)))
+        return (self[i] for i in range(len(self)))
 
     def shape(self) -> list[tuple[int, ...]]:
         if isinstance(self._sample_list, PackedBatch):
@@ -256,6 +352,11 @@ class GpuBatch:
 
     @property
     def dtype(self):
+        """The element type, as DALI names it (types.FLOAT); ``torch_dtype`` is torch's."""
+        return None if self.torch_dtype is None else _data_type(self.torch_dtype)
+
+    @property
+    def torch_dtype(self):
         if isinstance(self._sample_list, PackedBatch):
             return self._sample_list.buffer.dtype
         return self._samples[0].dtype if len(self._samples) else None
@@ -290,7 +391,48 @@ class GpuBatch:
         return self.as_tensor().__dlpack_device__()
 
     def __repr__(self):
-        return f"GpuBatch(len={len(self)}, layout='{self._layout}', shapes={self.shape()[:3]}...)"
+        return f"TensorListGPU(dtype={self.dtype}, layout='{self._layout}', num_samples={len(self)}, " \
+               f"shape={self.shape()[:3]}{'...' if len(self) > 3 else ''})"
+
+
+class GpuTensor:
+    """One sample of a GPU batch, as DALI's TensorGPU: ``shape()``, ``layout()``, ``dtype``,
+    ``as_cpu()``, and the tensor itself through DLPack and ``__cuda_array_interface__``."""
+
+    device = "gpu"
+
+    def __init__(self, tensor, layout: str = ""):
+        self._tensor = tensor
+        self._layout = layout
+
+    def shape(self) -> list[int]:
+        return list(self._tensor.shape)
+
+    def layout(self) -> str:
+        return self._layout
+
+    @property
+    def dtype(self):
+        return _data_type(self._tensor.dtype)
+
+    def as_cpu(self) -> Tensor:
+        return Tensor(self._tensor.cpu().numpy(), self._layout)
+
+    def data_ptr(self) -> int:
+        return self._tensor.data_ptr()
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._tensor.__cuda_array_interface__
+
+    def __dlpack__(self, **kwargs):
+        return self._tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+    def __repr__(self):
+        return f"TensorGPU(dtype={self.dtype}, shape={tuple(self._tensor.shape)})"
 
 
 def hwc_facts(samples) -> tuple:

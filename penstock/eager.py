@@ -31,7 +31,7 @@ import numpy as np
 from penstock import operators  # noqa: F401  (registers every operator)
 from penstock import devices, registry
 from penstock.api import make_namespaces, operator_functions
-from penstock.batch import Batch, DeferredBatch
+from penstock.batch import Batch, DeferredBatch, GpuBatch
 from penstock.contract import (BatchContext, BatchOperator, BuildContext, OutputSpec, Reader, SampleContext,
                                SourceOperator, WholeBatchOperator, random_stream)
 from penstock.executor.jobs import as_tuple, call_operator
@@ -60,10 +60,10 @@ class _Input:
         self.layout = ""
         self.torch = type(value).__module__.startswith("torch") or (
             isinstance(value, (list, tuple)) and bool(value) and type(value[0]).__module__.startswith("torch"))
-        self.listed = isinstance(value, (list, tuple, Batch))
-        if isinstance(value, Batch):
-            self.layout = value.layout
-            value = list(value)
+        self.listed = isinstance(value, (list, tuple, Batch, GpuBatch))
+        if isinstance(value, (Batch, GpuBatch)):  # a pipeline's output: its samples, as arrays or tensors
+            self.layout = value.layout()
+            value = [value.at(i) for i in range(len(value))]
         first = value[0] if isinstance(value, (list, tuple)) and value else value
         self.on_gpu = self.torch and first.device.type == "cuda"
         if self.on_gpu:

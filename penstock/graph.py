@@ -6,10 +6,14 @@ OpNode to the graph of the pipeline being defined.
 """
 from __future__ import annotations
 
+import itertools
+import numbers
 import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from penstock import registry
 from penstock.schema import OpSchema
@@ -47,9 +51,25 @@ class DataNode:
                         "enable_conditionals=True (@pipeline_def(enable_conditionals=True)); or use a "
                         "per-sample argument such as mirror=fn.random.coin_flip()")
 
-    def __iter__(self):
-        raise TypeError(f"{self.name} is one symbolic batch and cannot be unpacked or iterated; an "
-                        "operator with several outputs returns a tuple of DataNodes")
+    # one symbolic batch is not a sequence of anything: not Iterable (as DALI's), though it can be indexed
+    __iter__ = None
+
+    def shape(self, *, dtype=None, device: str = "cpu") -> "DataNode":
+        """Each sample's shape, as a batch of 1-D arrays (int64 unless ``dtype``), as DALI's."""
+        kwargs = {"device": device} if dtype is None else {"device": device, "dtype": dtype}
+        return invoke(registry.get_schema("shapes"), (self,), kwargs)
+
+    def property(self, key: str, *, device: str = "cpu") -> "DataNode":
+        """A property of each sample ('source_info', 'layout') as 1-D uint8 arrays (fn.get_property)."""
+        return invoke(registry.get_schema("get_property"), (self,), {"key": key, "device": device})
+
+    def source_info(self, *, device: str = "cpu") -> "DataNode":
+        return self.property("source_info", device=device)
+
+    def __getitem__(self, subscripts) -> "DataNode":
+        """Numpy-style indexing of every sample (operators/subscript.py): ints and per-sample
+        DataNodes as indices, slices, and ``newaxis`` (or ``newaxis("Z")``, naming the new axis)."""
+        return index_node(self, subscripts)
 
     def __repr__(self):
         return f"DataNode({self.name}, device='{self.device}')"
@@ -141,11 +161,84 @@ class DataNode:
     def __rxor__(self, other):
         return self._arithmetic(other, "bitxor", constant_first=True)
 
+    def __pos__(self):
+        return self
+
     def __neg__(self):
         return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "neg"})
 
     def __abs__(self):
         return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "abs"})
+
+
+class NewAxis:
+    """``newaxis`` in a DataNode's subscripts adds an axis of extent 1; ``newaxis("Z")`` names it."""
+
+    def __init__(self, name: str | None = None):
+        if name is not None and (not isinstance(name, str) or len(name) != 1):
+            raise ValueError(f"newaxis: the name of a new axis is one character, got {name!r}")
+        self.name = name
+
+    def __call__(self, name: str | None = None) -> "NewAxis":
+        return NewAxis(name)
+
+
+newaxis = NewAxis()
+
+
+def index_node(node: DataNode, subscripts) -> DataNode:
+    """``node[subscripts]``: tensor_subscript for the indices and ranges, then expand_dims for new axes."""
+    if not isinstance(subscripts, tuple):
+        subscripts = (subscripts,)
+    args, new_axes, new_names, axis = {}, [], [], 0
+    for position, item in enumerate(subscripts):
+        if isinstance(item, NewAxis):
+            new_axes.append(position - len([a for a in args if a.startswith("at_")]))
+            if item.name is not None:
+                new_names.append(item.name)
+            continue
+        if item is Ellipsis:
+            raise TypeError(f"{node.name}: `...` in a subscript is not supported (as in DALI); write the axes out")
+        if item is None:  # as DALI: None is the whole axis
+            pass
+        elif isinstance(item, slice):
+            for bound, value in zip(("lo", "hi", "step"), (item.start, item.stop, item.step)):
+                if value is not None:
+                    args[f"{bound}_{axis}"] = value
+        elif isinstance(item, (DataNode, numbers.Integral)) or isinstance(item, np.ndarray) and item.ndim == 0:
+            args[f"at_{axis}"] = item
+        else:
+            raise TypeError(f"{node.name}: a subscript is an int, a slice, a DataNode or newaxis, got "
+                            f"{type(item).__name__}")
+        axis += 1
+    if new_names and len(new_names) != len(new_axes):
+        raise ValueError(f"{node.name}: name every new axis or none")
+    result = node
+    if args or not (new_axes and isinstance(subscripts[-1], NewAxis)):
+        result = invoke(registry.get_schema("tensor_subscript"), (node,), {**args, "num_subscripts": axis})
+    if new_axes:
+        kwargs = {"axes": new_axes}
+        if new_names:
+            kwargs["new_axis_names"] = "".join(new_names)
+        result = invoke(registry.get_schema("expand_dims"), (result,), kwargs)
+    return result
+
+
+def constant_batch(value, dtype=None, shape=None, layout=None, device=None, **kwargs) -> DataNode:
+    """A batch of ``value`` in every sample (fn.constant), as DALI's types.Constant makes one: Python
+    floats as float32, ints as int32, numpy values with their own type, unless ``dtype``."""
+    from penstock import types
+    array = np.asarray(value, dtype=types._constant_type(value) if dtype is None else types.to_numpy_dtype(dtype))
+    if shape is not None:
+        shape = tuple(int(size) for size in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
+        array = np.broadcast_to(array, shape) if array.size == 1 else array.reshape(shape)
+    node = invoke(registry.get_schema("constant"), (), {"value": np.ascontiguousarray(array),
+                                                        "dtype": array.dtype.name, "shape": array.shape,
+                                                        "layout": layout or "", **kwargs})
+    return node.gpu() if device == "gpu" else node
+
+
+_serials = itertools.count()
 
 
 @dataclass(eq=False)
@@ -160,6 +253,10 @@ class OpNode:
     index: int
     outputs: tuple[DataNode, ...] = field(default=())
     placement: str = "given"  # why it runs on its device: "given", "the default" or "follows a GPU input"
+    graph: "Graph | None" = None
+    # the order of every call in this process: an operator is called after those it depends on, so
+    # sorting by it orders the operators of graphs merged into one (Graph.adopt)
+    serial: int = field(default_factory=lambda: next(_serials))
 
     @property
     def name(self) -> str:
@@ -211,8 +308,10 @@ class Graph:
     operators (one warning per pipeline); ``cpu_only`` pipelines (device_id=None) never fall back.
     """
 
-    def __init__(self, gpu_fallback: bool = False, cpu_only: bool = True):
+    def __init__(self, gpu_fallback: bool = False, cpu_only: bool = True, detached: bool = False):
         self.nodes: list[OpNode] = []
+        # holds the operators called outside any pipeline's definition, until a pipeline adopts them
+        self.detached = detached
         self.gpu_fallback = gpu_fallback
         self.cpu_only = cpu_only
         self._warned = False
@@ -266,9 +365,32 @@ class Graph:
         return True
 
     def add(self, schema: OpSchema, device: str, static_args: dict, inputs: tuple, arg_inputs: dict) -> OpNode:
-        node = OpNode(schema, device, static_args, inputs, arg_inputs, index=len(self.nodes))
-        self.nodes.append(node)
+        node = OpNode(schema, device, static_args, inputs, arg_inputs, index=len(self.nodes), graph=self)
+        if not self.detached:  # detached operators are found from the outputs that need them, or freed
+            self.nodes.append(node)
         return node
+
+    def adopt(self, outputs: list[DataNode]) -> None:
+        """Takes into this graph the operators that ``outputs`` depend on and that were called outside
+        any pipeline (as DALI allows); refuses those of another pipeline."""
+        foreign, seen, stack = [], set(), [output.op_node for output in outputs]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.graph is not self:
+                if not node.graph.detached:
+                    raise ValueError(f"Pipeline: {node.name} belongs to another pipeline")
+                foreign.append(node)
+            stack.extend(dep.op_node for dep in node.dependencies())
+        if not foreign:
+            return
+        for node in foreign:
+            node.graph = self
+        self.nodes = sorted([*self.nodes, *foreign], key=lambda node: node.serial)
+        for index, node in enumerate(self.nodes):
+            node.index = index
 
     def find(self, name: str) -> OpNode:
         for node in self.nodes:
@@ -311,11 +433,15 @@ def pop_graph() -> None:
 
 
 def current_graph(op_name: str) -> Graph:
+    """The graph of the pipeline being defined; outside any, the graph of operators that a pipeline
+    adopts when given their outputs (set_outputs)."""
     stack = getattr(_defining, "stack", None)
-    if not stack:
-        raise RuntimeError(f"{op_name}: operators can only be called while a pipeline is being defined: "
-                           "inside a @pipeline_def function, a Pipeline's define_graph(), or `with pipe:`")
-    return stack[-1]
+    if stack:
+        return stack[-1]
+    detached = getattr(_defining, "detached", None)
+    if detached is None:
+        detached = _defining.detached = Graph(gpu_fallback=True, cpu_only=False, detached=True)
+    return detached
 
 
 def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from penstock import checkpoints, devices, distributed, optimize, registry
+from penstock import checkpoints, devices, distributed, optimize, registry, types
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
@@ -131,18 +131,16 @@ class Pipeline:
         raise NotImplementedError("Pipeline: define the graph by overriding define_graph(), by decorating "
                                   "a function with @pipeline_def, or by calling set_outputs() inside `with pipe:`")
 
-    def set_outputs(self, *outputs: DataNode) -> None:
+    def set_outputs(self, *outputs) -> None:
+        """The pipeline's outputs: DataNodes (made in this pipeline's definition, or by operators
+        called outside any pipeline, which then join this one), or constants (numbers, lists,
+        arrays, types.Constant), each a batch of that value, as in DALI."""
         flat = _flatten_outputs(outputs)
-        for position, node in enumerate(flat):
-            if isinstance(node, graph_module.Undefined):
-                raise NameError(f"Pipeline: output {position}: {node.message}")
-            if not isinstance(node, DataNode):
-                raise TypeError(f"Pipeline: output {position} must be a DataNode (an operator's result), "
-                                f"got {type(node).__name__}")
-            if node.op_node not in self._graph.nodes:
-                raise ValueError(f"Pipeline: output {position} ({node.name}) belongs to another pipeline")
+        with self:
+            flat = [_constant_output(position, node) for position, node in enumerate(flat)]
         if not flat:
             raise ValueError("Pipeline: the pipeline has no outputs")
+        self._graph.adopt(flat)
         self._outputs = flat
 
     def iter_setup(self) -> None:
@@ -160,7 +158,7 @@ class Pipeline:
                     define_graph = conditionals.convert(type(self).define_graph).__get__(self)
                 with self:
                     outputs = define_graph()
-                self.set_outputs(*_flatten_outputs((outputs,)))
+                self.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else (outputs,)))
             self._executor = self._make_executor()
             cpu_image.claim_opencv()
             self._claims_opencv = True
@@ -571,13 +569,36 @@ def check_pipeline_arguments(arguments: dict, where: str = "Pipeline") -> None:
 
 
 def _flatten_outputs(outputs) -> list:
+    """The outputs, with lists and tuples of DataNodes spread out (a list of numbers is one constant output)."""
     flat = []
     for item in outputs:
-        if isinstance(item, (list, tuple)):
+        if isinstance(item, (list, tuple)) and _holds_node(item):
             flat.extend(_flatten_outputs(item))
         else:
             flat.append(item)
     return flat
+
+
+def _holds_node(items) -> bool:
+    return any(isinstance(item, (DataNode, graph_module.Undefined)) or
+               isinstance(item, (list, tuple)) and _holds_node(item) for item in items)
+
+
+def _constant_output(position: int, output):
+    """An output as a DataNode: constants become constant batches (DALI's types.Constant)."""
+    if isinstance(output, graph_module.Undefined):
+        raise NameError(f"Pipeline: output {position}: {output.message}")
+    if isinstance(output, DataNode):
+        return output
+    value, dtype = (output.value, output.dtype) if isinstance(output, types.Constant) else (output, None)
+    try:
+        node = graph_module.constant_batch(value, dtype, device="cpu")
+    except (TypeError, ValueError):
+        node = None
+    if not isinstance(node, DataNode):
+        raise TypeError(f"Pipeline: output {position} must be a DataNode (an operator's result) or a constant "
+                        f"(a number, a list of numbers, an array), got {type(output).__name__}")
+    return node
 
 
 def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
@@ -610,7 +631,7 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
                 outputs = define(*args, **kwargs)
             if outputs is None:
                 raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
-            pipe.set_outputs(*_flatten_outputs((outputs,)))
+            pipe.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else (outputs,)))
             return pipe
 
         pipeline_parameters = [

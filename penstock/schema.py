@@ -175,7 +175,7 @@ class Arg:
     max: float | None = None
     length: tuple[int, ...] = ()  # allowed lengths of a sequence value
     aliases: tuple[str, ...] = ()  # older names that mean the same argument
-    nullable: bool = False  # None is a value (as when the default is None)
+    nullable: bool = False  # None is a value of its own, not 'use the default'
 
     @property
     def required(self) -> bool:
@@ -283,8 +283,11 @@ class OpSchema:
                                     f"(a DataNode); pass a plain value")
                 per_sample[arg.name] = value
                 continue
-            if value is None and not arg.required and (arg.default is None or arg.nullable):
-                static[arg.name] = None
+            if value is None:
+                # as in DALI, None means 'not given' (the default applies), except where None is a
+                # value of its own (nullable: max_pixels=None lifts the limit)
+                if arg.nullable:
+                    static[arg.name] = None
                 continue
             try:
                 static[arg.name] = arg.convert(value)

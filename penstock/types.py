@@ -147,12 +147,35 @@ def layout_string(value: TensorLayout | str | None) -> str:
 
 
 class Constant:
-    """A constant operand of arithmetic on data nodes, of a chosen type (DALI's ``types.Constant``):
-    ``images * types.Constant(0.5, types.FLOAT16)``; a numpy array broadcasts over each sample."""
+    """A constant of a chosen type (DALI's ``types.Constant``). A scalar without ``shape``, ``layout``
+    or ``device`` stays a Constant, an operand of arithmetic on data nodes
+    (``images * types.Constant(0.5, types.FLOAT16)``); anything else (an array, a list, a shape, a
+    device, a layout) is a constant batch right away: the DataNode of fn.constant, as in DALI."""
 
-    def __init__(self, value, dtype=None):
+    def __new__(cls, value, dtype=None, shape=None, layout=None, device=None, **kwargs):
+        scalar = np.ndim(value) == 0 and not isinstance(value, (list, tuple))
+        if scalar and device is None and layout is None and not kwargs and (shape is None or np.prod(shape) == 1
+                                                                          and len(shape) == 0):
+            return super().__new__(cls)
+        from penstock.graph import constant_batch  # graph is built on this module: imported when needed
+        return constant_batch(value, dtype, shape, layout, device, **kwargs)
+
+    def __init__(self, value, dtype=None, shape=None, layout=None, device=None, **kwargs):
         self.value = value
-        self.dtype = np.asarray(value).dtype if dtype is None else np.dtype(to_numpy_dtype(dtype))
+        self.dtype = _constant_type(value) if dtype is None else np.dtype(to_numpy_dtype(dtype))
 
     def __repr__(self):
         return f"Constant({self.value!r}, {self.dtype})"
+
+
+def _constant_type(value) -> np.dtype:
+    """The type DALI gives a constant: a numpy value keeps its own; Python floats are float32, ints
+    int32 and bools bool."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    array = np.asarray(value)
+    if array.dtype.kind == "f":
+        return np.dtype(np.float32)
+    if array.dtype.kind in "iu":
+        return np.dtype(np.int32)
+    return array.dtype

@@ -8,4 +8,4 @@ from penstock.operators import filters, noise  # noqa: F401,E402
 from penstock.operators import distortions, erase_paste, mixing, transforms  # noqa: F401,E402
 from penstock.operators import coco, record_readers  # noqa: F401,E402
 from penstock.operators import boxes  # noqa: F401,E402
-from penstock.operators import segmentation  # noqa: F401,E402
+from penstock.operators import segmentation, subscript  # noqa: F401,E402

@@ -131,7 +131,8 @@ def to_torch(batch: Batch | GpuBatch, ragged: str = "list", fill_value=0):
         if isinstance(batch, GpuBatch):
             return torch.from_dlpack(batch)
         return _from_numpy(batch.as_array())
-    samples = [sample if isinstance(sample, torch.Tensor) else _from_numpy(sample) for sample in batch]
+    samples = [batch.at(i) for i in range(len(batch))]
+    samples = [sample if isinstance(sample, torch.Tensor) else _from_numpy(sample) for sample in samples]
     if ragged == "list":
         return samples
     ranks = {sample.dim() for sample in samples}

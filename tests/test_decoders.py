@@ -104,7 +104,7 @@ def decode_files(paths: list[str]) -> list[np.ndarray]:
 
     pipe = pipeline()
     try:
-        return list(pipe.run()[0])
+        return [np.array(sample) for sample in pipe.run()[0]]
     finally:
         pipe.close()
 
@@ -371,12 +371,20 @@ def slice_window(image: np.ndarray, start, end) -> np.ndarray:
     return image[top:bottom, left:right]
 
 
-# window(h, w) -> (start, end) in pixels; the relative windows end exactly at the image's edge
+# window(h, w) -> (start, end) as (y, x) in pixels; the arguments are (x, y) unless axis_names say otherwise
+# (DALI's default 'WH'); the relative windows end exactly at the image's edge
 @pytest.mark.parametrize("kwargs,window", [
-    ({"rel_start": (0.5, 0.75), "rel_shape": (0.5, 0.25)}, lambda h, w: ((h * 0.5, w * 0.75), (h, w))),
-    ({"rel_start": (0.25, 0.1), "rel_shape": (0.3, 0.7)}, lambda h, w: ((h * 0.25, w * 0.1), (h * 0.55, w * 0.8))),
-    ({"start": (3, 5), "shape": (10, 12)}, lambda h, w: ((3, 5), (13, 17))),
-    ({"start": (5, 3), "shape": (12, 10), "axis_names": "WH"}, lambda h, w: ((3, 5), (13, 17))),
+    ({"rel_start": (0.75, 0.5), "rel_shape": (0.25, 0.5)}, lambda h, w: ((h * 0.5, w * 0.75), (h, w))),
+    ({"rel_start": (0.1, 0.25), "rel_shape": (0.7, 0.3)}, lambda h, w: ((h * 0.25, w * 0.1), (h * 0.55, w * 0.8))),
+    ({"rel_start": (0.1, 0.25), "rel_end": (0.8, 0.55)}, lambda h, w: ((h * 0.25, w * 0.1), (h * 0.55, w * 0.8))),
+    ({"start": (5, 3), "shape": (12, 10)}, lambda h, w: ((3, 5), (13, 17))),
+    ({"start": (5, 3), "end": (17, 13)}, lambda h, w: ((3, 5), (13, 17))),
+    ({"end": (17, 13)}, lambda h, w: ((0, 0), (13, 17))),
+    ({"start": (5, 3)}, lambda h, w: ((3, 5), (h, w))),
+    ({"start": (3, 5), "shape": (10, 12), "axis_names": "HW"}, lambda h, w: ((3, 5), (13, 17))),
+    ({"start": (3, 5), "shape": (10, 12), "axes": (0, 1)}, lambda h, w: ((3, 5), (13, 17))),
+    ({"start": (4,), "shape": (9,), "axis_names": "W"}, lambda h, w: ((0, 4), (h, 13))),
+    ({"rel_start": (0.5,), "rel_shape": (0.5,), "axes": (0,)}, lambda h, w: ((h * 0.5, 0), (h, w))),
 ])
 def test_image_slice_is_a_window_of_the_full_decode(jpegs, kwargs, window):
     samples, full = jpegs
@@ -385,40 +393,69 @@ def test_image_slice_is_a_window_of_the_full_decode(jpegs, kwargs, window):
         assert_window(cut, slice_window(image, *window(*image.shape[:2])))
 
 
-def test_image_slice_takes_start_and_shape_as_inputs(jpegs):
-    """Integer inputs are pixels, float inputs fractions of the image size (as in DALI)."""
+def feed(batch):
+    return fn.external_source(source=lambda: batch, batch=True)
+
+
+def test_image_slice_takes_anchor_and_shape_as_inputs(jpegs):
+    """(x, y) and (width, height); integer inputs are pixels, float inputs fractions of the image size unless
+    normalized_anchor / normalized_shape are False (as in DALI)."""
     samples, full = jpegs
-    starts = [np.array([i, 2 * i], np.int32) for i in range(len(samples))]
-    shapes = [np.array([8 + i, 9 + i], np.int32) for i in range(len(samples))]
-    relative_starts = [np.array([0.5, 0.25], np.float32)] * len(samples)
-    relative_shapes = [np.array([0.5, 0.75], np.float32)] * len(samples)
+    starts = [np.array([2 * i, i], np.int32) for i in range(len(samples))]
+    shapes = [np.array([9 + i, 8 + i], np.int32) for i in range(len(samples))]
+    relative_starts = [np.array([0.25, 0.5], np.float32)] * len(samples)
+    relative_shapes = [np.array([0.75, 0.5], np.float32)] * len(samples)
+    pixel_starts = [np.array([3.0, 2.0], np.float32)] * len(samples)
 
     def slice_with_inputs(node):
-        def feed(batch):
-            return fn.external_source(source=lambda: batch, batch=True)
         return (fn.decoders.image_slice(node, feed(starts), feed(shapes)),
-                fn.decoders.image_slice(node, feed(relative_starts), feed(relative_shapes)))
+                fn.decoders.image_slice(node, feed(relative_starts), feed(relative_shapes)),
+                fn.decoders.image_slice(node, feed(pixel_starts), feed(relative_shapes), normalized_anchor=False))
 
-    absolute, relative = run_operator(slice_with_inputs, samples)
-    for image, cut, rel, start, shape in zip(full, absolute, relative, starts, shapes):
-        assert_window(cut, slice_window(image, start, start + shape))
+    absolute, relative, mixed = run_operator(slice_with_inputs, samples)
+    for image, cut, rel, pixel, start, shape in zip(full, absolute, relative, mixed, starts, shapes):
+        assert_window(cut, slice_window(image, start[::-1], (start + shape)[::-1]))
         height, width = image.shape[:2]
         assert_window(rel, slice_window(image, (height * 0.5, width * 0.25), (height, width)))
+        assert_window(pixel, slice_window(image, (2, 3), (2 + height * 0.5, 3 + width * 0.75)))
 
 
+def test_image_slice_half_of_a_wide_image_is_its_right_half():
+    """anchor=(0.5, 0.0), shape=(0.5, 1.0) on a 100x200 image: its right 100x100 half."""
+    image = smooth_image(100, 200)
+    data = np.frombuffer(encode(image, "JPEG", quality=95), np.uint8)
+    [cut] = run_operator(lambda node: fn.decoders.image_slice(node, feed([np.array([0.5, 0.0], np.float32)]),
+                                                              feed([np.array([0.5, 1.0], np.float32)])), [data])
+    assert_window(cut, pillow_decode(data.tobytes())[:, 100:])
 
-def test_image_slice_refuses_a_window_of_other_than_two_values(jpegs):
-    samples, _ = jpegs
-    starts = [np.array([0.1, 0.2, 0.0], np.float32)] * len(samples)
-    shapes = [np.array([0.5, 0.5, 1.0], np.float32)] * len(samples)
 
-    def slice_with_inputs(node):
-        def feed(batch):
-            return fn.external_source(source=lambda: batch, batch=True)
-        return fn.decoders.image_slice(node, feed(starts), feed(shapes))
+@pytest.mark.parametrize("make,message", [
+    (lambda node: fn.decoders.image_slice(node), "give the window"),
+    (lambda node: fn.decoders.image_slice(node, feed([np.zeros(2, np.float32)] * 3)), "not one input"),
+    (lambda node: fn.decoders.image_slice(node, feed([np.zeros(2, np.float32)] * 3),
+                                          feed([np.ones(2, np.float32)] * 3), start=(1, 1)), "given twice"),
+    (lambda node: fn.decoders.image_slice(node, start=(1, 1), rel_start=(0.1, 0.1)), "'rel_start' and 'start' exclude"),
+    (lambda node: fn.decoders.image_slice(node, end=(1, 1), rel_shape=(0.1, 0.1)), "'end' and 'rel_shape' exclude"),
+    (lambda node: fn.decoders.image_slice(node, start=(1, 1), axes=(0, 1), axis_names="HW"),
+     "'axes' and 'axis_names' exclude"),
+])
+def test_image_slice_refuses_a_window_given_twice_or_not_at_all(jpegs, make, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        run_operator(make, jpegs[0])
 
-    with pytest.raises(Exception, match="decoders.image_slice: takes a window's start and shape of two values"):
-        run_operator(slice_with_inputs, samples)
+
+@pytest.mark.parametrize("make,message", [
+    (lambda node: fn.decoders.image_slice(node, feed([np.array([0.1, 0.2, 0.0], np.float32)] * 3),
+                                          feed([np.array([0.5, 0.5, 1.0], np.float32)] * 3)), "3 values for the 2"),
+    (lambda node: fn.decoders.image_slice(node, feed([np.array([0, 0], np.int32)] * 3),
+                                          feed([np.array([0.5, 0.5], np.float32)] * 3)), "same type"),
+    (lambda node: fn.decoders.image_slice(node, start=(0, 0), shape=(500, 5)), "outside"),
+    (lambda node: fn.decoders.image_slice(node, start=(0, 0), shape=(5, 5), axis_names="HC"), "'H' and 'W'"),
+])
+def test_image_slice_refuses_windows_it_cannot_cut(jpegs, make, message):
+    with pytest.raises(Exception, match=message):
+        run_operator(make, jpegs[0])
+
 
 # ---- decoding smaller for the resize that follows -------------------------------------------------
 @pytest.mark.parametrize("resize_args", [dict(resize_shorter=48), dict(resize_longer=40), dict(resize_x=50),

@@ -270,7 +270,8 @@ def test_transpose_permutes_axes_and_layout(kwargs, perm, layout):
     images = ragged_images(3, smooth=False, seed=16, min_side=3, max_side=12)
     [batch] = run_batches(fn.transpose, images, **kwargs)[0]
     assert batch.layout() == layout
-    for image, output in zip(images, batch):
+    for index, image in enumerate(images):
+        output = batch.at(index)
         np.testing.assert_array_equal(output, np.transpose(image, perm))
         assert output.flags.c_contiguous
 
@@ -343,3 +344,40 @@ def test_large_shrinks_average_boxes_first_and_agree_with_area_filtering():
         ours = cpu_image.resize(image, height, width, types.DALIInterpType.INTERP_LINEAR)
         area = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
         assert_close(ours, area, max_abs=2, mean_abs=0.5, where=f"{height}x{width}")
+
+
+# ---- window and size arguments given per sample, by other operators -------------------------------------
+def test_crop_takes_its_window_per_sample():
+    """crop (or crop_h) from another operator: each sample's own window, where it is placed by crop_pos_x/y."""
+    images = ragged_images(3, smooth=False, seed=21)
+    sizes = [np.array([5.0 + i, 4.0 + 2 * i], np.float32) for i in range(3)]
+
+    def crops(node):
+        crop = fn.external_source(source=lambda: sizes, batch=True)
+        return fn.crop(node, crop=crop), fn.crop(node, crop_h=fn.slice(crop, 0, 1, axes=(0,), normalized_anchor=False,
+                                                                        normalized_shape=False), crop_w=3.0)
+
+    by_crop, by_height = run_operator(crops, images)
+    for image, size, cut, cut_h in zip(images, sizes, by_crop, by_height):
+        height, width = int(size[0]), int(size[1])
+        top, left = round_half_up((image.shape[0] - height) / 2), round_half_up((image.shape[1] - width) / 2)
+        np.testing.assert_array_equal(cut, image[top:top + height, left:left + width])
+        left = round_half_up((image.shape[1] - 3) / 2)
+        np.testing.assert_array_equal(cut_h, image[top:top + height, left:left + 3])
+
+
+def test_a_scalar_made_by_cast_is_a_per_sample_argument():
+    """cast writes scalar samples into its batch buffer; grid_mask reads them as tile (DALI's own test of it)."""
+    images = ragged_images(2, smooth=False, seed=22)
+    tiles = [np.float32(7.6), np.float32(12.2)]
+
+    def masked(node):
+        tile = fn.cast(fn.external_source(source=lambda: tiles, batch=True), dtype=types.INT32)
+        return fn.grid_mask(node, tile=tile, ratio=0.5), tile
+
+    outputs, cast_tiles = run_operator(masked, images)
+    for image, output, tile in zip(images, outputs, cast_tiles):
+        assert tile.shape == () and tile.dtype == np.int32
+        y, x = np.mgrid[0:image.shape[0], 0:image.shape[1]]
+        dark = ((x % int(tile)) < 0.5 * int(tile)) & ((y % int(tile)) < 0.5 * int(tile))
+        np.testing.assert_array_equal(output, np.where(dark[..., None], 0, image))

@@ -102,7 +102,7 @@ class SampleRunner:
         if buffer.shape[1:] != shape or buffer.dtype != dtype:
             job.ragged[output_index] = True
             return None
-        return buffer[index]
+        return buffer[index, ...]  # a view, also of a buffer of scalars (buffer[index] is a copy then)
 
     def batch_buffer(self, job: Job, slot: int, row_shape: tuple, dtype) -> np.ndarray:
         """The job's batch buffer of a kept value: made for rows of ``row_shape`` and ``dtype`` by
@@ -126,7 +126,7 @@ class SampleRunner:
             job.ragged[slot] = True
             return None
         buffer[indices] = stacked
-        return [buffer[index] for index in indices]
+        return [buffer[index, ...] for index in indices]
 
     def store(self, job: Job, slot: int, index: int, value):
         """A value computed in a worker process: copied into its output's batch buffer when dense."""
@@ -137,7 +137,7 @@ class SampleRunner:
             job.ragged[slot] = True
             return value
         buffer[index] = value
-        return buffer[index]
+        return buffer[index, ...]
 
 
 def run_whole_batch_steps(plan: ExecutionPlan, job: Job, times: StageTimes) -> None:

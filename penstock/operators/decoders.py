@@ -20,6 +20,7 @@ from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOp
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image, image_codecs, image_headers
 from penstock.operators import geometry
+from penstock.operators.tensors import _slice_windows as slice_windows  # slice's window arithmetic, shared
 from penstock.schema import Arg, ArgError, OpSchema, given
 
 # Arguments every image decoder takes, documented once.
@@ -84,20 +85,32 @@ RANDOM_CROP_ARGS = (
 )
 
 SLICE_ARGS = (
-    Arg("rel_start", "floats", None, "Start of the window (y, x) as fractions of the image size.",
-        per_sample=True, length=(2,)),
-    Arg("rel_shape", "floats", None, "Size of the window (height, width) as fractions of the image size.",
-        per_sample=True, length=(2,)),
-    Arg("start", "floats", None, "Start of the window (y, x) in pixels.", per_sample=True, length=(2,)),
-    Arg("shape", "floats", None, "Size of the window (height, width) in pixels.", per_sample=True, length=(2,)),
-    Arg("axis_names", "str", "HW", "Order of the coordinates in start/shape: 'HW' or 'WH'.", choices=("HW", "WH")),
+    Arg("start", "ints", None, "Start of the window in pixels, one value per sliced axis (x, y by default).",
+        per_sample=True),
+    Arg("rel_start", "floats", None, "Start of the window as fractions of the image's extent, one per sliced axis.",
+        per_sample=True),
+    Arg("end", "ints", None, "End of the window (exclusive) in pixels, one per sliced axis.", per_sample=True),
+    Arg("rel_end", "floats", None, "End of the window as fractions of the image's extent.", per_sample=True),
+    Arg("shape", "ints", None, "Size of the window in pixels, one per sliced axis.", per_sample=True),
+    Arg("rel_shape", "floats", None, "Size of the window as fractions of the image's extent.", per_sample=True),
+    Arg("axes", "ints", None, "The sliced axes as indices of the output's layout (HWC: 0 is H, 1 is W), in the "
+        "order of the window's values; instead of axis_names. Default (1, 0).", per_sample=True),
+    Arg("axis_names", "str", None, "The sliced axes by name, in the order of the window's values: 'WH' (the "
+        "default: x then y), 'HW', 'W' or 'H'; an axis not named is kept whole."),
+    Arg("normalized_anchor", "bool", True, "Whether a floating-point anchor input is a fraction of the extent "
+        "(integer inputs are pixels)."),
+    Arg("normalized_shape", "bool", True, "Whether a floating-point shape input is a fraction of the extent."),
 )
+NAMED_WINDOW = ("start", "rel_start", "end", "rel_end", "shape", "rel_shape")
+SLICED_LAYOUT = "HW"  # the decoded image's axes a window may cut (the layout is HWC)
 
 
 def _one_slice_form(static: dict, per_sample: frozenset) -> None:
-    for relative, absolute in (("rel_start", "start"), ("rel_shape", "shape")):
-        if given(static, per_sample, relative) and given(static, per_sample, absolute):
-            raise ArgError(f"arguments '{relative}' and '{absolute}' exclude each other; give one")
+    """As DALI: one of start / rel_start, one of end / rel_end / shape / rel_shape, axes or axis_names."""
+    for group in (("rel_start", "start"), ("end", "rel_end", "shape", "rel_shape"), ("axes", "axis_names")):
+        named = [name for name in group if name in per_sample or static.get(name) is not None]
+        if len(named) > 1:
+            raise ArgError(f"arguments {' and '.join(repr(name) for name in named)} exclude each other; give one")
 
 
 def _decoder_schema(name, class_name, doc, extra_args=(), num_inputs=(1, 1), checks=()):
@@ -117,8 +130,12 @@ _decoder_schema("decoders.image_crop", "decoders.ImageCrop",
                 "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS,
                 checks=geometry.WINDOW_REQUIRED)
 _decoder_schema("decoders.image_slice", "decoders.ImageSlice",
-                "Decodes the window given by relative or absolute start and shape (arguments, or the "
-                "second and third inputs as (y, x) and (height, width)).", SLICE_ARGS, num_inputs=(1, 3),
+                "Decodes a window of each image, as slice cuts one out of the decoded image: the anchor and "
+                "shape as the second and third inputs (floating point: fractions of the extent unless "
+                "normalized_anchor / normalized_shape say otherwise; integers: pixels), or as start, end, shape "
+                "or their rel_ forms. Their values follow axis_names, 'WH' by default: (x, y) and (width, "
+                "height), as random_bbox_crop gives them. Edges are rounded to whole pixels; a window outside "
+                "the image is an error.", SLICE_ARGS, num_inputs=(1, 3),
                 checks=(_one_slice_form,))
 
 
@@ -288,29 +305,80 @@ class ImageCrop(FixedWindowDecoder):
         return geometry.crop_placement(height, width, args)
 
 
+def slice_axes(args: dict, op_name: str) -> tuple[int, ...]:
+    """The axes of the decoded image (0: H, 1: W) that the window's values refer to, in order."""
+    if args.get("axes") is not None:
+        axes = tuple(args["axes"])
+        if any(axis not in (0, 1) for axis in axes):
+            raise ValueError(f"{op_name}: argument 'axes': {list(axes)}; a window cuts axes 0 (H) and 1 (W) of the "
+                             "decoded HWC image")
+    else:
+        names = args.get("axis_names") or "WH"
+        if any(name not in SLICED_LAYOUT for name in names):
+            raise ValueError(f"{op_name}: argument 'axis_names': {names!r}; a window cuts the axes 'H' and 'W' of "
+                             "the decoded HWC image")
+        axes = tuple(SLICED_LAYOUT.index(name) for name in names)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op_name}: the sliced axes {list(axes)} repeat")
+    return axes
+
+
+def _single_precision(values):
+    """rel_ values as DALI reads them (float32): the rounding of the window's edges follows."""
+    return None if values is None else np.asarray(values, np.float32).tolist()
+
+
+def _anchor_input(name: str, values, count: int, op_name: str) -> np.ndarray:
+    values = np.asarray(values)
+    if values.dtype not in (np.int32, np.int64, np.float32):
+        raise TypeError(f"{op_name}: the {name} input holds {values.dtype} values; it takes int32, int64 (pixels) or "
+                        "float32")
+    if values.size != count:  # unlike the arguments, one value does not stand for every axis (as DALI)
+        raise ValueError(f"{op_name}: the {name} input has {values.size} values for the {count} sliced axes; give "
+                         "one per axis")
+    return values.reshape(-1)
+
+
 @registry.register("decoders.image_slice", "cpu")
 class ImageSlice(FixedWindowDecoder):
+    def declare_outputs(self, inputs):
+        named = [name for name in NAMED_WINDOW if self.args.get(name, ()) is not None]  # absent: per sample
+        if len(inputs) == 2:
+            raise ValueError(f"{self.name}: takes the window as two inputs (anchor and shape) or as arguments "
+                             "(start, end, shape and their rel_ forms), not one input")
+        if len(inputs) == 3 and named:
+            raise ValueError(f"{self.name}: the window is given twice: as the anchor and shape inputs and as "
+                             f"{', '.join(named)}; give one")
+        if len(inputs) == 1 and not named:
+            raise ValueError(f"{self.name}: give the window: anchor and shape inputs, or start/end/shape arguments "
+                             "(or their rel_ forms)")
+        return super().declare_outputs(inputs)
+
     def window(self, height, width, inputs, args, sample):
-        # Python floats, not numpy: a window of two numbers costs microseconds per numpy call
+        """(top, left, height, width): slice's window arithmetic (tensors._slice_windows, which also
+        decides which anchor and shape inputs are fractions) on the decoded image's extents, before
+        anything is decoded."""
+        axes = slice_axes(args, self.name)
+        window_args = {**{name: args[name] for name in NAMED_WINDOW}, "axes": axes, "anchor": None,
+                       "window_shape": None, "normalized_anchor": args["normalized_anchor"],
+                       "normalized_shape": args["normalized_shape"]}
+        for name in ("rel_start", "rel_end", "rel_shape"):
+            window_args[name] = _single_precision(args[name])
         if len(inputs) == 3:
-            start, shape = np.asarray(inputs[1]).ravel().tolist(), np.asarray(inputs[2]).ravel().tolist()
-            relative = inputs[2].dtype.kind == "f" and all(value <= 1.0 for value in shape)
-        elif args["rel_start"] is not None or args["rel_shape"] is not None:
-            start, shape, relative = list(args["rel_start"] or (0, 0)), list(args["rel_shape"] or (1, 1)), True
-        else:
-            start, shape, relative = list(args["start"] or (0, 0)), list(args["shape"] or (height, width)), False
-        if len(start) != 2 or len(shape) != 2:
-            raise ValueError(f"{self.name}: takes a window's start and shape of two values each (axis_names "
-                             f"{args['axis_names']!r}), got {start} and {shape}")
-        if args["axis_names"] == "WH":
-            start, shape = start[::-1], shape[::-1]
-        end = [first + size for first, size in zip(start, shape)]
-        if relative:
-            start, end = [start[0] * height, start[1] * width], [end[0] * height, end[1] * width]
-        # as DALI: round the start and the end (halves up), so a window that ends at the image's
-        # edge in relative terms ends there in pixels too
-        top, left = (int(math.floor(value + 0.5)) for value in start)
-        bottom, right = (int(math.floor(value + 0.5)) for value in end)
+            window_args["anchor"], window_args["window_shape"] = (
+                _anchor_input(name, value, len(axes), self.name) for name, value in (("anchor", inputs[1]),
+                                                                                     ("shape", inputs[2])))
+        bounds = [(0, height), (0, width)]
+        try:
+            windows = slice_windows(window_args, (height, width))
+        except ValueError as error:
+            raise ValueError(f"{self.name}: {error}") from None
+        for axis, (begin, end) in zip(axes, windows):
+            if end <= begin:
+                raise ValueError(f"{self.name}: the window is empty or ends before it starts on axis "
+                                 f"{SLICED_LAYOUT[axis]} ({begin} to {end})")
+            bounds[axis] = (begin, end)
+        (top, bottom), (left, right) = bounds
         return top, left, bottom - top, right - left
 
 

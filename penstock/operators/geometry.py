@@ -216,10 +216,12 @@ def _resized_sizes(sizes: list, args: list) -> list:
 
 
 def crop_size(args) -> tuple[int, int] | None:
-    crop = args["crop"]
+    """The window's (height, width); None where not given, or given per sample and read from the
+    operator's build-time arguments (which hold no per-sample ones)."""
+    crop = args.get("crop")
     if crop:
         return int(round(crop[0])), int(round(crop[-1]))
-    if args["crop_h"] and args["crop_w"]:
+    if args.get("crop_h") and args.get("crop_w"):
         return int(round(args["crop_h"])), int(round(args["crop_w"]))
     return None
 

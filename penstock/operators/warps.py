@@ -138,7 +138,7 @@ def _border_values(fill, channels: int, count: int) -> np.ndarray:
 class WarpDeclaration:
     def declare_outputs(self, inputs):
         declare_hwc(inputs[0], self.name)
-        size = self.args["size"]  # None when per sample
+        size = self.args.get("size")  # absent when per sample
         channels = inputs[0].shape[2] if inputs[0].shape else None
         shape = (int(round(size[0])), int(round(size[1])), channels) if size and channels else None
         return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
@@ -285,7 +285,7 @@ class ResizeCropMirrorDeclaration:
     def declare_outputs(self, inputs):
         declare_hwc(inputs[0], self.name)
         channels = inputs[0].shape[2] if inputs[0].shape else None
-        crop = self.args["crop"]
+        crop = self.args.get("crop")  # absent when per sample
         size = (int(round(crop[0])), int(round(crop[-1]))) if crop else fixed_resize_size(self.args)
         return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
                              shape=(*size, channels) if size and channels else None)

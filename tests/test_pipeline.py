@@ -362,3 +362,27 @@ def test_packed_batch_of_empty_samples_is_dense():
     packed = PackedBatch.of_dense(torch.empty((3, 0, 4)))
     assert packed.offsets == [0, 0, 0] and tuple(packed.dense().shape) == (3, 0, 4)
     assert tuple(PackedBatch.of_dense(torch.arange(12).reshape(3, 4)).dense().shape) == (3, 4)
+
+
+@pytest.mark.parametrize("worker_processes, device", [(False, "cpu"), (True, "cpu"), (False, "gpu")])
+def test_a_dropped_pipeline_frees_its_executor_without_the_cyclic_collector(worker_processes, device):
+    """Its buffers (shared memory with worker processes) go with the last reference, not at a later
+    gc.collect(): a process that makes many small pipelines does not grow."""
+    import gc
+    import weakref
+
+    from conftest import gpu_or_emulated
+    with gpu_or_emulated():
+        pipe = Pipeline(batch_size=2, num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED,
+                        worker_processes=worker_processes)
+        with pipe:
+            data = fn.external_source(source=lambda: [np.zeros((8, 8, 3), np.uint8)] * 2, batch=True, layout="HWC")
+            pipe.set_outputs(fn.flip(data.gpu() if device == "gpu" else data, horizontal=1))
+        pipe.run()
+    executor = weakref.ref(pipe._executor)
+    gc.disable()
+    try:
+        del pipe
+        assert executor() is None
+    finally:
+        gc.enable()

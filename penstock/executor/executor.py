@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import itertools
 import queue
@@ -116,11 +117,13 @@ class Executor:
             if uses_processes else None
         # CPU work the GPU stage hands back (images the GPU decoders refused): the worker threads,
         # or the thread that feeds the worker processes, take it before their next samples
+        tasks = self._tasks  # (not self: the executor is freed with its last reference, with no cycle)
         self._worker_calls = calls = processes.calls if processes is not None else \
-            WorkerCalls(lambda: self._tasks.put(WorkerCalls.WAKE), self._stopping)
+            WorkerCalls(lambda: tasks.put(WorkerCalls.WAKE), self._stopping)
         lanes = Lanes(plan, device)
+        refill = weakref.WeakMethod(self._refill)  # the GPU stage is the executor's: no cycle back to it
         gpu = GpuStage(plan, device, self._output_layouts, self._in_flight, self._ready, self._stopping,
-                       self._times, lanes, calls, self._refill) if plan.gpu_steps else None
+                       self._times, lanes, calls, lambda job: refill()(job)) if plan.gpu_steps else None
 
         # The stages, in the order a batch goes through them, one line each: the threads are made from
         # this list. The consumer is the caller's thread: next() takes batches from _ready, or from
@@ -144,7 +147,7 @@ class Executor:
         self._stages = stages
         self._threads = {stage.name: stage.make_threads() for stage in stages}
         self._lanes = lanes
-        self._samples = samples  # its threads each stop at a None from _tasks
+        self._sample_threads = samples.threads  # each stops at a None from _tasks
         self._processes = processes
         self._gpu = gpu
         self._started = False
@@ -282,7 +285,7 @@ class Executor:
         self._slots.release()  # wakes a producer waiting for a free slot, so that it sees the stop now
         for _, source, _ in self._plan.sources:
             source.shutdown()
-        for _ in range(self._samples.threads):
+        for _ in range(self._sample_threads):
             self._tasks.put(None)
         if self._processes is not None:
             self._processes.wake()
@@ -310,6 +313,10 @@ class Executor:
                                              for thread in self._threads[name]):
             self._gpu.close()
             self._unpin_rings()
+        if not any(thread.is_alive() for thread in self._all_threads()):
+            # the stages' loops are this executor's bound methods: dropped, so that a pipeline let go
+            # of frees its buffers (shared memory included) at once, not at the next cyclic collection
+            self._stages = [dataclasses.replace(stage, loop=None) for stage in self._stages]
 
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders

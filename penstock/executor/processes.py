@@ -47,6 +47,7 @@ import struct
 import threading
 import time
 import warnings
+import weakref
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
@@ -110,7 +111,11 @@ class WorkerProcesses:
         self._doorbell = multiprocessing.Pipe(duplex=False)  # rung when samples or calls are queued
         self._closed = threading.Event()
         self._forker: threading.Thread | None = None  # the thread that forked the processes, when not the main one
-        self.calls = WorkerCalls(self.wake, stopping)  # run by the dispatcher thread, in this process
+        # run by the dispatcher thread, in this process; it wakes the processes through a weak
+        # reference, as a bound method would make a cycle that keeps the shared memory until the
+        # next cyclic collection after the pipeline is let go
+        wake = weakref.WeakMethod(self.wake)
+        self.calls = WorkerCalls(lambda: wake()(), stopping)
 
     def start(self) -> None:
         """Forks the processes; call it before the pipeline's threads exist. When one cannot be

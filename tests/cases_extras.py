@@ -1,8 +1,10 @@
-"""Cases of the sequence operators (penstock.operators.sequences) for the coverage test; the
-operators' own tests, against numpy and DALI, are in tests/test_sequences.py.
+"""Cases of the sequence operators (penstock.operators.sequences) and random_crop_generator
+(penstock.operators.crop_generator) for the coverage test; the operators' own tests, against
+numpy and DALI, are in tests/test_sequences.py and tests/test_crop_generator.py.
 
 References: per_frame hands the data on untouched; sequence_rearrange against numpy's indexing of
-the first axis (exact).
+the first axis (exact); random_crop_generator's windows lie inside the images whose shapes it is
+given, as int32 (y, x) pairs.
 """
 from __future__ import annotations
 
@@ -19,9 +21,18 @@ def _frames(node, device):
     return fn.per_frame(on_device(node, device), replace=True, device=device)
 
 
+def _windows_inside(samples, outputs):
+    anchors, shapes = outputs
+    for image, anchor, shape in zip(samples, anchors, shapes):
+        assert anchor.dtype == shape.dtype == np.int32 and anchor.shape == shape.shape == (2,)
+        assert (anchor >= 0).all() and (shape >= 1).all() and (anchor + shape <= image.shape[:2]).all()
+
+
 CASES = {
     "per_frame": Case(ragged_images, _frames, lambda samples, _: samples),
     "sequence_rearrange": Case(ragged_images, lambda node, device: fn.sequence_rearrange(_frames(node, device),
                                                                                          new_order=ORDER),
                                lambda samples, _: [s[ORDER] for s in samples]),
+    "random_crop_generator": Case(ragged_images, lambda node, device: tuple(fn.random_crop_generator(fn.shapes(node))),
+                                  _windows_inside),
 }

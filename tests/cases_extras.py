@@ -1,12 +1,17 @@
-"""Cases of the sequence operators (penstock.operators.sequences) and random_crop_generator
-(penstock.operators.crop_generator) for the coverage test; the operators' own tests, against
-numpy and DALI, are in tests/test_sequences.py and tests/test_crop_generator.py.
+"""Cases of the sequence operators (penstock.operators.sequences), random_crop_generator
+(penstock.operators.crop_generator) and io.file.read (penstock.operators.file_io) for the coverage
+test; the operators' own tests, against numpy and DALI, are in tests/test_sequences.py,
+tests/test_crop_generator.py and tests/test_file_io.py.
 
 References: per_frame hands the data on untouched; sequence_rearrange against numpy's indexing of
 the first axis (exact); random_crop_generator's windows lie inside the images whose shapes it is
-given, as int32 (y, x) pairs.
+given, as int32 (y, x) pairs; io.file.read against Python's read of the files (exact).
 """
 from __future__ import annotations
+
+import pathlib
+import shutil
+import tempfile
 
 import numpy as np
 from operator_cases import Case, on_device, ragged_images
@@ -28,6 +33,24 @@ def _windows_inside(samples, outputs):
         assert (anchor >= 0).all() and (shape >= 1).all() and (anchor + shape <= image.shape[:2]).all()
 
 
+def _file_paths():
+    """Three files written for the case, as the encoded paths io.file.read takes."""
+    root = pathlib.Path(tempfile.mkdtemp(prefix="penstock-file-read-"))
+    paths = []
+    for index, data in enumerate([b"", bytes(range(256)), b"penstock" * 100]):
+        (root / f"file{index}").write_bytes(data)
+        paths.append(np.frombuffer(str(root / f"file{index}").encode(), np.uint8))
+    return paths
+
+
+def _file_contents(samples, _):
+    """The files' bytes, read here; the files' folder goes once they are read."""
+    paths = [pathlib.Path(path.tobytes().decode()) for path in samples]
+    contents = [np.frombuffer(path.read_bytes(), np.uint8) for path in paths]
+    shutil.rmtree(paths[0].parent)
+    return contents
+
+
 CASES = {
     "per_frame": Case(ragged_images, _frames, lambda samples, _: samples),
     "sequence_rearrange": Case(ragged_images, lambda node, device: fn.sequence_rearrange(_frames(node, device),
@@ -35,4 +58,5 @@ CASES = {
                                lambda samples, _: [s[ORDER] for s in samples]),
     "random_crop_generator": Case(ragged_images, lambda node, device: tuple(fn.random_crop_generator(fn.shapes(node))),
                                   _windows_inside),
+    "io.file.read": Case(_file_paths, lambda node, device: fn.io.file.read(node), _file_contents),
 }

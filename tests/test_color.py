@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 from cases_color import round_uint8, twist_matrix
-from conftest import CUDA, SEED, assert_close, gpu_or_emulated, smooth_image
+from conftest import CUDA, SEED, assert_close, gpu_or_emulated, run_operator, smooth_image
 
 from penstock import Pipeline, devices, fn, pipeline_def, types
 
@@ -64,17 +64,20 @@ def test_float_input_centres_contrast_on_one_half(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_dtype_changes_scale_by_the_ranges_of_the_types(device):
+def test_dtype_changes_keep_the_values_unscaled(device):
+    """As DALI 2.4: uint8 100 with brightness 0.9 is float 90.0; a float 0.4 is uint8 0 after contrast 1.5
+    (around the float centre 0.5); only brightness_shift is in the output type's range."""
     samples = images()
-    to_float = run(lambda node, d: fn.brightness(node, brightness=0.9, dtype=types.FLOAT, device=d), samples, device)[0]
+    to_float = run(lambda node, d: fn.brightness(node, brightness=0.9, brightness_shift=0.1, dtype=types.FLOAT,
+                                                 device=d), samples, device)[0]
     for sample, output in zip(samples, to_float):
         assert output.dtype == np.float32
-        assert_close(output, sample * 0.9 / 255.0, 1e-6)
-    floats = [(s / 255.0).astype(np.float32) for s in samples]
+        assert_close(output, 0.1 + sample * np.float32(0.9), 1e-4)
+    floats = [(s / 255.0 * 300).astype(np.float32) for s in samples]
     to_uint8 = run(lambda node, d: fn.contrast(node, contrast=1.5, dtype=types.UINT8, device=d), floats, device)[0]
     for sample, output in zip(floats, to_uint8):
         assert output.dtype == np.uint8
-        assert_close(output, round_uint8(255 * (0.5 + 1.5 * (sample.astype(np.float64) - 0.5))), 1)
+        assert_close(output, round_uint8(0.5 + 1.5 * (sample.astype(np.float64) - 0.5)), 1)
 
 
 def _chain(node, device):
@@ -195,7 +198,8 @@ def test_per_sample_values_are_converted_and_checked_for_every_sample(device):
         pipe.build()
         try:
             batch, = pipe.run()
-            return [np.asarray(sample.cpu() if hasattr(sample, "cpu") else sample) for sample in batch]
+            samples = [batch.at(index) for index in range(len(batch))]
+            return [np.asarray(sample.cpu() if hasattr(sample, "cpu") else sample) for sample in samples]
         finally:
             pipe.close()
 
@@ -226,3 +230,23 @@ def test_declared_channels_that_do_not_fit_fail_when_the_pipeline_is_built():
 
     with pytest.raises(ValueError, match="color_twist: argument 'image_type' .RGB. needs 3-channel"):
         pipeline().build()
+
+
+def test_contrast_center_per_sample():
+    """contrast_center from another operator (a per-sample input in DALI), with brightness and contrast per
+    sample too: out = brightness * (center + contrast * (in - center)), uint8 rounded."""
+    samples = images()
+    centers = [np.float32(10 + 60 * i) for i in range(len(samples))]
+    factors = [np.float32(0.5 + 0.5 * i) for i in range(len(samples))]
+
+    def adjusted(node):
+        center = fn.external_source(source=lambda: centers, batch=True)
+        factor = fn.external_source(source=lambda: factors, batch=True)
+        return (fn.brightness_contrast(node, contrast=factor, contrast_center=center, brightness=0.75),
+                fn.contrast(node, contrast=1.5, contrast_center=center, dtype=types.FLOAT))
+
+    both, floats = run_operator(adjusted, samples)
+    for sample, center, factor, out, out_float in zip(samples, centers, factors, both, floats):
+        values = sample.astype(np.float64)
+        assert_close(out, round_uint8(0.75 * (center + factor * (values - center))), 1)
+        assert_close(out_float, center + 1.5 * (values - center), 1e-3)

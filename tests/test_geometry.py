@@ -381,3 +381,33 @@ def test_a_scalar_made_by_cast_is_a_per_sample_argument():
         y, x = np.mgrid[0:image.shape[0], 0:image.shape[1]]
         dark = ((x % int(tile)) < 0.5 * int(tile)) & ((y % int(tile)) < 0.5 * int(tile))
         np.testing.assert_array_equal(output, np.where(dark[..., None], 0, image))
+
+
+# ---- flip in DALI's layouts ------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["HWC", "CHW", "FHWC", "DHWC", "FCHW", "CDHW", "FDHWC", "FCDHW"])
+@pytest.mark.parametrize("flags", [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1)])
+def test_flip_mirrors_the_axes_its_layout_names(layout, flags):
+    """horizontal mirrors W, vertical H, depthwise D (nothing where the layout has no D); F and C stay."""
+    rng = np.random.default_rng(len(layout))
+    samples = [rng.integers(0, 255, tuple(2 + (i + k) % 3 for k in range(len(layout))), dtype=np.uint8)
+               for i in range(2)]
+    horizontal, vertical, depthwise = flags
+    [batch] = run_batches(fn.flip, samples, layout=layout, horizontal=horizontal, vertical=vertical,
+                          depthwise=depthwise)[0]
+    assert batch.layout() == layout
+    axes = tuple(layout.index(name) for name, flag in zip("WHD", flags) if flag and name in layout)
+    for index, sample in enumerate(samples):
+        np.testing.assert_array_equal(batch.at(index), np.flip(sample, axes))
+
+
+def test_flip_reads_a_sample_without_layout_as_dali_does():
+    """No layout: the first of DALI's layouts with the sample's dimensions (HWC, FHWC, FDHWC)."""
+    sample = np.arange(2 * 3 * 4 * 2, dtype=np.uint8).reshape(2, 3, 4, 2)
+    [flipped] = run_operator(fn.flip, [sample], layout="", vertical=1, horizontal=0)
+    np.testing.assert_array_equal(flipped, sample[:, ::-1])  # FHWC: H is axis 1
+
+
+@pytest.mark.parametrize("layout", ["HW", "NHWC", "WHC"])
+def test_flip_refuses_other_layouts(layout):
+    with pytest.raises(ValueError, match=f"flip: takes the layouts .*got '{layout}'"):
+        run_operator(fn.flip, [np.zeros((2,) * len(layout), np.uint8)], layout=layout)

@@ -12,6 +12,8 @@ OpenCV, and on the GPU as torch operations per sample.
 """
 from __future__ import annotations
 
+import math
+
 import cv2
 import numpy as np
 
@@ -37,7 +39,7 @@ CONTRAST_ARGS = (
     Arg("contrast", "float", 1.0, "Multiplier of the distance from contrast_center; 0 gives a uniform grey.",
         per_sample=True),
     Arg("contrast_center", "float", None, "The level contrast leaves unchanged; default half the input type's "
-        "positive range (128 for uint8, 0.5 for floats).", nullable=True),
+        "positive range (128 for uint8, 0.5 for floats).", per_sample=True, nullable=True),
 )
 HUE_ARG = Arg("hue", "float", 0.0, "Hue rotation in degrees (a rotation of the chroma in YIQ space, as DALI).",
               per_sample=True)
@@ -51,7 +53,8 @@ def _schema(name: str, class_name: str, doc: str, *args: Arg, checks=()) -> None
 
 
 _schema("brightness", "Brightness", "out = brightness_shift * output_range + brightness * in, on every channel "
-        "of HWC images (output_range: 255 for uint8, 1 for floats; a uint8 input read as float is scaled by 1/255).",
+        "of HWC images (output_range: 255 for uint8, 1 for floats; values are not rescaled to the output type: "
+        "uint8 200 is float 200.0, as in DALI).",
         *BRIGHTNESS_ARGS)
 _schema("contrast", "Contrast", "out = contrast_center + contrast * (in - contrast_center), on every channel of "
         "HWC images.", *CONTRAST_ARGS)
@@ -165,8 +168,11 @@ class LinearColorGpu(ExtendsImagePlan, ColorOperator, BatchOperator):
 
 class BrightnessContrastMaps(ColorOperator):
     def color_maps(self, args, channels, in_dtype, out_dtype):
-        values = tables.batch_values(args, tables.BRIGHTNESS_CONTRAST_DEFAULTS)
-        return tables.brightness_contrast_maps(values, channels, args[0].get("contrast_center"), in_dtype, out_dtype)
+        # contrast_center may differ per sample too; NaN (not given) stands for the input type's default
+        values = tables.batch_values(args, {**tables.BRIGHTNESS_CONTRAST_DEFAULTS, "contrast_center": math.nan})
+        centers = values.pop("contrast_center")
+        centers = np.where(np.isnan(centers), tables.half_range(in_dtype), centers)
+        return tables.brightness_contrast_maps(values, channels, centers, in_dtype, out_dtype)
 
 
 class YiqMaps(ColorOperator):

@@ -74,11 +74,11 @@ BRIGHTNESS_CONTRAST_DEFAULTS = {"brightness": 1.0, "brightness_shift": 0.0, "con
 
 def brightness_contrast_maps(values: dict, channels: int, contrast_center: float | None, in_dtype,
                              out_dtype) -> tuple[np.ndarray, np.ndarray]:
-    """out = brightness_shift * full_range(out) + brightness * full_range(out) / full_range(in) *
-    (center + contrast * (in - center)), the same for every channel; the centre defaults to
-    half_range(in)."""
+    """out = brightness_shift * full_range(out) + brightness * (center + contrast * (in - center)),
+    the same for every channel (values are not rescaled between the input's and the output's types,
+    as in DALI); the centre (one, or one per row) defaults to half_range(in)."""
     center = half_range(in_dtype) if contrast_center is None else contrast_center
-    brightness = values["brightness"] * full_range(out_dtype) / full_range(in_dtype)
+    brightness = values["brightness"]
     multiplier = brightness * values["contrast"]
     addend = values["brightness_shift"] * full_range(out_dtype) + brightness * (center - values["contrast"] * center)
     matrices = multiplier[:, None, None] * np.eye(channels)

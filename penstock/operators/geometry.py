@@ -92,10 +92,13 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="flip", class_name="Flip",
-    doc="Mirrors HWC images horizontally and/or vertically (per sample).",
-    args=(Arg("horizontal", "int", 1, "1 flips left-right.", per_sample=True, choices=(0, 1)),
-          Arg("vertical", "int", 0, "1 flips top-bottom.", per_sample=True, choices=(0, 1)),
-          Arg("depthwise", "int", 0, "1 flips the depth axis (volumes only).", per_sample=True, choices=(0, 1))),
+    doc="Mirrors images, sequences and volumes along their W (horizontal), H (vertical) and D (depthwise) axes, "
+        "per sample, whatever the layout DALI takes: FDHWC, FHWC, DHWC, HWC, FCDHW, FCHW, CDHW or CHW (an input "
+        "without a layout is read as the first of these with its number of dimensions). A flip of an axis the "
+        "layout does not have does nothing.",
+    args=(Arg("horizontal", "int", 1, "1 flips left-right (the W axis).", per_sample=True, choices=(0, 1)),
+          Arg("vertical", "int", 0, "1 flips top-bottom (the H axis).", per_sample=True, choices=(0, 1)),
+          Arg("depthwise", "int", 0, "1 flips the D axis of volumes.", per_sample=True, choices=(0, 1))),
     input_names=("images",)))
 
 registry.register_schema(OpSchema(
@@ -320,28 +323,64 @@ class CropGpu(ExtendsImagePlan, CropDeclaration, BatchOperator):
         return plan
 
 
-FLIP_AXES = {"horizontal": -2, "vertical": -3, "depthwise": -4}  # from the end: HWC, DHWC
+FLIP_LAYOUTS = ("FDHWC", "FHWC", "DHWC", "HWC", "FCDHW", "FCHW", "CDHW", "CHW")  # DALI's, in its order
+FLIP_AXES = {"horizontal": "W", "vertical": "H", "depthwise": "D"}
+
+
+def flip_layout(layout: str, ndim: int | None, op_name: str) -> str:
+    """The layout flip reads its input in: its own, or for none the first of FLIP_LAYOUTS with its
+    number of dimensions (DALI's default); '' while the dimensions are not known."""
+    if not layout:
+        if ndim is None:
+            return ""
+        for candidate in FLIP_LAYOUTS:
+            if len(candidate) == ndim:
+                return candidate
+        raise ValueError(f"{op_name}: takes samples of 3 to 5 dimensions ({', '.join(FLIP_LAYOUTS)}), got {ndim}")
+    if layout not in FLIP_LAYOUTS:
+        raise ValueError(f"{op_name}: takes the layouts {', '.join(FLIP_LAYOUTS)}; got {layout!r}")
+    return layout
+
+
+def flipped_axes(layout: str, args: dict) -> tuple[int, ...]:
+    """The axes of a sample of ``layout`` that flip's arguments mirror."""
+    return tuple(layout.index(name) for flag, name in FLIP_AXES.items() if args[flag] and name in layout)
+
+
+class FlipDeclaration:
+    def declare_outputs(self, inputs):
+        self._layout = flip_layout(inputs[0].layout, inputs[0].ndim, self.name)
+        return inputs[0].but(layout=self._layout) if self._layout else inputs[0]
+
+    def layout_of(self, ndim: int) -> str:
+        return self._layout or flip_layout("", ndim, self.name)
 
 
 @registry.register("flip", "cpu")
-class Flip(SampleOperator):
+class Flip(FlipDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        result = image
-        for name, axis in FLIP_AXES.items():
-            if args[name]:
-                if image.ndim < -axis:
-                    raise ValueError(f"flip: '{name}' needs at least {-axis} dimensions, got shape {image.shape}")
-                result = np.flip(result, axis=axis)
-        return np.ascontiguousarray(result)
+        layout = self.layout_of(image.ndim)
+        if image.ndim != len(layout):
+            raise ValueError(f"{self.name}: a sample of shape {image.shape} in the layout {layout!r}")
+        axes = flipped_axes(layout, args)
+        return np.ascontiguousarray(np.flip(image, axis=axes)) if axes else image.copy()
 
 
 @registry.register("flip", "gpu", requires=devices.gpu_problem)
-class FlipGpu(ExtendsImagePlan, BatchOperator):
+class FlipGpu(ExtendsImagePlan, FlipDeclaration, BatchOperator):
+    """HWC images fold into the batch's image plan; other layouts are flipped sample by sample."""
+
     def run_batch(self, inputs, args, batch):
-        if any(a["depthwise"] for a in args):
-            raise ValueError("flip: 'depthwise' needs volumes (4 dimensions); images have 3")
-        return plan_of(inputs[0]).with_flips([(a["vertical"], a["horizontal"]) for a in args])
+        import torch
+        if self._layout == "HWC":
+            return plan_of(inputs[0]).with_flips([(a["vertical"], a["horizontal"]) for a in args])
+        samples = tensors_of(inputs[0])
+        results = []
+        for sample, sample_args in zip(samples, args):
+            axes = flipped_axes(self.layout_of(sample.dim()), sample_args)
+            results.append(torch.flip(sample, axes) if axes else sample.clone())
+        return results
 
 
 class TransposeDeclaration:

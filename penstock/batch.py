@@ -142,7 +142,9 @@ class Tensor:
     device = "cpu"
 
     def __init__(self, array: np.ndarray, layout: str = ""):
-        self._array = array
+        # a numpy scalar (a 0-d sample) made an array once: its __array_interface__ would point
+        # into a temporary that is gone once read
+        self._array = np.asarray(array)
         self._layout = layout
 
     def shape(self) -> list[int]:

@@ -11,7 +11,15 @@ from penstock.graph import invoke
 
 
 def _make_class(schema):
-    def __init__(self, **kwargs):
+    def __init__(self, *arguments, **kwargs):
+        # a source's arguments that DALI also takes by position (ops.ExternalSource(source, num_outputs))
+        names = schema.argument_inputs if schema.num_inputs[1] == 0 else ()
+        if len(arguments) > len(names):
+            raise TypeError(f"{schema.name}: takes {len(names)} positional argument(s) when made, got {len(arguments)}")
+        for name, value in zip(names, arguments):
+            if name in kwargs:
+                raise TypeError(f"{schema.name}: '{name}' given by position and as a keyword; give it once")
+            kwargs[name] = value
         schema.validate(kwargs)  # bad arguments fail here, where the object is made
         self._init_kwargs = kwargs
 

@@ -2,6 +2,7 @@
 seed blog's ExternalInputIterator pattern end to end."""
 from __future__ import annotations
 
+import functools
 import os
 import random
 
@@ -138,14 +139,15 @@ def test_per_sample_callable_gets_sample_info():
 
 
 # ---- iterables ---------------------------------------------------------------------------------------
-def test_iterable_end_ends_the_epoch_and_reset_starts_over():
+def test_an_iterable_without_cycle_is_gone_through_once():
+    """As DALI: its end ends the epoch, and reset() does not start it over."""
     data = [[np.array([10 * b + i]) for i in range(3)] for b in range(4)]
     pipe = source_pipeline(source=data)
-    for _ in range(2):
-        assert firsts(run_epoch(pipe)) == [[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]]
-        with pytest.raises(StopIteration):  # asked again before reset: still the end
-            pipe.run()
-        pipe.reset()
+    assert firsts(run_epoch(pipe)) == [[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]]
+    with pytest.raises(StopIteration):  # asked again before reset: still the end
+        pipe.run()
+    pipe.reset()
+    assert run_epoch(pipe) == []
     pipe.close()
 
 
@@ -153,9 +155,51 @@ def test_per_sample_iterable_drops_a_short_last_batch():
     """As DALI: the samples after the last full batch end the epoch and are not delivered."""
     pipe = source_pipeline(source=[np.array([i]) for i in range(7)], batch=False, batch_size=3)
     assert firsts(run_epoch(pipe)) == [[0, 1, 2], [3, 4, 5]]
-    pipe.reset()
-    assert firsts(run_epoch(pipe)) == [[0, 1, 2], [3, 4, 5]]
     pipe.close()
+
+
+def _generator_function(count=3):
+    for b in range(count):
+        yield [np.array([b, 10 * i], np.int16) for i in range(2)]
+
+
+@pytest.mark.parametrize("cycle", [None, False, "no"])
+def test_a_generator_function_without_cycle_is_called_once(cycle):
+    pipe = source_pipeline(source=_generator_function, cycle=cycle, batch_size=2)
+    assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1], [2, 2]]
+    pipe.reset()
+    assert run_epoch(pipe) == []
+    pipe.close()
+
+
+@pytest.mark.parametrize("source", [_generator_function, functools.partial(_generator_function, 3)])
+def test_a_generator_function_with_cycle_is_called_at_each_start(source):
+    pipe = source_pipeline(source=source, cycle="quiet", batch_size=2)
+    assert [int(pipe.run()[0].at(0)[0]) for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    pipe.close()
+    pipe = source_pipeline(source=source, cycle="raise", batch_size=2)
+    for _ in range(2):
+        assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1], [2, 2]]
+        pipe.reset()
+    pipe.close()
+
+
+def test_an_object_whose_call_is_a_generator_function_is_one():
+    class Counter:
+        def __call__(self):
+            for b in range(2):
+                yield [np.full(1, b, np.int32)] * 2
+    pipe = source_pipeline(source=Counter(), cycle=True, batch_size=2)
+    assert [int(pipe.run()[0].at(0)[0]) for _ in range(5)] == [0, 1, 0, 1, 0]
+    pipe.close()
+
+
+def test_a_generator_object_is_gone_through_once_and_cannot_cycle():
+    pipe = source_pipeline(source=_generator_function(), batch_size=2)
+    assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1], [2, 2]]
+    pipe.close()
+    with pytest.raises(TypeError, match="external_source: a generator cannot be cycled through"):
+        source_pipeline(source=_generator_function(), cycle=True)
 
 
 @pytest.mark.parametrize("cycle", ["quiet", True])
@@ -177,12 +221,19 @@ def test_cycle_raise_ends_each_pass_then_starts_over_after_reset():
 
 
 def test_bad_cycle_value_is_an_error():
-    with pytest.raises(ValueError, match="'cycle' must be False, True, 'quiet' or 'raise'"):
+    with pytest.raises(ValueError, match="'cycle' must be None, False or 'no' .* got 'loud'"):
         source_pipeline(source=[[np.zeros(1)]], cycle="loud").build()
 
 
+@pytest.mark.parametrize("cycle", [False, True, "raise"])
+def test_cycle_with_a_callable_is_an_error(cycle):
+    with pytest.raises(ValueError, match="external_source: argument 'cycle' is only for a 'source' that is an "
+                                         "iterable or a generator function"):
+        source_pipeline(source=lambda: [np.zeros(1)], cycle=cycle)
+
+
 def test_source_that_is_neither_callable_nor_iterable_is_an_error():
-    with pytest.raises(TypeError, match="'source' must be a callable or an iterable, got int"):
+    with pytest.raises(TypeError, match="'source' must be a callable, an iterable or a generator function, got int"):
         source_pipeline(source=5).build()
 
 
@@ -202,7 +253,7 @@ def test_num_outputs_two_with_tuples_of_batches():
     for iteration in range(2):
         images, labels = pipe.run()
         assert images.layout() == "HWC" and labels.layout() == "C"
-        assert [int(image[0, 0, 0]) for image in images] == [iteration * 3 + i for i in range(3)]
+        assert [int(np.asarray(image)[0, 0, 0]) for image in images] == [iteration * 3 + i for i in range(3)]
         assert labels.as_array().ravel().tolist() == [100 * iteration + i for i in range(3)]
     pipe.close()
 
@@ -239,7 +290,7 @@ def test_declared_dtype_is_checked():
     with deadline(10), pytest.raises(TypeError, match="has dtype float32, but dtype=UINT8 was declared"):
         pipe.run()
     pipe = source_pipeline(source=lambda: [np.zeros(2, np.uint8)] * 3, dtype=np.uint8)
-    assert pipe.run()[0].dtype == np.uint8
+    assert pipe.run()[0].dtype == types.UINT8
     pipe.close()
 
 
@@ -264,7 +315,7 @@ def test_torch_tensors_and_bytes_are_accepted():
     pipe.close()
     pipe = source_pipeline(source=lambda: [b"\x01\x02", b"\x03\x04", b"\x05\x06"])
     (batch,) = pipe.run()
-    assert batch.dtype == np.uint8 and batch.as_array().tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert batch.dtype == types.UINT8 and batch.as_array().tolist() == [[1, 2], [3, 4], [5, 6]]
     pipe.close()
 
 
@@ -403,7 +454,7 @@ def test_a_dtype_that_changes_between_iterations_is_refused(form):
     source = dtype_per_iteration if form == "callable" else (dtype_per_iteration(i) for i in range(5))
     pipe = named_source(source=source)
     with deadline(10):
-        assert [pipe.run()[0].dtype for _ in range(2)] == [np.float32, np.float32]
+        assert [pipe.run()[0].dtype for _ in range(2)] == [types.FLOAT, types.FLOAT]
         with pytest.raises(TypeError, match=r"external_source 'pixels': batch 2 has dtype float64, but its first "
                                             r"batch had float32"):
             pipe.run()
@@ -439,7 +490,7 @@ def test_each_output_of_a_multi_output_source_keeps_its_own_dtype():
     pipe = named_source(source=source, num_outputs=2)
     with deadline(10):
         images, labels = pipe.run()
-        assert (images.dtype, labels.dtype) == (np.uint8, np.int32)
+        assert (images.dtype, labels.dtype) == (types.UINT8, types.INT32)
         with pytest.raises(TypeError, match="batch 1 of output 1 has dtype int64, but its first batch had int32"):
             pipe.run()
     pipe.close()
@@ -483,9 +534,134 @@ def test_an_object_array_batch_is_checked_item_by_item():
     pipe = named_source(source=lambda: batch_of(np.uint8, np.uint8, np.uint8))
     with deadline(10):
         (out,) = pipe.run()
-    assert out.dtype == np.uint8 and out.shape() == [(1,), (2,), (3,)]  # a ragged batch
+    assert out.dtype == types.UINT8 and out.shape() == [(1,), (2,), (3,)]  # a ragged batch
     pipe.close()
     pipe = named_source(source=lambda: batch_of(np.uint8, np.float16, np.uint8))
     with deadline(10), pytest.raises(TypeError, match="sample 0 has uint8 and sample 1 has float16"):
         pipe.run()
     pipe.close()
+
+
+# ---- the call's forms and arguments, as DALI takes them ----------------------------------------------
+def test_source_and_num_outputs_may_be_positional():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipeline():
+        return fn.external_source(lambda: ([np.array(1, np.uint8)] * 2, [np.array([2, 3])] * 2), 2)
+
+    first, second = pipeline().run()
+    assert first.as_array().tolist() == [1, 1] and second.as_array().tolist() == [[2, 3], [2, 3]]
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def twice():
+        return fn.external_source(lambda: [np.zeros(1)] * 2, source=lambda: [np.zeros(1)] * 2)
+    with pytest.raises(TypeError, match="external_source: 'source' given as an input and as an argument"):
+        twice()
+
+
+def test_a_parameter_with_a_default_counts_as_the_iteration_index():
+    pipe = source_pipeline(source=lambda i=5: [np.full(1, i, np.int64)] * 3)
+    assert [pipe.run()[0].as_array().ravel().tolist() for _ in range(2)] == [[0] * 3, [1] * 3]
+    pipe.close()
+
+
+@pytest.mark.parametrize("source, found", [(lambda a, b: None, "it has 2: a, b"), (lambda *a: None, r"it has \*a"),
+                                           (lambda **k: None, r"it has \*\*k"), (lambda *, a=1: None, "it has a")])
+def test_callables_taking_more_than_the_info_are_refused_at_the_call(source, found):
+    with pytest.raises(TypeError, match=f"external_source: the 'source' callable must take 0 or 1 positional "
+                                        f"parameters .*; {found}"):
+        source_pipeline(source=source)
+
+
+def test_batch_info_gives_the_iteration_and_the_epoch():
+    infos = []
+
+    def source(info):
+        if info.iteration == 2:
+            raise StopIteration
+        infos.append((info.iteration, info.epoch_idx))
+        return np.full((2, 1), info.iteration, np.int32)
+
+    pipe = source_pipeline(source=source, batch_info=True, batch_size=2)
+    for _ in range(2):
+        assert firsts(run_epoch(pipe)) == [[0, 0], [1, 1]]
+        pipe.reset()
+    pipe.close()
+    assert infos == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def test_dtype_ndim_and_layout_per_output():
+    source = lambda: ([np.zeros((2, 2), np.uint8)] * 2, [np.zeros(3, np.float32)] * 2)  # noqa: E731
+    pipe = source_pipeline(source=source, num_outputs=2, batch_size=2, dtype=[types.UINT8, types.FLOAT],
+                           ndim=[2, 1], layout=["HW", "X"])
+    first, second = pipe.run()
+    assert (first.dtype, second.dtype, first.layout(), second.layout()) == (types.UINT8, types.FLOAT, "HW", "X")
+    pipe.close()
+    # a shorter list leaves the outputs past its end undeclared; one value is every output's
+    pipe = source_pipeline(source=source, num_outputs=2, batch_size=2, dtype=[types.UINT8], layout=["HW"])
+    first, second = pipe.run()
+    assert (second.dtype, first.layout(), second.layout()) == (types.FLOAT, "HW", "")
+    pipe.close()
+    pipe = source_pipeline(source=source, num_outputs=2, batch_size=2, ndim=[2, 2])
+    with deadline(10), pytest.raises(ValueError, match="sample 0 of output 1 has 1 dimensions, but ndim=2"):
+        pipe.run()
+    pipe = source_pipeline(source=source, num_outputs=2, batch_size=2, dtype=[types.UINT8, types.INT32])
+    with deadline(10), pytest.raises(TypeError, match="sample 0 of output 1 has dtype float32, but dtype=INT32"):
+        pipe.run()
+
+
+@pytest.mark.parametrize("name, value", [("dtype", [types.UINT8]), ("ndim", [1]), ("layout", ["HW"])])
+def test_lists_per_output_need_num_outputs(name, value):
+    with pytest.raises(TypeError, match=f"external_source: argument '{name}' is a list, which is for a source "
+                                        "with num_outputs"):
+        source_pipeline(source=lambda: [np.zeros(1)], **{name: value})
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    (dict(source=lambda: [np.zeros(1)], parallel=True), TypeError, "parallel=True the 'source' callable must take"),
+    (dict(source=lambda i: [np.zeros(1)], parallel=True, no_copy=False), ValueError, "'no_copy' cannot be False"),
+    (dict(source=_generator_function, parallel=True, batch=False), TypeError, "must give batches"),
+    (dict(source=[[np.zeros(1)]], parallel=True, batch=False), TypeError, "an iterable must give batches"),
+    (dict(source=lambda: [np.zeros(1)], prefetch_queue_depth=2), ValueError, "only for parallel sources"),
+    (dict(source=lambda: [np.zeros(1)], repeat_last=True), ValueError, "'repeat_last' is only for sources fed"),
+])
+def test_arguments_dali_refuses_together(arguments, error, message):
+    with pytest.raises(error, match=f"external_source: .*{message}"):
+        source_pipeline(**arguments)
+
+
+def test_parallel_sources_give_what_serial_ones_give():
+    source = lambda info: np.array([info.idx_in_epoch], np.int64)  # noqa: E731
+    pipe = source_pipeline(source=source, batch=False, parallel=True, prefetch_queue_depth=2, batch_size=2)
+    assert [pipe.run()[0].as_array().ravel().tolist() for _ in range(2)] == [[0, 1], [2, 3]]
+    pipe.close()
+
+
+def test_scalar_samples_read_through_numpy_keep_their_values():
+    pipe = source_pipeline(source=lambda: [np.array(i, np.int32) for i in range(3)])
+    (batch,) = pipe.run()
+    samples = [np.asarray(sample) for sample in batch]  # each its own memory, all kept at once
+    assert [int(sample) for sample in samples] == [0, 1, 2]
+    pipe.close()
+
+
+def test_batch_info_is_dali_types_batch_info():
+    from penstock.compat.dali import types as dali_types
+    from penstock.operators.external import BatchInfo
+    assert dali_types.BatchInfo is BatchInfo
+
+
+def test_ops_external_source_takes_source_and_num_outputs_by_position():
+    class Positional(Pipeline):
+        def __init__(self):
+            super().__init__(batch_size=2, num_threads=1, device_id=None)
+            self.source = ops.ExternalSource(lambda: ([np.array(1, np.uint8)] * 2, [np.array(2, np.int32)] * 2), 2)
+
+        def define_graph(self):
+            return tuple(self.source())
+
+    first, second = Positional().run()
+    assert (first.as_array().tolist(), second.as_array().tolist()) == ([1, 1], [2, 2])
+    with pytest.raises(TypeError, match="external_source: takes 2 positional argument"):
+        ops.ExternalSource(lambda: None, 1, 3)
+    with pytest.raises(TypeError, match="external_source: 'source' given by position and as a keyword"):
+        ops.ExternalSource(lambda: None, source=lambda: None)

@@ -2,6 +2,7 @@
 ``Pipeline.feed_input`` from ``iter_setup``."""
 from __future__ import annotations
 
+import functools
 import inspect
 import queue
 import threading
@@ -10,51 +11,170 @@ import numpy as np
 
 from penstock import registry, types
 from penstock.contract import FedSource, OutputSpec, SampleContext, SourceBatch
-from penstock.schema import Arg, ArgError, OpSchema
+from penstock.schema import Arg, ArgError, ArgTypeError, OpSchema
 
 SCHEMA = registry.register_schema(OpSchema(
     name="external_source",
     class_name="ExternalSource",
-    doc="Data from Python. ``source`` may be a callable (called once per batch, or once per sample "
-        "with batch=False; given the iteration index, or a SampleInfo-like object, if it takes an "
-        "argument) or an iterable (its end is the epoch's end). Without ``source``, feed each "
-        "iteration's data with ``Pipeline.feed_input`` from ``iter_setup``. A batch is a list of "
-        "per-sample arrays, or one array / torch tensor whose first dimension is the batch.",
+    doc="Data from Python. ``source`` (also the first positional argument) may be a callable "
+        "(called once per batch, or once per sample with batch=False; given the iteration index, a "
+        "BatchInfo with batch_info=True, or a SampleInfo with batch=False, if it takes one argument), "
+        "an iterable or a generator function (called for a new iterator at each start). Without "
+        "``cycle`` an iterable is gone through once: its end ends the epoch, and it does not start "
+        "over. Without ``source``, feed each iteration's data with ``Pipeline.feed_input`` from "
+        "``iter_setup``. A batch is a list of per-sample arrays, or one array / torch tensor / CuPy "
+        "array whose first dimension is the batch.",
     args=(
-        Arg("source", "any", None, "A callable, an iterable, or None for feed_input."),
+        Arg("source", "any", None, "A callable, an iterable, a generator function, or None for feed_input."),
         Arg("num_outputs", "int", None, "How many outputs the source gives per call (a tuple of that "
             "many batches); None means one output.", min=1),
         Arg("batch", "bool", True, "Whether the source gives whole batches (True) or single samples."),
-        Arg("cycle", "any", False, "For an iterable: False (its end ends the epoch), True or 'quiet' "
-            "(start over without a break), 'raise' (end the epoch, then start over)."),
-        Arg("dtype", "dtype", None, "Expected element type; data of another type is an error. Without "
-            "it, every batch of an output must have the element type of its first batch. The samples "
-            "of a batch share one element type (bool, an integer or a floating-point type)."),
-        Arg("ndim", "int", None, "Expected number of dimensions per sample.", min=0),
-        Arg("layout", "any", None, "Layout string of the samples (one per output with num_outputs)."),
-        Arg("no_copy", "bool", False, "Accepted for DALI compatibility: data is never copied "
-            "unless a conversion needs it."),
+        Arg("cycle", "any", None, "For an iterable or a generator function: None, False or 'no' (its "
+            "end ends the epoch, and it is not gone through again), True or 'quiet' (start over without "
+            "a break), 'raise' (end the epoch, then start over)."),
+        Arg("dtype", "any", None, "Expected element type (a list: one per output); data of another "
+            "type is an error. Without it, every batch of an output must have the element type of its "
+            "first batch. The samples of a batch share one element type (bool, an integer or a "
+            "floating-point type)."),
+        Arg("ndim", "any", None, "Expected number of dimensions per sample (a list: one per output)."),
+        Arg("layout", "any", None, "Layout string of the samples (a list: one per output)."),
+        Arg("no_copy", "bool", None, "Accepted for DALI compatibility: data is never copied "
+            "unless a conversion needs it. Not False with parallel=True."),
         Arg("blocking", "bool", True, "Accepted for DALI compatibility."),
-        Arg("batch_info", "bool", False, "Pass the callable the iteration index (batch=True)."),
-        Arg("parallel", "bool", False, "Accepted for DALI compatibility; sources run in the producer thread."),
-        Arg("prefetch_queue_depth", "int", 1, "Accepted for DALI compatibility.", min=1),
+        Arg("batch_info", "bool", False, "Pass a batch=True callable a BatchInfo (iteration, "
+            "epoch_idx) rather than the iteration index."),
+        Arg("parallel", "bool", False, "Accepted for DALI compatibility (with DALI's checks of the "
+            "source); sources run in the producer thread."),
+        Arg("prefetch_queue_depth", "int", None, "Accepted for DALI compatibility, with parallel=True.", min=1),
         Arg("cuda_stream", "any", None, "Accepted for DALI compatibility."),
         Arg("use_copy_kernel", "bool", False, "Accepted for DALI compatibility."),
-        Arg("repeat_last", "bool", False, "Without new fed data, give the last batch again."),
+        Arg("repeat_last", "bool", False, "Without new fed data, give the last batch again (sources "
+            "fed by feed_input only)."),
     ),
     num_inputs=(0, 0),
     num_outputs=lambda args: args["num_outputs"] or 1,
     input_names=(),
+    argument_inputs=("source", "num_outputs"),
     is_source=True,
-    checks=(lambda static, per_sample: _check_cycle(static["cycle"]),),
+    checks=(lambda static, per_sample: _check_call(static),),
 ))
 
-CYCLE_VALUES = (False, True, "quiet", "raise", "no")
+CYCLE_VALUES = (None, False, True, "no", "quiet", "raise")
+ITERABLE, GENERATOR_FUNCTION, CALLABLE = "iterable", "generator function", "callable"
 
 
-def _check_cycle(cycle) -> None:
+def _check_call(args: dict) -> None:
+    cycle = args["cycle"]
     if not any(cycle is value or (isinstance(value, str) and cycle == value) for value in CYCLE_VALUES):
-        raise ArgError(f"argument 'cycle' must be False, True, 'quiet' or 'raise', got {cycle!r}")
+        raise ArgError(f"argument 'cycle' must be None, False or 'no' (no cycling), True or 'quiet' (start over "
+                       f"quietly) or 'raise' (end the epoch at each start over), got {cycle!r}")
+    for name in ("dtype", "ndim", "layout"):
+        per_output(args, name)
+    source = args["source"]
+    if source is None:
+        if cycle is not None:
+            raise ArgError("argument 'cycle' is only for a 'source' that is an iterable or a generator function")
+    else:
+        kind = source_kind(source, cycle)
+        if kind == CALLABLE:
+            takes_argument(source)
+        if args["repeat_last"]:
+            raise ArgError("argument 'repeat_last' is only for sources fed by feed_input, not with 'source'")
+    if args["parallel"]:
+        if args["no_copy"] is False:
+            raise ArgError("argument 'no_copy' cannot be False with parallel=True")
+        if source is not None and kind == CALLABLE and not takes_argument(source):
+            raise ArgTypeError("with parallel=True the 'source' callable must take one argument (the "
+                               "iteration index, a BatchInfo, or a SampleInfo with batch=False)")
+        if source is not None and kind != CALLABLE and not args["batch"]:
+            raise ArgTypeError(f"with parallel=True a 'source' that is {'an' if kind == ITERABLE else 'a'} {kind} "
+                               "must give batches (batch=True)")
+    elif args["prefetch_queue_depth"] is not None:
+        raise ArgError("argument 'prefetch_queue_depth' is only for parallel sources (parallel=True)")
+
+
+def _cycles(cycle) -> bool:
+    return cycle is True or cycle in ("quiet", "raise")
+
+
+def _is_generator_function(source) -> bool:
+    """A generator function, a partial of one, or an object whose __call__ is one (as DALI tells them)."""
+    if inspect.isgeneratorfunction(source):
+        return True
+    if isinstance(source, functools.partial):
+        return _is_generator_function(source.func)
+    if inspect.isfunction(source) or inspect.ismethod(source):
+        return False
+    call = getattr(source, "__call__", None)
+    return call is not None and call is not source and _is_generator_function(call)
+
+
+def source_kind(source, cycle) -> str:
+    """ITERABLE, GENERATOR_FUNCTION or CALLABLE, chosen as DALI chooses; raises ArgError where DALI
+    refuses the source with that ``cycle``."""
+    if _is_generator_function(source):
+        return GENERATOR_FUNCTION
+    if _cycles(cycle) and inspect.isgenerator(source):
+        raise ArgTypeError("a generator cannot be cycled through (it cannot start over): give the generator "
+                           "function that made it as 'source'")
+    try:
+        iter(source)
+        return ITERABLE
+    except TypeError:
+        pass
+    if cycle is not None:
+        raise ArgError("argument 'cycle' is only for a 'source' that is an iterable or a generator function")
+    if not callable(source):
+        raise ArgTypeError(f"'source' must be a callable, an iterable or a generator function, got "
+                           f"{type(source).__name__}")
+    return CALLABLE
+
+
+def takes_argument(source) -> bool:
+    """Whether the callable takes the batch or sample info: it must take 0 or 1 positional
+    parameters (one with a default counts), and no *args, **kwargs or keyword-only ones."""
+    try:
+        parameters = inspect.signature(source).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: called without an argument
+        return False
+    what = "the 'source' callable must take 0 or 1 positional parameters (the batch or sample info)"
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.KEYWORD_ONLY):
+            star = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
+            raise ArgTypeError(f"{what}; it has {star}{parameter.name}")
+    if len(parameters) > 1:
+        raise ArgTypeError(f"{what}; it has {len(parameters)}: {', '.join(p.name for p in parameters)}")
+    return len(parameters) == 1
+
+
+def per_output(args: dict, name: str) -> list:
+    """The value of ``dtype``, ``ndim`` or ``layout`` for each output: one value for every output,
+    or a list with one per output (outputs past its end get none)."""
+    value, count = args[name], args["num_outputs"]
+    if isinstance(value, (list, tuple)):
+        if count is None:
+            raise ArgTypeError(f"argument '{name}' is a list, which is for a source with num_outputs")
+        values = list(value[:count]) + [None] * (count - len(value))
+    else:
+        values = [value] * (count or 1)
+    if name == "layout":
+        return [types.layout_string(item) for item in values]
+    arg = Arg(name, "dtype" if name == "dtype" else "int", min=0 if name == "ndim" else None)
+    try:
+        return [None if item is None else arg.convert(item) for item in values]
+    except ArgError as error:
+        raise type(error)(f"argument '{name}': {error}") from None
+
+
+class BatchInfo:
+    """What a batch callable with batch_info=True is told: which iteration (counted from 0 in each
+    epoch) of which epoch it makes."""
+
+    def __init__(self, iteration: int, epoch_idx: int):
+        self.iteration, self.epoch_idx = iteration, epoch_idx
+
+    def __repr__(self):
+        return f"BatchInfo(iteration={self.iteration}, epoch_idx={self.epoch_idx})"
 
 
 class SampleInfo:
@@ -67,7 +187,7 @@ class SampleInfo:
 
     def __repr__(self):
         return f"SampleInfo(idx_in_epoch={self.idx_in_epoch}, idx_in_batch={self.idx_in_batch}, " \
-               f"iteration={self.iteration})"
+               f"iteration={self.iteration}, epoch_idx={self.epoch_idx})"
 
 
 def to_numpy(value, where: str) -> np.ndarray:
@@ -118,7 +238,6 @@ class ExternalSource(FedSource):
         super().__init__(args, context)
         self.num_outputs = args["num_outputs"] or 1
         self.source = args["source"]
-        self.cycle = args["cycle"]
         self.fed = self.source is None
         self._fed: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
@@ -132,31 +251,28 @@ class ExternalSource(FedSource):
         self._epoch = 0
         self._fed_layout: str | None = None  # the layout feed_input named last
         self._fed_batches = 0
+        self._declared_types = per_output(args, "dtype")
+        self._declared_ndims = per_output(args, "ndim")
         # per output: the dtype of its first batch, which later batches must have (as in DALI),
         # unless dtype= declares one
-        self._dtypes: list = [None] * self.num_outputs
+        self._dtypes: list = [None if dtype is None else dtype.numpy for dtype in self._declared_types]
         self._batches_checked = 0
         node = self.context.node or "external_source"
         self._where = node if node.startswith("external_source") else f"external_source '{node}'"
         if self.source is not None:
-            self._prepare_source()
+            self._kind = source_kind(self.source, args["cycle"])
+            if self._kind == CALLABLE:
+                self._calls_with_argument = takes_argument(self.source)
+            else:
+                # as in DALI, made once: without cycling the source is gone through once in the
+                # pipeline's life, and reset() does not start it over
+                self._iterator = self._new_iterator()
 
-    def _prepare_source(self) -> None:
-        if callable(self.source) and not hasattr(self.source, "__next__"):
-            try:
-                parameters = [p for p in inspect.signature(self.source).parameters.values()
-                              if p.default is inspect.Parameter.empty
-                              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            except (TypeError, ValueError):
-                parameters = []
-            self._calls_with_argument = len(parameters) >= 1 or self.args["batch_info"]
-            if not hasattr(self.source, "__iter__") or inspect.isfunction(self.source) or inspect.ismethod(self.source):
-                return
+    def _new_iterator(self):
         try:
-            self._iterator = iter(self.source)
-        except TypeError:
-            raise TypeError(f"external_source: 'source' must be a callable or an iterable, got "
-                            f"{type(self.source).__name__}") from None
+            return iter(self.source() if self._kind == GENERATOR_FUNCTION else self.source)
+        except TypeError as error:
+            raise TypeError(f"{self._where}: 'source' gave no iterator: {error}") from None
 
     # ---- feed_input ---------------------------------------------------------------------------
     def feed(self, data, layout) -> None:
@@ -225,14 +341,20 @@ class ExternalSource(FedSource):
 
     def _call_or_next(self, argument):
         if self._iterator is None:
-            return self.source(argument) if self._calls_with_argument else self.source()
+            if not self._calls_with_argument:
+                return self.source()
+            if self.args["batch_info"] and self.args["batch"]:
+                argument = BatchInfo(argument, self._epoch)
+            return self.source(argument)
         try:
             return next(self._iterator)
         except StopIteration:
-            if self.cycle in (True, "quiet"):
-                self._iterator = iter(self.source)
-                return next(self._iterator)
-            raise
+            if not _cycles(self.args["cycle"]):
+                raise
+            self._iterator = self._new_iterator()
+            if self.args["cycle"] == "raise":
+                raise
+            return next(self._iterator)
 
     def _outputs_of(self, value, where: str) -> tuple:
         if self.num_outputs == 1:
@@ -257,7 +379,7 @@ class ExternalSource(FedSource):
         return outputs
 
     def _check(self, samples: list[np.ndarray], output: int) -> None:
-        declared, ndim = self.args["dtype"], self.args["ndim"]
+        declared, ndim = self._declared_types[output], self._declared_ndims[output]
         which = f" of output {output}" if self.num_outputs > 1 else ""
         for index, sample in enumerate(samples):
             if sample.dtype.kind not in CARRIED_KINDS:
@@ -298,14 +420,8 @@ class ExternalSource(FedSource):
         self._samples_in_epoch = 0
         self._iteration_in_epoch = 0
         self._epoch += 1
-        if self._iterator is not None:
-            self._iterator = iter(self.source)
 
     def declare_outputs(self, inputs):
-        layout = self._fed_layout if self._fed_layout is not None else self.args["layout"]
-        layouts = [types.layout_string(item) for item in layout] if isinstance(layout, (list, tuple)) \
-            else [types.layout_string(layout)] * self.num_outputs
-        if len(layouts) != self.num_outputs:
-            raise ValueError(f"external_source: {len(layouts)} layouts for {self.num_outputs} outputs")
-        dtype = self.args["dtype"].numpy if self.args["dtype"] is not None else None
-        return tuple(OutputSpec(dtype, self.args["ndim"], item) for item in layouts)
+        layouts = [self._fed_layout] if self._fed_layout is not None else per_output(self.args, "layout")
+        return tuple(OutputSpec(None if dtype is None else dtype.numpy, ndim, layout)
+                     for dtype, ndim, layout in zip(self._declared_types, self._declared_ndims, layouts))

@@ -14,7 +14,7 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator, SourceBatch, SourceOperator
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
 
 LAYOUT_ARG = Arg("layout", "str", "", "Layout of the output ('' keeps none).")
 
@@ -31,25 +31,58 @@ def _int_type(xp, dtype):
     return to_torch_dtype(np.dtype(dtype))
 
 
+def _llround(value: float) -> int:
+    """Halves away from zero, as std::llround, with which DALI rounds windows and relative shapes."""
+    return int(np.sign(value) * np.floor(abs(value) + 0.5))
+
+
+def _axis(axis: int, ndim: int, name: str, high: int | None = None) -> int:
+    """``axis`` in [-ndim, high] (high: ndim - 1 unless said), negative ones counted from the back."""
+    high = ndim - 1 if high is None else high
+    if not -ndim <= axis <= high:
+        raise ValueError(f"{name} {axis} is outside [{-ndim}, {high}] for a {ndim}-dimensional sample")
+    return axis + high + 1 if axis < 0 else axis
+
+
+def _reshaped(args, shape: tuple) -> list:
+    """The output shape reshape gives a sample of ``shape`` (one -1 left for numpy to fill)."""
+    ndim, src_dims = len(shape), args.get("src_dims")
+    if src_dims is not None:
+        if any(not -1 <= dim < ndim for dim in src_dims):
+            raise ValueError(f"src_dims {list(src_dims)} name dimensions a {ndim}-dimensional sample "
+                             "does not have (-1 adds one of extent 1)")
+        left_out = [dim for dim in range(ndim) if dim not in src_dims and shape[dim] != 1]
+        if args["rel_shape"] is None and left_out:
+            raise ValueError(f"src_dims {list(src_dims)} leave out dimension {left_out[0]} of extent "
+                             f"{shape[left_out[0]]} (only extents of 1 may be left out)")
+    if args["shape"] is not None:
+        new = [int(size) for size in args["shape"]]
+        if sum(size < 0 for size in new) > 1 or 0 in new:
+            raise ValueError(f"shape {new}: one negative extent at most, and no 0")
+        return [-1 if size < 0 else size for size in new]
+    if args["rel_shape"] is not None:
+        factors = list(args["rel_shape"])
+        if src_dims is not None and len(src_dims) != len(factors):
+            raise ValueError(f"src_dims and rel_shape have different lengths: {len(src_dims)} and {len(factors)}")
+        if sum(factor < 0 for factor in factors) > 1 or 0 in factors:
+            raise ValueError(f"rel_shape {factors}: one negative extent at most, and no 0")
+        if src_dims is None and (len(factors) > ndim + 1 or len(factors) == ndim + 1 and factors[-1] >= 0):
+            raise ValueError(f"rel_shape has {len(factors)} values for {ndim}-dimensional samples (one more only "
+                             "when the last is negative)")
+        sources = list(src_dims) if src_dims is not None else list(range(len(factors)))
+        return [-1 if factor < 0 else 1 if source < 0 else _llround(factor * shape[source])
+                for factor, source in zip(factors, sources)]
+    if src_dims is not None:
+        return [1 if dim == -1 else shape[dim] for dim in src_dims]
+    return list(shape)
+
+
 def _reshape(xp, args, sample):
     """The sample with the shape that shape, rel_shape or src_dims give (the sample's own without
     any), the same elements in the same order."""
-    given = [name for name in ("shape", "rel_shape", "src_dims") if args.get(name) is not None]
-    if len(given) > 1:
-        raise ValueError(f"give one of shape, rel_shape and src_dims, not {' and '.join(given)}")
-    shape = list(sample.shape)
-    if args["shape"] is not None:
-        shape = list(args["shape"])
-    elif args["rel_shape"] is not None:
-        if len(args["rel_shape"]) != sample.ndim:
-            raise ValueError(f"rel_shape has {len(args['rel_shape'])} values for {sample.ndim}-dimensional samples")
-        shape = [int(round(size * factor)) for size, factor in zip(sample.shape, args["rel_shape"])]
-    elif args.get("src_dims") is not None:
-        if any(not -1 <= dim < sample.ndim for dim in args["src_dims"]):
-            raise ValueError(f"src_dims {list(args['src_dims'])} name dimensions a {sample.ndim}-dimensional sample "
-                             "does not have (-1 adds one of extent 1)")
-        shape = [1 if dim == -1 else sample.shape[dim] for dim in args["src_dims"]]
-    if int(np.prod(shape)) != int(np.prod(sample.shape)) and -1 not in shape:
+    shape = _reshaped(args, tuple(sample.shape))
+    known, volume = int(np.prod([size for size in shape if size != -1])), int(np.prod(sample.shape))
+    if (known == 0 or volume % known) if -1 in shape else known != volume:
         raise ValueError(f"cannot reshape a sample of shape {tuple(sample.shape)} ({int(np.prod(sample.shape))} "
                          f"elements) to {tuple(shape)}")
     return sample.reshape(tuple(shape))
@@ -72,8 +105,8 @@ def _reinterpret(xp, args, sample):
 
 
 def _squeeze(xp, args, sample):
-    axes = args["axes"]
-    for axis in sorted(axes or [axis for axis, size in enumerate(sample.shape) if size == 1], reverse=True):
+    axes = {_axis(axis, sample.ndim, "axis") for axis in args["axes"]}
+    for axis in sorted(axes, reverse=True):
         if sample.shape[axis] != 1:
             raise ValueError(f"axis {axis} of a sample of shape {tuple(sample.shape)} has size "
                              f"{sample.shape[axis]}, not 1")
@@ -84,73 +117,123 @@ def _squeeze(xp, args, sample):
 def _expand_dims(xp, args, sample):
     shape = list(sample.shape)
     for axis in sorted(args["axes"]):
+        if axis > len(shape):
+            raise ValueError(f"axis {axis} is past the end of a {len(shape) + len(args['axes'])}-dimensional output "
+                             f"(input shape {tuple(sample.shape)})")
         shape.insert(axis, 1)
     return sample.reshape(tuple(shape))
 
 
 def _cat(xp, args, *samples):
-    return xp.concatenate(samples, axis=args["axis"]) if xp is np else xp.cat(samples, dim=args["axis"])
+    axis = _axis(args["axis"] or 0, samples[0].ndim, "axis")
+    return xp.concatenate(samples, axis=axis) if xp is np else xp.cat(samples, dim=axis)
 
 
 def _stack(xp, args, *samples):
-    return xp.stack(samples, axis=args["axis"]) if xp is np else xp.stack(samples, dim=args["axis"])
+    axis = _axis(args["axis"] or 0, samples[0].ndim, "axis", high=samples[0].ndim)
+    return xp.stack(samples, axis=axis) if xp is np else xp.stack(samples, dim=axis)
 
 
 def _copy(xp, args, sample):
     return sample.copy() if xp is np else sample.clone()
 
 
+def _cast_value(value: float, dtype: np.dtype):
+    """on_value and off_value in ``dtype`` as DALI converts them (a C++ cast of the float: integer
+    types truncate, then wrap)."""
+    value = np.float32(value)
+    return value.astype(dtype) if dtype.kind == "f" else np.asarray(int(value)).astype(np.int64).astype(dtype)
+
+
 def _one_hot(xp, args, sample):
-    if sample.dtype.kind == "f" if xp is np else sample.dtype.is_floating_point:
-        raise TypeError("one_hot takes integer class indices")
-    classes = args["num_classes"]
-    indices = sample.reshape(-1) if xp is np else sample.reshape(-1).long()
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= classes):
-        raise ValueError(f"class index outside [0, {classes}) (num_classes={classes})")
-    dtype = _int_type(xp, args["dtype"].numpy)
+    """Class indices as one-hot vectors along a new axis (``axis``, the last by default); indices
+    outside [0, num_classes) give off_value only; a sample of one element gives a vector of
+    num_classes when no axis is given (DALI's scalars)."""
+    classes, dtype = args["num_classes"], np.dtype(args["dtype"].numpy)
+    scalar = args["axis"] is None and int(np.prod(sample.shape)) == 1
+    axis = 0 if scalar else sample.ndim if args["axis"] in (None, -1) else args["axis"]
+    if not 0 <= axis <= sample.ndim:
+        raise ValueError(f"axis {args['axis']} is outside [-1, {sample.ndim}] for a {sample.ndim}-dimensional sample")
     if xp is np:
-        result = np.full((len(indices), classes), args["off_value"], dtype)
-        result[np.arange(len(indices)), indices] = args["on_value"]
+        indices = sample.reshape(-1).astype(np.int64)  # floats truncate towards 0, as a C++ cast
+        result = np.full((len(indices), classes), _cast_value(args["off_value"], dtype), dtype)
+        inside = np.flatnonzero((indices >= 0) & (indices < classes))
+        result[inside, indices[inside]] = _cast_value(args["on_value"], dtype)
     else:
-        result = xp.full((len(indices), classes), args["off_value"], dtype=dtype, device=sample.device)
-        result[xp.arange(len(indices), device=sample.device), indices] = args["on_value"]
-    shape = tuple(sample.shape) if tuple(sample.shape) not in ((), (1,)) else ()
-    return result.reshape(shape + (classes,))
+        indices = sample.reshape(-1).long()
+        torch_dtype = _int_type(xp, dtype)
+        result = xp.full((len(indices), classes), _cast_value(args["off_value"], dtype).item(), dtype=torch_dtype,
+                         device=sample.device)
+        inside = ((indices >= 0) & (indices < classes)).nonzero().reshape(-1)
+        result[inside, indices[inside]] = xp.as_tensor(_cast_value(args["on_value"], dtype).item(), dtype=torch_dtype,
+                                                       device=sample.device)
+    if scalar:
+        return result.reshape(classes)
+    result = result.reshape(tuple(sample.shape) + (classes,))
+    return xp.moveaxis(result, -1, axis) if xp is np else xp.movedim(result, -1, axis)
 
 
 def _axes(args, sample) -> tuple:
-    axes = tuple(range(sample.ndim)) if args["axes"] is None else tuple(args["axes"])
-    for axis in axes:
-        if not 0 <= axis < sample.ndim:
-            raise ValueError(f"axis {axis} of a {sample.ndim}-dimensional sample")
-    return axes
+    if args["axes"] is None:
+        return tuple(range(sample.ndim))
+    return tuple(sorted({_axis(axis, sample.ndim, "axis") for axis in args["axes"]}))
 
 
 def _reduction(kind: str):
-    """sum, min, max, mean, mean_square, rms of a sample over ``axes`` (all by default); means are
-    float32, sums of integers int64, min and max keep the type."""
+    """sum, min, max, mean, mean_square, rms of a sample over ``axes`` (all by default), in the
+    type reduction_type gives."""
     def reduce(xp, args, sample):
         axes, keep = _axes(args, sample), args["keep_dims"]
         if xp is np:
-            floats = sample.astype(np.float32) if sample.dtype.kind != "f" else sample
-            if kind == "sum":
-                return np.sum(sample, axis=axes, keepdims=keep, dtype=None if sample.dtype.kind == "f" else np.int64)
+            out = np.dtype(_reduction_type(kind, args, sample.dtype))
             if kind in ("min", "max"):
                 return (np.min if kind == "min" else np.max)(sample, axis=axes, keepdims=keep)
+            if kind == "sum":
+                wide = np.float64 if sample.dtype.kind == "f" or out.kind == "f" else \
+                    np.uint64 if sample.dtype.kind == "u" and out.kind == "u" else np.int64
+                return np.sum(sample, axis=axes, keepdims=keep, dtype=wide).astype(out)
+            floats = sample.astype(np.float64)
             squared = floats * floats if kind in ("mean_square", "rms") else floats
-            value = np.mean(squared, axis=axes, keepdims=keep, dtype=np.float64).astype(np.float32)
-            return np.sqrt(value) if kind == "rms" else value
+            value = np.mean(squared, axis=axes, keepdims=keep)
+            return numeric.saturate(np.sqrt(value) if kind == "rms" else value, out)
         import torch
-        floating = sample.is_floating_point()
-        if kind == "sum":
-            return torch.sum(sample, dim=axes, keepdim=keep, dtype=None if floating else torch.int64)
+        out = types.to_torch_dtype(_reduction_type(kind, args, types.to_numpy_dtype(sample.dtype), gpu=True))
         if kind in ("min", "max"):
             return torch.amin(sample, dim=axes, keepdim=keep) if kind == "min" else torch.amax(sample, dim=axes, keepdim=keep)
+        if kind == "sum":
+            wide = torch.float64 if sample.is_floating_point() or out.is_floating_point else torch.int64
+            return torch.sum(sample, dim=axes, keepdim=keep, dtype=wide).to(out)
         values = sample.double()
         squared = values * values if kind in ("mean_square", "rms") else values
         value = torch.mean(squared, dim=axes, keepdim=keep)
-        return (torch.sqrt(value) if kind == "rms" else value).float()
+        return numeric.saturate_tensor(torch.sqrt(value) if kind == "rms" else value, out)
     return reduce
+
+
+def _reduction_type(kind: str, args: dict, dtype, gpu: bool = False) -> np.dtype:
+    """DALI's output types: ``dtype`` where given; min and max keep the input's; sums of integers
+    are 64-bit of the same signedness (signed on the GPU, where torch has no uint64); means, rms
+    and deviations float32."""
+    dtype = np.dtype(dtype)
+    if args.get("dtype") is not None:
+        target = np.dtype(args["dtype"].numpy)
+        if dtype.kind in "iu" and target not in _reduction_types(kind, dtype):
+            raise TypeError(f"dtype {target.name} is not an output type of reductions.{kind} for {dtype.name} data; "
+                            f"it takes {', '.join(t.name for t in _reduction_types(kind, dtype))}")
+        return target
+    if kind in ("min", "max") or kind == "sum" and dtype.kind == "f":
+        return dtype
+    if kind == "sum":
+        return np.dtype(np.uint64 if dtype.kind in "ub" and not gpu else np.int64)
+    return np.dtype(np.float32)
+
+
+def _reduction_types(kind: str, dtype: np.dtype) -> tuple:
+    """The output types DALI's reductions give integer data of ``dtype``: its own (not for mean_square),
+    the 64-bit type of its signedness (sum and mean_square), float32."""
+    wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
+    own = () if kind == "mean_square" else (dtype,)
+    return tuple(dict.fromkeys((*own, *((wide,) if kind in ("sum", "mean_square") else ()), np.dtype(np.float32))))
 
 
 def _deviation(kind: str):
@@ -170,13 +253,24 @@ def _deviation(kind: str):
     return deviation
 
 
-def _rounded(value: float) -> int:
-    return int(np.floor(value + 0.5))  # halves up, as a window's edges are rounded in DALI
+def _positional(args, name: str, count: int):
+    """The anchor or shape input's values (one per sliced axis) and
+    whether they are in elements: integers always are, floats unless normalized_<name> (DALI's
+    rule)."""
+    values = np.asarray(args[name])
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"the {name.replace('window_', '')} input holds {values.dtype} values, not numbers")
+    values = values.reshape(-1)
+    if len(values) != count:
+        raise ValueError(f"expected {count} values for the sliced axes in the {name.replace('window_', '')} input, "
+                         f"got {len(values)}")
+    flag = "normalized_anchor" if name == "anchor" else "normalized_shape"
+    return values.tolist(), values.dtype.kind == "f" and args[flag]
 
 
 def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
-    """(start, end) on each of ``axes``: from the anchor and shape inputs (normalized to the
-    extent unless said otherwise), else from start/end/shape or their rel_ forms."""
+    """(start, end) on each of ``axes``: from the anchor and shape inputs, else from start/end/shape
+    or their rel_ forms."""
     axes = args["axes"]
     for axis in axes:
         if not 0 <= axis < len(shape):
@@ -194,13 +288,23 @@ def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
             raise ValueError(f"'{name}' has {len(given)} values for {count} sliced axes {tuple(axes)}")
         return given
 
-    anchor, size = values("anchor"), values("window_shape")
-    if anchor is not None or size is not None:
-        if anchor is None or size is None:
+    if args["anchor"] is not None or args["window_shape"] is not None:
+        if args["anchor"] is None or args["window_shape"] is None:
             raise ValueError("the anchor and shape inputs go together: give both")
-        anchor = [a * e if args["normalized_anchor"] else a for a, e in zip(anchor, extents)]
-        size = [s * e if args["normalized_shape"] else s for s, e in zip(size, extents)]
-        return [(_rounded(a), _rounded(a + s)) for a, s in zip(anchor, size)]
+        (anchor, relative_anchor), (size, relative_size) = (_positional(args, name, len(axes))
+                                                            for name in ("anchor", "window_shape"))
+        if isinstance(anchor[0], float) != isinstance(size[0], float):
+            raise ValueError("the anchor and shape inputs must have the same type (both integers, or both floats)")
+        windows = []
+        for a, s, e in zip(anchor, size, extents):
+            # both normalized: one product of the sum, as DALI, so that the window's end rounds alike
+            end = (a + s) * e if relative_anchor and relative_size else \
+                (a * e if relative_anchor else a) + (s * e if relative_size else s)
+            a = a * e if relative_anchor else a
+            if end < a:
+                raise ValueError(f"the window ends ({end}) before it starts ({a})")
+            windows.append((_llround(a), _llround(end)))
+        return windows
     start, rel_start = values("start"), values("rel_start")
     end, rel_end, shape_, rel_shape = values("end"), values("rel_end"), values("shape"), values("rel_shape")
     windows = []
@@ -216,13 +320,13 @@ def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
             finish = begin + rel_shape[i] * extent
         else:
             finish = extent
-        windows.append((_rounded(begin), _rounded(finish)))
+        windows.append((_llround(begin), _llround(finish)))
     return windows
 
 
 def slice_sample(xp, args, sample):
-    """A window of one sample, as slice makes it (``args``: slice's arguments, ``axes`` resolved);
-    readers.numpy cuts its regions of interest with it too."""
+    """A window of one sample, as slice makes it (``args``: slice's arguments, ``axes`` resolved;
+    ``dtype`` optional); readers.numpy cuts its regions of interest with it too."""
     shape = tuple(sample.shape)
     out_shape, source, target = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
     padded = False
@@ -243,22 +347,47 @@ def slice_sample(xp, args, sample):
         inside = (min(max(start, 0), extent), max(min(end, extent), 0))
         source[axis] = slice(*inside) if inside[1] > inside[0] else slice(0, 0)
         target[axis] = slice(inside[0] - start, inside[0] - start + max(inside[1] - inside[0], 0))
+    window = _slice_output(xp, args.get("dtype"), sample[tuple(source)])
     if not padded:
-        return sample[tuple(source)]
+        return window
     fill = np.asarray(args["fill_values"], np.float64)
     if fill.size > 1 and (not shape or fill.size != shape[-1]):
         raise ValueError(f"{fill.size} fill_values for samples of shape {shape}: give one, or one per channel "
                          "(the last axis)")
     fill = fill if fill.size > 1 else fill.reshape(())
+    dtype = np.dtype(window.dtype) if xp is np else np.dtype(types.to_numpy_dtype(window.dtype))
+    # a C++ cast of the float, as DALI: integer types truncate, then wrap
+    fill = np.trunc(fill).astype(np.int64).astype(dtype) if dtype.kind in "iu" else fill.astype(dtype)
     if xp is np:
-        result = np.empty(out_shape, sample.dtype)
-        result[...] = numeric.saturate(fill, sample.dtype)
+        result = np.empty(out_shape, dtype)
+        result[...] = fill
     else:
-        from penstock.types import to_numpy_dtype
-        result = xp.empty(out_shape, dtype=sample.dtype, device=sample.device)
-        result[...] = xp.as_tensor(numeric.saturate(fill, to_numpy_dtype(sample.dtype)), device=sample.device)
-    result[tuple(target)] = sample[tuple(source)]
+        result = xp.empty(out_shape, dtype=window.dtype, device=window.device)
+        result[...] = xp.as_tensor(fill, device=window.device)
+    result[tuple(target)] = window
     return result
+
+
+SLICE_OUTPUT_TYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8))  # besides the input's
+
+
+def _slice_output(xp, dtype, window):
+    """The window in ``dtype`` (a DALIDataType, or None: the input's): floats truncate to integers,
+    then saturate, as DALI's slice converts."""
+    if dtype is None:
+        return window
+    target = np.dtype(dtype.numpy)
+    source = np.dtype(window.dtype) if xp is np else np.dtype(types.to_numpy_dtype(window.dtype))
+    if target == source:
+        return window
+    if target not in SLICE_OUTPUT_TYPES:
+        raise TypeError(f"dtype {target.name} is not an output type of slice for {source.name} data: give the "
+                        f"input's type, or one of {', '.join(dtype.name for dtype in SLICE_OUTPUT_TYPES)}")
+    if target.kind in "iu" and source.kind == "f":
+        window = xp.trunc(window)
+    if xp is np:
+        return numeric.saturate(window, target)
+    return numeric.saturate_tensor(window, types.to_torch_dtype(target))
 
 
 def _element_extract(xp, args, sample):
@@ -276,14 +405,19 @@ def _cast_like(xp, args, sample, like):
     return numeric.saturate_tensor(sample, like.dtype)
 
 
+def _named_axes(impl, layout: str, names: str, what: str = "axis_names") -> tuple:
+    """The indices of layout ``names`` in the input's layout."""
+    if not layout or any(name not in layout for name in names):
+        raise ValueError(f"{impl.name}: {what} '{names}' are not all in the input's layout '{layout or 'unknown'}'; "
+                         "give axes instead")
+    return tuple(layout.index(name) for name in names)
+
+
 def _declare_slice(impl, inputs):
     """Resolves the sliced axes from the input's layout, once (axis_names first, as in DALI)."""
     layout, names = inputs[0].layout, impl.args["axis_names"]
     if names is not None:
-        if not layout or any(name not in layout for name in names):
-            raise ValueError(f"{impl.name}: axis_names '{names}' are not all in the input's layout "
-                             f"'{layout or 'unknown'}'; give axes instead")
-        axes = tuple(layout.index(name) for name in names)
+        axes = _named_axes(impl, layout, names)
     elif impl.args["axes"] is not None:
         axes = tuple(impl.args["axes"])
     elif "W" in layout and "H" in layout:
@@ -291,7 +425,114 @@ def _declare_slice(impl, inputs):
     else:
         axes = (1, 0)
     impl.args = {**impl.args, "axes": axes}
-    return inputs[0].but(shape=None)
+    dtype = impl.args["dtype"]
+    return inputs[0].but(shape=None, dtype=np.dtype(dtype.numpy) if dtype is not None else inputs[0].dtype)
+
+
+def _reshaped_ndim(args: dict, spec: OutputSpec) -> int | None:
+    """The number of dimensions reshape gives, where the arguments and the input's spec tell it."""
+    if any(name not in args for name in ("shape", "rel_shape")):
+        return None  # given per sample: known when the samples arrive
+    for name in ("shape", "src_dims", "rel_shape"):
+        if args[name] is not None:
+            return len(args[name])
+    return spec.ndim if spec.ndim is not None else len(spec.layout) or None
+
+
+def _declare_reshape(impl, inputs):
+    """DALI's layouts: ``layout`` where given ('' clears it), else the input's where the number of
+    dimensions stays."""
+    spec, args = inputs[0], impl.args
+    ndim = _reshaped_ndim(args, spec)
+    if args["layout"] is not None:
+        if args["layout"] and ndim is not None and len(args["layout"]) != ndim:
+            raise ValueError(f"{impl.name}: layout '{args['layout']}' has {len(args['layout'])} axes for "
+                             f"{ndim}-dimensional outputs")
+        layout = args["layout"]
+    else:
+        layout = spec.layout if ndim is not None and len(spec.layout) == ndim else ""
+    dtype = spec.dtype if args.get("dtype") is None else np.dtype(args["dtype"].numpy)
+    return OutputSpec(dtype, ndim, layout)
+
+
+def _declare_squeeze(impl, inputs):
+    layout = inputs[0].layout
+    if impl.args["axis_names"] is not None:
+        impl.args = {**impl.args, "axes": _named_axes(impl, layout, impl.args["axis_names"])}
+    ndim = len(layout) or inputs[0].ndim
+    removed = {axis % ndim for axis in impl.args["axes"]} if ndim else set()
+    return OutputSpec(inputs[0].dtype, ndim - len(removed) if ndim else None,
+                      "".join(name for axis, name in enumerate(layout) if axis not in removed))
+
+
+def _declare_expand_dims(impl, inputs):
+    layout, names, axes = inputs[0].layout, impl.args["new_axis_names"], impl.args["axes"]
+    ndim = inputs[0].ndim if inputs[0].ndim is not None else len(layout) or None
+    out_ndim = ndim + len(axes) if ndim is not None else None
+    if not names:
+        return OutputSpec(inputs[0].dtype, out_ndim, "")
+    if not layout:
+        raise ValueError(f"{impl.name}: new_axis_names need an input with a layout")
+    if len(names) != len(axes):
+        raise ValueError(f"{impl.name}: {len(names)} new_axis_names for {len(axes)} axes")
+    merged, old = [], iter(layout)
+    named = dict(zip(axes, names))
+    for axis in range(len(layout) + len(axes)):
+        merged.append(named[axis] if axis in named else next(old, ""))
+    return OutputSpec(inputs[0].dtype, out_ndim, "".join(merged))
+
+
+def _joined_layout(impl, inputs) -> str:
+    """The inputs' layout: every non-empty one must be the same."""
+    layouts = {spec.layout for spec in inputs if spec.layout}
+    if len(layouts) > 1:
+        raise ValueError(f"{impl.name}: the inputs' layouts differ ({', '.join(sorted(layouts))}); every non-empty "
+                         "layout must be the same")
+    return layouts.pop() if layouts else ""
+
+
+def _declare_cat(impl, inputs):
+    layout = _joined_layout(impl, inputs)
+    if impl.args["axis_name"] is not None:
+        impl.args = {**impl.args, "axis": _named_axes(impl, layout, impl.args["axis_name"], "axis_name")[0]}
+    return OutputSpec(inputs[0].dtype, inputs[0].ndim, layout)
+
+
+def _declare_stack(impl, inputs):
+    layout, name = _joined_layout(impl, inputs), impl.args["axis_name"]
+    ndim = inputs[0].ndim if inputs[0].ndim is not None else len(layout) or None
+    if name is None:
+        return OutputSpec(inputs[0].dtype, ndim + 1 if ndim is not None else None, "")
+    if not layout and ndim != 0:
+        raise ValueError(f"{impl.name}: axis_name '{name}' needs inputs with a layout (or scalars)")
+    axis = _axis(impl.args["axis"] or 0, len(layout), "axis", high=len(layout))
+    return OutputSpec(inputs[0].dtype, len(layout) + 1, layout[:axis] + name + layout[axis:])
+
+
+def _declare_one_hot(impl, inputs):
+    layout, name, axis = inputs[0].layout, impl.args["axis_name"], impl.args["axis"]
+    dtype = np.dtype(impl.args["dtype"].numpy)
+    if name is None:
+        return OutputSpec(dtype, None, "")
+    if not layout:  # DALI's scalars: the new axis alone
+        return OutputSpec(dtype, 1, name)
+    place = len(layout) if axis in (None, -1) else axis
+    return OutputSpec(dtype, len(layout) + 1, layout[:place] + name + layout[place:])
+
+
+def _declare_reduction(impl, inputs):
+    spec, args = inputs[0], impl.args
+    kind = impl.name.split(".")[1]
+    if args["axis_names"] is not None:
+        impl.args = args = {**args, "axes": _named_axes(impl, spec.layout, args["axis_names"])}
+    dtype = _reduction_type(kind, args, spec.dtype, gpu=isinstance(impl, BatchOperator)) if spec.dtype is not None else \
+        np.dtype(args["dtype"].numpy) if args.get("dtype") is not None else \
+        np.dtype(np.float32) if kind not in ("sum", "min", "max") else None
+    layout = spec.layout
+    if layout and not args["keep_dims"]:
+        reduced = set(range(len(layout))) if args["axes"] is None else {axis % len(layout) for axis in args["axes"]}
+        layout = "".join(name for axis, name in enumerate(layout) if axis not in reduced)
+    return OutputSpec(dtype, None, layout)
 
 
 def _declare_element_extract(impl, inputs):
@@ -304,15 +545,55 @@ def _declare_cast_like(impl, inputs):
     return inputs[0].but(dtype=inputs[1].dtype)
 
 
-def _axis_in_range(static: dict, per_sample: frozenset) -> None:
-    if static.get("axis", 0) < 0:
-        raise ArgError("argument 'axis' must be >= 0")
+def _one_shape_form(static: dict, per_sample: frozenset) -> None:
+    """As DALI: the shape input, shape and rel_shape exclude each other; something must change."""
+    named = [name for name in ("shape", "rel_shape") if given(static, per_sample, name)]
+    if len(named) > 1:
+        raise ArgError("the shape input, 'shape' and 'rel_shape' exclude each other; give one")
+    if given(static, per_sample, "shape") and given(static, per_sample, "src_dims"):
+        raise ArgError("'src_dims' goes with 'rel_shape' or alone, not with 'shape'")
+    if not any(given(static, per_sample, name) for name in ("shape", "rel_shape", "src_dims", "dtype")) \
+            and static.get("layout") is None:
+        raise ArgError("give a new shape (the shape input, 'shape', 'rel_shape' or 'src_dims'), 'layout'"
+                       + (" or 'dtype'" if "dtype" in static else "") + ": without any the operator does nothing")
 
 
-RESHAPE_ARGS = (Arg("shape", "ints", None, "The new shape (one -1 allowed)."),
-                Arg("rel_shape", "floats", None, "The new shape as factors of the old one."),
-                Arg("src_dims", "ints", None, "The new shape as the input's dimensions in this order (-1 adds one of "
-                    "extent 1; dimensions left out must have extent 1)."), LAYOUT_ARG)
+def _one_axis_form(axes: str, names: str):
+    """A check: ``axes`` and ``names`` exclude each other (and one is needed where ``axes`` has no
+    default)."""
+    def check(static: dict, per_sample: frozenset) -> None:
+        if static.get(axes) is not None and static.get(names) is not None:
+            raise ArgError(f"arguments '{axes}' and '{names}' exclude each other; give one")
+    return check
+
+
+def _squeeze_axes_given(static: dict, per_sample: frozenset) -> None:
+    if static["axes"] is None and static["axis_names"] is None:
+        raise ArgError("give the axes to remove: 'axes' or 'axis_names'")
+
+
+def _one_hot_type(static: dict, per_sample: frozenset) -> None:
+    if static["dtype"].numpy in (np.float16, np.bool_):
+        raise ArgError(f"dtype {np.dtype(static['dtype'].numpy).name} is not an output type of one_hot (integers, "
+                       "float32 or float64)")
+    if static["axis_name"] is not None and len(static["axis_name"]) != 1:
+        raise ArgError(f"axis_name must be one character, got '{static['axis_name']}'")
+
+
+RESHAPE_ARGS = (Arg("shape", "ints", None, "The new shape (one negative extent: the rest of the volume); also the "
+                    "second input.", per_sample=True),
+                Arg("rel_shape", "floats", None, "The new shape as factors of the input's extents (of those of "
+                    "src_dims where given; one negative factor: the rest of the volume).", per_sample=True),
+                Arg("src_dims", "ints", None, "The input's dimensions in the output's order (-1 adds one of extent "
+                    "1; dimensions left out must have extent 1)."),
+                Arg("layout", "str", None, "Layout of the output (default: the input's where the number of "
+                    "dimensions stays, else none; '' clears it)."))
+JOIN_LIMIT = 999  # inputs of cat and stack, as DALI's
+
+
+def _axis_names_arg(doc: str) -> Arg:
+    return Arg("axis_names", "str", None, doc)
+
 
 # name: (function of one sample of each input, (min, max) inputs, arguments, doc)
 OPERATORS = {
@@ -323,30 +604,48 @@ OPERATORS = {
                                                "the input's)."), *RESHAPE_ARGS),
                     "Each sample's bytes read as another type (``dtype``: a type of another size changes the last "
                     "axis's extent, as numpy's view does) and/or with another shape, as reshape gives."),
-    "squeeze": (_squeeze, (1, 1), (Arg("axes", "ints", None, "Axes of size 1 to remove (default: all of them).",
-                                       min=0),), "Each sample without axes of size 1."),
-    "expand_dims": (_expand_dims, (1, 1), (Arg("axes", "ints", (0,), "Where new axes of size 1 go (in the "
-                                                                      "output).", min=0), LAYOUT_ARG),
-                    "Each sample with new axes of size 1."),
-    "cat": (_cat, (1, 16), (Arg("axis", "int", 0, "The axis to join along.", min=0), LAYOUT_ARG),
-            "The samples of the inputs joined along an existing axis."),
-    "stack": (_stack, (1, 16), (Arg("axis", "int", 0, "Where the new axis goes.", min=0), LAYOUT_ARG),
+    "squeeze": (_squeeze, (1, 1), (Arg("axes", "ints", None, "Axes of extent 1 to remove.", min=0),
+                                   _axis_names_arg("The axes to remove by layout name (instead of axes).")),
+                "Each sample without the given axes of extent 1; the layout loses their names."),
+    "expand_dims": (_expand_dims, (1, 1), (Arg("axes", "ints", REQUIRED, "Where the new axes of extent 1 go (indices "
+                                               "in the output).", min=0),
+                                           Arg("new_axis_names", "str", None, "The new axes' names in the output's "
+                                               "layout, one per axis (the input needs a layout); without them the "
+                                               "output has none.")),
+                    "Each sample with new axes of extent 1."),
+    "cat": (_cat, (1, JOIN_LIMIT), (Arg("axis", "int", None, "The axis to join along, in [-ndim, ndim - 1] (default "
+                                        "0)."),
+                                    Arg("axis_name", "str", None, "The axis to join along by layout name (instead "
+                                        "of axis).")),
+            "The samples of the inputs joined along an existing axis; the output has the inputs' layout."),
+    "stack": (_stack, (1, JOIN_LIMIT), (Arg("axis", "int", None, "Where the new axis goes, in [-ndim, ndim] "
+                                            "(default 0)."),
+                                        Arg("axis_name", "str", None, "The new axis's name, inserted in the inputs' "
+                                            "layout (without it the output has none).")),
               "The samples of the inputs stacked along a new axis."),
-    "copy": (_copy, (1, 1), (), "A copy of each sample."),
-    "one_hot": (_one_hot, (1, 1), (Arg("num_classes", "int", 1, "How many classes.", min=1),
+    "copy": (_copy, (1, 1), (), "A copy of each sample, with its layout."),
+    "one_hot": (_one_hot, (1, 1), (Arg("num_classes", "int", 0, "How many classes.", min=0),
+                                   Arg("axis", "int", None, "Where the new axis of num_classes goes, in [-1, ndim] "
+                                       "(default: last; -1 is last too).", min=-1),
+                                   Arg("axis_name", "str", None, "The new axis's name in the output's layout "
+                                       "(without it the output has none)."),
                                    Arg("on_value", "float", 1.0, "The value of the sample's class."),
-                                   Arg("off_value", "float", 0.0, "The value of the other classes."),
+                                   Arg("off_value", "float", 0.0, "The value of the other classes (and of every "
+                                       "class for an index outside [0, num_classes))."),
                                    Arg("dtype", "dtype", types.FLOAT, "Element type of the output.")),
-                "Class indices as one-hot vectors (a scalar sample gives a vector of num_classes)."),
+                "Class indices (integers; floats truncate) as one-hot vectors along a new axis; a sample of one "
+                "element gives a vector of num_classes when no axis is given."),
 }
 
 
 OPERATORS["slice"] = (slice_sample, (1, 1), (
-    Arg("anchor", "floats", None, "Where the window starts on each sliced axis (the second input in DALI's "
-        "fn.slice(data, anchor, shape)); normalized to the extent unless normalized_anchor=False.", per_sample=True),
-    Arg("window_shape", "floats", None, "The window's size on each sliced axis (the third input).", per_sample=True),
-    Arg("normalized_anchor", "bool", True, "Whether the anchor input is a fraction of the extent."),
-    Arg("normalized_shape", "bool", True, "Whether the shape input is a fraction of the extent."),
+    Arg("anchor", "any", None, "Where the window starts on each sliced axis (the second input in DALI's "
+        "fn.slice(data, anchor, shape)): integers are elements; floats are fractions of the extent unless "
+        "normalized_anchor=False.", per_sample=True),
+    Arg("window_shape", "any", None, "The window's size on each sliced axis (the third input), of the anchor's "
+        "type: integers are elements; floats fractions unless normalized_shape=False.", per_sample=True),
+    Arg("normalized_anchor", "bool", True, "Whether a float anchor input is a fraction of the extent."),
+    Arg("normalized_shape", "bool", True, "Whether a float shape input is a fraction of the extent."),
     Arg("start", "ints", None, "Where the window starts, in elements.", per_sample=True),
     Arg("end", "ints", None, "Where the window ends (exclusive), in elements.", per_sample=True),
     Arg("shape", "ints", None, "The window's size, in elements.", per_sample=True),
@@ -355,10 +654,12 @@ OPERATORS["slice"] = (slice_sample, (1, 1), (
     Arg("rel_shape", "floats", None, "The window's size, as a fraction of the extent.", per_sample=True),
     Arg("axes", "ints", None, "The sliced axes, in the order of the window's values (default: W and H of the "
         "layout, else (1, 0)).", min=0),
-    Arg("axis_names", "str", None, "The sliced axes by layout name, e.g. 'WH' (before axes)."),
+    _axis_names_arg("The sliced axes by layout name, e.g. 'WH' (before axes)."),
     Arg("out_of_bounds_policy", "str", "error", "A window outside the sample: 'error', 'pad' (with fill_values) "
         "or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
-    Arg("fill_values", "floats", (0.0,), "Padding: one value, or one per channel (the last axis).")),
+    Arg("fill_values", "floats", (0.0,), "Padding: one value, or one per channel (the last axis)."),
+    Arg("dtype", "dtype", None, "Element type of the output (default: the input's; else float32, float16 or "
+        "uint8), converted as cast converts.")),
     "A window of each sample (DALI's slice: anchor and shape as inputs or arguments, normalized or in "
     "elements, on chosen axes, with an out-of-bounds policy).")
 OPERATORS["element_extract"] = (_element_extract, (1, 1), (
@@ -431,23 +732,39 @@ OPERATORS["zeros_like"] = (_constant_like(0), (1, 1), (LIKE_DTYPE,), "Zeros in t
 OPERATORS["ones_like"] = (_constant_like(1), (1, 1), (LIKE_DTYPE,), "Ones in the input's shape, type (or "
                           "``dtype``) and layout.")
 
-DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_extract, "cast_like": _declare_cast_like,
-                "full": _declare_full, "full_like": lambda impl, inputs: inputs[0], "zeros_like": _declare_like,
-                "ones_like": _declare_like}
-SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape")},
-                 "element_extract": {"num_outputs": lambda static: len(static["element_map"])},
-                 "full": {"input_names": ("fill_value",)}, "full_like": {"input_names": ("data_like", "fill_value")},
-                 "zeros_like": {"input_names": ("data_like",)}, "ones_like": {"input_names": ("data_like",)}}
-
-REDUCTION_ARGS = (Arg("axes", "ints", None, "Axes to reduce (default: all).", min=0),
-                  Arg("keep_dims", "bool", False, "Keep the reduced axes, with size 1."))
+REDUCTION_ARGS = (Arg("axes", "ints", None, "Axes to reduce, in [-ndim, ndim - 1] (default: all)."),
+                  _axis_names_arg("Axes to reduce by layout name (instead of axes)."),
+                  Arg("keep_dims", "bool", False, "Keep the reduced axes, with extent 1."))
+REDUCTION_TYPE = Arg("dtype", "dtype", None, "Output type, in which the result is accumulated (default: min and "
+                     "max keep the input's; sum gives int64 or uint64 for integers; the others float32).")
 for _kind in ("sum", "min", "max", "mean", "mean_square", "rms"):
-    OPERATORS[f"reductions.{_kind}"] = (_reduction(_kind), (1, 1), REDUCTION_ARGS,
+    OPERATORS[f"reductions.{_kind}"] = (_reduction(_kind), (1, 1),
+                                        (*REDUCTION_ARGS, *((REDUCTION_TYPE,) if _kind not in ("min", "max") else ())),
                                         f"The {_kind.replace('_', ' ')} of each sample over ``axes``.")
 for _kind in ("std_dev", "variance"):
     OPERATORS[f"reductions.{_kind}"] = (_deviation(_kind), (2, 2), (*REDUCTION_ARGS, Arg(
         "ddof", "int", 0, "Delta degrees of freedom: the sum is divided by the count minus ddof.", min=0)),
-        f"The {_kind.replace('_', ' ')} of each sample around the mean given as the second input.")
+        f"The {_kind.replace('_', ' ')} (float32) of each sample around the mean given as the second input.")
+
+DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_extract, "cast_like": _declare_cast_like,
+                "full": _declare_full, "full_like": lambda impl, inputs: inputs[0], "zeros_like": _declare_like,
+                "ones_like": _declare_like, "copy": lambda impl, inputs: inputs[0], "reshape": _declare_reshape,
+                "reinterpret": _declare_reshape, "squeeze": _declare_squeeze, "expand_dims": _declare_expand_dims,
+                "cat": _declare_cat, "stack": _declare_stack, "one_hot": _declare_one_hot,
+                **{name: _declare_reduction for name in OPERATORS if name.startswith("reductions.")}}
+_RESHAPE_EXTRAS = {"argument_inputs": ("shape",), "input_names": ("data",), "checks": (_one_shape_form,)}
+SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape")},
+                 "reshape": _RESHAPE_EXTRAS, "reinterpret": _RESHAPE_EXTRAS,
+                 "squeeze": {"checks": (_squeeze_axes_given, _one_axis_form("axes", "axis_names"))},
+                 "cat": {"checks": (_one_axis_form("axis", "axis_name"),)},
+                 "one_hot": {"checks": (_one_hot_type,)},
+                 "reductions.rms": {"class_name": "reductions.RMS"},  # DALI's spelling
+                 "element_extract": {"num_outputs": lambda static: len(static["element_map"])},
+                 "full": {"input_names": ("fill_value",)}, "full_like": {"input_names": ("data_like", "fill_value")},
+                 "zeros_like": {"input_names": ("data_like",)}, "ones_like": {"input_names": ("data_like",)}}
+for _name in OPERATORS:
+    if _name.startswith("reductions."):
+        SCHEMA_EXTRAS.setdefault(_name, {}).setdefault("checks", (_one_axis_form("axes", "axis_names"),))
 
 
 class TensorDeclaration:
@@ -456,21 +773,21 @@ class TensorDeclaration:
     def declare_outputs(self, inputs):
         if self.name in DECLARATIONS:
             return DECLARATIONS[self.name](self, inputs)
-        # reductions' types depend on the data's (module docstring): unknown until it arrives
-        dtype = self.args["dtype"].numpy if self.args.get("dtype") is not None else \
-            None if self.name.startswith("reductions.") else inputs[0].dtype
+        dtype = self.args["dtype"].numpy if self.args.get("dtype") is not None else inputs[0].dtype
         layout = self.args.get("layout", "")
         return OutputSpec(np.dtype(dtype) if dtype is not None else None, None, layout)
 
 
 def register_array_operator(name: str, function, num_inputs, args, doc, *, declaration=TensorDeclaration,
-                            input_names=None, checks=(), on_devices=("cpu", "gpu"), **extras) -> None:
+                            input_names=None, checks=(), on_devices=("cpu", "gpu"), class_name=None,
+                            **extras) -> None:
     """An operator whose every sample is ``function(xp, sample_args, *input_samples)`` with ``xp``
     numpy on the CPU and torch on the GPU (one definition of the arithmetic for both devices);
-    ``declaration`` a class with declare_outputs."""
+    ``declaration`` a class with declare_outputs; ``class_name`` (the ops name) defaults to the
+    name's last part in CamelCase (ops.reductions.StdDev, as in DALI)."""
     registry.register_schema(OpSchema(
-        name=name, class_name=".".join([*name.split(".")[:-1],  # ops.reductions.StdDev, as in DALI
-                                        "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
+        name=name, class_name=class_name or ".".join([*name.split(".")[:-1],
+                                                      "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
         doc=doc, args=args, num_inputs=num_inputs,
         input_names=input_names or tuple(f"input{i}" for i in range(num_inputs[1])), checks=checks, **extras))
 
@@ -506,8 +823,7 @@ def _contiguous(array: np.ndarray) -> np.ndarray:
 
 
 for _name, (_function, _inputs, _args, _doc) in OPERATORS.items():
-    register_array_operator(_name, _function, _inputs, _args, _doc, checks=(_axis_in_range,),
-                            **SCHEMA_EXTRAS.get(_name, {}))
+    register_array_operator(_name, _function, _inputs, _args, _doc, **SCHEMA_EXTRAS.get(_name, {}))
 
 
 # ---- get_property: what is known of each sample besides its data -----------------------------

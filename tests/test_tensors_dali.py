@@ -1,0 +1,246 @@
+"""Tensor operators, reductions, normalize and the random generators' shapes and types against DALI
+itself: each case runs the same program under nvidia.dali and penstock.compat.dali and compares values,
+types, shapes and layouts, or that both refuse it."""
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+
+
+def _run(library: str, build, samples, layout):
+    """Per output: (list of per-sample arrays, layout); or the exception the program raised."""
+    if library == "dali":
+        from nvidia.dali import fn, pipeline_def, types
+    else:
+        from penstock.compat.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=7)
+    def pipe():
+        data = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+        return build(fn, types, data)
+    try:
+        pipeline = pipe()
+        pipeline.build()
+        outputs = pipeline.run()
+    except Exception as error:  # DALI raises RuntimeError, ValueError, TypeError or KeyError
+        return error
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return [([np.array(batch.at(i)) for i in range(len(batch))], batch.layout() or "") for batch in outputs]
+
+
+def _same(build, samples, layout=None, rtol=1e-6, values=True):
+    expected, actual = _run("dali", build, samples, layout), _run("penstock", build, samples, layout)
+    if isinstance(expected, Exception):
+        assert isinstance(actual, Exception), f"DALI refuses ({expected!r:.300}), penstock gave {actual}"
+        return
+    assert not isinstance(actual, Exception), f"penstock refuses what DALI accepts: {actual!r}"
+    assert len(actual) == len(expected)
+    for (want, want_layout), (got, got_layout) in zip(expected, actual):
+        assert got_layout == want_layout
+        for w, g in zip(want, got):
+            assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{g.shape} != {w.dtype}{w.shape}"
+            if values:
+                np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=rtol)
+
+
+IMAGES = [np.arange(24, dtype=np.uint8).reshape(4, 6, 1), np.arange(40, dtype=np.uint8).reshape(5, 8, 1)]
+RGB = [np.arange(24, dtype=np.uint8).reshape(2, 4, 3), (np.arange(60, dtype=np.uint8) * 3).reshape(4, 5, 3)]
+
+
+def _per_sample(fn, values, dtype):
+    return fn.external_source(source=lambda: [np.array(v, dtype) for v in values], batch=True)
+
+
+SLICES = {
+    "int32 anchor in elements": lambda fn, t, x: fn.slice(x, np.array([1, 2], np.int32), np.array([3, 2], np.int32)),
+    "int64 anchor": lambda fn, t, x: fn.slice(x, np.array([1, 2], np.int64), np.array([3, 2], np.int64)),
+    "list anchor (int32)": lambda fn, t, x: fn.slice(x, [1, 2], [3, 2]),
+    "float anchor normalized": lambda fn, t, x: fn.slice(x, [0.1, 0.2], [0.5, 0.5]),
+    "float anchor in elements": lambda fn, t, x: fn.slice(x, [1.0, 2.0], [3.0, 2.0], normalized_anchor=False,
+                                                          normalized_shape=False),
+    "float anchor, shape in elements": lambda fn, t, x: fn.slice(x, [0.25, 0.25], [2.0, 1.0], normalized_shape=False),
+    "int anchor whatever normalized_* say": lambda fn, t, x: fn.slice(
+        x, np.array([0, 0], np.int32), np.array([1, 1], np.int32), normalized_anchor=True, normalized_shape=True),
+    "int anchor, float shape": lambda fn, t, x: fn.slice(x, np.array([1, 2], np.int32),
+                                                         np.array([0.5, 0.5], np.float32)),
+    "per-sample int32": lambda fn, t, x: fn.slice(x, _per_sample(fn, [[1, 1], [2, 2]], np.int32),
+                                                  _per_sample(fn, [[2, 2], [3, 3]], np.int32)),
+    "per-sample float32": lambda fn, t, x: fn.slice(x, _per_sample(fn, [[0.1, 0.1], [0.2, 0.2]], np.float32),
+                                                    _per_sample(fn, [[0.5, 0.5], [0.5, 0.25]], np.float32)),
+    "axis_names H": lambda fn, t, x: fn.slice(x, [1], [2], axis_names="H"),
+    "axes (0, 1)": lambda fn, t, x: fn.slice(x, [1, 1], [2, 2], axes=(0, 1)),
+    "one value for two axes": lambda fn, t, x: fn.slice(x, [1], [1]),
+    "one value for two axes, per sample": lambda fn, t, x: fn.slice(x, _per_sample(fn, [[1], [1]], np.int32),
+                                                                    _per_sample(fn, [[1], [1]], np.int32)),
+    "out of bounds": lambda fn, t, x: fn.slice(x, [3, 0], [4, 1]),
+    "pad": lambda fn, t, x: fn.slice(x, [-1, -1], [3, 3], out_of_bounds_policy="pad", fill_values=7),
+    "trim": lambda fn, t, x: fn.slice(x, [-1, -1], [9, 3], out_of_bounds_policy="trim_to_shape"),
+    "start/end": lambda fn, t, x: fn.slice(x, start=[1, 1], end=[3, 3]),
+    "rel_start/rel_shape": lambda fn, t, x: fn.slice(x, rel_start=[0.5, 0.5], rel_shape=[0.5, 0.5]),
+    "dtype float": lambda fn, t, x: fn.slice(x, [1, 2], [3, 2], dtype=t.FLOAT),
+    "dtype float16": lambda fn, t, x: fn.slice(x, [0, 0], [1, 1], dtype=t.FLOAT16),
+    "dtype int16 refused": lambda fn, t, x: fn.slice(x, [0, 0], [1, 1], dtype=t.INT16),
+    "fill wraps": lambda fn, t, x: fn.slice(x, [-1, 0], [3, 2], out_of_bounds_policy="pad", fill_values=-1.7),
+    "fill truncates": lambda fn, t, x: fn.slice(fn.cast(x, dtype=t.INT16), [-1, 0], [3, 2],
+                                                out_of_bounds_policy="pad", fill_values=-2.7),
+}
+
+
+@pytest.mark.parametrize("name", list(SLICES))
+def test_slice(name):
+    _same(SLICES[name], IMAGES, "HWC")
+
+
+def test_slice_converts_floats_by_truncating():
+    samples = [image.astype(np.float32) * 10.6 - 2.5 for image in IMAGES]
+    _same(lambda fn, t, x: fn.slice(x, [-1, 0], [3, 2], out_of_bounds_policy="pad", fill_values=300, dtype=t.UINT8),
+          samples, "HWC")
+
+
+def test_slice_fill_per_channel_and_no_layout():
+    _same(lambda fn, t, x: fn.slice(x, [-1, -1], [3, 3], out_of_bounds_policy="pad", fill_values=[7, 8, 9]),
+          RGB, "HWC")
+    _same(lambda fn, t, x: fn.slice(x, [1, 1], [1, 2]), RGB, None)
+    _same(lambda fn, t, x: fn.slice(x, [1, 0], [1, 2]), RGB, None)
+
+
+FLOATS = [np.arange(6, dtype=np.float32).reshape(2, 3, 1), np.arange(12, dtype=np.float32).reshape(4, 3, 1)]
+LAYOUTS = {
+    "copy": lambda fn, t, x: fn.copy(x),
+    "squeeze axes": lambda fn, t, x: fn.squeeze(x, axes=[2]),
+    "squeeze axis_names": lambda fn, t, x: fn.squeeze(x, axis_names="C"),
+    "squeeze without axes": lambda fn, t, x: fn.squeeze(x),
+    "squeeze an axis > 1": lambda fn, t, x: fn.squeeze(x, axes=[0]),
+    "expand_dims": lambda fn, t, x: fn.expand_dims(x, axes=[0]),
+    "expand_dims new_axis_names": lambda fn, t, x: fn.expand_dims(x, axes=[3, 0], new_axis_names="XF"),
+    "expand_dims without axes": lambda fn, t, x: fn.expand_dims(x),
+    "reshape shape": lambda fn, t, x: fn.reshape(x, shape=[-1]),
+    "reshape shape and layout": lambda fn, t, x: fn.reshape(x, shape=[-1], layout="X"),
+    "reshape two negative extents": lambda fn, t, x: fn.reshape(x, shape=[-1, -1]),
+    "reshape layout that does not fit": lambda fn, t, x: fn.reshape(x, shape=[-1], layout="AB"),
+    "reshape rel_shape keeps the layout": lambda fn, t, x: fn.reshape(x, rel_shape=[1, 1, 1]),
+    "reshape rel_shape negative": lambda fn, t, x: fn.reshape(x, rel_shape=[1, -1]),
+    "reshape rel_shape one more": lambda fn, t, x: fn.reshape(x, rel_shape=[1, 1, 1, -1]),
+    "reshape rel_shape short": lambda fn, t, x: fn.reshape(x, rel_shape=[1, 3]),
+    "reshape src_dims": lambda fn, t, x: fn.reshape(x, src_dims=[2, 0, 1]),
+    "reshape src_dims and rel_shape": lambda fn, t, x: fn.reshape(x, src_dims=[1, 0, 2], rel_shape=[1, 1, 1],
+                                                                  layout=""),
+    "reshape layout only": lambda fn, t, x: fn.reshape(x, layout="ABC"),
+    "reshape layout cleared": lambda fn, t, x: fn.reshape(x, rel_shape=[1, 1, 1], layout=""),
+    "reshape nothing": lambda fn, t, x: fn.reshape(x),
+    "reshape shape input list": lambda fn, t, x: fn.reshape(x, [3, -1], layout="AB"),
+    "reshape shape input node": lambda fn, t, x: fn.reshape(x, _per_sample(fn, [[3, 2, 1], [1, 12, 1]], np.int32),
+                                                           layout="ABC"),
+    "reshape shape input and shape": lambda fn, t, x: fn.reshape(x, [3, -1], shape=[3, -1]),
+    "reshape shape input and rel_shape": lambda fn, t, x: fn.reshape(x, [3, -1], rel_shape=[1, 1]),
+    "reinterpret": lambda fn, t, x: fn.reinterpret(x, dtype=t.INT32),
+    "reinterpret layout": lambda fn, t, x: fn.reinterpret(x, shape=[-1], layout="Q"),
+    "cat": lambda fn, t, x: fn.cat(x, x, axis=0),
+    "cat axis_name": lambda fn, t, x: fn.cat(x, x * 2, axis_name="W"),
+    "cat negative axis": lambda fn, t, x: fn.cat(x, x, axis=-1),
+    "cat axis and axis_name": lambda fn, t, x: fn.cat(x, x, axis=0, axis_name="W"),
+    "cat layout refused": lambda fn, t, x: fn.cat(x, x, layout="ABC"),
+    "stack": lambda fn, t, x: fn.stack(x, x * 3, axis=0),
+    "stack axis_name": lambda fn, t, x: fn.stack(x, x, axis=1, axis_name="N"),
+    "stack at the end": lambda fn, t, x: fn.stack(x, x, axis=3),
+    "stack negative axis": lambda fn, t, x: fn.stack(x, x * 2, axis=-1),
+    "stack past the end": lambda fn, t, x: fn.stack(x, x, axis=4),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_layouts(name):
+    _same(LAYOUTS[name], FLOATS, "HWC")
+
+
+@pytest.mark.parametrize("name", ["copy", "squeeze axes", "expand_dims", "stack", "cat"])
+def test_layouts_without_one(name):
+    _same(LAYOUTS[name], FLOATS, None)
+
+
+def test_expand_dims_and_stack_names_need_a_layout():
+    _same(LAYOUTS["expand_dims new_axis_names"], FLOATS, None)
+    _same(LAYOUTS["stack axis_name"], FLOATS, None)
+
+
+def test_many_inputs():
+    _same(lambda fn, t, x: fn.stack(*[x] * 999), FLOATS[:1], None, values=False)
+    _same(lambda fn, t, x: fn.cat(*[x] * 1000), FLOATS[:1], None)
+
+
+LABELS = [np.array([0, 2, 1], np.int32), np.array([3, 1, 0], np.int32)]
+ONE_HOT = {
+    "default": lambda fn, t, x: fn.one_hot(x, num_classes=4),
+    "axis 0": lambda fn, t, x: fn.one_hot(x, num_classes=4, axis=0),
+    "axis -1": lambda fn, t, x: fn.one_hot(x, num_classes=4, axis=-1),
+    "axis_name": lambda fn, t, x: fn.one_hot(x, num_classes=4, axis=0, axis_name="C"),
+    "axis_name last": lambda fn, t, x: fn.one_hot(x, num_classes=4, axis_name="C"),
+    "axis out of range": lambda fn, t, x: fn.one_hot(x, num_classes=4, axis=2),
+    "uint8 on/off values": lambda fn, t, x: fn.one_hot(x, num_classes=4, dtype=t.UINT8, on_value=200, off_value=3),
+    "int8 wraps": lambda fn, t, x: fn.one_hot(x, num_classes=4, dtype=t.INT8, on_value=300, off_value=-5),
+    "float64": lambda fn, t, x: fn.one_hot(x, num_classes=4, dtype=t.FLOAT64, on_value=0.5, off_value=-0.25),
+    "float16 refused": lambda fn, t, x: fn.one_hot(x, num_classes=4, dtype=t.FLOAT16),
+    "float input": lambda fn, t, x: fn.one_hot(fn.cast(x, dtype=t.FLOAT), num_classes=4),
+    "uint8 input": lambda fn, t, x: fn.one_hot(fn.cast(x, dtype=t.UINT8), num_classes=4),
+    "indices outside the classes": lambda fn, t, x: fn.one_hot(x - 1, num_classes=2),
+    "no num_classes": lambda fn, t, x: fn.one_hot(x),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_HOT))
+def test_one_hot(name):
+    _same(ONE_HOT[name], LABELS, "X")
+
+
+@pytest.mark.parametrize("samples, layout, axis", [
+    ([np.array(2, np.int32), np.array(1, np.int32)], None, None),
+    ([np.array([2], np.int32), np.array([1], np.int32)], None, None),
+    ([np.array([2], np.int32), np.array([1], np.int32)], None, 0),
+    ([np.array([[0, 1], [2, 0]], np.int32)], "HW", 1),
+])
+def test_one_hot_scalars_and_axes(samples, layout, axis):
+    extra = {} if axis is None else {"axis": axis}
+    _same(lambda fn, t, x: fn.one_hot(x, num_classes=3, **extra), samples, layout)
+    if layout:
+        _same(lambda fn, t, x: fn.one_hot(x, num_classes=3, axis_name="C", **extra), samples, layout)
+
+
+REDUCTION_TYPES = [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64, np.float32]
+
+
+@pytest.mark.parametrize("kind", ["sum", "min", "max", "mean", "mean_square", "rms", "std_dev", "variance"])
+def test_reduction_types(kind):
+    for dtype in REDUCTION_TYPES:
+        samples = [(np.arange(6).reshape(2, 3) * 7 % 5).astype(dtype), (np.arange(8).reshape(4, 2) + 1).astype(dtype)]
+
+        def build(fn, t, x):
+            reduce = getattr(fn.reductions, kind)
+            return reduce(x, fn.reductions.mean(x)) if kind in ("std_dev", "variance") else reduce(x)
+        _same(build, samples, "HW", rtol=1e-5)
+
+
+REDUCTIONS = {
+    "axis_names": lambda fn, t, x: fn.reductions.sum(x, axis_names="H"),
+    "axis_names keep_dims": lambda fn, t, x: fn.reductions.max(x, axis_names="W", keep_dims=True),
+    "negative axis": lambda fn, t, x: fn.reductions.mean(x, axes=[-1]),
+    "axes and axis_names": lambda fn, t, x: fn.reductions.sum(x, axes=[0], axis_names="H"),
+    "sum dtype float": lambda fn, t, x: fn.reductions.sum(x, axes=[0], dtype=t.FLOAT),
+    "mean dtype float64": lambda fn, t, x: fn.reductions.mean(x, dtype=t.FLOAT64),
+    "std_dev axis_names ddof": lambda fn, t, x: fn.reductions.std_dev(
+        x, fn.reductions.mean(x, axis_names="W", keep_dims=True), axis_names="W", ddof=1),
+    "rms keep_dims": lambda fn, t, x: fn.reductions.rms(x, keep_dims=True),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reductions(name):
+    _same(REDUCTIONS[name], [np.arange(6, dtype=np.uint8).reshape(2, 3), np.arange(8, dtype=np.uint8).reshape(4, 2)],
+          "HW", rtol=1e-5)
+
+
+def test_ops_class_names():
+    from nvidia.dali import ops as dali_ops
+
+    from penstock.compat.dali import ops
+    names = [name for name in dir(dali_ops.reductions) if not name.startswith("_")]
+    assert names and all(hasattr(ops.reductions, name) for name in names)

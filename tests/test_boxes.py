@@ -330,3 +330,8 @@ def test_ssd_random_crop_crops_the_image_to_the_window_its_boxes_are_in():
                                    np.clip((np.minimum(original[new_labels - 1, 2:], anchor + extent) - anchor) / extent,
                                            0, 1)], 1)
         np.testing.assert_allclose(new_boxes, expected, atol=0.02)  # the window rounded to whole pixels
+
+
+def test_bbox_paste_has_dalis_ops_name():
+    from penstock import ops
+    assert ops.BBoxPaste.__name__ == "BBoxPaste" and not hasattr(ops, "BboxPaste")

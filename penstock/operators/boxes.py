@@ -93,6 +93,8 @@ register_array_operator(
      Arg("ltrb", "bool", False, "Boxes as [left, top, right, bottom]; else [x, y, width, height].")),
     "Moves relative boxes to where paste puts their image in its larger canvas.",
     declaration=BoxesDeclaration, input_names=("boxes",))
+# DALI's ops spelling, where the name's capitalized words would give BboxPaste
+registry.get_schema("bbox_paste").class_name = "BBoxPaste"
 
 
 # ---- coord_flip and coord_transform -----------------------------------------------------------------

@@ -1,0 +1,73 @@
+"""Random operators, compared by their statistics: noise.*, random.*, batch_permutation."""
+import numpy as np
+
+from conformance.harness import Data, PerSample, Spec, Stats
+from conformance.samples import constant_images, f32, images
+
+GRAY = constant_images(128)
+
+SPECS = [
+    # one scalar a sample: a large batch, so that the batch's statistics mean something
+    Spec("random.uniform", (), {}, name="random.uniform_scalar", batch_size=300,
+         compare=Stats(-1, 1, mean_tol=0.1, std_tol=0.1)),
+    Spec("random.normal", (), {}, name="random.normal_scalar", batch_size=300, compare=Stats(mean_tol=0.2, std_tol=0.2)),
+    Spec("random.coin_flip", (), {}, name="random.coin_flip_scalar", batch_size=300, compare=Stats(0, 1, mean_tol=0.1)),
+    Spec("random.beta", (), {}, name="random.beta_scalar", batch_size=300, compare=Stats(0, 1, mean_tol=0.1, std_tol=0.1)),
+    Spec("random.choice", (Data([np.int32(5)] * 300),), {}, name="random.choice_scalar",
+         compare=Stats(0, 4, mean_tol=0.4, range_tol=0)),
+    Spec("noise.gaussian", (GRAY,), {"stddev": 10.0}, compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5), grid={
+        "@input": {"f32": (constant_images(128, "float32"),), "i16": (constant_images(128, "int16"),),
+                   "gray_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3, "HW"),)},
+        "mean": [5.0, PerSample(f32(0), f32(-5), f32(5))],
+        "stddev": [0.0, 30.0, PerSample(f32(1), f32(10), f32(20))],
+    }),
+    Spec("noise.shot", (constant_images(100),), {"factor": 2.0}, compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5),
+         grid={
+             "@input": {"f32": (constant_images(100, "float32"),)},
+             "factor": [0.0, 20.0, PerSample(f32(1), f32(5), f32(10))],
+         }),
+    Spec("noise.salt_and_pepper", (GRAY,), {"prob": 0.2}, compare=Stats(mean_tol=8, std_tol=8, range_tol=0), grid={
+        "@input": {"f32": (constant_images(128, "float32"),), "u8_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3, "HW"),)},
+        "prob": [0.0, 1.0, PerSample(f32(0.1), f32(0.3), f32(0.6))],
+        "salt_vs_pepper": [0.0, 1.0, PerSample(f32(0.1), f32(0.5), f32(0.9))],
+        "salt_val": [200.0, PerSample(f32(200), f32(250), f32(150))],
+        "pepper_val": [50.0, PerSample(f32(10), f32(50), f32(100))],
+        "per_channel": [True],
+    }),
+    Spec("random.uniform", (), {"shape": (400,)}, compare=Stats(mean_tol=0.08, std_tol=0.05, range_tol=0.05), grid={
+        "range": [(2.0, 5.0), PerSample(f32(0, 1), f32(-1, 0), f32(0.2, 0.3))],
+        "values": [(1.0, 2.0, 7.0), PerSample(f32(1, 2), f32(-1), f32(0.25, 0.5))],
+        "shape": [7, (20, 20), PerSample(np.int32([400]), np.int32([4, 100]), np.int32([0]))],
+        "dtype": ["types.FLOAT64", "types.INT32", "types.UINT8"],
+    }),
+    Spec("random.uniform", (images(),), {}, name="random.uniform_like", compare=Stats(-1, 1), grid={}),
+    Spec("random.normal", (), {"shape": (2000,)}, compare=Stats(mean_tol=0.2, std_tol=0.15), grid={
+        "mean": [10.0, PerSample(f32(1), f32(2), f32(3))],
+        "stddev": [0.0, 5.0, PerSample(f32(1), f32(2), f32(3))],
+        "shape": [(20, 20)],
+        "dtype": ["types.FLOAT64", "types.INT32", "types.FLOAT16"],
+    }),
+    Spec("random.normal", (images(),), {}, name="random.normal_like", compare=Stats(mean_tol=0.3, std_tol=0.3)),
+    Spec("random.coin_flip", (), {"shape": (400,)}, compare=Stats(0, 1, mean_tol=0.1), grid={
+        "probability": [0.0, 1.0, 0.2, PerSample(f32(0.1), f32(0.9), f32(0.5))],
+        "shape": [(10, 10)],
+        "dtype": ["types.BOOL", "types.FLOAT", "types.UINT8"],
+    }),
+    Spec("random.coin_flip", (images(),), {}, name="random.coin_flip_like", compare=Stats(0, 1, mean_tol=0.15)),
+    Spec("random.beta", (), {"shape": (400,)}, compare=Stats(0, 1, mean_tol=0.08, std_tol=0.05), grid={
+        "alpha": [0.5, 5.0, PerSample(f32(1), f32(2), f32(3))],
+        "beta": [0.5, 5.0, PerSample(f32(1), f32(2), f32(3))],
+        "shape": [(20, 20)],
+        "dtype": ["types.FLOAT64"],
+    }),
+    Spec("random.choice", (Data([np.int32(5)] * 3),), {"shape": (400,)}, compare=Stats(mean_tol=0.3, range_tol=0), grid={
+        "@input": {"list": (Data([np.array([1, 4, 9], np.int32)] * 3),),
+                   "f32": (Data([np.array([0.5, 1.5], np.float32)] * 3),)},
+        "p": [(0.1, 0.1, 0.1, 0.1, 0.6), PerSample(f32(1, 0, 0, 0, 0), f32(0.5, 0.5, 0, 0, 0), f32(0.2, 0.2, 0.2, 0.2, 0.2))],
+        "shape": [(20, 20)],
+    }),
+    Spec("batch_permutation", (), {}, batch_size=8, compare=Stats(0, 7, mean_tol=2, independent=False), grid={
+        "allow_repetitions": [True],
+        "no_fixed_points": [True],
+    }),
+]

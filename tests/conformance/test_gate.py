@@ -1,0 +1,166 @@
+"""The tier covers what both libraries have: every operator of DALI's CPU registry that penstock
+also registers has cases, and every argument of its DALI schema is given by some case, unless an
+exemption below says why not. Operators DALI has and penstock lacks are listed, so that the list
+fails when it goes stale."""
+import types as python_types
+
+import pytest
+
+pytest.importorskip("nvidia.dali")
+
+import nvidia.dali.fn as dali_fn  # noqa: E402
+from nvidia.dali import backend  # noqa: E402
+
+import penstock.compat.dali.fn as penstock_fn  # noqa: E402
+from conformance.cases import CASES  # noqa: E402
+from conformance.known_differences import KNOWN_DIFFERENCES  # noqa: E402
+from conformance.test_api import PROGRAMS  # noqa: E402
+from penstock import registry  # noqa: E402
+
+# arguments every operator takes, that say nothing about what it computes
+GLOBAL_ARGUMENTS = {"bytes_per_sample_hint", "preserve", "seed", "device", "name"}
+
+# shared operators without cases yet: operator -> why
+UNCOVERED_OPERATORS = {
+    "external_source": "the harness feeds every case through it; its own arguments are not yet cases",
+    "get_property": "needs a reader or decoder that attaches source info to samples",
+    "peek_image_shape": "needs encoded images; decoder cases are not yet written",
+    "decoders.image": "needs encoded images; decoder cases are not yet written",
+    "decoders.image_crop": "needs encoded images; decoder cases are not yet written",
+    "decoders.image_random_crop": "needs encoded images; decoder cases are not yet written",
+    "decoders.image_slice": "needs encoded images; decoder cases are not yet written",
+    "readers.coco": "needs files on disk; reader cases are not yet written",
+    "readers.file": "needs files on disk; reader cases are not yet written",
+    "readers.mxnet": "needs files on disk; reader cases are not yet written",
+    "readers.numpy": "needs files on disk; reader cases are not yet written",
+    "readers.webdataset": "needs files on disk; reader cases are not yet written",
+    "segmentation.random_mask_pixel": "segmentation cases are not yet written",
+    "segmentation.random_object_bbox": "segmentation cases are not yet written",
+    "segmentation.select_masks": "segmentation cases are not yet written",
+    "per_frame": "sequence cases are not yet written",
+    "sequence_rearrange": "sequence cases are not yet written",
+    "readers.sequence": "needs files on disk; reader cases are not yet written",
+    "io.file.read": "needs files on disk; reader cases are not yet written",
+    "clahe": "cases are not yet written",
+    "debayer": "cases are not yet written",
+    "shapes": "cases are not yet written",
+    "ssd_random_crop": "random box crops: cases are not yet written",
+    "random_crop_generator": "random crop windows: cases are not yet written",
+}
+
+# (operator, argument) -> why no case gives it (none now: every argument of a covered operator is given)
+ARGUMENT_EXEMPTIONS = {}
+
+# operators of DALI's CPU registry (by fn path) that penstock.compat.dali.fn lacks -> why
+MISSING_OPERATORS = {
+    "audio_decoder": "audio: penstock reads and transforms images and tensors, not sound",
+    "audio_resample": "audio: penstock reads and transforms images and tensors, not sound",
+    "decoders.audio": "audio: penstock reads and transforms images and tensors, not sound",
+    "experimental.audio_resample": "audio: penstock reads and transforms images and tensors, not sound",
+    "mel_filter_bank": "audio: penstock reads and transforms images and tensors, not sound",
+    "mfcc": "audio: penstock reads and transforms images and tensors, not sound",
+    "nonsilent_region": "audio: penstock reads and transforms images and tensors, not sound",
+    "power_spectrum": "audio: penstock reads and transforms images and tensors, not sound",
+    "preemphasis_filter": "audio: penstock reads and transforms images and tensors, not sound",
+    "spectrogram": "audio: penstock reads and transforms images and tensors, not sound",
+    "to_decibels": "audio: penstock reads and transforms images and tensors, not sound",
+    "readers.nemo_asr": "audio: penstock reads and transforms images and tensors, not sound",
+    "nemo_asr_reader": "audio: penstock reads and transforms images and tensors, not sound",
+    "decoders.video": "video: penstock has no video decoder",
+    "experimental.decoders.video": "video: penstock has no video decoder",
+    "experimental.inputs.video": "video: penstock has no video decoder",
+    "experimental.readers.video": "video: penstock has no video decoder",
+    "readers.caffe": "Caffe's LMDB datasets: no LMDB reader",
+    "readers.caffe2": "Caffe's LMDB datasets: no LMDB reader",
+    "caffe_reader": "Caffe's LMDB datasets: no LMDB reader",
+    "caffe2_reader": "Caffe's LMDB datasets: no LMDB reader",
+    "decoders.numpy": "not implemented",
+    "experimental.readers.fits": "not implemented",
+    "tensor_resize": "not implemented",
+    "experimental.tensor_resize": "not implemented",
+    "dump_image": "a debugging aid of DALI's (writes images to disk)",
+    "fast_resize_crop_mirror": "deprecated in DALI in favour of resize_crop_mirror",
+    "transform_translation": "deprecated in DALI in favour of transforms.translation",
+}
+
+
+def dali_operators() -> dict[str, str]:
+    """fn path -> DALI schema name, for every fn function of an operator with a CPU implementation."""
+    registered = set(backend.RegisteredCPUOps())
+    found = {}
+
+    def walk(module, prefix, seen):
+        for name in dir(module):
+            value = getattr(module, name)
+            if name.startswith("_") or name == "hidden":  # DALI's internal names of its operators
+                continue
+            if isinstance(value, python_types.ModuleType):
+                if value.__name__.startswith(dali_fn.__name__) and value not in seen:
+                    seen.add(value)
+                    walk(value, f"{prefix}{name}.", seen)
+            elif getattr(value, "_schema_name", None) in registered:
+                found[prefix + name] = value._schema_name
+    walk(dali_fn, "", {dali_fn})
+    return found
+
+
+def shared_operators() -> dict[str, str]:
+    ours = registry.schemas()
+    return {path: schema for path, schema in dali_operators().items() if path in ours}
+
+
+def _penstock_has(path: str) -> bool:
+    target = penstock_fn
+    for part in path.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return False
+    return True
+
+
+def dali_arguments(schema_name: str) -> set[str]:
+    schema = backend.GetSchema(schema_name)
+    return {name for name in schema.GetArgumentNames()
+            if name not in GLOBAL_ARGUMENTS and not schema.IsDeprecatedArg(name)}
+
+
+def test_every_shared_operator_has_cases():
+    covered = {case.op for case in CASES}
+    shared = shared_operators()
+    without = sorted(set(shared) - covered - set(UNCOVERED_OPERATORS))
+    assert not without, f"shared operators with no case: {without}"
+    stale = sorted(op for op in UNCOVERED_OPERATORS if op in covered or op not in shared)
+    assert not stale, f"UNCOVERED_OPERATORS lists operators that have cases or are not shared: {stale}"
+
+
+def test_every_argument_is_exercised():
+    exercised = {}
+    for case in CASES:
+        exercised.setdefault(case.op, set()).update(case.exercised())
+    missing, stale = [], []
+    for path, schema in sorted(shared_operators().items()):
+        if path not in exercised:
+            continue
+        arguments = dali_arguments(schema)
+        missing += [f"{path}:{name}" for name in sorted(arguments - exercised[path])
+                    if (path, name) not in ARGUMENT_EXEMPTIONS]
+        stale += [f"{path}:{name}" for (op, name) in ARGUMENT_EXEMPTIONS
+                  if op == path and (name in exercised[path] or name not in arguments)]
+    assert not missing, f"arguments of DALI's schemas no case gives: {missing}"
+    assert not stale, f"ARGUMENT_EXEMPTIONS lists arguments that cases give or DALI lacks: {stale}"
+    unknown = sorted(op for op, _ in ARGUMENT_EXEMPTIONS if op not in shared_operators())
+    assert not unknown, f"ARGUMENT_EXEMPTIONS names operators that are not shared: {unknown}"
+
+
+def test_missing_operators_are_listed():
+    lacking = {path for path in dali_operators() if not _penstock_has(path)}
+    unlisted = sorted(lacking - set(MISSING_OPERATORS))
+    assert not unlisted, f"operators DALI has and penstock lacks, not in MISSING_OPERATORS: {unlisted}"
+    stale = sorted(set(MISSING_OPERATORS) - lacking)
+    assert not stale, f"MISSING_OPERATORS lists operators penstock now has (or DALI lacks): {stale}"
+
+
+def test_known_differences_name_cases():
+    ids = {case.id for case in CASES} | {f"api[{name}]" for name in PROGRAMS}
+    stale = sorted(set(KNOWN_DIFFERENCES) - ids)
+    assert not stale, f"KNOWN_DIFFERENCES names no case: {stale}"

@@ -64,3 +64,40 @@ def test_ddp_training_under_torchrun(tmp_path):
     # 21 files: shards of 10 and 11, so every rank takes 2 full batches (DROP) each epoch
     assert lines == [line for line in lines if "2 steps on each of 2 processes" in line] and len(lines) == 2, \
         (result.stdout[-2000:], result.stderr[-2000:])
+
+
+def test_ssd_crop_keeps_boxes_on_their_objects():
+    """SSD's random_bbox_crop -> decoders.image_slice (the example's steps): after the crop, each box (ltrb,
+    relative to the window) still frames its bright rectangle in the decoded window."""
+    import cv2
+    import numpy as np
+
+    from penstock import fn, pipeline_def
+
+    height, width = 120, 200
+    image = np.full((height, width, 3), 20, np.uint8)
+    left, top, right, bottom = 130, 30, 170, 90  # the object, in pixels
+    image[top:bottom, left:right] = 250
+    data = np.frombuffer(cv2.imencode(".png", image)[1].tobytes(), np.uint8)
+    box = np.array([[left / width, top / height, right / width, bottom / height]], np.float32)
+
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None, seed=11)
+    def crops():
+        encoded = fn.external_source(source=lambda: [data] * 8, batch=True)
+        boxes = fn.external_source(source=lambda: [box] * 8, batch=True)
+        anchor, shape, cropped, _ = fn.random_bbox_crop(
+            boxes, fn.external_source(source=lambda: [np.array([1], np.int32)] * 8, batch=True),
+            aspect_ratio=[0.5, 2.0], thresholds=[0.1, 0.3, 0.5], scaling=[0.3, 1.0], bbox_layout="xyXY",
+            allow_no_crop=False, num_attempts=50)
+        return fn.decoders.image_slice(encoded, anchor, shape), cropped
+
+    pipe = crops()
+    windows, boxes = pipe.run()
+    pipe.close()
+    for index in range(8):
+        window, [[x0, y0, x1, y1]] = np.array(windows.at(index)), np.array(boxes.at(index))
+        rows, columns = window.shape[:2]
+        bright = window[..., 0] > 128
+        found_rows, found_columns = np.nonzero(bright.any(1))[0], np.nonzero(bright.any(0))[0]
+        assert abs(found_rows[0] - y0 * rows) <= 1.5 and abs(found_rows[-1] + 1 - y1 * rows) <= 1.5
+        assert abs(found_columns[0] - x0 * columns) <= 1.5 and abs(found_columns[-1] + 1 - x1 * columns) <= 1.5

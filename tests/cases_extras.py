@@ -1,11 +1,14 @@
 """Cases of the sequence operators (penstock.operators.sequences), random_crop_generator
-(penstock.operators.crop_generator) and io.file.read (penstock.operators.file_io) for the coverage
-test; the operators' own tests, against numpy and DALI, are in tests/test_sequences.py,
-tests/test_crop_generator.py and tests/test_file_io.py.
+(penstock.operators.crop_generator), io.file.read (penstock.operators.file_io), clahe and debayer
+(penstock.operators.image_extras) for the coverage test; the operators' own tests, against numpy,
+OpenCV and DALI, are in tests/test_sequences.py, tests/test_crop_generator.py, tests/test_file_io.py
+and tests/test_image_extras.py.
 
 References: per_frame hands the data on untouched; sequence_rearrange against numpy's indexing of
 the first axis (exact); random_crop_generator's windows lie inside the images whose shapes it is
-given, as int32 (y, x) pairs; io.file.read against Python's read of the files (exact).
+given, as int32 (y, x) pairs; io.file.read against Python's read of the files (exact); clahe
+against OpenCV's CLAHE of each channel (exact); debayer of the images' green channel read as
+Bayer sensor images against OpenCV's bilinear demosaicing (exact).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pathlib
 import shutil
 import tempfile
 
+import cv2
 import numpy as np
 from operator_cases import Case, on_device, ragged_images
 
@@ -58,5 +62,11 @@ CASES = {
                                lambda samples, _: [s[ORDER] for s in samples]),
     "random_crop_generator": Case(ragged_images, lambda node, device: tuple(fn.random_crop_generator(fn.shapes(node))),
                                   _windows_inside),
+    "clahe": Case(ragged_images, lambda node, device: fn.clahe(node, tiles_x=3, tiles_y=2, clip_limit=2.0, luma_only=False),
+                  lambda samples, _: [np.stack([cv2.createCLAHE(2.0, (3, 2)).apply(np.ascontiguousarray(s[:, :, c]))
+                                                for c in range(3)], axis=2) for s in samples]),
+    "debayer": Case(lambda: [s[:s.shape[0] // 2 * 2, :s.shape[1] // 2 * 2, 1:2].copy() for s in ragged_images()],
+                    lambda node, device: fn.debayer(node, blue_position=(0, 1)),
+                    lambda samples, _: [cv2.cvtColor(s[:, :, 0], cv2.COLOR_BayerGB2RGB) for s in samples]),
     "io.file.read": Case(_file_paths, lambda node, device: fn.io.file.read(node), _file_contents),
 }

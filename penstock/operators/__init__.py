@@ -9,4 +9,4 @@ from penstock.operators import distortions, erase_paste, mixing, transforms  # n
 from penstock.operators import coco, record_readers  # noqa: F401,E402
 from penstock.operators import boxes  # noqa: F401,E402
 from penstock.operators import segmentation, subscript  # noqa: F401,E402
-from penstock.operators import crop_generator, file_io, sequences  # noqa: F401,E402
+from penstock.operators import crop_generator, file_io, image_extras, sequences  # noqa: F401,E402

@@ -30,7 +30,7 @@ IMAGES = lambda: fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8
     (lambda: fn.random.uniform(range=(2, 1)), "random.uniform: argument 'range' must be \\[low, high\\]"),
     (lambda: fn.external_source(source=lambda: [], cycle="sometimes"), "external_source: argument 'cycle'"),
     (lambda: fn.readers.file(), "readers.file: give the files to read"),
-    (lambda: fn.normalize(IMAGES(), batch=True), "normalize: argument 'batch'"),
+    (lambda: fn.normalize(IMAGES(), axes=(0,), axis_names="H"), "normalize: arguments 'axes' and 'axis_names' exclude"),
 ])
 def test_bad_combinations_fail_where_the_operator_is_called(call, message):
     with pytest.raises(ValueError, match=message):

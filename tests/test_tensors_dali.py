@@ -244,3 +244,34 @@ def test_ops_class_names():
     from penstock.compat.dali import ops
     names = [name for name in dir(dali_ops.reductions) if not name.startswith("_")]
     assert names and all(hasattr(ops.reductions, name) for name in names)
+
+
+GRAYS = [np.arange(6, dtype=np.uint8).reshape(2, 3), (np.arange(12, dtype=np.uint8) * 3).reshape(4, 3)]
+NORMALIZE = {
+    "per sample": lambda fn, t, x: fn.normalize(x),
+    "batch": lambda fn, t, x: fn.normalize(x, batch=True),
+    "batch axes": lambda fn, t, x: fn.normalize(x, batch=True, axes=[0]),
+    "batch axis_names": lambda fn, t, x: fn.normalize(x, batch=True, axis_names="H"),
+    "batch, extents that differ": lambda fn, t, x: fn.normalize(x, batch=True, axis_names="W"),
+    "batch, mean given": lambda fn, t, x: fn.normalize(x, batch=True, mean=2.0),
+    "batch, mean per sample": lambda fn, t, x: fn.normalize(x, batch=True, mean=fn.reductions.mean(x)),
+    "axis_names": lambda fn, t, x: fn.normalize(x, axis_names="W"),
+    "axes and axis_names": lambda fn, t, x: fn.normalize(x, axes=[0], axis_names="H"),
+    "mean per sample": lambda fn, t, x: fn.normalize(x, mean=fn.reductions.mean(x, axes=[0], keep_dims=True), axes=[0]),
+    "stddev per sample": lambda fn, t, x: fn.normalize(x, axes=[1], stddev=fn.reductions.std_dev(
+        x, fn.reductions.mean(x, axes=[1], keep_dims=True), axes=[1], keep_dims=True)),
+    "mean given": lambda fn, t, x: fn.normalize(x, mean=2.0),
+    "mean as a list": lambda fn, t, x: fn.normalize(x, mean=[1.0, 2.0, 3.0], axes=[0]),
+    "stddev and epsilon": lambda fn, t, x: fn.normalize(x, stddev=2.0, epsilon=5.0),
+    "epsilon and ddof": lambda fn, t, x: fn.normalize(x, epsilon=1, ddof=1),
+    "scale, shift, uint8": lambda fn, t, x: fn.normalize(x, scale=64, shift=128, dtype=t.UINT8),
+    "int16": lambda fn, t, x: fn.normalize(x, scale=1000, dtype=t.INT16),
+    "float16 refused": lambda fn, t, x: fn.normalize(x, dtype=t.FLOAT16),
+    "constant samples": lambda fn, t, x: fn.normalize(fn.reshape(fn.reductions.min(x, keep_dims=True), shape=[1, 1]),
+                                                      shift=3),
+}
+
+
+@pytest.mark.parametrize("name", list(NORMALIZE))
+def test_normalize(name):
+    _same(NORMALIZE[name], GRAYS, "HW", rtol=1e-5)

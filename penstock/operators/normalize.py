@@ -3,12 +3,13 @@
 normalization rules are penstock.numeric's, shared by both devices."""
 from __future__ import annotations
 
+import numbers
 import threading
 
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator, arg_column, distinct_args
+from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator, arg_column, distinct_args
 from penstock.kernels import cpu_image
 from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
 from penstock.operators.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
@@ -45,24 +46,44 @@ registry.register_schema(OpSchema(
     checks=(_check_mean_std,),
     input_names=("images",)))
 
+def _check_normalize(static: dict, per_sample: frozenset) -> None:
+    """As DALI: mean and stddev are numbers or per-sample tensors, the latter not with batch=True;
+    axes and axis_names exclude each other."""
+    for name in ("mean", "stddev"):
+        value = static.get(name)
+        if name not in per_sample and value is not None and not isinstance(value, numbers.Real):
+            raise ArgError(f"argument '{name}' must be a number, or a per-sample tensor (a DataNode), got {value!r}")
+        if name in per_sample and static["batch"]:
+            raise ArgError(f"argument '{name}' cannot be given per sample with batch=True")
+    if static.get("stddev") is not None and "stddev" not in per_sample and static["stddev"] < 0:
+        raise ArgError(f"argument 'stddev' must not be negative, got {static['stddev']}")
+    if static["axes"] is not None and static["axis_names"] is not None:
+        raise ArgError("arguments 'axes' and 'axis_names' exclude each other; give one")
+    if static["dtype"].numpy in (np.float16, np.float64, np.bool_):
+        raise ArgError(f"dtype {np.dtype(static['dtype'].numpy).name} is not an output type of normalize "
+                       "(float32 or integers)")
+
+
 registry.register_schema(OpSchema(
     name="normalize", class_name="Normalize",
-    doc="(x - mean) / sqrt(stddev^2 + epsilon) * scale + shift per sample; mean and stddev are computed "
-        "over ``axes`` (default all) unless given.",
+    doc="(x - mean) / sqrt(stddev^2 + epsilon) * scale + shift; mean and stddev are computed over ``axes`` "
+        "(default all) per sample, or over the whole batch with batch=True, unless given.",
     args=(
-        Arg("mean", "floats", None, "Mean to subtract; default computed per sample.", per_sample=True),
-        Arg("stddev", "floats", None, "Standard deviation; default computed per sample.", per_sample=True,
-            min=0.0),
+        Arg("mean", "any", None, "Mean to subtract: a number, or per sample a tensor of the input's number of "
+            "dimensions with extent 1 or the input's on each axis; default computed.", per_sample=True),
+        Arg("stddev", "any", None, "Standard deviation, given as mean is; default computed (around the mean).",
+            per_sample=True),
         Arg("axes", "ints", None, "Axes the statistics reduce over; default all.", min=0),
-        Arg("axis_names", "str", None, "Axes by layout letters (not supported yet: pass axes)", choices=(None,)),
-        Arg("batch", "bool", False, "Statistics over the whole batch: not supported yet (only False)",
-            choices=(False,)),
+        Arg("axis_names", "str", None, "The axes the statistics reduce over by layout name (instead of axes)."),
+        Arg("batch", "bool", False, "Statistics over the whole batch (the samples' extents on the other axes must "
+            "agree); mean and stddev cannot then be given per sample."),
         Arg("scale", "float", 1.0, "Multiplies the result."),
         Arg("shift", "float", 0.0, "Added after scale."),
         Arg("epsilon", "float", 0.0, "Added to the variance.", min=0.0),
         Arg("ddof", "int", 0, "Delta degrees of freedom of the computed variance.", min=0),
-        Arg("dtype", "dtype", types.FLOAT, "Output type."),
+        Arg("dtype", "dtype", types.FLOAT, "Output type: float32 or an integer type (rounded and saturated)."),
     ),
+    checks=(_check_normalize,),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
@@ -201,55 +222,105 @@ class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, B
 
 class NormalizeDeclaration:
     def declare_outputs(self, inputs):
+        """Resolves axis_names from the input's layout, once."""
+        if self.args["axis_names"] is not None:
+            layout, names = inputs[0].layout, self.args["axis_names"]
+            if not layout or any(name not in layout for name in names):
+                raise ValueError(f"{self.name}: axis_names '{names}' are not all in the input's layout "
+                                 f"'{layout or 'unknown'}'; give axes instead")
+            self.args = {**self.args, "axes": tuple(layout.index(name) for name in names)}
         return inputs[0].but(dtype=self.args["dtype"].numpy)
 
 
-def _reduced_axes(args: dict, ndim: int, shape) -> tuple:
-    axes = tuple(args["axes"]) if args["axes"] is not None else tuple(range(ndim))
+def _reduced_axes(args: dict, shape) -> tuple:
+    axes = tuple(args["axes"]) if args["axes"] is not None else tuple(range(len(shape)))
     for axis in axes:
-        if axis >= ndim:
+        if axis >= len(shape):
             raise ValueError(f"normalize: axis {axis} out of range for a sample of shape {tuple(shape)}")
     return axes
 
 
+def _parameter(xp, value, sample, name: str):
+    """A given mean or stddev as an array that broadcasts against ``sample``: a number, or a per-sample
+    tensor of the sample's dimensions, each of extent 1 or the sample's (DALI's rule)."""
+    array = np.asarray(value, np.float32)
+    if array.ndim and (array.ndim != sample.ndim or any(p not in (1, s) for p, s in zip(array.shape, sample.shape))):
+        raise ValueError(f"normalize: '{name}' of shape {array.shape} for a sample of shape {tuple(sample.shape)}: "
+                         "each extent must be 1 or the sample's")
+    return array if xp is np else xp.as_tensor(array, device=sample.device)
+
+
+def normalize_samples(xp, samples: list, args: list) -> list:
+    """The normalized samples (float32 arrays of ``xp``: numpy or torch), with statistics per sample,
+    or over all of them with batch=True (the samples' extents on the other axes must agree)."""
+    first = args[0]
+    data = [sample.astype(np.float32) if xp is np else sample.to(xp.float32) for sample in samples]
+    axes = _reduced_axes(first, data[0].shape) if data else ()
+
+    def total(values):  # sums over the axes, kept as extents of 1
+        return values.sum(axis=axes, keepdims=True) if xp is np else values.sum(dim=axes, keepdim=True)
+
+    if first["batch"] and data:
+        kept = [axis for axis in range(data[0].ndim) if axis not in axes]
+        for index, sample in enumerate(data):
+            if sample.ndim != data[0].ndim or any(sample.shape[axis] != data[0].shape[axis] for axis in kept):
+                raise ValueError(f"normalize: batch=True needs the samples' extents on the axes not reduced to "
+                                 f"agree; sample {index} has shape {tuple(sample.shape)}, sample 0 "
+                                 f"{tuple(data[0].shape)}")
+        count = sum(int(np.prod([sample.shape[axis] for axis in axes])) for sample in data)
+        mean = _parameter(xp, first["mean"], data[0], "mean") if first["mean"] is not None else \
+            sum(total(sample) for sample in data) / count
+        means = [mean] * len(data)
+        if first["stddev"] is None:
+            variance = sum(total((sample - mean) ** 2) for sample in data) / max(count - first["ddof"], 1)
+            stddevs = [variance ** 0.5] * len(data)
+        else:
+            stddevs = [_parameter(xp, first["stddev"], data[0], "stddev")] * len(data)
+    else:
+        means, stddevs = [], []
+        for sample, a in zip(data, args):
+            count = int(np.prod([sample.shape[axis] for axis in _reduced_axes(a, sample.shape)]))
+            mean = _parameter(xp, a["mean"], sample, "mean") if a["mean"] is not None else total(sample) / count
+            means.append(mean)
+            stddevs.append(_parameter(xp, a["stddev"], sample, "stddev") if a["stddev"] is not None else
+                           (total((sample - mean) ** 2) / max(count - a["ddof"], 1)) ** 0.5)
+    results = []
+    for sample, mean, stddev, a in zip(data, means, stddevs, args):
+        denominator = (stddev * stddev + np.float32(a["epsilon"])) ** 0.5
+        if xp is np:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                result = np.where(denominator == 0, np.float32(0), (sample - mean) / denominator)
+        else:
+            result = xp.where(denominator == 0, xp.zeros_like(sample), (sample - mean) / denominator)
+        results.append(result * np.float32(a["scale"]) + np.float32(a["shift"]))
+    return results
+
+
 @registry.register("normalize", "cpu")
 class Normalize(NormalizeDeclaration, SampleOperator):
+    """Per sample on the workers; with batch=True (statistics of the whole batch) a whole-batch
+    operator (NormalizeBatch)."""
+
+    def __new__(cls, args, context):
+        return object.__new__(NormalizeBatch if args["batch"] else cls)
+
     def run(self, inputs, args, sample, out=None):
-        data = inputs[0].astype(np.float32)
-        axes = _reduced_axes(args, data.ndim, data.shape)
-        mean = np.asarray(args["mean"], np.float32) if args["mean"] is not None else data.mean(axis=axes, keepdims=True)
-        if args["stddev"] is not None:
-            stddev = np.asarray(args["stddev"], np.float32)
-        else:
-            count = np.prod([data.shape[a] for a in axes])
-            variance = ((data - mean) ** 2).sum(axis=axes, keepdims=True) / max(count - args["ddof"], 1)
-            stddev = np.sqrt(variance)
-        denominator = np.sqrt(stddev.astype(np.float32) ** 2 + args["epsilon"])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            result = (data - mean) / denominator
-        result = np.where(denominator == 0, 0.0, result) * args["scale"] + args["shift"]
+        (result,) = normalize_samples(np, [np.asarray(inputs[0])], [args])
         return numeric.saturate(result, args["dtype"].numpy)
+
+
+class NormalizeBatch(Normalize, WholeBatchOperator):
+    def run_batch(self, inputs, args, params):
+        return [numeric.saturate(result, a["dtype"].numpy)
+                for result, a in zip(normalize_samples(np, [np.asarray(s) for s in inputs[0]], args), args)]
 
 
 @registry.register("normalize", "gpu", requires=devices.gpu_problem)
 class NormalizeGpu(NormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         import torch
-        results = []
-        for sample, a in zip(tensors_of(inputs[0]), args):
-            data = sample.to(torch.float32)
-            axes = _reduced_axes(a, data.dim(), data.shape)
-            mean = torch.tensor(a["mean"], device=data.device) if a["mean"] is not None else \
-                data.mean(dim=axes, keepdim=True)
-            if a["stddev"] is not None:
-                stddev = torch.tensor(a["stddev"], device=data.device)
-            else:
-                count = int(np.prod([data.shape[axis] for axis in axes]))
-                stddev = (((data - mean) ** 2).sum(dim=axes, keepdim=True) / max(count - a["ddof"], 1)).sqrt()
-            denominator = (stddev ** 2 + a["epsilon"]).sqrt()
-            result = torch.where(denominator == 0, torch.zeros_like(data), (data - mean) / denominator)
-            results.append(numeric.saturate_tensor(result * a["scale"] + a["shift"], types.to_torch_dtype(a["dtype"])))
-        return results
+        results = normalize_samples(torch, tensors_of(inputs[0]), args)
+        return [numeric.saturate_tensor(result, types.to_torch_dtype(a["dtype"])) for result, a in zip(results, args)]
 
 
 class CastDeclaration:

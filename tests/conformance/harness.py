@@ -254,8 +254,12 @@ class Outcome:
 def run(case: Case, library_name: str) -> Outcome:
     lib, fn, types = _library(library_name)
 
+    # penstock's worker processes (its default) give the same results as its threads, and forking
+    # them for each of a thousand one-batch pipelines would take most of the tier's time
+    own = {"worker_processes": False} if library_name.startswith("penstock") else {}
+
     @lib.pipeline_def(batch_size=case.size, num_threads=1, device_id=None, seed=SEED,
-                      prefetch_queue_depth=1)
+                      prefetch_queue_depth=1, **own)
     def pipeline():
         inputs = [_feed(fn, data.samples, data.layout) for data in case.inputs]
         kwargs = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -92,6 +93,15 @@ def _as_str(value):
     return value
 
 
+def _as_path(value):
+    """A file or folder: a string or an os.PathLike (pathlib.Path), as a string."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ArgTypeError(f"expected a path (a string or a pathlib.Path), got {value!r}")
+    return value
+
+
 def _sequence_of(convert):
     def convert_sequence(value):
         if isinstance(value, np.ndarray):
@@ -152,6 +162,8 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "ints": _sequence_of(_as_int),
     "floats": _sequence_of(_as_float),
     "strs": _sequence_of(_as_str),
+    "path": _as_path,
+    "paths": _sequence_of(_as_path),
     "dtype": _as_dtype,
     "dtypes": _sequence_of(_as_dtype),
     "image_type": _as_enum(types.DALIImageType),

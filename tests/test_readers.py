@@ -1,7 +1,10 @@
 """readers.file: where files and labels come from, epochs, shuffling, shards, padding, and errors."""
 from __future__ import annotations
 
+import io
 import os
+import pathlib
+import tarfile
 
 import numpy as np
 import pytest
@@ -73,7 +76,7 @@ def test_folder_tree_reads_nested_folders_and_skips_non_images(tmp_path):
     assert pipe.epoch_size("Reader") == 3
     _, labels = pipe.run()
     pipe.close()
-    assert sorted(int(label[0]) for label in labels) == [0, 0, 1]
+    assert sorted(int(np.asarray(label)[0]) for label in labels) == [0, 0, 1]
 
 
 def test_file_list_gives_paths_and_labels(tmp_path):
@@ -84,7 +87,7 @@ def test_file_list_gives_paths_and_labels(tmp_path):
     pipe = reader_pipeline(batch_size=3, file_list=str(listing))  # paths relative to the list's folder
     jpegs, labels = pipe.run()
     pipe.close()
-    assert [int(label[0]) for label in labels] == [7, 3, 11]
+    assert [int(np.asarray(label)[0]) for label in labels] == [7, 3, 11]
     assert bytes(jpegs.at(1)) == file_bytes(str(tmp_path / "sub" / "y.jpg"))
 
 
@@ -105,13 +108,13 @@ def test_files_with_labels_and_default_labels(flat_root):
     pipe = reader_pipeline(batch_size=3, file_root=root, files=names[:3], labels=[30, 10, 20])
     jpegs, labels = pipe.run()
     pipe.close()
-    assert [int(label[0]) for label in labels] == [30, 10, 20]
+    assert [int(np.asarray(label)[0]) for label in labels] == [30, 10, 20]
     assert bytes(jpegs.at(2)) == file_bytes(os.path.join(root, names[2]))
 
     pipe = reader_pipeline(batch_size=3, files=[os.path.join(root, name) for name in names[:3]])
     _, labels = pipe.run()
     pipe.close()
-    assert [int(label[0]) for label in labels] == [0, 1, 2]  # default: the position in files
+    assert [int(np.asarray(label)[0]) for label in labels] == [0, 1, 2]  # default: the position in files
 
 
 def test_file_filters_choose_the_extensions(tmp_path):
@@ -188,7 +191,7 @@ def test_short_last_batch_is_padded_and_marked(flat_root, pad_last_batch):
     for _ in range(4):
         _, labels = pipe.run()
         infos.append(pipe.last_epoch_info)
-        batches.append([int(label[0]) for label in labels])
+        batches.append([int(np.asarray(label)[0]) for label in labels])
     pipe.close()
     assert [(info.epoch, info.valid, info.last) for info in infos] == [
         (0, 4, False), (0, 4, False), (0, 2, True), (1, 4, False)]
@@ -294,3 +297,71 @@ def test_reader_arguments_are_checked_where_called(flat_root):
         reader_pipeline(file_root=root, num_shards=0)
     with pytest.raises(TypeError, match="did you mean 'random_shuffle'"):
         reader_pipeline(file_root=root, random_shufle=True)
+
+
+# ---- paths as pathlib.Path -----------------------------------------------------------------------
+PATH_ARGUMENTS = {"readers.file": ("file_root", "file_list", "files"),
+                  "readers.numpy": ("file_root", "file_list", "files"),
+                  "readers.tfrecord": ("path", "index_path"), "readers.webdataset": ("paths", "index_paths"),
+                  "readers.mxnet": ("path", "index_path"),
+                  "readers.coco": ("file_root", "annotations_file", "preprocessed_annotations",
+                                   "save_preprocessed_annotations_dir", "images")}
+
+
+@pytest.mark.parametrize("name, argument", [(name, argument) for name, arguments in PATH_ARGUMENTS.items()
+                                            for argument in arguments])
+def test_every_file_and_folder_argument_takes_a_pathlib_path(name, argument):
+    from penstock import registry
+    schema = registry.get_schema(name)
+    plural = schema.all_args[argument].kind == "paths"
+    for given in (pathlib.Path("/data/x"), "/data/x", [pathlib.Path("/data/x"), "y"]):
+        if isinstance(given, list) and not plural:
+            continue
+        value = schema.all_args[argument].convert(given)
+        expected = [os.fspath(item) for item in given] if isinstance(given, list) else os.fspath(given)
+        assert value == (tuple(expected) if plural and isinstance(given, list) else
+                         (expected,) if plural else expected)
+    with pytest.raises(TypeError, match="expected a path"):
+        schema.all_args[argument].convert(b"/data/x")
+
+
+def test_file_reader_reads_the_same_through_paths(tmp_path):
+    names = make_flat_files(str(tmp_path), 4, height=8, width=8)
+    expected = [file_bytes(str(tmp_path / name)) for name in names]
+    (tmp_path / "list.txt").write_text("".join(f"{name} {i}\n" for i, name in enumerate(names)))
+    make_class_tree(str(tmp_path / "tree"), {"only": 4}, height=8, width=8)
+    tree = sorted((tmp_path / "tree" / "only").iterdir())
+    forms = [(dict(file_root=tmp_path / "tree"), [path.read_bytes() for path in tree]),
+             (dict(file_root=tmp_path, file_list=tmp_path / "list.txt"), expected),
+             (dict(file_root=tmp_path, files=[pathlib.Path(name) for name in names]), expected),
+             (dict(files=[tmp_path / name for name in names], labels=[0, 1, 2, 3]), expected)]
+    for form, want in forms:
+        pipe = reader_pipeline(**form)
+        data, _ = pipe.run()
+        assert [bytes(np.asarray(sample)) for sample in data] == want
+        pipe.close()
+
+
+def test_numpy_and_webdataset_readers_read_through_paths(tmp_path):
+    arrays = [np.arange(6, dtype=np.int16).reshape(2, 3) + i for i in range(2)]
+    for i, array in enumerate(arrays):
+        np.save(tmp_path / f"a{i}.npy", array)
+    archive = tmp_path / "shard.tar"
+    with tarfile.open(archive, "w") as tar:
+        for i in range(2):
+            payload = bytes([i, i + 1])
+            member = tarfile.TarInfo(f"sample{i}.bin")
+            member.size = len(payload)
+            tar.addfile(member, io.BytesIO(payload))
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipeline():
+        return (fn.readers.numpy(file_root=tmp_path, files=[pathlib.Path("a0.npy"), "a1.npy"]),
+                fn.readers.webdataset(paths=archive, ext="bin"))
+
+    pipe = pipeline()
+    read, archived = pipe.run()
+    for got, array in zip(read, arrays):
+        np.testing.assert_array_equal(np.asarray(got), array)
+    assert [bytes(np.asarray(sample)) for sample in archived] == [bytes([0, 1]), bytes([1, 2])]
+    pipe.close()

@@ -56,8 +56,8 @@ registry.register_schema(OpSchema(
         "renumbered 1..K in the order the file lists them (0 is left for the background), unless "
         "``avoid_class_remapping``.",
     args=(
-        Arg("file_root", "str", None, "Folder holding the images (their file_name is relative to it)."),
-        Arg("annotations_file", "str", "", "The COCO instances JSON file."),
+        Arg("file_root", "path", None, "Folder holding the images (their file_name is relative to it)."),
+        Arg("annotations_file", "path", "", "The COCO instances JSON file."),
         Arg("ltrb", "bool", False, "Boxes as [left, top, right, bottom] instead of [x, y, width, height]."),
         Arg("ratio", "bool", False, "Box and vertex coordinates relative to the image's width and height."),
         Arg("size_threshold", "float", 0.1, "Objects whose box is narrower or lower than this (pixels) are left out."),
@@ -67,15 +67,15 @@ registry.register_schema(OpSchema(
         Arg("pixelwise_masks", "bool", False, "Output a mask of labels per pixel (polygons and run-length masks)."),
         Arg("image_ids", "bool", False, "Output each image's id."),
         Arg("avoid_class_remapping", "bool", False, "Labels are the file's category ids as they are."),
-        Arg("images", "strs", None, "Read only these images (file_name as in the annotations file), in this "
+        Arg("images", "paths", None, "Read only these images (file_name as in the annotations file), in this "
             "order; a name given twice is read twice."),
-        Arg("preprocessed_annotations", "str", "", "Folder holding an index that save_preprocessed_annotations "
+        Arg("preprocessed_annotations", "path", "", "Folder holding an index that save_preprocessed_annotations "
             "wrote, read instead of annotations_file: the images and objects that the saving reader's filters kept "
             "(size_threshold, include_iscrowd, skip_empty, avoid_class_remapping); ltrb and ratio are this reader's."),
         Arg("save_preprocessed_annotations", "bool", False, "Write the parsed index to "
             "save_preprocessed_annotations_dir (a JSON file and .npy arrays of numbers; the masks too with "
             "polygon_masks or pixelwise_masks)."),
-        Arg("save_preprocessed_annotations_dir", "str", "", "Where save_preprocessed_annotations writes."),
+        Arg("save_preprocessed_annotations_dir", "path", "", "Where save_preprocessed_annotations writes."),
         *READER_ARGS,
     ),
     num_inputs=(0, 0),

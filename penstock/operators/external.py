@@ -23,7 +23,9 @@ SCHEMA = registry.register_schema(OpSchema(
         "``cycle`` an iterable is gone through once: its end ends the epoch, and it does not start "
         "over. Without ``source``, feed each iteration's data with ``Pipeline.feed_input`` from "
         "``iter_setup``. A batch is a list of per-sample arrays, or one array / torch tensor / CuPy "
-        "array whose first dimension is the batch.",
+        "array whose first dimension is the batch. As in DALI, parallel=True needs a callable that "
+        "takes the info, or batch=True, and no_copy not False; prefetch_queue_depth is only for "
+        "parallel sources, repeat_last only for fed ones.",
     args=(
         Arg("source", "any", None, "A callable, an iterable, a generator function, or None for feed_input."),
         Arg("num_outputs", "int", None, "How many outputs the source gives per call (a tuple of that "
@@ -39,13 +41,12 @@ SCHEMA = registry.register_schema(OpSchema(
         Arg("ndim", "any", None, "Expected number of dimensions per sample (a list: one per output)."),
         Arg("layout", "any", None, "Layout string of the samples (a list: one per output)."),
         Arg("no_copy", "bool", None, "Accepted for DALI compatibility: data is never copied "
-            "unless a conversion needs it. Not False with parallel=True."),
+            "unless a conversion needs it."),
         Arg("blocking", "bool", True, "Accepted for DALI compatibility."),
         Arg("batch_info", "bool", False, "Pass a batch=True callable a BatchInfo (iteration, "
             "epoch_idx) rather than the iteration index."),
-        Arg("parallel", "bool", False, "Accepted for DALI compatibility (with DALI's checks of the "
-            "source); sources run in the producer thread."),
-        Arg("prefetch_queue_depth", "int", None, "Accepted for DALI compatibility, with parallel=True.", min=1),
+        Arg("parallel", "bool", False, "Accepted for DALI compatibility; sources run in the producer thread."),
+        Arg("prefetch_queue_depth", "int", None, "Accepted for DALI compatibility.", min=1),
         Arg("cuda_stream", "any", None, "Accepted for DALI compatibility."),
         Arg("use_copy_kernel", "bool", False, "Accepted for DALI compatibility."),
         Arg("repeat_last", "bool", False, "Without new fed data, give the last batch again (sources "

@@ -64,9 +64,9 @@ FILE_SCHEMA = registry.register_schema(OpSchema(
         "(labels 0..K-1 in sorted folder order); ``file_list``, a text file of 'path label' lines "
         "(paths relative to file_root); or ``files`` (and optionally ``labels``).",
     args=(
-        Arg("file_root", "str", None, "Folder of the data, or the base of relative paths in file_list/files."),
-        Arg("file_list", "str", None, "Text file with one 'relative/path label' per line."),
-        Arg("files", "strs", None, "Paths of the files (relative to file_root when it is given)."),
+        Arg("file_root", "path", None, "Folder of the data, or the base of relative paths in file_list/files."),
+        Arg("file_list", "path", None, "Text file with one 'relative/path label' per line."),
+        Arg("files", "paths", None, "Paths of the files (relative to file_root when it is given)."),
         Arg("labels", "ints", None, "One label per entry of files; default 0, 1, 2, ..."),
         Arg("file_filters", "strs", None, "Globs the names of the files in a folder tree match, as DALI's "
             "('*.jpg'; a bare extension, '.jpg', means '*.jpg'). Default: images and audio."),
@@ -376,12 +376,12 @@ registry.register_schema(OpSchema(
         "file must hold one element type and number of dimensions, that of the first. With device='gpu' the "
         "files are read on the CPU and the arrays moved to the GPU (DALI reads them through GPUDirect Storage).",
     args=(
-        Arg("file_root", "str", None, "Folder of the files, or the base of relative paths in file_list/files."),
+        Arg("file_root", "path", None, "Folder of the files, or the base of relative paths in file_list/files."),
         Arg("file_filter", "str", "*.npy", "Glob that the names of the files in file_root and its immediate "
             "sub-folders match (case-sensitive); ignored with file_list or files."),
-        Arg("file_list", "str", None, "Text file with one path per line, relative to file_root, else to the "
+        Arg("file_list", "path", None, "Text file with one path per line, relative to file_root, else to the "
             "list's folder."),
-        Arg("files", "strs", None, "Paths of the files (relative to file_root when it is given)."),
+        Arg("files", "paths", None, "Paths of the files (relative to file_root when it is given)."),
         Arg("roi_start", "ints", None, "Start of the region of interest, in elements (one value per axis of "
             "roi_axes, or of the array)."),
         Arg("rel_roi_start", "floats", None, "Start of the region, as fractions of the extents."),
@@ -590,7 +590,7 @@ registry.register_schema(OpSchema(
         "DALI). The frames are decoded (``image_type``) and stacked: uint8, layout FHWC; a stream's frames "
         "must share one size.",
     args=(
-        Arg("file_root", "str", REQUIRED, "The folder of streams."),
+        Arg("file_root", "path", REQUIRED, "The folder of streams."),
         Arg("sequence_length", "int", REQUIRED, "Frames in a sample.", min=1),
         Arg("step", "int", 1, "Frames between the starts of a stream's consecutive samples.", min=1),
         Arg("stride", "int", 1, "Frames between consecutive frames of a sample.", min=1),

@@ -128,8 +128,8 @@ registry.register_schema(OpSchema(
         "values. Samples are the records of the files in order (``index_path``, DALI's tfrecord2idx files, "
         "say where each starts; without them the files are scanned once at build).",
     args=(
-        Arg("path", "strs", REQUIRED, "The TFRecord files."),
-        Arg("index_path", "strs", None, "One index file per TFRecord file ('offset size' per record, as "
+        Arg("path", "paths", REQUIRED, "The TFRecord files."),
+        Arg("index_path", "paths", None, "One index file per TFRecord file ('offset size' per record, as "
             "tfrecord2idx writes)."),
         Arg("features", "any", REQUIRED, "Feature name -> what to read (penstock.tfrecord)."),
         Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
@@ -196,10 +196,10 @@ registry.register_schema(OpSchema(
         "``index_paths`` (DALI's wds2idx files, v1.1 or v1.2) say where each sample's files lie; without "
         "them the archives are read once at build for their members.",
     args=(
-        Arg("paths", "strs", REQUIRED, "The tar archives."),
+        Arg("paths", "paths", REQUIRED, "The tar archives."),
         Arg("ext", "strs", REQUIRED, "Per output, the extensions its file may have, separated by ';' (e.g. "
             "'jpg;png'; extensions may hold dots, 'left.png')."),
-        Arg("index_paths", "strs", None, "One index file per archive (DALI's wds2idx)."),
+        Arg("index_paths", "paths", None, "One index file per archive (DALI's wds2idx)."),
         Arg("case_sensitive_extensions", "bool", True, "Whether 'jpg' matches only 'jpg' (else also 'JPG')."),
         Arg("missing_component_behavior", "str", "", "A sample without a file for an output: '' or 'empty' "
             "(an empty array), 'skip' (the sample is left out) or 'error' (refused at build, naming it).",
@@ -562,8 +562,8 @@ registry.register_schema(OpSchema(
         "(float32, 1-D: the header's label, or the several labels the header announces). ``index_path`` "
         "(im2rec's .idx files) says where each record starts; without them the files are walked once at build.",
     args=(
-        Arg("path", "strs", REQUIRED, "The RecordIO files."),
-        Arg("index_path", "strs", None, "One index file per RecordIO file ('key offset' per record, as im2rec "
+        Arg("path", "paths", REQUIRED, "The RecordIO files."),
+        Arg("index_path", "paths", None, "One index file per RecordIO file ('key offset' per record, as im2rec "
             "writes)."),
         *READER_ARGS,
     ),

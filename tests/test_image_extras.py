@@ -155,3 +155,41 @@ def test_per_sample_blue_positions_as_dali():
     expected = run(dali, "debayer", images, "HW", per_sample={"blue_position": positions})[1]
     got = run(penstock_dali, "debayer", images, "HW", per_sample={"blue_position": positions})[1]
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+
+
+# ---- older names (compat.dali.deprecated) --------------------------------------------------------
+def older_names(library):
+    """fast_resize_crop_mirror and transform_translation, by their fn and ops names, beside the current
+    operators they stand for."""
+    fn, ops = library.fn, library.ops
+    image = noise_image(60, 80, 3)
+
+    @library.pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        images = fn.external_source(source=[[image]], cycle=True, layout="HWC")
+        return (fn.fast_resize_crop_mirror(images, size=(30, 40), crop=(20, 20), mirror=1),
+                ops.FastResizeCropMirror(size=(30, 40), crop=(20, 20))(images),
+                fn.resize_crop_mirror(images, size=(30, 40), crop=(20, 20), mirror=1, antialias=False),
+                fn.transform_translation(offset=(2.0, 3.0)),
+                ops.TransformTranslation(offset=(1.0, -1.0), reverse_order=True)(fn.transforms.scale(scale=(2.0, 2.0))))
+    built = pipe()
+    built.build()
+    return [np.array(batch[0]) for batch in built.run()]
+
+
+def test_older_names_are_the_current_operators_with_their_defaults():
+    fast, fast_ops, current, translation, reversed_translation = older_names(penstock_dali)
+    assert np.array_equal(fast, current)  # no antialiasing by default
+    assert np.array_equal(fast_ops, current[:, ::-1])
+    assert np.array_equal(translation, np.float32([[1, 0, 2], [0, 1, 3]]))
+    # reverse_order: the translation first, then the scale
+    assert np.array_equal(reversed_translation, np.float32([[2, 0, 2], [0, 2, -2]]))
+
+
+def test_older_names_as_dali():
+    dali = pytest.importorskip("nvidia.dali")
+    with pytest.warns(DeprecationWarning):  # DALI's own warnings that the names are deprecated
+        expected = older_names(dali)
+    for array, want in zip(older_names(penstock_dali), expected):
+        assert array.dtype == want.dtype and array.shape == want.shape
+        assert np.abs(array.astype(np.float64) - want).max() <= 1  # resampling rounds within a grey level

@@ -1,7 +1,10 @@
 """The older operator names DALI programs still use, each the current operator under another name
-(DALI's list of deprecated names): (fn name, ops name, current operator). A name whose operator
-penstock does not have yet is refused when used, saying so."""
+(DALI's list of deprecated names): (fn name, ops name, current operator[, defaults]), where
+``defaults`` are the older operator's own defaults of the current one's arguments. A name whose
+operator penstock does not have yet is refused when used, saying so."""
 from __future__ import annotations
+
+import functools
 
 DEPRECATED = (
     ("image_decoder", "ImageDecoder", "decoders.image"),
@@ -27,6 +30,9 @@ DEPRECATED = (
     ("coin_flip", "CoinFlip", "random.coin_flip"),
     ("uniform", "Uniform", "random.uniform"),
     ("normal_distribution", "NormalDistribution", "random.normal"),
+    ("transform_translation", "TransformTranslation", "transforms.translation"),
+    # the same operator without antialiasing by default
+    ("fast_resize_crop_mirror", "FastResizeCropMirror", "resize_crop_mirror", {"antialias": False}),
 )
 
 
@@ -39,11 +45,13 @@ def install(module, namespace, name_of) -> None:
         old_name, current = name_of(entry), entry[2]
         if old_name is None:
             continue
-        target = _lookup(namespace, current, module.__name__.endswith("ops"))
+        classes = module.__name__.endswith("ops")
+        target = _lookup(namespace, current, classes)
         if target is None:
             missing[old_name] = current
         else:
-            setattr(module, old_name, target)
+            defaults = entry[3] if len(entry) > 3 else None
+            setattr(module, old_name, _with_defaults(target, defaults, old_name, classes) if defaults else target)
 
     def __getattr__(name):
         if name in missing:
@@ -51,6 +59,20 @@ def install(module, namespace, name_of) -> None:
                                  "operator yet")
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
     module.__getattr__ = __getattr__
+
+
+def _with_defaults(target, defaults: dict, old_name: str, classes: bool):
+    """``target`` (an fn function or an ops class) whose arguments not given take ``defaults``."""
+    if classes:
+        def __init__(self, *arguments, **kwargs):
+            target.__init__(self, *arguments, **{**defaults, **kwargs})
+        return type(old_name, (target,), {"__init__": __init__, "__doc__": target.__doc__})
+
+    @functools.wraps(target)
+    def call(*inputs, **kwargs):
+        return target(*inputs, **{**defaults, **kwargs})
+    call.__name__ = call.__qualname__ = old_name
+    return call
 
 
 def _lookup(namespace, current: str, classes: bool):

@@ -199,8 +199,8 @@ class Pipeline:
                                   tuple((dep.op_node.index, dep.index) for dep in node.inputs),
                                   {name: (dep.op_node.index, dep.index) for name, dep in node.arg_inputs.items()},
                                   len(node.outputs)))
-        if not sources:
-            raise ValueError("Pipeline: the graph has no source of data (a reader or an external_source)")
+        if not sources:  # operators without inputs only (transforms.*, random generators): a batch of nothing
+            sources.append(self._empty_source())
         if restored is not None:
             checkpoints.restore_sources(restored, sources)
         self._output_specs = self._declare_outputs()
@@ -214,6 +214,14 @@ class Pipeline:
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
                         timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
                         start_iteration=restored.iteration if restored is not None else 0)
+
+    def _empty_source(self) -> Source:
+        """A source of batch_size empty samples, which a graph of operators without inputs runs on."""
+        schema = registry.get_schema("zeros")
+        static, _ = schema.validate({})
+        context = BuildContext(self._batch_size, self._num_threads, self._device_id, 0, weakref.proxy(self),
+                               "the samples of a pipeline without a source")
+        return Source(len(self._graph.nodes), registry.implementation("zeros", "cpu")(static, context), 1)
 
     def checkpoint(self, filename: str | None = None, iterator_state: dict | None = None) -> str:
         """The pipeline's state after the last batch run() returned, as a string (written to

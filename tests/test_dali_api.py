@@ -107,10 +107,10 @@ def test_constants_are_outputs():
 
 
 def test_scalar_constant_stays_an_arithmetic_operand():
-    constant = types.Constant(0.5, types.FLOAT16)
+    constant = types.Constant(0.5, types.FLOAT64)
     assert isinstance(constant, types.Constant)
     (out,) = run_one(lambda: fed(RAGGED) * constant)
-    assert out.at(0).dtype == np.float32
+    assert out.at(0).dtype == np.float64
 
 
 def test_operators_called_outside_a_pipeline_join_the_one_given_their_outputs():
@@ -129,3 +129,8 @@ def test_operators_called_outside_a_pipeline_join_the_one_given_their_outputs():
 def test_a_pipeline_without_a_reader():
     (out,) = run_one(lambda: fn.random.coin_flip(probability=1.0))
     assert [int(out.at(i)) for i in range(2)] == [1, 1]
+
+
+def test_a_pipeline_of_operators_without_inputs():
+    (out,) = run_one(lambda: fn.transforms.translation(offset=(1, 2)))
+    assert len(out) == 2 and np.array_equal(out.at(1), [[1, 0, 1], [0, 1, 2]])

@@ -8,8 +8,10 @@ from penstock.compat.dali import deprecated
 for _name, _value in vars(_fn).items():
     if not _name.startswith("__"):
         setattr(sys.modules[__name__], _name, _value)
-for _namespace in ("readers", "decoders", "random"):
-    sys.modules[f"{__name__}.{_namespace}"] = getattr(_fn, _namespace)
+# every namespace (readers, transforms, experimental.decoders, ...) importable under this module's name
+for _module_name, _module in list(sys.modules.items()):
+    if _module_name.startswith(_fn.__name__ + "."):
+        sys.modules[__name__ + _module_name[len(_fn.__name__):]] = _module
 
 # the older names DALI programs still use (fn.image_decoder_random_crop, fn.file_reader, ...)
 deprecated.install(sys.modules[__name__], _fn, lambda entry: entry[0])

@@ -9,8 +9,10 @@ from penstock.compat.dali import deprecated
 for _name, _value in vars(_ops).items():
     if not _name.startswith("__"):
         setattr(sys.modules[__name__], _name, _value)
-for _namespace in ("readers", "decoders", "random"):
-    sys.modules[f"{__name__}.{_namespace}"] = getattr(_ops, _namespace)
+# every namespace (readers, transforms, experimental.decoders, ...) importable under this module's name
+for _module_name, _module in list(sys.modules.items()):
+    if _module_name.startswith(_ops.__name__ + "."):
+        sys.modules[__name__ + _module_name[len(_ops.__name__):]] = _module
 
 # older names, as DALI kept them (FileReader, nvJPEGDecoder, ...)
 deprecated.install(sys.modules[__name__], _ops, lambda entry: entry[1])

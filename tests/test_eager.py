@@ -61,6 +61,16 @@ def test_results_keep_the_form_of_the_batch():
     assert isinstance(ragged, list)
 
 
+def test_a_pipeline_output_is_an_eager_input():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+    def images():
+        return fn.external_source(source=lambda: [IMAGES[0], IMAGES[1]], batch=True, layout="HWC")
+    (batch,) = images().run()
+    flipped = eager.flip(batch, horizontal=1)
+    assert isinstance(flipped, list) and len(flipped) == 2
+    assert all(np.array_equal(out, image[:, ::-1]) for out, image in zip(flipped, IMAGES[:2]))
+
+
 def test_per_sample_arguments_and_sources():
     stacked = np.stack([IMAGES[0]] * 2)
     got = eager.flip(stacked, horizontal=eager.per_sample([0, 1]))

@@ -401,9 +401,10 @@ class Graph:
                          f"{', '.join(names) or 'none (pass name=... to a reader)'}")
 
     def needed_nodes(self, outputs: list[DataNode]) -> list[OpNode]:
-        """The operators the outputs depend on, in execution order."""
+        """The operators the outputs depend on, and those without outputs (run for their side
+        effects), in execution order."""
         needed: set[int] = set()
-        stack = [output.op_node for output in outputs]
+        stack = [output.op_node for output in outputs] + [node for node in self.nodes if not node.outputs]
         while stack:
             node = stack.pop()
             if node.index in needed:
@@ -467,6 +468,8 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     if schema.moves_cpu_inputs and static["device"] == "gpu":
         inputs = tuple(node.gpu() if isinstance(node, DataNode) and node.device == "cpu" else node for node in inputs)
     outputs = add_validated(schema, inputs, static, per_sample)
+    if isinstance(outputs, tuple) and not outputs:  # python_function with num_outputs=0: as DALI's call
+        return []
     first = outputs[0] if isinstance(outputs, tuple) else outputs
     if first.op_node.schema is schema and first.op_node.placement == "given":
         first.op_node.placement = placement

@@ -173,3 +173,37 @@ def test_dl_tensor_functions_get_capsules_and_may_return_any_dlpack_value(device
         np.testing.assert_array_equal(half, sample / 2)
         assert count.tolist() == [float(sample.size)]
     assert seen and all(seen)
+
+
+@pytest.mark.parametrize("batch_processing", [False, True])
+def test_no_outputs_runs_for_its_side_effects_and_the_call_returns_an_empty_list(batch_processing):
+    seen, returned = [], []
+
+    def record(x):
+        seen.append(np.array(x))
+
+    @pipeline_def(batch_size=6, num_threads=1, device_id=None, seed=11, prefetch_queue_depth=1)
+    def pipe():
+        data = fn.external_source(source=lambda: FEED, batch=True)
+        returned.append(fn.python_function(data, function=record, num_outputs=0, batch_processing=batch_processing))
+        return data
+    pipeline = pipe()
+    pipeline.run()
+    pipeline.close()
+    assert returned == [[]]
+    samples = [sample for value in seen for sample in (value if batch_processing else [value])]
+    assert len(samples) == len(FEED)
+    assert all(np.array_equal(a, b) for a, b in zip(sorted(samples, key=lambda sample: sample.sum()), FEED))
+
+
+def test_up_to_256_inputs():
+    @pipeline_def(batch_size=6, num_threads=1, device_id=None, seed=11)
+    def pipe(count):
+        data = fn.external_source(source=lambda: FEED, batch=True)
+        return fn.python_function(*[data * i for i in range(count)], function=lambda *inputs: sum(inputs))
+    pipeline = pipe(256)
+    (total,) = pipeline.run()
+    pipeline.close()
+    np.testing.assert_array_equal(total.as_array(), np.stack(FEED) * sum(range(256)))
+    with pytest.raises(TypeError, match="python_function: expected 0 to 256 input"):
+        pipe(257)

@@ -275,3 +275,13 @@ NORMALIZE = {
 @pytest.mark.parametrize("name", list(NORMALIZE))
 def test_normalize(name):
     _same(NORMALIZE[name], GRAYS, "HW", rtol=1e-5)
+
+
+def test_python_function_without_outputs_returns_an_empty_list():
+    returned = {}
+    for library in ("dali", "penstock"):
+        def build(fn, t, x, library=library):
+            returned[library] = fn.python_function(x, function=lambda sample: None, num_outputs=0)
+            return x
+        assert not isinstance(_run(library, build, GRAYS, "HW"), Exception)
+    assert returned["penstock"] == returned["dali"] == []

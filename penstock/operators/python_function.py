@@ -27,7 +27,8 @@ def _function_args(batch_default: bool) -> tuple:
     return (
         Arg("function", "any", None, "The function: takes one array per input (and ``rng=`` when it has that "
             "keyword), returns one array, or a tuple of num_outputs arrays."),
-        Arg("num_outputs", "int", 1, "How many arrays the function returns.", min=0),
+        Arg("num_outputs", "int", 1, "How many arrays the function returns; 0: it runs for its side effects and "
+            "the call returns an empty list.", min=0),
         Arg("batch_processing", "bool", batch_default, "Call the function once per batch, with a list of samples "
             "per input, rather than once per sample on the workers in parallel."),
         Arg("output_layouts", "any", None, "Layout string of each output (one string, or one per output)."),
@@ -38,6 +39,8 @@ def _check_function(static: dict, per_sample: frozenset) -> None:
     if not callable(static["function"]):
         raise ArgError(f"argument 'function' must be a callable, got {type(static['function']).__name__}")
 
+
+MAX_INPUTS = 256  # as DALI's python functions
 
 SYNCHRONIZE_STREAM = Arg("synchronize_stream", "bool", True, "On the GPU, wait for the pipeline's CUDA stream "
                          "before calling the function (its work may then go on any stream); else it runs on the "
@@ -52,8 +55,8 @@ for _name, _class_name, _kind, _batch_default, _extra in (
         name=_name, class_name=_class_name,
         doc=f"Runs a Python function on the data ({_kind} in and out): per sample on the pipeline's workers, "
             "or once per batch with batch_processing=True.",
-        args=(*_function_args(_batch_default), *_extra), num_inputs=(0, 16),
-        num_outputs=lambda args: args["num_outputs"], input_names=tuple(f"input{i}" for i in range(16)),
+        args=(*_function_args(_batch_default), *_extra), num_inputs=(0, MAX_INPUTS),
+        num_outputs=lambda args: args["num_outputs"], input_names=tuple(f"input{i}" for i in range(MAX_INPUTS)),
         checks=(_check_function,)))
 
 

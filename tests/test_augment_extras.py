@@ -225,7 +225,7 @@ def images():
     (lambda x: fn.mixup(x, x, probability=1.5), "mixup", "probability"),
     (lambda x: fn.cutmix(x, x, probability=-0.1), "cutmix", "probability"),
     (lambda x: fn.transforms.scale(scale=(1.0, 2.0), center=(1.0,)), "transforms.scale", "center"),
-    (lambda x: fn.transforms.rotation(angle=10.0, axis=(0.0, 0.0, 0.0)), "transforms.rotation", "axis"),
+    (lambda x: fn.transforms.rotation(angle=10.0, axis=(0.0, 1.0)), "transforms.rotation", "axis"),
     (lambda x: fn.transforms.shear(angles=(95.0, 0.0)), "transforms.shear", "angles"),
     (lambda x: fn.transforms.shear(shear=(1.0, 2.0, 3.0)), "transforms.shear", "shear"),
     (lambda x: fn.transforms.crop(from_start=(1.0, 2.0), to_end=(1.0, 2.0, 3.0)), "transforms.crop", "from_start"),

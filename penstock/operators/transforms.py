@@ -9,6 +9,10 @@ one after it (new @ input); with ``reverse_order`` the other way round (input @ 
 ``transforms.combine`` of [T1, T2, T3] applies T1 first, then T2, then T3 (T3 @ T2 @ T1), or the
 reverse order with ``reverse_order``.
 
+Translation, scale, crop and combine make transforms of 1 to 6 dimensions; rotation and shear of 2
+or 3. Input matrices are float32, as DALI takes them. The outputs' layout is '**' (DALI's: two axes
+of no name).
+
 They run on the CPU only (their work is a few multiplications per sample), and their outputs feed
 GPU operators as per-sample arguments, as any CPU argument does (``fn.warp_affine(images.gpu(),
 matrix=fn.transforms.rotation(angle=...))``).
@@ -107,7 +111,7 @@ def _check_center(center, ndim: int) -> None:
 
 
 # ---- translation --------------------------------------------------------------------------------
-def translation_matrix(args: dict) -> np.ndarray:
+def translation_matrix(args: dict, given: int | None = None) -> np.ndarray:
     offset = np.asarray(args["offset"], np.float64)
     return homogeneous(np.eye(len(offset)), offset)
 
@@ -118,23 +122,24 @@ _schema("transforms.translation", "transforms.Translation", "A translation by ``
 
 
 # ---- scale --------------------------------------------------------------------------------------
-def _scale_factors(args: dict) -> tuple:
-    scale, ndim = tuple(args["scale"]), args["ndim"]
-    if ndim is not None and len(scale) == 1:
-        return scale * ndim
-    if ndim is not None and len(scale) != ndim:
-        raise ArgError(f"argument 'scale': {len(scale)} values for ndim={ndim}")
-    return scale
+def _scale_factors(args: dict, given: int | None) -> tuple:
+    """As DALI: several values give the dimensions (``ndim`` is then not read); one value scales
+    every dimension of the input matrix, or ``ndim`` of them, or the one dimension of a 1D transform."""
+    scale = tuple(args["scale"])
+    if len(scale) > 1:
+        return scale
+    return scale * (given or args["ndim"] or 1)
 
 
-def scale_matrix(args: dict) -> np.ndarray:
-    factors = _scale_factors(args)
+def scale_matrix(args: dict, given: int | None = None) -> np.ndarray:
+    factors = _scale_factors(args, given)
     _check_center(args["center"], len(factors))
     return about_center(homogeneous(np.diag(factors)), args["center"])
 
 
 def _check_scale(static: dict) -> None:
-    _check_center(static["center"], len(_scale_factors(static)))
+    if len(static["scale"]) > 1:
+        _check_center(static["center"], len(static["scale"]))
 
 
 _schema("transforms.scale", "transforms.Scale", "A scaling by ``scale`` (one factor per dimension) about "
@@ -154,12 +159,13 @@ def rotation_linear(angle_degrees: float, axis=None) -> np.ndarray:
     cos, sin = math.cos(radians), math.sin(radians)
     if axis is None:
         return np.array([[cos, -sin], [sin, cos]])
-    x, y, z = np.asarray(axis, np.float64) / np.linalg.norm(axis)
+    with np.errstate(invalid="ignore", divide="ignore"):  # an axis of length 0 gives NaNs, as in DALI
+        x, y, z = np.asarray(axis, np.float64) / np.linalg.norm(axis)
     cross = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
     return cos * np.eye(3) + sin * cross + (1 - cos) * np.outer((x, y, z), (x, y, z))
 
 
-def rotation_matrix(args: dict) -> np.ndarray:
+def rotation_matrix(args: dict, given: int | None = None) -> np.ndarray:
     _check_rotation(args)
     linear = rotation_linear(args["angle"], args["axis"])
     return about_center(homogeneous(linear), args["center"])
@@ -167,8 +173,8 @@ def rotation_matrix(args: dict) -> np.ndarray:
 
 def _check_rotation(args: dict) -> None:
     axis = args["axis"]
-    if axis is not None and (len(axis) != 3 or not any(axis)):
-        raise ArgError(f"argument 'axis': expected 3 values of non-zero length, got {tuple(axis)}")
+    if axis is not None and len(axis) != 3:
+        raise ArgError(f"argument 'axis': expected 3 values, got {tuple(axis)}")
     _check_center(args["center"], 3 if axis is not None else 2)
 
 
@@ -176,7 +182,8 @@ _schema("transforms.rotation", "transforms.Rotation", "A rotation by ``angle`` d
         "the matrix [[cos, -sin], [sin, cos]] (x turns towards y; in image coordinates, y down, that is "
         "clockwise on screen), in 3D about ``axis`` (right-hand rule).",
         (Arg("angle", "float", REQUIRED, "The angle, in degrees.", per_sample=True),
-         Arg("axis", "floats", None, "The axis of a 3D rotation (any non-zero length); makes the transform 3D.",
+         Arg("axis", "floats", None, "The axis of a 3D rotation (any non-zero length; of length 0, the matrix is "
+             "NaNs); makes the transform 3D.",
              per_sample=True),
          CENTER),
         checks=(_static("axis", "center")(_check_rotation),))
@@ -197,9 +204,12 @@ def _shear_factors(args: dict) -> list:
     if (args["shear"] is None) == (args["angles"] is None):
         raise ArgError("give one of 'shear' (factors) or 'angles' (degrees)")
     name = "shear" if args["shear"] is not None else "angles"
-    values = list(args[name])
+    try:
+        values = np.asarray(args[name], np.float64).ravel().tolist()
+    except (TypeError, ValueError):
+        raise ArgError(f"argument '{name}': expected numbers, got {args[name]!r}") from None
     if len(values) not in (2, 6):
-        raise ArgError(f"argument '{name}': expected 2 values (2D) or 6 (3D), got {len(values)}")
+        raise ArgError(f"argument '{name}': expected 2 values (2D) or 6 (3D, a 3 x 2 matrix), got {len(values)}")
     if name == "shear":
         return values
     if any(abs(angle) > 90 for angle in values):
@@ -207,7 +217,7 @@ def _shear_factors(args: dict) -> list:
     return [math.tan(math.radians(angle)) for angle in values]
 
 
-def shear_matrix(args: dict) -> np.ndarray:
+def shear_matrix(args: dict, given: int | None = None) -> np.ndarray:
     factors = _shear_factors(args)
     ndim = 2 if len(factors) == 2 else 3
     _check_center(args["center"], ndim)
@@ -221,9 +231,10 @@ def _check_shear(static: dict) -> None:
 
 _schema("transforms.shear", "transforms.Shear", "A shear about ``center``, from factors (``shear``) or angles "
         "in degrees (``angles``, factor = tan(angle)).",
-        (Arg("shear", "floats", None, "The factors: 2D (shear_x, shear_y), 3D (xy, xz, yx, yz, zx, zy); factor "
-             "'ab' is the offset along axis a per unit along axis b.", per_sample=True),
-         Arg("angles", "floats", None, "The shear angles in degrees, in [-90, 90], in the order of ``shear``.",
+        (Arg("shear", "any", None, "The factors: 2D (shear_x, shear_y), also as a 2 x 1 tensor; 3D (xy, xz, yx, yz, "
+             "zx, zy), also as a 3 x 2 tensor; factor 'ab' is the offset along axis a per unit along axis b.",
+             per_sample=True),
+         Arg("angles", "any", None, "The shear angles in degrees, in [-90, 90], in the order and forms of ``shear``.",
              per_sample=True),
          CENTER),
         checks=(_static("shear", "angles", "center")(_check_shear),))
@@ -243,19 +254,17 @@ def _crop_ranges(args: dict) -> list[np.ndarray]:
     return [np.broadcast_to(np.asarray(args[name], np.float64), (ndim,)).copy() for name in CROP_RANGES]
 
 
-def crop_matrix(args: dict) -> np.ndarray:
+def crop_matrix(args: dict, given: int | None = None) -> np.ndarray:
     """The map taking [from_start, from_end] to [to_start, to_end] on every axis (DALI's
-    transforms.crop); ``absolute`` swaps a start and end given the wrong way round."""
+    transforms.crop); ``absolute`` swaps a start and end given the wrong way round. An empty source
+    range gives infinite (or NaN) entries, as in DALI."""
     from_start, from_end, to_start, to_end = _crop_ranges(args)
     if args["absolute"]:
         from_start, from_end = np.minimum(from_start, from_end), np.maximum(from_start, from_end)
         to_start, to_end = np.minimum(to_start, to_end), np.maximum(to_start, to_end)
-    extent = from_end - from_start
-    if np.any(extent == 0):
-        raise ArgError(f"arguments 'from_start' and 'from_end': the range is empty on an axis ({from_start} to "
-                       f"{from_end})")
-    scale = (to_end - to_start) / extent
-    return homogeneous(np.diag(scale), to_start - scale * from_start)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = (to_end - to_start) / (from_end - from_start)
+        return homogeneous(np.diag(scale), to_start - scale * from_start)
 
 
 def _check_crop(static: dict) -> None:
@@ -273,11 +282,12 @@ _schema("transforms.crop", "transforms.Crop", "The map that takes the box [from_
 
 
 # ---- combine ------------------------------------------------------------------------------------
-MAX_COMBINED = 16
+MAX_COMBINED = 99
 registry.register_schema(OpSchema(
     name="transforms.combine", class_name="transforms.Combine",
-    doc="Combines 2 to 16 affine transforms (ndim, ndim + 1) of one dimensionality: [T1, T2, T3] becomes the "
-        "transform that applies T1, then T2, then T3 (T3 @ T2 @ T1); with reverse_order T3 first (T1 @ T2 @ T3).",
+    doc=f"Combines 2 to {MAX_COMBINED} affine transforms (ndim, ndim + 1) of one shape: [T1, T2, T3] becomes the "
+        "transform that applies T1, then T2, then T3 (T3 @ T2 @ T1); with reverse_order T3 first (T1 @ T2 @ T3). "
+        "Output: float32 (ndim, ndim + 1).",
     args=(Arg("reverse_order", "bool", False, "Apply the inputs from the last to the first."),),
     num_inputs=(2, MAX_COMBINED), input_names=tuple(f"input{i}" for i in range(MAX_COMBINED))))
 
@@ -286,14 +296,28 @@ registry.register_schema(OpSchema(
 BUILDERS = {"transforms.translation": translation_matrix, "transforms.scale": scale_matrix,
             "transforms.rotation": rotation_matrix, "transforms.shear": shear_matrix,
             "transforms.crop": crop_matrix}
+# the dimensionalities each operator makes (DALI's)
+DIMENSIONS = {"transforms.rotation": (2, 3), "transforms.shear": (2, 3)}
+ANY_DIMENSIONS = tuple(range(1, 7))
+MATRIX_LAYOUT = "**"
+
+
+def _check_dimensions(op_name: str, ndim: int) -> None:
+    supported = DIMENSIONS.get(op_name, ANY_DIMENSIONS)
+    if ndim not in supported:
+        raise ValueError(f"{op_name}: a {ndim}D transform; it makes transforms of {supported[0]} to {supported[-1]} "
+                         "dimensions")
 
 
 def _matrix_spec(ndim: int | None) -> OutputSpec:
-    return OutputSpec(np.dtype(np.float32), 2, "", (ndim, ndim + 1) if ndim else None)
+    return OutputSpec(np.dtype(np.float32), 2, MATRIX_LAYOUT, (ndim, ndim + 1) if ndim else None)
 
 
 def _check_input_spec(spec: OutputSpec, op_name: str, what: str) -> int | None:
-    """The dimensionality of a declared matrix input, rejecting declared shapes that are no affine matrix."""
+    """The dimensionality of a declared matrix input, rejecting declared shapes that are no affine
+    matrix and types other than float32."""
+    if spec.dtype is not None and spec.dtype != np.float32:
+        raise TypeError(f"{op_name}: {what}: expected float32 affine matrices, got {spec.dtype}")
     if spec.ndim is not None and spec.ndim != 2:
         raise ValueError(f"{op_name}: {what}: expected affine matrices (ndim, ndim + 1), but it has {spec.ndim} "
                          "dimensions")
@@ -302,15 +326,23 @@ def _check_input_spec(spec: OutputSpec, op_name: str, what: str) -> int | None:
     return spec.shape[0] if spec.shape is not None else None
 
 
+def _check_input(matrix: np.ndarray, op_name: str, what: str) -> int:
+    if matrix.dtype != np.float32:
+        raise TypeError(f"{op_name}: {what}: expected float32 affine matrices, got {matrix.dtype}")
+    return as_homogeneous(matrix, op_name, what).shape[0] - 1
+
+
 class TransformBuilder(SampleOperator):
     build = None
 
     def declare_outputs(self, inputs):
         given = _check_input_spec(inputs[0], self.name, "input") if inputs else None
         try:
-            own = type(self).build(self.args).shape[0] - 1
-        except (KeyError, TypeError, ArgError):  # a per-sample argument (absent here) decides
+            own = type(self).build(self.args, given).shape[0] - 1
+        except (KeyError, TypeError, ValueError, ArgError):  # a per-sample argument (absent here) decides
             own = None
+        if own is not None:
+            _check_dimensions(self.name, own)
         if given is not None and own is not None and given != own:
             raise ValueError(f"{self.name}: input: a {given}D transform, but the arguments describe a {own}D transform")
         return _matrix_spec(own or given)
@@ -319,10 +351,12 @@ class TransformBuilder(SampleOperator):
         return None
 
     def run(self, inputs, args, sample, out=None):
+        given = _check_input(inputs[0], self.name, "input") if inputs else None
         try:
-            own = type(self).build(args)
+            own = type(self).build(args, given)
         except ArgError as error:
             raise ValueError(f"{self.name}: {error}") from None
+        _check_dimensions(self.name, own.shape[0] - 1)
         return compose(own, inputs[0] if inputs else None, args["reverse_order"], self.name)
 
 
@@ -339,9 +373,14 @@ class Combine(SampleOperator):
         if len(dims) > 1:
             raise ValueError(f"{self.name}: the inputs are transforms of {sorted(dims)} dimensions; combine transforms "
                              "of one dimensionality")
-        return _matrix_spec(dims.pop() if dims else None)
+        ndim = dims.pop() if dims else None
+        if ndim is not None:
+            _check_dimensions(self.name, ndim)
+        return _matrix_spec(ndim)
 
     def run(self, inputs, args, sample, out=None):
+        for position, matrix in enumerate(inputs):
+            _check_dimensions(self.name, _check_input(matrix, self.name, f"input {position}"))
         return combine(list(inputs), args["reverse_order"], self.name)
 
 

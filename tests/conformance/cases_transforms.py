@@ -7,16 +7,22 @@ from conformance.samples import boxes, f32, tensors
 
 MATRIX = Close(atol=1e-5, rtol=1e-5)
 PREVIOUS = Data([f32([1, 0, 1], [0, 2, 0]), f32([0, 1, 0], [1, 0, 3]), f32([1, 0.5, 0], [0, 1, 0])])
+PREVIOUS_3D = Data([f32([1, 0, 0, 1], [0, 2, 0, 0], [0, 0, 1, 2])] * 3)
+PREVIOUS_F64 = Data([np.float64([[1, 0, 1], [0, 2, 0]])] * 3)
 POINTS = tensors([(4, 2), (1, 2), (3, 2)])
 LABELS = Data([np.int32([1, 2, 3]), np.int32([4]), np.int32([5, 6])])
 SHAPES = Data([np.int64([100, 200, 3]), np.int64([50, 40, 3]), np.int64([30, 30, 3])])
 
 SPECS = [
     Spec("transforms.translation", (), {"offset": (1.0, 2.0)}, compare=MATRIX, grid={
-        "@input": {"previous": (PREVIOUS,)},
-        "offset": [(1.0, 2.0, 3.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
+        "@input": {"previous": (PREVIOUS,), "f64": (PREVIOUS_F64,)},
+        "offset": {"1.0,2.0,3.0": (1.0, 2.0, 3.0), "1.0": (1.0,), "6d": (1.0, 2.0, 3.0, 4.0, 5.0, 6.0), "7d": (1.0,) * 7,
+                   "per_sample": PerSample(f32(1, 2), f32(0, 0), f32(-1, 5)),
+                   "per_sample_1d": PerSample(f32(1), f32(0), f32(2))},
         "reverse_order": [True],
-    }),
+    }, refused=("f64", "7d")),
+    Spec("transforms.scale", (PREVIOUS_3D,), {"scale": (2.0,)}, name="transforms.scale_input", compare=MATRIX, grid={
+        "ndim": [2], "center": [(1.0, 2.0, 3.0)]}),
     Spec("transforms.scale", (), {"scale": (2.0, 3.0)}, compare=MATRIX, grid={
         "@input": {"previous": (PREVIOUS,)},
         "scale": [(2.0,), (1.0, 2.0, 3.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
@@ -24,33 +30,40 @@ SPECS = [
         "ndim": [2, 3],
         "reverse_order": [True],
     }),
+    Spec("transforms.scale", (), {"scale": (2.0,)}, name="transforms.scale_one", compare=MATRIX, grid={
+        "ndim": [1, 3, 6, 7], "center": [(1.0,)]}, refused=("7",)),
     Spec("transforms.rotation", (), {"angle": 30.0}, compare=MATRIX, grid={
         "@input": {"previous": (PREVIOUS,)},
         "angle": [0.0, -90.0, PerSample(f32(10), f32(20), f32(370))],
-        "axis": [(0.0, 0.0, 1.0), PerSample(f32(1, 0, 0), f32(0, 1, 0), f32(1, 1, 1))],
+        "axis": [(0.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 1.0), PerSample(f32(1, 0, 0), f32(0, 1, 0), f32(1, 1, 1))],
         "center": [(1.0, 2.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
         "reverse_order": [True],
-    }),
+    }, refused=("0.0,1.0",)),
     Spec("transforms.shear", (), {"shear": (0.1, 0.2)}, compare=MATRIX, grid={
         "@input": {"previous": (PREVIOUS,)},
-        "shear": [(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
+        "shear": {"0.1,0.2,0.3,0.4,0.5,0.6": (0.1, 0.2, 0.3, 0.4, 0.5, 0.6), "0.1,0.2,0.3": (0.1, 0.2, 0.3),
+                  "per_sample": PerSample(f32(1, 2), f32(0, 0), f32(-1, 5)),
+                  "per_sample_2x1": PerSample(f32([1], [2]), f32([0], [0]), f32([-1], [5])),
+                  "per_sample_3x2": PerSample(*[f32([1, 2], [3, 4], [5, 6])] * 3)},
         "angles": [(10.0, 20.0), (95.0, 0.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
-        "center": [(1.0, 2.0)],
+        "center": [(1.0, 2.0), (1.0, 2.0, 3.0)],
         "reverse_order": [True],
-    }),
+    }, refused=("0.1,0.2,0.3", "95.0,0.0", "1.0,2.0,3.0")),
     Spec("transforms.crop", (), {"from_start": (0.0, 0.0), "from_end": (10.0, 20.0)}, compare=MATRIX, grid={
         "@input": {"previous": (PREVIOUS,)},
         "from_start": [(2.0, 3.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
-        "from_end": [(1.0, 1.0, 1.0)],
+        "from_end": [(1.0, 1.0, 1.0), (0.0, 20.0), (1.0, 2.0, 3.0, 4.0)],
         "to_start": [(1.0, 1.0), PerSample(f32(1, 2), f32(0, 0), f32(-1, 5))],
         "to_end": [(2.0, 4.0)],
         "absolute": [True],
         "reverse_order": [True],
     }),
     Spec("transforms.combine", (PREVIOUS, PREVIOUS), {}, compare=MATRIX, grid={
-        "@input": {"three": (PREVIOUS, Data([f32([2, 0, 0], [0, 2, 0])] * 3), PREVIOUS)},
+        "@input": {"three": (PREVIOUS, Data([f32([2, 0, 0], [0, 2, 0])] * 3), PREVIOUS), "many": (PREVIOUS,) * 40,
+                   "1d": (Data([f32([2, 1])] * 3), Data([f32([3, -1])] * 3)), "f64": (PREVIOUS_F64, PREVIOUS_F64),
+                   "2d_3d": (PREVIOUS, PREVIOUS_3D)},
         "reverse_order": [True],
-    }),
+    }, refused=("f64", "2d_3d")),
     Spec("coord_transform", (POINTS,), {"M": (1.0, 2.0, 3.0, 4.0), "T": (1.0, -1.0)}, compare=MATRIX, grid={
         "@input": {"f64": (tensors([(4, 2), (1, 2), (3, 2)], "float64"),), "u8": (tensors([(4, 2), (2, 2)], "uint8"),),
                    "3d": (tensors([(4, 3), (2, 3)]),)},

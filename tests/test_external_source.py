@@ -665,3 +665,12 @@ def test_ops_external_source_takes_source_and_num_outputs_by_position():
         ops.ExternalSource(lambda: None, 1, 3)
     with pytest.raises(TypeError, match="external_source: 'source' given by position and as a keyword"):
         ops.ExternalSource(lambda: None, source=lambda: None)
+
+
+def test_a_layout_must_name_every_dimension():
+    pipe = source_pipeline(source=lambda: [np.zeros((2, 2))] * 3, layout="HWC")
+    with deadline(10), pytest.raises(ValueError, match="sample 0 has 2 dimensions, which layout 'HWC' cannot describe"):
+        pipe.run()
+    pipe = source_pipeline(source=lambda: [np.zeros((2, 2))] * 3, layout="HW")
+    assert pipe.run()[0].layout() == "HW"
+    pipe.close()

@@ -254,6 +254,7 @@ class ExternalSource(FedSource):
         self._fed_batches = 0
         self._declared_types = per_output(args, "dtype")
         self._declared_ndims = per_output(args, "ndim")
+        self._declared_layouts = per_output(args, "layout")
         # per output: the dtype of its first batch, which later batches must have (as in DALI),
         # unless dtype= declares one
         self._dtypes: list = [None if dtype is None else dtype.numpy for dtype in self._declared_types]
@@ -381,6 +382,7 @@ class ExternalSource(FedSource):
 
     def _check(self, samples: list[np.ndarray], output: int) -> None:
         declared, ndim = self._declared_types[output], self._declared_ndims[output]
+        layout = self._declared_layouts[output]
         which = f" of output {output}" if self.num_outputs > 1 else ""
         for index, sample in enumerate(samples):
             if sample.dtype.kind not in CARRIED_KINDS:
@@ -397,6 +399,9 @@ class ExternalSource(FedSource):
             if ndim is not None and sample.ndim != ndim:
                 raise ValueError(f"{self._where}: sample {index}{which} has {sample.ndim} dimensions, but "
                                  f"ndim={ndim} was declared")
+            if layout and sample.ndim != len(layout):
+                raise ValueError(f"{self._where}: sample {index}{which} has {sample.ndim} dimensions, which "
+                                 f"layout '{layout}' cannot describe")
         first = self._dtypes[output]
         if samples and first is not None and samples[0].dtype != first:
             raise TypeError(f"{self._where}: batch {self._batches_checked}{which} has dtype {samples[0].dtype}, "
@@ -423,6 +428,6 @@ class ExternalSource(FedSource):
         self._epoch += 1
 
     def declare_outputs(self, inputs):
-        layouts = [self._fed_layout] if self._fed_layout is not None else per_output(self.args, "layout")
+        layouts = [self._fed_layout] if self._fed_layout is not None else self._declared_layouts
         return tuple(OutputSpec(None if dtype is None else dtype.numpy, ndim, layout)
                      for dtype, ndim, layout in zip(self._declared_types, self._declared_ndims, layouts))

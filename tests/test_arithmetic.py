@@ -38,7 +38,8 @@ def test_dalis_promotion_table():
 
 BINARY = {
     "+": (lambda a, b: a + b, np.add), "-": (lambda a, b: a - b, np.subtract), "*": (lambda a, b: a * b, np.multiply),
-    "//": (lambda a, b: a // b, np.floor_divide), "%": (lambda a, b: a % b, np.mod),
+    # C's integer division and remainder, as DALI's: toward zero, the sign of the dividend
+    "//": (lambda a, b: a // b, lambda a, b: np.trunc(a / b).astype(a.dtype)), "%": (lambda a, b: a % b, np.fmod),
     "==": (lambda a, b: a == b, np.equal), "<": (lambda a, b: a < b, np.less), ">=": (lambda a, b: a >= b, np.greater_equal),
     "&": (lambda a, b: a & b, np.bitwise_and), "^": (lambda a, b: a ^ b, np.bitwise_xor),
 }
@@ -91,7 +92,7 @@ def test_the_gpu_gives_the_cpus_results():
 
 def test_shapes_that_do_not_broadcast_are_named():
     import penstock
-    with pytest.raises(penstock.PipelineError, match=r"_arithmetic failed.*'add' of samples of shapes \(2, 3\) "
+    with pytest.raises(penstock.PipelineError, match=r"_arithmetic failed.*'\+' of samples of shapes \(2, 3\) "
                                                       r"and \(4,\), which do not broadcast, in _arithmetic#2 \(of "
                                                       r"external_source#0\[0\], external_source#1\[0\]\)"):
         _run(lambda a, b: a + b, right=[np.zeros(4, np.int8)] * 2)
@@ -99,7 +100,7 @@ def test_shapes_that_do_not_broadcast_are_named():
 
 def test_bitwise_operations_take_integers_only():
     import penstock
-    with pytest.raises(penstock.PipelineError, match="'bitand' takes integers or bools, not floats"):
+    with pytest.raises(penstock.PipelineError, match="'&' takes integers or bools, not floats"):
         _run(lambda a, b: (a * 0.5) & b)
 
 
@@ -187,7 +188,6 @@ RAGGED_FLOATS = [np.array([[0.5, -1.25, 3.0], [2.0, 7.5, -0.75]], np.float32), n
 
 @pytest.mark.parametrize("name, build", [
     ("affine then compare", lambda x, y: ((x * 0.5 + 1) / 2 - y) > 0.1),
-    ("integer floor division and modulo", lambda x, y: (x // 3) * 10 + x % 4 - (-x) // 2),
     ("mixed types", lambda x, y: fn.math.clamp(x * y + 1, -3, 3.5)),
     ("functions", lambda x, y: fn.math.sqrt(fn.math.abs(y)) + fn.math.exp(y * 0.1) - fn.math.floor(y) * 2),
     ("per-sample scalars", lambda x, y: (y - fn.reductions.mean(y)) * fn.reductions.max(x)),
@@ -205,4 +205,15 @@ def test_what_the_kernel_does_not_compute_runs_beside_it():
     cpu, gpu, launches = _chain_on_both(lambda x, y: fn.math.tan(y * 0.5) + 1 - y, [RAGGED_INTS, RAGGED_FLOATS])
     assert launches == 2  # y * 0.5, then (tan) + 1 - y
     for cpu_sample, gpu_sample in zip(cpu[0], gpu[0]):
+        np.testing.assert_allclose(gpu_sample, cpu_sample, rtol=1e-6, atol=1e-6)
+
+
+def test_integer_division_and_remainder_run_beside_the_kernel_with_the_cpus_results():
+    # the kernel does not check for division by zero: // and % are steps of their own
+    cpu, gpu, _ = _chain_on_both(lambda x, y: (x // 3) * 10 + x % 4 - (-x) // 2 + y // 0.5 + y % 0.75,
+                                        [RAGGED_INTS, RAGGED_FLOATS])
+    for cpu_sample, gpu_sample, x, y in zip(cpu[0], gpu[0], RAGGED_INTS, RAGGED_FLOATS):
+        expected = (np.trunc(x / 3) * 10 + np.fmod(x, 4) - np.trunc(-x / 2) + y / np.float32(0.5)
+                    + np.fmod(y, np.float32(0.75)))
+        np.testing.assert_allclose(cpu_sample, expected, rtol=1e-6)
         np.testing.assert_allclose(gpu_sample, cpu_sample, rtol=1e-6, atol=1e-6)

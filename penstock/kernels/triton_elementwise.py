@@ -32,7 +32,7 @@ BLOCK = 1024
 BINARY = {
     "add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}",
     "truediv": "tl.div_rn({a}, {b})",
-    "min": "tl.minimum({a}, {b})", "max": "tl.maximum({a}, {b})",
+    "min": "tl.where({a} < {b}, {a}, {b})", "max": "tl.where({a} > {b}, {a}, {b})",  # DALI's, NaN included
     "eq": "{a} == {b}", "ne": "{a} != {b}", "lt": "{a} < {b}", "le": "{a} <= {b}", "gt": "{a} > {b}",
     "ge": "{a} >= {b}", "bitand": "{a} & {b}", "bitor": "{a} | {b}", "bitxor": "{a} ^ {b}",
 }

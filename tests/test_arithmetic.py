@@ -129,6 +129,17 @@ MATH = {
     "max": (lambda m, a: m.max(7, a), lambda a: np.maximum(a.astype(np.int32), 7)),
     "pow": (lambda m, a: m.pow(a * 0.1, 2), lambda a: (a * np.float32(0.1)) ** np.float32(2)),
     "atan2": (lambda m, a: m.atan2(a, 9.0), lambda a: np.arctan2(a.astype(np.float32), np.float32(9))),
+    "fabs": (lambda m, a: m.fabs(a - 100), lambda a: np.abs(a.astype(np.int32) - 100).astype(np.float32)),
+    "floor of ints": (lambda m, a: m.floor(a), lambda a: a.astype(np.float32)),
+    "ceil of ints": (lambda m, a: m.ceil(a - 100), lambda a: (a.astype(np.int32) - 100).astype(np.float32)),
+    "asinh": (lambda m, a: m.asinh(a * 0.1), lambda a: np.arcsinh(a * np.float32(0.1))),
+    "acosh": (lambda m, a: m.acosh(a + 1), lambda a: np.arccosh(a.astype(np.float32) + 1)),
+    "atanh": (lambda m, a: m.atanh(a * 0.003), lambda a: np.arctanh(a * np.float32(0.003))),
+    "fpow": (lambda m, a: m.fpow(a, 2), lambda a: a.astype(np.float32) ** 2),
+    "pow of ints, negative exponents": (lambda m, a: m.pow(a - 5, m.min(a - 7, 3)),
+                                        lambda a: np.where(a.astype(np.int32) - 7 < 0, 0, (a.astype(np.int32) - 5)
+                                                           ** np.clip(a.astype(np.int32) - 7, 0, 3))),
+    "clamp, lo > hi": (lambda m, a: m.clamp(a, 9, 2), lambda a: np.full(a.shape, 2, np.int32)),
 }
 
 
@@ -217,3 +228,95 @@ def test_integer_division_and_remainder_run_beside_the_kernel_with_the_cpus_resu
                     + np.fmod(y, np.float32(0.75)))
         np.testing.assert_allclose(cpu_sample, expected, rtol=1e-6)
         np.testing.assert_allclose(gpu_sample, cpu_sample, rtol=1e-6, atol=1e-6)
+
+
+INTS = [np.array([-7, 7, -7, 7, 5, -2147483647], np.int32)]
+DIVISORS = [np.array([2, 2, -2, -2, 7, 3], np.int32)]
+
+
+def test_integer_division_and_remainder_are_cs():
+    quotient, remainder, reflected = _run(lambda a, b: (a // b, a % b, 20 // b), left=INTS, right=DIVISORS)
+    np.testing.assert_array_equal(quotient[0], np.trunc(INTS[0] / DIVISORS[0]).astype(np.int32))
+    np.testing.assert_array_equal(remainder[0], np.fmod(INTS[0], DIVISORS[0]))
+    np.testing.assert_array_equal(reflected[0], [10, 10, -10, -10, 2, 6])
+    assert quotient[0].dtype == remainder[0].dtype == np.int32
+
+
+def test_float_floor_division_divides_and_remainder_is_fmod():
+    floats = [np.array([-7.5, 7.5, 3.0, -0.5], np.float32)]
+    quotient, remainder, of_int = _run(lambda a, b: (a // b, a % b, b % 2.5), left=floats,
+                                       right=[np.array([2, 4294967294, 4294967289, 3], np.uint32)])
+    np.testing.assert_array_equal(quotient[0], floats[0] / np.float32([2, 4294967294, 4294967289, 3]))
+    np.testing.assert_array_equal(remainder[0], np.fmod(floats[0], [2, 4294967294, 4294967289, 3]).astype(np.float32))
+    assert of_int[0].dtype == np.float32
+    np.testing.assert_array_equal(of_int[0], np.fmod([2, 4294967294, 4294967289, 3], 2.5).astype(np.float32))
+
+
+@pytest.mark.parametrize("build", [lambda a, b: a // b, lambda a, b: a % b, lambda a, b: a // 0])
+def test_integer_division_by_zero_is_an_error(build):
+    import penstock
+    with pytest.raises(penstock.PipelineError, match="integer division by zero, in _arithmetic"):
+        _run(build, left=INTS, right=[np.array([1, 0, 1, 1, 1, 1], np.int32)])
+
+
+def test_min_max_and_clamp_compare_as_dali_with_nan():
+    from penstock import math
+    x = [np.array([np.nan, 1.0, 5.0, -3.0], np.float32)] * 2
+    bound = [np.array([0.0, np.nan, 2.0, 2.0], np.float32)] * 2
+    low, high, clamped, swapped = _run(lambda a, b: (math.min(a, b), math.max(b, a), math.clamp(a, -1, 2),
+                                                    math.clamp(a, 3.0, b)), left=x, right=bound)
+    np.testing.assert_array_equal(low[0], np.where(x[0] < bound[0], x[0], bound[0]))  # NaN on the left: right
+    np.testing.assert_array_equal(high[0], np.where(bound[0] > x[0], bound[0], x[0]))
+    np.testing.assert_array_equal(clamped[0], [np.nan, 1.0, 2.0, -1.0])
+    np.testing.assert_array_equal(swapped[0], [np.nan, 3.0, 2.0, 2.0])  # lo > hi: hi; NaN bounds are not limits
+
+
+def test_signed_and_uint64_compare_by_value():
+    signed = [np.array([-1, 5, -9223372036854775807, 3], np.int64)]
+    unsigned = [np.array([18446744073709551615, 5, 1, 2], np.uint64)]
+    less, equal, greater = _run(lambda a, b: (a < b, a == b, b > a), left=signed, right=unsigned)
+    expected = [int(a) < int(b) for a, b in zip(signed[0], unsigned[0])]
+    np.testing.assert_array_equal(less[0], expected)
+    np.testing.assert_array_equal(equal[0], [int(a) == int(b) for a, b in zip(signed[0], unsigned[0])])
+    np.testing.assert_array_equal(greater[0], expected)
+
+
+BOOLS = [np.array([True, False, True])] * 2
+
+
+@pytest.mark.parametrize("build, name", [
+    (lambda a, b: a + b, "'\\+'"), (lambda a, b: a - b, "'-'"), (lambda a, b: -a, "'unary -'"),
+    (lambda a, b: a / b, "'/'"), (lambda a, b: a ** True, "'\\*\\*'"),
+    (lambda a, b: fn.math.sqrt(a), "math.sqrt"), (lambda a, b: fn.math.clamp(a, False, True), "math.clamp"),
+])
+def test_arithmetic_of_bools_alone_is_refused_naming_the_operation(build, name):
+    import penstock
+    with pytest.raises(penstock.PipelineError, match=f"{name} does not take"):
+        _run(build, left=BOOLS, right=BOOLS)
+
+
+def test_bools_multiply_compare_and_combine_bitwise_and_promote_with_numbers():
+    product, less, either, counted = _run(lambda a, b: (a * b, a < b, a | b, a + 1), left=BOOLS,
+                                          right=[np.array([True, True, False])] * 2)
+    np.testing.assert_array_equal(product[0], [True, False, False])
+    np.testing.assert_array_equal(less[0], [False, True, False])
+    np.testing.assert_array_equal(either[0], [True, True, True])
+    assert counted[0].dtype == np.int32 and counted[0].tolist() == [2, 1, 2]
+
+
+def test_float16_operands_are_refused_as_in_dali():
+    import penstock
+    with pytest.raises(penstock.PipelineError, match="'\\+' does not take float16 operands"):
+        _run(lambda a, b: a + b, left=[np.ones(2, np.float16)], right=[np.ones(2, np.float32)])
+    with pytest.raises(TypeError, match="'\\*' does not take float16"):  # a constant: where it is written
+        _run(lambda a, b: a * types.Constant(0.5, types.FLOAT16))
+
+
+def test_constants_are_typed_as_dalis_and_refused_where_written():
+    listed, array, scalar = _run(lambda a, b: (a + [1, 2, 3], a + np.array([1.5, 2, 3]), a + np.int64(1)))
+    assert (listed[0].dtype, array[0].dtype, scalar[0].dtype) == (np.int32, np.float32, np.int64)
+    np.testing.assert_array_equal(listed[0], LEFT[0].astype(np.int32) + [1, 2, 3])
+    with pytest.raises(OverflowError, match="'\\+': the constant 3000000000 does not fit int32"):
+        _run(lambda a, b: a + 3000000000)
+    with pytest.raises(TypeError, match="numpy float64 constant"):
+        _run(lambda a, b: a * np.float64(0.5))

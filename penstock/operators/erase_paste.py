@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator, WholeBatchOperator
 from penstock.operators.geometry import check_hwc, declare_hwc
 from penstock.operators.gpu_plan import tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
@@ -71,20 +71,44 @@ registry.register_schema(OpSchema(
           FILL_VALUE),
     input_names=("images",)))
 
+MULTI_PASTE_TYPES = tuple(np.dtype(name) for name in ("uint8", "int16", "int32", "float32"))
+MULTI_PASTE_INPUTS = 64
+# per region argument: its absolute (integer) form and its relative (fraction) form
+REGION_ARGS = (("in_anchors", "in_anchors_rel"), ("shapes", "shapes_rel"), ("out_anchors", "out_anchors_rel"))
+
+
+def _region_arg(name: str, doc: str) -> Arg:
+    relative = name.endswith("_rel")
+    kind = "fractions in [0, 1] of the source's" if relative else "whole pixels,"
+    return Arg(name, "any", None, f"{doc}: a (number of regions) x 2 tensor of (y, x) pairs, {kind} "
+               + ("(or the output's, for out_anchors_rel) size." if relative else "per output sample."),
+               per_sample=True)
+
+
 registry.register_schema(OpSchema(
     name="multi_paste", class_name="MultiPaste",
-    doc="Output i is a canvas (zeros) of ``output_size`` (default: input i's size) onto which windows of the "
-        "batch's images are pasted in order, later ones on top: paste k takes input in_ids[k]'s window at "
-        "in_anchors[k] (y, x; default 0) of shapes[k] (height, width; default the rest of that image) and puts "
-        "it at out_anchors[k] (default 0). Give the arguments per sample for a different recipe per output.",
-    args=(Arg("in_ids", "ints", REQUIRED, "The batch positions of the images to paste from.", per_sample=True,
-              min=0),
-          Arg("in_anchors", "any", None, "Per paste, (y, x) of the window in its source.", per_sample=True),
-          Arg("shapes", "any", None, "Per paste, (height, width) of the window.", per_sample=True),
-          Arg("out_anchors", "any", None, "Per paste, (y, x) where the window goes in the output.", per_sample=True),
-          Arg("output_size", "ints", None, "(height, width) of the output.", per_sample=True, length=(2,), min=1)),
-    checks=(lambda static, per_sample: _check_paste_lists(static, per_sample),),
-    input_names=("images",)))
+    doc="Output i is a canvas (zeros) of ``output_size`` onto which regions of HWC images are pasted in order, later "
+        "ones on top. With ``in_ids`` (one input), region k comes from sample in_ids[k] of the batch; without it, "
+        f"region k comes from sample i of input k (1 to {MULTI_PASTE_INPUTS} inputs of one type). Region k is the "
+        "window at in_anchors[k] (default 0) of shapes[k] (default: the rest of its source), put at out_anchors[k] "
+        "(default 0); the _rel forms give them as fractions of the source's (or the canvas's) size, anchors rounded "
+        "down and shapes up. Without ``output_size``, every input sample must have one height and width, the "
+        "canvas's. Types: uint8, int16, int32 and float32, in and out (``dtype``, converted with rounding and "
+        "saturation). Give the arguments per sample for a different recipe per output.",
+    args=(Arg("in_ids", "ints", None, "Per output, the batch positions of the samples to paste from (one input only).",
+              per_sample=True),
+          _region_arg("in_anchors", "Per region, the top-left corner of the window in its source"),
+          _region_arg("in_anchors_rel", "in_anchors as fractions"),
+          _region_arg("shapes", "Per region, the window's (height, width)"),
+          _region_arg("shapes_rel", "shapes as fractions"),
+          _region_arg("out_anchors", "Per region, where the window's top-left corner goes on the canvas"),
+          _region_arg("out_anchors_rel", "out_anchors as fractions"),
+          Arg("output_size", "ints", None, "(height, width) of the canvas (values after these two are not read).",
+              per_sample=True),
+          Arg("dtype", "dtype", None, "The output type: uint8, int16, int32 or float32; default the input's.")),
+    checks=(lambda static, per_sample: _check_paste_args(static, per_sample),),
+    num_inputs=(1, MULTI_PASTE_INPUTS), input_names=tuple(f"images{i}" if i else "images"
+                                                          for i in range(MULTI_PASTE_INPUTS))))
 
 
 # ---- erase: the regions, shared by both devices --------------------------------------------------
@@ -287,100 +311,195 @@ class PasteGpu(PasteDeclaration, BatchOperator):
 
 
 # ---- multi_paste ----------------------------------------------------------------------------------
-def _pairs(value, count: int, name: str, default) -> np.ndarray:
-    """A per-paste list of (y, x) pairs as an int array (count, 2); ``default`` when not given."""
+def _check_paste_args(static: dict, per_sample: frozenset) -> None:
+    for absolute, relative in REGION_ARGS:
+        if all(name in per_sample or static[name] is not None for name in (absolute, relative)):
+            raise ArgError(f"arguments '{absolute}' and '{relative}' cannot be given together")
+    if static["dtype"] is not None and np.dtype(types.to_numpy_dtype(static["dtype"])) not in MULTI_PASTE_TYPES:
+        raise ArgError(f"argument 'dtype': expected uint8, int16, int32 or float32, got {static['dtype']}")
+    if "output_size" not in per_sample and static["output_size"] is not None:
+        _check_output_size(static["output_size"])
+    if "in_ids" not in per_sample and static["in_ids"] is not None:
+        for name in (name for pair in REGION_ARGS for name in pair if name not in per_sample):
+            _region_values(static, name, len(static["in_ids"]))
+
+
+def _check_output_size(size) -> tuple[int, int]:
+    if len(size) < 2:
+        raise ArgError(f"argument 'output_size': expected (height, width), got {tuple(size)}")
+    if min(size[:2]) < 0:
+        raise ArgError(f"argument 'output_size': expected sizes of at least 0, got {tuple(size)}")
+    return int(size[0]), int(size[1])
+
+
+def _region_values(args: dict, name: str, count: int) -> np.ndarray | None:
+    """A region argument as a (count, 2) array, or None when not given."""
+    value = args[name]
     if value is None:
-        return np.asarray(default, np.int64).reshape(count, 2)
-    pairs = np.asarray(value, np.float64)
-    if pairs.size != 2 * count:
-        raise ArgError(f"argument '{name}': expected {count} pairs (one per id of in_ids), got {pairs.size} values")
-    if np.any(pairs != np.round(pairs)):
-        raise ArgError(f"argument '{name}': expected whole pixels, got {pairs.tolist()}")
-    return pairs.astype(np.int64).reshape(count, 2)
+        return None
+    values = np.asarray(value)
+    if values.size == 0 and count == 0:
+        return np.zeros((0, 2))
+    if values.shape != (count, 2) or values.dtype.kind not in "iuf":
+        raise ArgError(f"argument '{name}': expected a {count} x 2 tensor (a (y, x) pair per pasted region), got "
+                       f"{value!r}")
+    if name.endswith("_rel"):
+        if np.any((values < 0) | (values > 1)):
+            raise ArgError(f"argument '{name}': expected fractions in [0, 1], got {values.tolist()}")
+        return values.astype(np.float32)
+    if values.dtype.kind == "f":
+        raise ArgError(f"argument '{name}': expected whole pixels (integers), got {values.tolist()}")
+    if np.any(values < 0):
+        raise ArgError(f"argument '{name}': expected values of at least 0, got {values.tolist()}")
+    return values.astype(np.int64)
 
 
-def _check_paste_lists(static: dict, per_sample: frozenset) -> None:
-    if "in_ids" in per_sample:
-        return
-    count = len(static["in_ids"])
-    for name in ("in_anchors", "shapes", "out_anchors"):
-        if name not in per_sample:
-            pairs = _pairs(static[name], count, name, np.zeros((count, 2)))
-            if name == "shapes" and static[name] is not None and np.any(pairs <= 0):
-                raise ArgError(f"argument 'shapes': expected positive sizes, got {pairs.tolist()}")
-            if name != "shapes" and np.any(pairs < 0):
-                raise ArgError(f"argument '{name}': expected anchors of at least 0, got {pairs.tolist()}")
+def _scaled(extents, fractions, rounding) -> np.ndarray:
+    """Pixels from fractions of ``extents``, in float32 as DALI computes them."""
+    return rounding(np.float32(1) * np.asarray(extents, np.float32) * fractions).astype(np.int64)
 
 
-def paste_plan(sizes: list, index: int, args: dict, op_name: str):
-    """((output height, width), [(source, (in_y, in_x), (height, width), (out_y, out_x))...]) of output
-    ``index``; ``sizes`` are the (height, width) of the batch's images."""
-    ids = list(args["in_ids"])
-    try:
-        in_anchors = _pairs(args["in_anchors"], len(ids), "in_anchors", np.zeros((len(ids), 2)))
-        out_anchors = _pairs(args["out_anchors"], len(ids), "out_anchors", np.zeros((len(ids), 2)))
-        for source in ids:
-            if not 0 <= source < len(sizes):
-                raise ArgError(f"argument 'in_ids': {source} is not a position in a batch of {len(sizes)}")
-        rest = [np.subtract(sizes[source], anchor) for source, anchor in zip(ids, in_anchors)]
-        shapes = _pairs(args["shapes"], len(ids), "shapes", rest)
-    except ArgError as error:
-        raise ValueError(f"{op_name}: {error}") from None
-    output = tuple(args["output_size"]) if args["output_size"] else tuple(sizes[index])
+def paste_plan(batches: list, index: int, args: dict, op_name: str):
+    """((output height, width), channels, [(input, sample, (in_y, in_x), (height, width), (out_y, out_x))...]) of
+    output ``index``; ``batches`` are the inputs' lists of samples (HWC)."""
+    if args["in_ids"] is not None:
+        sources = [(0, int(source)) for source in args["in_ids"]]
+        for _, source in sources:
+            if not 0 <= source < len(batches[0]):
+                raise ArgError(f"argument 'in_ids': {source} is not a position in a batch of {len(batches[0])}")
+    else:
+        sources = [(position, index) for position in range(len(batches))]
+    if args["output_size"] is not None:
+        output = np.array(_check_output_size(args["output_size"]))
+    else:
+        output = np.array(batches[0][0].shape[:2])
+    channels = {batches[position][sample].shape[2] for position, sample in sources}
+    if len(channels) > 1:
+        raise ArgError(f"output {index}: the pasted regions have {sorted(channels)} channels; regions of one output "
+                       "must have the same number")
+    channels = channels.pop() if channels else batches[0][index].shape[2]
+    count = len(sources)
+    (in_anchors, in_rel), (shapes, shapes_rel), (out_anchors, out_rel) = (
+        (_region_values(args, absolute, count), _region_values(args, relative, count))
+        for absolute, relative in REGION_ARGS)
     pastes = []
-    for source, in_anchor, shape, out_anchor in zip(ids, in_anchors, shapes, out_anchors):
-        in_end, out_end = in_anchor + shape, out_anchor + shape
-        if np.any(shape <= 0) or np.any(in_anchor < 0) or np.any(in_end > sizes[source]) or np.any(out_anchor < 0) \
-                or np.any(out_end > output):
-            raise ValueError(f"{op_name}: output {index}: the window {tuple(shape)} at {tuple(in_anchor)} of input "
-                             f"{source} ({tuple(sizes[source])}), put at {tuple(out_anchor)}, does not fit the source "
-                             f"or the output {output}")
-        pastes.append((source, tuple(in_anchor), tuple(shape), tuple(out_anchor)))
-    return output, pastes
+    for k, (position, sample) in enumerate(sources):
+        source = np.array(batches[position][sample].shape[:2])
+        anchor = in_anchors[k] if in_anchors is not None else \
+            _scaled(source, in_rel[k], np.floor) if in_rel is not None else np.zeros(2, np.int64)
+        shape = shapes[k] if shapes is not None else \
+            _scaled(source, shapes_rel[k], np.ceil) if shapes_rel is not None else source - anchor
+        out_anchor = out_anchors[k] if out_anchors is not None else \
+            _scaled(output, out_rel[k], np.floor) if out_rel is not None else np.zeros(2, np.int64)
+        if np.any(anchor < 0) or np.any(shape < 0) or np.any(anchor + shape > source):
+            raise ArgError(f"output {index}: region {k}, the window {tuple(shape.tolist())} at "
+                           f"{tuple(anchor.tolist())}, is not within its source of size {tuple(source.tolist())}")
+        if np.any(out_anchor < 0) or np.any(out_anchor + shape > output):
+            raise ArgError(f"output {index}: region {k} of size {tuple(shape.tolist())} put at "
+                           f"{tuple(out_anchor.tolist())} is not within the canvas of size {tuple(output.tolist())}")
+        pastes.append((position, sample, tuple(anchor.tolist()), tuple(shape.tolist()), tuple(out_anchor.tolist())))
+    return tuple(output.tolist()), channels, pastes
 
 
-def _multi_paste(samples: list, args: list, zeros, op_name: str) -> list:
-    """multi_paste over the batch; ``zeros(shape, like)`` makes a canvas (numpy or torch)."""
-    sizes = [tuple(sample.shape[:2]) for sample in samples]
-    if len({sample.shape[2] for sample in samples}) > 1 or len({sample.dtype for sample in samples}) > 1:
-        raise ValueError(f"{op_name}: the batch's images differ in channels or type; multi_paste mixes images of one "
-                         "kind")
+def _check_paste_batches(batches: list, args: list, dims, dtypes, op_name: str) -> None:
+    """DALI's rules on multi_paste's inputs: HWC samples of one type, a supported one; without
+    output_size, every sample of one height and width."""
+    if args and args[0]["in_ids"] is not None and len(batches) > 1:
+        raise ValueError(f"{op_name}: with 'in_ids', it takes one input, got {len(batches)}")
+    for batch in batches:
+        for sample in batch:
+            if dims(sample) != 3:
+                raise ValueError(f"{op_name}: expected HWC images (3 dimensions), got a sample of {dims(sample)}")
+    kinds = {dtype for batch in batches for dtype in map(dtypes, batch)}
+    if len(kinds) > 1:
+        raise TypeError(f"{op_name}: the inputs differ in type ({', '.join(sorted(map(str, kinds)))}); they must share "
+                        "one")
+    if kinds and kinds.pop() not in MULTI_PASTE_TYPES:
+        raise TypeError(f"{op_name}: expected uint8, int16, int32 or float32 images, got "
+                        f"{dtypes(batches[0][0])}")
+    if len({len(sample_args["output_size"] or ()) for sample_args in args}) > 1:
+        raise ValueError(f"{op_name}: argument 'output_size': the samples give different numbers of values")
+    if any(sample_args["output_size"] is None for sample_args in args):
+        sizes = {tuple(sample.shape[:2]) for batch in batches for sample in batch}
+        if len(sizes) > 1:
+            raise ValueError(f"{op_name}: without 'output_size', every input sample must have one height and width, "
+                             f"got {sorted(sizes)}")
+
+
+def _multi_paste(batches: list, args: list, canvas, convert, op_name: str) -> list:
+    """multi_paste over the batch; ``canvas(shape, like)`` makes a canvas of the output type (numpy
+    or torch) and ``convert(window)`` converts a window to it."""
     results = []
     for index, sample_args in enumerate(args):
-        (height, width), pastes = paste_plan(sizes, index, sample_args, op_name)
-        canvas = zeros((height, width, samples[0].shape[2]), samples[0])
-        for source, (in_y, in_x), (rows, columns), (out_y, out_x) in pastes:
-            canvas[out_y:out_y + rows, out_x:out_x + columns] = samples[source][in_y:in_y + rows, in_x:in_x + columns]
-        results.append(canvas)
+        try:
+            (height, width), channels, pastes = paste_plan(batches, index, sample_args, op_name)
+        except ArgError as error:
+            raise ValueError(f"{op_name}: {error}") from None
+        result = canvas((height, width, channels), batches[0][0])
+        for position, sample, (in_y, in_x), (rows, columns), (out_y, out_x) in pastes:
+            window = batches[position][sample][in_y:in_y + rows, in_x:in_x + columns]
+            result[out_y:out_y + rows, out_x:out_x + columns] = convert(window)
+        results.append(result)
     return results
+
+
+def _rounded(xp, window, integer_output: bool):
+    """Float windows going to an integer type rounded halves away from zero, as DALI's paste
+    kernels convert (then saturated)."""
+    floating = window.dtype.kind == "f" if xp is np else window.is_floating_point()
+    if not (integer_output and floating):
+        return window
+    wide = window.astype(np.float64) if xp is np else window.double()
+    magnitude = xp.floor(xp.abs(wide) + 0.5)
+    return xp.where(wide < 0, -magnitude, magnitude)
+
+
+def _output_dtype(args: dict, input_dtype):
+    return np.dtype(types.to_numpy_dtype(args["dtype"])) if args["dtype"] is not None else input_dtype
 
 
 class MultiPasteDeclaration:
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
+        if self.args.get("in_ids") is not None and len(inputs) > 1:
+            raise ValueError(f"{self.name}: with 'in_ids', it takes one input, got {len(inputs)}")
+        for spec in inputs:
+            declare_hwc(spec, self.name)
+            if spec.layout not in ("", "HWC"):
+                raise ValueError(f"{self.name}: expected HWC images, got layout '{spec.layout}'")
+            if spec.dtype is not None and spec.dtype not in MULTI_PASTE_TYPES:
+                raise TypeError(f"{self.name}: expected uint8, int16, int32 or float32 images, got {spec.dtype}")
+        dtypes = {spec.dtype for spec in inputs} - {None}
+        if len(dtypes) > 1:
+            raise TypeError(f"{self.name}: the inputs differ in type ({', '.join(sorted(map(str, dtypes)))}); they "
+                            "must share one")
+        dtype = _output_dtype(self.args, inputs[0].dtype)
         size = self.args.get("output_size")
-        channels = inputs[0].known_channels
-        return inputs[0].but(shape=(*size, channels) if size and channels else None)
+        channels = inputs[0].known_channels if len(inputs) == 1 else None
+        return OutputSpec(dtype, 3, "HWC", (*size[:2], channels) if size and channels else None)
 
 
 @registry.register("multi_paste", "cpu")
 class MultiPaste(MultiPasteDeclaration, WholeBatchOperator):
     def run_batch(self, inputs, args, params):
-        for sample in inputs[0]:
-            check_hwc(sample, self.name)
-        return _multi_paste(inputs[0], args, lambda shape, like: np.zeros(shape, like.dtype), self.name)
+        _check_paste_batches(inputs, args, np.ndim, lambda sample: sample.dtype, self.name)
+        dtype = _output_dtype(args[0], inputs[0][0].dtype) if inputs[0] else None
+        integer = dtype is not None and dtype.kind in "iu"
+        return _multi_paste(inputs, args, lambda shape, like: np.zeros(shape, dtype),
+                            lambda window: numeric.saturate(_rounded(np, window, integer), dtype), self.name)
 
 
 @registry.register("multi_paste", "gpu", requires=devices.gpu_problem)
 class MultiPasteGpu(MultiPasteDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         import torch
-        samples = tensors_of(inputs[0])
-        for sample in samples:
-            if sample.dim() != 3:
-                raise ValueError(f"{self.name}: expected an HWC image (3 dimensions), got shape {tuple(sample.shape)}")
-        return _multi_paste(samples, args, lambda shape, like: torch.zeros(shape, dtype=like.dtype, device=like.device),
-                            self.name)
+        batches = [tensors_of(batch_input) for batch_input in inputs]
+        _check_paste_batches(batches, args, lambda sample: sample.dim(), _numpy_dtype, self.name)
+        dtype = _output_dtype(args[0], _numpy_dtype(batches[0][0])) if batches[0] else None
+        torch_dtype = getattr(torch, dtype.name) if dtype is not None else None
+        return _multi_paste(batches, args,
+                            lambda shape, like: torch.zeros(shape, dtype=torch_dtype, device=like.device),
+                            lambda window: numeric.saturate_tensor(
+                                _rounded(torch, window, dtype.kind in "iu"), torch_dtype), self.name)
 
 
 __all__ = ["erase_regions", "fill_of", "grid_dark", "grid_row", "paste_placement", "paste_plan"]

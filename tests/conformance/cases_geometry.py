@@ -7,6 +7,8 @@ from conformance.harness import Close, Data, PerSample, Spec
 from conformance.samples import f32, images, tensors
 
 NORMALIZED = Close(atol=1e-4, rtol=1e-5)
+UNIFORM = ((6, 8),) * 3
+SQUARE, SQUARE_2 = images(sizes=UNIFORM), images(sizes=UNIFORM, seed=7)
 IMAGES = {"f32_hwc": (images("float32"),), "i16_hwc": (images("int16"),), "u8_chw": (images(layout="CHW"),),
           "u8_fhwc": (images(layout="FHWC"),), "u8_dhwc": (images(layout="DHWC"),), "u8_hw": (images(layout="HW"),)}
 CROP_GRID = {
@@ -67,8 +69,24 @@ SPECS = [
         "shapes_rel": [PerSample(f32([0.5, 0.5], [0.5, 0.5]), f32([1, 1], [0.2, 0.2]), f32([0.3, 0.3], [1, 1]))],
         "out_anchors": [PerSample(np.int32([[0, 0], [5, 5]]), np.int32([[1, 1], [2, 2]]), np.int32([[0, 0], [0, 0]]))],
         "out_anchors_rel": [PerSample(f32([0, 0], [0.5, 0.5]), f32([0.1, 0.1], [0, 0]), f32([0, 0], [0.9, 0.9]))],
-        "dtype": ["types.FLOAT", "types.INT16"],
-    }),
+        "dtype": ["types.FLOAT", "types.INT16", "types.INT32", "types.UINT8", "types.FLOAT64"],
+        "output_size": {"per_sample": PerSample(np.int32([10, 10]), np.int32([5, 7]), np.int32([12, 3])),
+                        "0,0": (0, 0), "10,10,3": (10, 10, 3), "10": (10,)},
+    }, refused=("FLOAT64", "10")),
+    # without in_ids: region k of output i is sample i of input k; canvases of the inputs' (uniform) size
+    Spec("multi_paste", (SQUARE, SQUARE_2), {}, name="multi_paste_inputs", grid={
+        "@input": {"one": (SQUARE,), "f32": (images("float32", sizes=UNIFORM), images("float32", sizes=UNIFORM, seed=5)),
+                   "ragged": (images(), images()), "no_layout": (Data(SQUARE.samples),),
+                   "chw": (images(layout="CHW", sizes=UNIFORM),), "u16": (images("uint16", sizes=UNIFORM),),
+                   "mixed_types": (SQUARE, images("int16", sizes=UNIFORM))},
+        "out_anchors": [PerSample(*[np.int32([[0, 0], [1, 2]])] * 3)],
+        "out_anchors_rel": [PerSample(f32([0, 0], [0.5, 0.25]), f32([0.3, 0.3], [0, 0]), f32([1, 1], [0, 0]))],
+        "shapes_rel": [PerSample(f32([0.5, 0.5], [0.25, 0.75]), f32([1, 1], [0, 0]), f32([0.3, 0.3], [0.7, 0.1]))],
+        "in_anchors_rel": [PerSample(f32([0.5, 0.5], [0.25, 0.75]), f32([1, 1], [0, 0]), f32([0.3, 0.3], [0.7, 0.1]))],
+        "output_size": [(4, 9)],
+        "in_ids": [(0,)],
+        "dtype": ["types.UINT8", "types.INT16"],
+    }, refused=("ragged", "chw", "u16", "mixed_types", "0")),
     Spec("transpose", (images(),), {"perm": (2, 0, 1)}, grid={
         "@input": {"f32": (images("float32"),), "no_layout": (tensors([(2, 3, 4), (1, 2, 3)]),)},
         "perm": [(0, 1, 2), (1, 0, 2), (1, 0)],

@@ -283,11 +283,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'pad[align=per_sample]': 'DALI accepts, penstock refuses: TypeError("pad: argument \'align\' cannot be a per-sample input (a DataNode); pass a plain value")',
     # paste
     'paste[input=f32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    # multi_paste
-    'multi_paste[in_anchors_rel=per_sample]': 'DALI accepts, penstock refuses: TypeError("multi_paste: unknown argument \'in_anchors_rel\' (did you mean \'in_anchors\'?); it takes bytes_per_sample_h...',
-    'multi_paste[shapes_rel=per_sample]': 'DALI accepts, penstock refuses: TypeError("multi_paste: unknown argument \'shapes_rel\' (did you mean \'shapes\'?); it takes bytes_per_sample_hint, dev...',
-    'multi_paste[dtype=FLOAT]': 'DALI accepts, penstock refuses: TypeError("multi_paste: unknown argument \'dtype\'; it takes bytes_per_sample_hint, device, in_anchors, in_ids, name,...',
-    'multi_paste[dtype=INT16]': 'DALI accepts, penstock refuses: TypeError("multi_paste: unknown argument \'dtype\'; it takes bytes_per_sample_hint, device, in_anchors, in_ids, name,...',
     # cast_float
     'cast_float[base]': "values differ from DALI's (sample 0: 2 of 9 elements, by up to 1)",
     'cast_float[dtype=INT8]': "values differ from DALI's (sample 0: 3 of 9 elements, by up to 1)",

@@ -162,7 +162,7 @@ class DataNode:
         return self._arithmetic(other, "bitxor", constant_first=True)
 
     def __pos__(self):
-        return self
+        return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "plus"})
 
     def __neg__(self):
         return invoke(registry.get_schema("_arithmetic"), (self,), {"op": "neg"})

@@ -168,11 +168,18 @@ class Constant:
         return f"Constant({self.value!r}, {self.dtype})"
 
 
+# DALI's constant batches hold 64-bit arrays in 32 bits unless a dtype says otherwise
+_NARROWER = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+             np.dtype(np.uint64): np.dtype(np.uint32)}
+
+
 def _constant_type(value) -> np.dtype:
-    """The type DALI gives a constant: a numpy value keeps its own; Python floats are float32, ints
-    int32 and bools bool."""
-    if isinstance(value, (np.ndarray, np.generic)):
+    """The type DALI gives a constant: a numpy scalar keeps its own, a numpy array its own narrowed
+    to 32 bits; Python floats are float32, ints int32 and bools bool."""
+    if isinstance(value, np.generic):
         return value.dtype
+    if isinstance(value, np.ndarray):
+        return _NARROWER.get(value.dtype, value.dtype)
     array = np.asarray(value)
     if array.dtype.kind == "f":
         return np.dtype(np.float32)

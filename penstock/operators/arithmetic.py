@@ -263,8 +263,10 @@ class ArithmeticDeclaration:
         shapes = [spec.shape for spec in inputs]
         shape = shapes[0] if len(shapes) == 1 and shapes[0] is not None and self.args["constant"] is None \
             or (len(set(shapes)) == 1 and shapes[0] is not None) else None
-        layouts = [spec.layout for spec in inputs if spec.layout]
-        return OutputSpec(dtype, ndim, layouts[0] if layouts and ndim == len(layouts[0]) else "", shape)
+        # the layout of an operand with the result's dimensions (with unknown dimensions: the longest)
+        layouts = sorted((spec.layout for spec in inputs if spec.layout), key=len, reverse=True)
+        layout = layouts[0] if layouts and ndim in (None, len(layouts[0])) else ""
+        return OutputSpec(dtype, ndim, layout, shape)
 
     def operands(self, inputs: tuple, constant) -> list:
         if self.args["constant"] is None:

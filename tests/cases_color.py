@@ -91,8 +91,8 @@ CASES = {
     "brightness_contrast": Case(
         ragged_images, image_op("brightness_contrast", brightness=0.8, brightness_shift=0.1, contrast=0.7,
                                 contrast_center=100, dtype=types.FLOAT),
-        lambda samples, _: [(0.1 + 0.8 / 255 * (100 + 0.7 * (s.astype(np.float64) - 100))).astype(np.float32)
-                            for s in samples], max_abs=1e-5),
+        lambda samples, _: [(0.1 + 0.8 * (100 + 0.7 * (s.astype(np.float64) - 100))).astype(np.float32)
+                            for s in samples], max_abs=1e-4),
     "saturation": Case(ragged_images, image_op("saturation", saturation=0.4),
                        torchvision_saturation(0.4), max_abs=2),
     "hue": Case(ragged_images, image_op("hue", hue=40.0), twist_reference(hue=40.0), max_abs=1),

@@ -20,12 +20,12 @@ def images(channels=3):
     return [smooth_image(9, 11, channels, seed=1), smooth_image(12, 7, channels, seed=2), smooth_image(6, 6, channels, seed=3)]
 
 
-def run(build, samples, device, describe=False):
+def run(build, samples, device, describe=False, layout="HWC"):
     """Outputs (lists of numpy arrays) of ``build(node)`` on ``device``; with ``describe``, also
     Pipeline.describe's text."""
     @pipeline_def(batch_size=len(samples), num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED)
     def pipeline():
-        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC")
+        node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
         outputs = build(node.gpu() if device == "gpu" else node, device)
         return outputs if isinstance(outputs, tuple) else (outputs,)
 
@@ -97,13 +97,77 @@ def test_a_colour_chain_on_the_gpu_is_one_launch_that_matches_the_cpu_steps():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_color_twist_on_bgr_images_twists_their_rgb_order(device):
+def test_color_twist_takes_the_channels_as_rgb_whatever_the_image_type(device):
+    """As DALI: image_type does not change the map (BGR, YCbCr... are twisted as if RGB)."""
     samples = images()
-    outputs = run(lambda node, d: fn.color_twist(node, hue=30.0, saturation=1.2, image_type=types.BGR, device=d),
-                  samples, device)[0]
+    for image_type in (types.BGR, types.YCbCr):
+        outputs = run(lambda node, d: fn.color_twist(node, hue=30.0, saturation=1.2, image_type=image_type, device=d),
+                      samples, device)[0]
+        for sample, output in zip(samples, outputs):
+            assert_close(output, round_uint8(sample.astype(np.float64) @ exact_twist_matrix(30.0, 1.2).T), 1)
+
+
+def exact_twist_matrix(hue=0.0, saturation=1.0, value=1.0) -> np.ndarray:
+    """DALI 2.4's map: YIQ back to RGB by the inverse of its RGB -> YIQ matrix."""
+    to_yiq = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])
+    c, s = np.cos(np.radians(hue)), np.sin(np.radians(hue))
+    rotation = np.array([[1.0, 0, 0], [0, c, s], [0, -s, c]])
+    return np.linalg.inv(to_yiq) @ rotation @ np.diag([1.0, saturation, saturation]) * value @ to_yiq
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["FHWC", "DHWC"])
+def test_sequences_and_volumes_map_every_pixel(device, layout):
+    """As DALI: frames (FHWC) and slices (DHWC) are mapped as images, per-sample arguments per sample."""
+    samples = [np.stack([smooth_image(5 + i, 4, seed=i + k) for k in range(2 + i)]) for i in range(3)]
+
+    def build(node, d):
+        hue = fn.external_source(source=lambda: [np.float32(10.0 * i) for i in range(3)], batch=True)
+        return (fn.hue(node, hue=hue, device=d), fn.brightness_contrast(node, brightness=1.5, contrast=0.5, device=d),
+                fn.hsv(node, saturation=-0.5, value=0.8, dtype=types.FLOAT, device=d))
+
+    hues, contrasts, hsvs = run(build, samples, device, layout=layout)
+    for index, sample in enumerate(samples):
+        values = sample.astype(np.float64)
+        assert_close(hues[index], round_uint8(values @ exact_twist_matrix(10.0 * index).T), 1)
+        assert_close(contrasts[index], round_uint8(1.5 * (128 + 0.5 * (values - 128))), 1)
+        assert_close(hsvs[index], values @ exact_twist_matrix(0.0, -0.5, 0.8).T, 1e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rgb_to_ycbcr_and_gray_of_sequences(device):
+    samples = [np.stack([smooth_image(5 + i, 4, seed=i + k) for k in range(2)]) for i in range(2)]
+    outputs = run(lambda node, d: fn.color_space_conversion(node, image_type=types.RGB, output_type=types.GRAY,
+                                                            device=d), samples, device, layout="FHWC")[0]
     for sample, output in zip(samples, outputs):
-        expected = round_uint8(sample[:, :, ::-1].astype(np.float64) @ twist_matrix(30.0, 1.2).T)[:, :, ::-1]
-        assert_close(output, expected, 1)
+        assert_close(output, round_uint8(sample.astype(np.float64) @ [[0.299], [0.587], [0.114]]), 1)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: fn.brightness(x), "brightness: takes the layouts HWC, FHWC, DHWC; got 'CHW'"),
+    (lambda x: fn.hue(x), "hue: takes the layouts HWC, FHWC, DHWC; got 'CHW'"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.BGR),
+     "color_space_conversion: takes the layouts FDHWC, FHWC, DHWC, HWC; got 'CHW'"),
+])
+def test_channel_first_images_are_refused_when_the_pipeline_is_built(call, message):
+    """As DALI, whose colour operators take channels last."""
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipeline():
+        return call(fn.external_source(source=lambda: [np.zeros((3, 4, 4), np.uint8)], batch=True, layout="CHW"))
+
+    with pytest.raises(ValueError, match=message):
+        pipeline().build()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hsv_gives_uint8_unless_told_otherwise(device):
+    """As DALI, whose hsv defaults dtype to uint8 (the other colour operators keep the input's type)."""
+    samples = [(s / 2.0).astype(np.float32) for s in images()]
+    hsv, hue = run(lambda node, d: (fn.hsv(node, saturation=2.0, device=d), fn.hue(node, hue=0.0, device=d)),
+                   samples, device)
+    for sample, out, same in zip(samples, hsv, hue):
+        assert out.dtype == np.uint8 and same.dtype == np.float32
+        assert_close(out, round_uint8(sample.astype(np.float64) @ exact_twist_matrix(0.0, 2.0).T), 1)
 
 
 def _ycbcr(rgb: np.ndarray) -> np.ndarray:
@@ -143,17 +207,18 @@ def test_bgr_to_gray_and_rgb_to_hsv_as_opencv(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_float_hsv_holds_degrees(device):
+@pytest.mark.parametrize("output_type", [types.YCbCr, types.HSV])
+def test_colour_space_conversion_takes_uint8_alone(device, output_type):
+    """As DALI, whose conversions are of uint8 images only."""
     samples = [(s / 255.0).astype(np.float32) for s in images()]
-    outputs = run(lambda node, d: fn.color_space_conversion(node, image_type=types.RGB, output_type=types.HSV,
-                                                            device=d), samples, device)[0]
-    for sample, output in zip(samples, outputs):
-        assert_close(output, cv2.cvtColor(sample, cv2.COLOR_RGB2HSV), 1e-3)
+    with pytest.raises(Exception, match="color_space_conversion: takes uint8 images, got float32"):
+        run(lambda node, d: fn.color_space_conversion(node, image_type=types.RGB, output_type=output_type,
+                                                      device=d), samples, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_hue_of_a_grayscale_image_says_so(device):
-    with pytest.raises(Exception, match="(?s)hue: argument 'image_type'.*1 channel.*grayscale"):
+    with pytest.raises(Exception, match="(?s)hue: .*needs 3-channel images.*1 channel.*grayscale"):
         run(lambda node, d: fn.hue(node, hue=10.0, device=d), images(channels=1), device)
 
 
@@ -170,8 +235,10 @@ def define(body):
      "color_space_conversion: argument 'image_type': expected one of"),
     (lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type="YCrCb"),
      "color_space_conversion: argument 'output_type'.*did you mean 'YCbCr'"),
-    (lambda x: fn.hue(x, image_type=types.GRAY), "hue: argument 'image_type': expected one of"),
-    (lambda x: fn.saturation(x, saturation=-0.5), r"saturation: argument 'saturation': expected a value in \[0.0"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.BGR, output_type=types.BGR),
+     "color_space_conversion: image_type and output_type are both BGR"),
+    (lambda x: fn.brightness(x, dtype=types.FLOAT16), "brightness: argument 'dtype': expected one of"),
+    (lambda x: fn.hue(x, dtype=types.UINT16), "hue: argument 'dtype': expected one of"),
     (lambda x: fn.jpeg_compression_distortion(x, quality=0), r"jpeg_compression_distortion: argument 'quality'.*\[1, 100\]"),
     (lambda x: fn.jpeg_compression_distortion(x, quality=101), "jpeg_compression_distortion: argument 'quality'"),
     (lambda x: fn.lookup_table(x, keys=(1, 70000), values=(0.0, 1.0)), "lookup_table: argument 'keys'"),
@@ -207,8 +274,9 @@ def test_per_sample_values_are_converted_and_checked_for_every_sample(device):
         for factors in ([np.float32(0.5), np.float32(1.5), np.float32(2)],  # one column of numbers
                         [np.float32(0.5), np.array([1.5], np.float32), np.array(2, np.float32)]):  # one by one
             assert [int(output[0, 0, 0]) for output in run(factors)] == [50, 150, 200]
-        with pytest.raises(Exception, match=r"color_twist.*'brightness': expected a value in \[0"):
-            run([np.float32(0.5), np.float32(-1.0), np.float32(1.0)])
+        # as DALI, a negative factor is taken (and saturates to 0)
+        assert [int(output[0, 0, 0]) for output in run([np.float32(0.5), np.float32(-1.0), np.float32(1.0)])] \
+            == [50, 0, 100]
 
 
 def test_lookup_keys_outside_the_input_type_fail_when_the_pipeline_is_built():
@@ -228,7 +296,7 @@ def test_declared_channels_that_do_not_fit_fail_when_the_pipeline_is_built():
         gray = fn.color_space_conversion(data, image_type=types.RGB, output_type=types.GRAY)
         return fn.color_twist(gray, hue=5.0)
 
-    with pytest.raises(ValueError, match="color_twist: argument 'image_type' .RGB. needs 3-channel"):
+    with pytest.raises(ValueError, match="color_twist: .*needs 3-channel images"):
         pipeline().build()
 
 

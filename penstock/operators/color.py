@@ -18,18 +18,28 @@ import cv2
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.batch import hwc_facts
+from penstock.batch import DeferredBatch, hwc_facts
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.operators import color_tables as tables
 from penstock.operators.color_hsv import hsv_to_rgb_image, hsv_to_rgb_tensor, rgb_to_hsv_image, rgb_to_hsv_tensor
-from penstock.operators.geometry import check_hwc, declare_hwc
 from penstock.operators.gpu_plan import ExtendsImagePlan, plan_of, tensors_of
-from penstock.schema import REQUIRED, Arg, OpSchema
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
-OUTPUT_TYPES = (None, types.UINT8, types.INT16, types.INT32, types.FLOAT, types.FLOAT16)
-DTYPE_ARG = Arg("dtype", "dtype", None, "Output type; default the input's.", choices=OUTPUT_TYPES)
-IMAGE_TYPE_ARG = Arg("image_type", "image_type", types.RGB, "Colour space of the input and the output: RGB or BGR.",
-                     choices=(types.RGB, types.BGR))
+# the types DALI's kernels take, as input and as output (brightness_contrast.h, color_twist.h)
+LINEAR_TYPES = (types.UINT8, types.INT16, types.INT32, types.FLOAT)
+YIQ_TYPES = (*LINEAR_TYPES, types.FLOAT16)
+# images, sequences of images and volumes, channels last (DALI's input layouts); pixels are
+# independent, so a sample of any of them is mapped as one tall HWC image
+COLOR_LAYOUTS = ("HWC", "FHWC", "DHWC")
+
+
+def dtype_arg(choices: tuple, default=None) -> Arg:
+    return Arg("dtype", "dtype", default, "Output type; default the input's." if default is None else
+               f"Output type; default {default.name} (as DALI).", choices=(None, *choices))
+
+
+IMAGE_TYPE_ARG = Arg("image_type", "image_type", types.RGB, "Colour space of the images. As in DALI, the map is "
+                     "the same whatever the value (it treats the channels as R, G, B).")
 BRIGHTNESS_ARGS = (
     Arg("brightness", "float", 1.0, "Multiplier of the values.", per_sample=True),
     Arg("brightness_shift", "float", 0.0, "Added to the values, in units of the output type's range (1.0 is 255 "
@@ -43,74 +53,115 @@ CONTRAST_ARGS = (
 )
 HUE_ARG = Arg("hue", "float", 0.0, "Hue rotation in degrees (a rotation of the chroma in YIQ space, as DALI).",
               per_sample=True)
-SATURATION_ARG = Arg("saturation", "float", 1.0, "Saturation multiplier (of the chroma in YIQ space); 0 gives grey.",
-                     per_sample=True, min=0.0)
+SATURATION_ARG = Arg("saturation", "float", 1.0, "Saturation multiplier (of the chroma in YIQ space); 0 gives grey, "
+                     "negative values also turn the hue by 180 degrees.", per_sample=True)
+IMAGES_DOC = " Takes HWC images, FHWC sequences and DHWC volumes."
 
 
-def _schema(name: str, class_name: str, doc: str, *args: Arg, checks=()) -> None:
-    registry.register_schema(OpSchema(name=name, class_name=class_name, doc=doc, args=(*args, DTYPE_ARG),
-                                      checks=checks, input_names=("images",)))
+def _schema(name: str, class_name: str, doc: str, *args: Arg, output_types=LINEAR_TYPES, dtype_default=None) -> None:
+    registry.register_schema(OpSchema(name=name, class_name=class_name, doc=doc + IMAGES_DOC,
+                                      args=(*args, dtype_arg(output_types, dtype_default)),
+                                      input_names=("images",)))
 
 
 _schema("brightness", "Brightness", "out = brightness_shift * output_range + brightness * in, on every channel "
-        "of HWC images (output_range: 255 for uint8, 1 for floats; values are not rescaled to the output type: "
-        "uint8 200 is float 200.0, as in DALI).",
+        "(output_range: 255 for uint8, 1 for floats; values are not rescaled to the output type: "
+        "uint8 200 is float 200.0, as in DALI). Types: uint8, int16, int32 and float.",
         *BRIGHTNESS_ARGS)
-_schema("contrast", "Contrast", "out = contrast_center + contrast * (in - contrast_center), on every channel of "
-        "HWC images.", *CONTRAST_ARGS)
+_schema("contrast", "Contrast", "out = contrast_center + contrast * (in - contrast_center), on every channel. "
+        "Types: uint8, int16, int32 and float.", *CONTRAST_ARGS)
 _schema("brightness_contrast", "BrightnessContrast", "out = brightness_shift * output_range + brightness * "
-        "(contrast_center + contrast * (in - contrast_center)), on every channel of HWC images, as DALI.",
-        *BRIGHTNESS_ARGS, *CONTRAST_ARGS)
-_schema("hue", "Hue", "Rotates the hue of RGB (or BGR) images by ``hue`` degrees: a rotation of the chroma "
-        "in YIQ space, DALI's linear approximation.", HUE_ARG, IMAGE_TYPE_ARG)
-_schema("saturation", "Saturation", "Scales the saturation of RGB (or BGR) images: the chroma in YIQ space "
-        "times ``saturation``, DALI's linear approximation.", SATURATION_ARG, IMAGE_TYPE_ARG)
+        "(contrast_center + contrast * (in - contrast_center)), on every channel, as DALI. Types: uint8, int16, "
+        "int32 and float.", *BRIGHTNESS_ARGS, *CONTRAST_ARGS)
+_schema("hue", "Hue", "Rotates the hue of 3-channel images by ``hue`` degrees: a rotation of the chroma in YIQ "
+        "space, DALI's linear approximation. Types: uint8, int16, int32, float16 and float.", HUE_ARG,
+        IMAGE_TYPE_ARG, output_types=YIQ_TYPES)
+_schema("saturation", "Saturation", "Scales the saturation of 3-channel images: the chroma in YIQ space times "
+        "``saturation``, DALI's linear approximation. Types: uint8, int16, int32, float16 and float.",
+        SATURATION_ARG, IMAGE_TYPE_ARG, output_types=YIQ_TYPES)
 _schema("hsv", "Hsv", "Changes hue (degrees, added), saturation and value (multipliers) of RGB images, as one "
-        "linear map in YIQ space (DALI's approximation of HSV).", HUE_ARG, SATURATION_ARG,
-        Arg("value", "float", 1.0, "Value (brightness) multiplier.", per_sample=True, min=0.0))
-_schema("color_twist", "ColorTwist", "Hue, saturation, brightness and contrast of RGB (or BGR) images in one "
+        "linear map in YIQ space (DALI's approximation of HSV). Types: uint8, int16, int32, float16 and float; "
+        "the output is uint8 unless dtype says otherwise, as in DALI.", HUE_ARG, SATURATION_ARG,
+        Arg("value", "float", 1.0, "Value (brightness) multiplier.", per_sample=True),
+        output_types=YIQ_TYPES, dtype_default=types.UINT8)
+_schema("color_twist", "ColorTwist", "Hue, saturation, brightness and contrast of 3-channel images in one "
         "linear map, as DALI: brightness * (contrast * (twisted - half) + half), half 128 for integers, 0.5 "
-        "for floats.", HUE_ARG, SATURATION_ARG,
-        Arg("brightness", "float", 1.0, "Brightness multiplier; 0 gives black.", per_sample=True, min=0.0),
-        Arg("contrast", "float", 1.0, "Contrast multiplier; 0 gives a uniform grey.", per_sample=True, min=0.0),
-        IMAGE_TYPE_ARG)
+        "for floats. Types: uint8, int16, int32, float16 and float.", HUE_ARG, SATURATION_ARG,
+        Arg("brightness", "float", 1.0, "Brightness multiplier; 0 gives black.", per_sample=True),
+        Arg("contrast", "float", 1.0, "Contrast multiplier; 0 gives a uniform grey.", per_sample=True),
+        IMAGE_TYPE_ARG, output_types=YIQ_TYPES)
 
 COLOR_SPACES = (types.RGB, types.BGR, types.GRAY, types.YCbCr, types.HSV)
+CONVERSION_LAYOUTS = ("FDHWC", "FHWC", "DHWC", "HWC")  # DALI's, in its order
+
+
+def _check_conversion(static: dict, per_sample: frozenset) -> None:
+    if static["image_type"] is static["output_type"]:
+        raise ArgError(f"image_type and output_type are both {static['image_type'].name}: there is nothing to "
+                       "convert (DALI has no such conversion)")
+
+
 registry.register_schema(OpSchema(
     name="color_space_conversion", class_name="ColorSpaceConversion",
-    doc="Converts HWC images between colour spaces: RGB, BGR, GRAY (luma 0.299 R + 0.587 G + 0.114 B), YCbCr "
-        "(ITU-R BT.601 with Y in 16..235, as DALI) and HSV (as OpenCV: for uint8 hue in 0..180, half-degrees; "
-        "for floats hue in degrees and S, V in 0..1). The output has the input's type.",
+    doc="Converts uint8 images (HWC, FHWC, DHWC or FDHWC) between colour spaces: RGB, BGR, GRAY (luma 0.299 R + "
+        "0.587 G + 0.114 B), YCbCr (ITU-R BT.601 with Y in 16..235, as DALI) and HSV (as OpenCV: hue in 0..180, "
+        "half-degrees; DALI has no HSV conversion). The output is uint8.",
     args=(Arg("image_type", "image_type", REQUIRED, "Colour space of the input.", choices=COLOR_SPACES),
-          Arg("output_type", "image_type", REQUIRED, "Colour space of the output.", choices=COLOR_SPACES)),
+          Arg("output_type", "image_type", REQUIRED, "Colour space of the output; not the input's.",
+              choices=COLOR_SPACES)),
+    checks=(_check_conversion,),
     input_names=("images",)))
 
 
 # ---- what every colour operator shares ----------------------------------------------------------
-def channel_error(op_name: str, argument: str, value, expected: int, got: int) -> ValueError:
+def channel_error(op_name: str, reason: str, expected: int, got: int) -> ValueError:
     hint = "; a grayscale image has no hue or saturation (color_space_conversion makes it RGB)" \
         if got == 1 and expected == 3 else ""
-    return ValueError(f"{op_name}: argument '{argument}' ({value}) needs {expected}-channel HWC images, got a "
-                      f"sample with {got} channel(s){hint}")
+    return ValueError(f"{op_name}: {reason} needs {expected}-channel images, got a sample with {got} "
+                      f"channel(s){hint}")
+
+
+def color_layout(spec, layouts: tuple, op_name: str) -> str:
+    """The layout an input is read in: its own, one of ``layouts``, or for none the first of them
+    with its number of dimensions (as DALI); '' while the dimensions are not known."""
+    if spec.layout:
+        if spec.layout not in layouts:
+            raise ValueError(f"{op_name}: takes the layouts {', '.join(layouts)}; got '{spec.layout}'")
+        return spec.layout
+    if spec.ndim is None:
+        return ""
+    for candidate in layouts:
+        if len(candidate) == spec.ndim:
+            return candidate
+    raise ValueError(f"{op_name}: takes samples of the layouts {', '.join(layouts)}, got {spec.ndim} dimensions")
+
+
+def check_type(dtype, allowed: tuple, op_name: str) -> None:
+    if dtype is not None and np.dtype(dtype) not in [kind.numpy for kind in allowed]:
+        raise TypeError(f"{op_name}: takes {', '.join(kind.name.lower() for kind in allowed)} images, got "
+                        f"{np.dtype(dtype)}")
 
 
 def apply_color(image: np.ndarray, matrix: np.ndarray, offset: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """matrix @ pixel + offset for every pixel of an HWC image, in float32, rounded and saturated to
-    ``dtype`` (penstock.numeric's rule)."""
-    height, width, channels = image.shape
-    values = np.ascontiguousarray(image, np.float32)
-    if channels <= 4 and matrix.shape[0] <= 4:
-        result = cv2.transform(values, np.hstack([matrix, offset[:, None]]).astype(np.float32))
+    """matrix @ pixel + offset for every pixel of a channel-last sample, in float32, rounded and
+    saturated to ``dtype`` (penstock.numeric's rule)."""
+    pixels = np.ascontiguousarray(image, np.float32).reshape(-1, 1, image.shape[-1])
+    if image.shape[-1] <= 4 and matrix.shape[0] <= 4:
+        result = cv2.transform(pixels, np.hstack([matrix, offset[:, None]]).astype(np.float32))
     else:
-        result = values @ matrix.T.astype(np.float32) + offset.astype(np.float32)
-    return numeric.saturate(result.reshape(height, width, matrix.shape[0]), dtype)
+        result = pixels @ matrix.T.astype(np.float32) + offset.astype(np.float32)
+    return numeric.saturate(result.reshape(*image.shape[:-1], matrix.shape[0]), dtype)
 
 
 class ColorOperator:
-    """Both devices' shared part: the channels each operator takes and the map it builds."""
+    """Both devices' shared part: the layouts, types and channels each operator takes and the map it
+    builds."""
 
-    def expected_channels(self) -> tuple[str, object, int] | None:
-        """(argument, its value, the channels it needs), or None when any count goes."""
+    layouts = COLOR_LAYOUTS
+    input_types = LINEAR_TYPES
+
+    def expected_channels(self) -> tuple[str, int] | None:
+        """(why, the channels a sample needs), or None when any count goes."""
         return None
 
     def output_channels(self, channels: int | None) -> int | None:
@@ -122,8 +173,16 @@ class ColorOperator:
 
     def check_channels(self, channels: int) -> None:
         expected = self.expected_channels()
-        if expected is not None and channels != expected[2]:
-            raise channel_error(self.name, *expected, channels)
+        if expected is not None and channels != expected[1]:
+            raise channel_error(self.name, expected[0], expected[1], channels)
+
+    def check_sample(self, image) -> None:
+        """A sample's dimensions, type and channels (the layouts take 3 to 5 dimensions, channels last)."""
+        if image.ndim not in {len(layout) for layout in self.layouts}:
+            raise ValueError(f"{self.name}: takes the layouts {', '.join(self.layouts)}; got a sample of shape "
+                             f"{tuple(image.shape)}")
+        check_type(types.to_numpy_dtype(image.dtype), self.input_types, self.name)
+        self.check_channels(image.shape[-1])
 
     def color_maps(self, args: list[dict], channels: int, in_dtype, out_dtype) -> tuple[np.ndarray, np.ndarray]:
         """([R, K', K], [R, K']): one row per sample, or one for a batch that shares its arguments."""
@@ -131,35 +190,52 @@ class ColorOperator:
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
-        declare_hwc(spec, self.name)
+        layout = color_layout(spec, self.layouts, self.name)
+        check_type(spec.dtype, self.input_types, self.name)
         channels = spec.known_channels
+        if channels is None and spec.shape is not None and layout and len(spec.shape) == len(layout):
+            channels = spec.shape[-1]
         if channels is not None:
             self.check_channels(channels)
         out_channels = self.output_channels(channels)
-        shape = (*spec.shape[:2], out_channels) if spec.shape and out_channels else None
+        shape = (*spec.shape[:-1], out_channels) if spec.shape and out_channels else None
         dtype = self.output_dtype(spec.dtype) if spec.dtype is not None else None
-        return spec.but(dtype=dtype, ndim=3, shape=shape, channels=out_channels)
+        return spec.but(dtype=dtype, ndim=len(layout) or spec.ndim, layout=layout, shape=shape, channels=out_channels)
 
 
 class LinearColorCpu(ColorOperator, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
-        self.check_channels(image.shape[2])
+        self.check_sample(image)
         dtype = self.output_dtype(image.dtype)
-        matrices, offsets = self.color_maps([args], image.shape[2], image.dtype, dtype)
+        matrices, offsets = self.color_maps([args], image.shape[-1], image.dtype, dtype)
         return apply_color(image, matrices[0], offsets[0], dtype)
 
 
 class LinearColorGpu(ExtendsImagePlan, ColorOperator, BatchOperator):
-    """Extends the batch's image plan with each sample's colour matrix: no kernel of its own."""
+    """Extends the batch's image plan with each sample's colour matrix: no kernel of its own.
+    Sequences and volumes go through a plan of their pixels as tall HWC images (views), and come
+    back in their shapes."""
 
     def run_batch(self, inputs, args, batch):
-        plan = plan_of(inputs[0])
+        value = inputs[0]
+        if not isinstance(value, DeferredBatch) and any(sample.dim() != 3 for sample in value):
+            samples = list(value)
+            shapes = [tuple(sample.shape) for sample in samples]
+            for sample in samples:
+                self.check_sample(sample)
+            tall = [sample.reshape(-1, *sample.shape[-2:]) for sample in samples]
+            mapped = tensors_of(self.run_plan(tall, args))
+            return [result.reshape(*shape[:-1], result.shape[-1]) for result, shape in zip(mapped, shapes)]
+        return self.run_plan(value, args)
+
+    def run_plan(self, value, args):
+        plan = plan_of(value)
         if not args:
             return plan
         self.check_channels(plan.channels)
         in_dtype = types.to_numpy_dtype(plan.dtype or hwc_facts(plan.sources)[1])
+        check_type(in_dtype, self.input_types, self.name)
         out_dtype = self.output_dtype(in_dtype)
         matrices, offsets = tables.for_every_sample(*self.color_maps(args, plan.channels, in_dtype, out_dtype), len(args))
         plan = plan.with_color(matrices, offsets)
@@ -176,13 +252,13 @@ class BrightnessContrastMaps(ColorOperator):
 
 
 class YiqMaps(ColorOperator):
+    input_types = YIQ_TYPES
+
     def expected_channels(self):
-        image_type = self.args.get("image_type", types.RGB)
-        return "image_type", image_type.name, 3
+        return "its colour map (of R, G and B)", 3
 
     def color_maps(self, args, channels, in_dtype, out_dtype):
-        values = tables.batch_values(args, tables.YIQ_DEFAULTS)
-        return tables.yiq_maps(values, self.args.get("image_type", types.RGB), in_dtype)
+        return tables.yiq_maps(tables.batch_values(args, tables.YIQ_DEFAULTS), in_dtype)
 
 
 for _name, _class_name, _maps in (("brightness", "Brightness", BrightnessContrastMaps),
@@ -199,9 +275,12 @@ class ColorSpaceMaps(ColorOperator):
     """Linear between RGB, BGR, GRAY and YCbCr; HSV goes through RGB, then OpenCV's rule (CPU) or
     torch per sample (GPU)."""
 
+    layouts = CONVERSION_LAYOUTS
+    input_types = (types.UINT8,)  # DALI's conversions take uint8 alone
+
     def expected_channels(self):
         source = self.args["image_type"]
-        return "image_type", source.name, source.channels
+        return f"argument 'image_type' ({source.name})", source.channels
 
     def output_channels(self, channels):
         return self.args["output_type"].channels
@@ -223,19 +302,16 @@ class ColorSpaceMaps(ColorOperator):
 class ColorSpaceConversion(ColorSpaceMaps, LinearColorCpu):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
-        self.check_channels(image.shape[2])
+        self.check_sample(image)
         source, target = args["image_type"], args["output_type"]
-        if source is target:
-            return image.copy()
         if source is types.HSV:
             image = hsv_to_rgb_image(image)
         if self.linear_steps()[0] != self.linear_steps()[1]:
-            matrices, offsets = self.color_maps([args], image.shape[2], image.dtype, image.dtype)
+            matrices, offsets = self.color_maps([args], image.shape[-1], image.dtype, image.dtype)
             image = apply_color(image, matrices[0], offsets[0], image.dtype)
         if target is types.HSV:
             image = rgb_to_hsv_image(image)
-        return image if image is not inputs[0] else image.copy()
+        return image
 
 
 @registry.register("color_space_conversion", "gpu", requires=devices.gpu_problem)
@@ -246,25 +322,19 @@ class ColorSpaceConversionGpu(ColorSpaceMaps, LinearColorGpu):
     def run_batch(self, inputs, args, batch):
         value = inputs[0]
         source, target = self.args["image_type"], self.args["output_type"]
-        if source is target:
-            value = plan_of(value)
-            self.check_channels(value.channels)
-            return value
+        if types.HSV in (source, target):
+            value = self._checked(tensors_of(value))
         if source is types.HSV:
-            value = [hsv_to_rgb_tensor(sample) for sample in self._checked(tensors_of(value))]
-        linear_source, linear_target = self.linear_steps()
-        if linear_source != linear_target:
+            value = [hsv_to_rgb_tensor(sample) for sample in value]
+        if self.linear_steps()[0] != self.linear_steps()[1]:
             value = super().run_batch([value], args, batch)
-        elif source is not types.HSV:
-            value = plan_of(value)
-            self.check_channels(value.channels)
         if target is types.HSV:
             value = [rgb_to_hsv_tensor(sample) for sample in tensors_of(value)]
         return value
 
     def _checked(self, samples: list) -> list:
         for sample in samples:
-            self.check_channels(sample.shape[2])
+            self.check_sample(sample)
         return samples
 
 

@@ -20,14 +20,19 @@ def _float_image(image: np.ndarray, op_name: str) -> tuple[np.ndarray, np.dtype]
     raise TypeError(f"{op_name}: HSV conversions take uint8 or float images, got {image.dtype}")
 
 
-def rgb_to_hsv_image(image: np.ndarray, op_name: str = "color_space_conversion") -> np.ndarray:
+def _convert(image: np.ndarray, code: int, op_name: str) -> np.ndarray:
+    """OpenCV's conversion of a channel-last sample (an image, or frames and slices as one tall image)."""
     values, dtype = _float_image(image, op_name)
-    return cv2.cvtColor(values, cv2.COLOR_RGB2HSV).astype(dtype, copy=False)
+    tall = values.reshape(-1, *values.shape[-2:])
+    return cv2.cvtColor(tall, code).reshape(image.shape).astype(dtype, copy=False)
+
+
+def rgb_to_hsv_image(image: np.ndarray, op_name: str = "color_space_conversion") -> np.ndarray:
+    return _convert(image, cv2.COLOR_RGB2HSV, op_name)
 
 
 def hsv_to_rgb_image(image: np.ndarray, op_name: str = "color_space_conversion") -> np.ndarray:
-    values, dtype = _float_image(image, op_name)
-    return cv2.cvtColor(values, cv2.COLOR_HSV2RGB).astype(dtype, copy=False)
+    return _convert(image, cv2.COLOR_HSV2RGB, op_name)
 
 
 def _to_type(values, like):

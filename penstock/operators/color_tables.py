@@ -22,10 +22,9 @@ import numpy as np
 from penstock import types
 from penstock.contract import BatchArgs
 
-# RGB -> YIQ and back, to three decimals as DALI has them (their product is not exactly the
-# identity: DALI's results carry that error, and so do ours)
+# RGB -> YIQ to three decimals, and back by its inverse, as DALI (color_twist.h)
 RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])
-YIQ_TO_RGB = np.array([[1.0, 0.956, 0.621], [1.0, -0.272, -0.647], [1.0, -1.107, 1.705]])
+YIQ_TO_RGB = np.linalg.inv(RGB_TO_YIQ)
 RGB_BGR = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # swaps R and B; its own inverse
 
 LUMA = np.array([0.299, 0.587, 0.114])  # RGB -> GRAY
@@ -89,10 +88,11 @@ def brightness_contrast_maps(values: dict, channels: int, contrast_center: float
 YIQ_DEFAULTS = {"hue": 0.0, "saturation": 1.0, "value": 1.0, "brightness": 1.0, "contrast": 1.0}
 
 
-def yiq_maps(values: dict, image_type: types.DALIImageType, in_dtype) -> tuple[np.ndarray, np.ndarray]:
+def yiq_maps(values: dict, in_dtype) -> tuple[np.ndarray, np.ndarray]:
     """brightness * contrast * YIQ_TO_RGB @ rotate(hue) @ scale(1, saturation, saturation) @ value
     @ RGB_TO_YIQ, offset (half - half * contrast) * brightness with half 128 for integers and 0.5
-    for floats (DALI's color_twist); ``hue`` in degrees. BGR images see the map of their RGB order."""
+    for floats (DALI's color_twist); ``hue`` in degrees. The channels are taken as R, G and B
+    whatever the image type, as in DALI."""
     radians = np.radians(values["hue"])
     chroma = values["saturation"] * values["value"]
     cos, sin = np.cos(radians) * chroma, np.sin(radians) * chroma
@@ -104,8 +104,6 @@ def yiq_maps(values: dict, image_type: types.DALIImageType, in_dtype) -> tuple[n
     middle[:, 2, 2] = cos
     scale = values["brightness"] * values["contrast"]
     matrices = scale[:, None, None] * (YIQ_TO_RGB @ middle @ RGB_TO_YIQ)
-    if image_type is types.BGR:
-        matrices = RGB_BGR @ matrices @ RGB_BGR
     half = 128.0 if np.dtype(in_dtype).kind in "iu" else 0.5
     offset = (half - half * values["contrast"]) * values["brightness"]
     return matrices, np.repeat(offset[:, None], 3, axis=1)

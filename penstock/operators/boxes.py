@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from penstock import devices, registry, types
+from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import SampleStreams
+from penstock.operators.erase_paste import round_halves_away
 from penstock.operators.tensors import register_array_operator
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -158,33 +159,65 @@ def _matrix_and_offset(args, dimensions: int):
     return matrix, offset
 
 
+COORD_TRANSFORM_TYPES = tuple(np.dtype(name) for name in ("uint8", "int16", "uint16", "int32", "float32"))
+
+
+def _coord_transform_dtype(input_dtype, output_dtype) -> None:
+    """DALI's rule: points of uint8, int16, uint16, int32 or float32, to their own type or float32."""
+    if input_dtype is None:
+        return
+    if input_dtype not in COORD_TRANSFORM_TYPES:
+        raise TypeError(f"coord_transform: expected points of uint8, int16, uint16, int32 or float32, got {input_dtype}")
+    if output_dtype not in (input_dtype, np.dtype(np.float32)):
+        raise TypeError(f"coord_transform: argument 'dtype': the output type is the points' ({input_dtype}) or float32, "
+                        f"got {output_dtype}")
+
+
 def _coord_transform(xp, args, coordinates):
-    coordinates = _coordinates(xp, coordinates, "coord_transform", 6)
-    matrix, offset = (array.astype(np.float32) for array in _matrix_and_offset(args, coordinates.shape[1]))
+    """Points [..., D] (the last axis the coordinates) mapped to [..., D_out]; integer outputs rounded
+    halves away from zero and saturated, as DALI converts."""
+    input_dtype = np.dtype(coordinates.dtype.name if xp is np else types.to_numpy_dtype(coordinates.dtype))
+    output_dtype = np.dtype(args["dtype"].numpy)
+    _coord_transform_dtype(input_dtype, output_dtype)
+    if coordinates.ndim < 2 or not 1 <= coordinates.shape[-1] <= 6:
+        raise ValueError(f"coord_transform: takes points as a [..., D] array (at least 2 dimensions, D: 1 to 6), got "
+                         f"shape {tuple(coordinates.shape)}")
+    points = _float32(xp, coordinates.reshape(-1, coordinates.shape[-1]))
+    matrix, offset = (array.astype(np.float32) for array in _matrix_and_offset(args, coordinates.shape[-1]))
     if xp is not np:
         matrix, offset = xp.from_numpy(matrix).to(coordinates.device), xp.from_numpy(offset).to(coordinates.device)
-    result = coordinates @ matrix.T + offset
-    return result.astype(args["dtype"].numpy) if xp is np else result.to(types.to_torch_dtype(args["dtype"]))
+    result = (points @ matrix.T + offset).reshape(*coordinates.shape[:-1], matrix.shape[0])
+    if output_dtype.kind == "f":
+        return result
+    result = round_halves_away(xp, result)
+    if xp is np:
+        return numeric.saturate(result, output_dtype)
+    return numeric.saturate_tensor(result, types.to_torch_dtype(args["dtype"]))
 
 
 class TransformDeclaration:
     def declare_outputs(self, inputs):
-        return OutputSpec(np.dtype(self.args["dtype"].numpy), 2, "")
+        output_dtype = np.dtype(self.args["dtype"].numpy)
+        _coord_transform_dtype(inputs[0].dtype, output_dtype)
+        return inputs[0].but(dtype=output_dtype, shape=None, channels=None)
 
 
 def _check_transform(static: dict, per_sample: frozenset) -> None:
-    if static.get("MT") is not None and (static.get("M") is not None or static.get("T") is not None):
+    def given(name):
+        return name in per_sample or static.get(name) is not None
+    if given("MT") and (given("M") or given("T")):
         raise ArgError("give either 'MT' or 'M' and 'T', not both")
 
 
 register_array_operator(
     "coord_transform", _coord_transform, (1, 1),
-    (Arg("M", "floats", None, "The matrix [D_out, D_in] (row-major), or one value times the identity.",
+    (Arg("M", "any", None, "The matrix [D_out, D_in] (row-major, flat or 2-D), or one value times the identity.",
          per_sample=True),
-     Arg("T", "floats", None, "The translation [D_out], or one value for every coordinate.", per_sample=True),
-     Arg("MT", "floats", None, "The matrix and translation side by side, [D_out, D_in + 1].", per_sample=True),
-     Arg("dtype", "dtype", types.FLOAT, "Element type of the output.")),
-    "Applies an affine map to points [N, D]: out = M @ point + T (for example a transforms.* matrix).",
+     Arg("T", "any", None, "The translation [D_out], or one value for every coordinate.", per_sample=True),
+     Arg("MT", "any", None, "The matrix and translation side by side, [D_out, D_in + 1].", per_sample=True),
+     Arg("dtype", "dtype", types.FLOAT, "Element type of the output: float32, or the points' own type.")),
+    "Applies an affine map to points [..., D] (uint8, int16, uint16, int32 or float32; D from 1 to 6): out = M @ "
+    "point + T (for example a transforms.* matrix). The output keeps the input's layout.",
     declaration=TransformDeclaration, input_names=("coordinates",), checks=(_check_transform,))
 
 

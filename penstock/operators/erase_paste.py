@@ -443,15 +443,20 @@ def _multi_paste(batches: list, args: list, canvas, convert, op_name: str) -> li
     return results
 
 
-def _rounded(xp, window, integer_output: bool):
-    """Float windows going to an integer type rounded halves away from zero, as DALI's paste
-    kernels convert (then saturated)."""
-    floating = window.dtype.kind == "f" if xp is np else window.is_floating_point()
-    if not (integer_output and floating):
-        return window
-    wide = window.astype(np.float64) if xp is np else window.double()
+def round_halves_away(xp, values):
+    """Float values rounded halves away from zero (in float64), as DALI's conversions to integer
+    types round (before saturating); integer values as they are."""
+    floating = values.dtype.kind == "f" if xp is np else values.is_floating_point()
+    if not floating:
+        return values
+    wide = values.astype(np.float64) if xp is np else values.double()
     magnitude = xp.floor(xp.abs(wide) + 0.5)
     return xp.where(wide < 0, -magnitude, magnitude)
+
+
+def _rounded(xp, window, integer_output: bool):
+    """A window going to an integer type rounded as DALI's paste kernels convert."""
+    return round_halves_away(xp, window) if integer_output else window
 
 
 def _output_dtype(args: dict, input_dtype):

@@ -72,6 +72,14 @@ SPECS = [
         "MT": [(1.0, 2.0, 3.0, 4.0, 5.0, 6.0), PerSample(f32([1, 0, 1], [0, 1, 0]), f32([0, 1, 2], [1, 0, 3]), f32([2, 0, 0], [0, 2, 0]))],
         "dtype": ["types.UINT8", "types.INT32", "types.FLOAT"],
     }),
+    Spec("coord_transform", (tensors([(4, 2), (2, 2)], "uint8"),), {"M": (1.5, -0.5, 0.25, 2.0), "T": (0.5, -300.0)},
+         name="coord_transform_types", compare=MATRIX, grid={
+             "@input": {"i16": (tensors([(4, 2), (2, 2)], "int16"),), "u16": (tensors([(4, 2), (2, 2)], "uint16"),),
+                        "i32": (tensors([(4, 2), (2, 2)], "int32"),), "i8": (tensors([(4, 2), (2, 2)], "int8"),),
+                        "3d_points": (tensors([(2, 3, 2), (1, 2, 2)], "uint8", layout="ABC"),),
+                        "1d": (tensors([(2,), (2,)], "uint8"),)},
+             "dtype": ["types.UINT8", "types.FLOAT", "types.INT16"],
+         }, refused=("i8", "1d", "INT16")),
     Spec("coord_flip", (POINTS,), {}, compare=MATRIX, grid={
         "@input": {"3d": (tensors([(4, 3), (2, 3)]),), "1d": (tensors([(4, 1), (2, 1)]),)},
         "layout": ["xy", "yx", "x", "xyz", "zyx"],

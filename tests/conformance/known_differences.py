@@ -215,11 +215,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'random.choice[p=per_sample]': 'DALI accepts, penstock refuses: TypeError("random.choice: argument \'p\' cannot be a per-sample input (a DataNode); pass a plain value")',
     # transforms.rotation
     'transforms.rotation[angle=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    # coord_transform
-    'coord_transform[input=f64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'coord_transform[M=per_sample]': 'DALI accepts, penstock refuses: PipelineError("coord_transform failed: ValueError: per-sample argument \'M\': expected a number, got [1.0, 0.0]")',
-    'coord_transform[dtype=UINT8]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'coord_transform[dtype=INT32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # coord_flip
     'coord_flip[layout=xyz]': 'DALI accepts, penstock refuses: PipelineError("coord_flip failed: ValueError: coord_flip: layout \'xyz\' does not describe points of 2 coordinates (u...',
     'coord_flip[layout=zyx]': 'DALI accepts, penstock refuses: PipelineError("coord_flip failed: ValueError: coord_flip: layout \'zyx\' does not describe points of 2 coordinates (u...',

@@ -98,6 +98,7 @@ class BuildContext:
     seed: int  # this operator's seed, already derived from the pipeline's
     pipeline: Any = None
     node: str = ""  # the operator's node and the nodes of its inputs, in words (for error messages)
+    num_inputs: int | None = None  # how many data inputs the node has (None: not known)
 
 
 @dataclass(frozen=True)

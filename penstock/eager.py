@@ -103,14 +103,14 @@ def _call(schema, inputs: tuple, kwargs: dict):
     static, _ = schema.validate(kwargs)
     schema.check_call(static, dict.fromkeys(columns))
     device = static["device"]
-    if schema.is_source:
+    if schema.is_source and not batches and not columns:
         return _source(schema, static, batch_size)
     sizes = {len(batch.samples) for batch in batches} | {len(values) for values in columns.values()}
     if len(sizes) != 1:
         raise ValueError(f"{schema.name}: the inputs and per-sample arguments hold different numbers of samples "
                          f"({sorted(sizes)})")
     count = sizes.pop()
-    impl = _implementation(schema, static, count)
+    impl = _implementation(schema, static, count, len(batches))
     declared = impl.declare_outputs(tuple(batch.spec() for batch in batches))
     args = batch_args(impl, columns, count) if columns else [impl.args] * count
     params = impl.draw(random_stream(impl.context.seed, 0), count)
@@ -127,12 +127,12 @@ def _call(schema, inputs: tuple, kwargs: dict):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _implementation(schema, static: dict, count: int):
+def _implementation(schema, static: dict, count: int, num_inputs: int = 0):
     device_id = None if static["device"] == "cpu" else 0
     op_seed = int(np.random.SeedSequence([_state["seed"], next(_state["calls"])]).generate_state(1, np.uint64)[0]) \
         if static.get("seed", -1) in (None, -1) else static["seed"]
     cls = registry.implementation(schema.name, static["device"])
-    return cls(static, BuildContext(count, 1, device_id, op_seed))
+    return cls(static, BuildContext(count, 1, device_id, op_seed, num_inputs=num_inputs))
 
 
 def _on_cpu(samples: list[list]) -> list[list]:

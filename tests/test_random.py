@@ -177,3 +177,112 @@ def test_random_streams_are_philoxs_keyed_by_seed_and_iteration():
             expected = np.random.Generator(np.random.Philox(key=[seed & (2**64 - 1), iteration]))
             np.testing.assert_array_equal(random_stream(seed, iteration).random(3), expected.random(3))
             assert isinstance(random_stream(seed, iteration).bit_generator, np.random.Philox)
+
+
+def _generated(build, samples, device="cpu", seed=3):
+    """The outputs of ``build(data)`` (random generators on ``device``) over one batch of ``samples``."""
+    from conftest import gpu_or_emulated
+
+    from penstock import pipeline_def
+
+    @pipeline_def(batch_size=len(samples), num_threads=1, device_id=0 if device == "gpu" else None, seed=seed)
+    def pipe():
+        data = fn.external_source(source=lambda: samples, batch=True)
+        return build(data.gpu() if device == "gpu" else data, device)
+    import contextlib
+    with gpu_or_emulated() if device == "gpu" else contextlib.nullcontext():
+        pipeline = pipe()
+        outputs = pipeline.run()
+        pipeline.close()
+    return [[np.asarray(s) for s in (batch.as_cpu() if device == "gpu" else batch)] for batch in outputs]
+
+
+SHAPED = [np.zeros((30, 20), np.uint8), np.zeros((7, 50, 2), np.uint8), np.zeros((0,), np.uint8)]
+
+
+def test_shape_like_input_and_per_sample_parameters():
+    ranges = [np.array([0.0, 1.0], np.float32), np.array([5.0, 6.0], np.float32), np.array([-2.0, 2.0], np.float32)]
+
+    def build(data, device):
+        low_high = fn.external_source(source=lambda: ranges, batch=True)
+        return (fn.random.uniform(data, range=low_high), fn.random.normal(data, mean=fn.random.uniform(range=(50, 60)),
+                                                                           stddev=0.5, dtype=types.INT16),
+                fn.random.coin_flip(data, probability=0.25, dtype=types.BOOL), fn.random.beta(data, alpha=2.0),
+                fn.random.choice([3, 8], data), fn.random.uniform(shape=fn.shapes(data, dtype=types.INT32)))
+    uniform, normal, flips, beta, choice, shaped = _generated(build, SHAPED)
+    for index, sample in enumerate(SHAPED):
+        for output in (uniform, normal, flips, beta, choice, shaped):
+            assert output[index].shape == sample.shape
+        low, high = ranges[index]
+        assert np.all((uniform[index] >= low) & (uniform[index] < high)) and uniform[index].dtype == np.float32
+        assert normal[index].dtype == np.int16 and np.all((normal[index] >= 47) & (normal[index] <= 63))
+        assert flips[index].dtype == np.bool_ and set(np.unique(choice[index])) <= {3, 8}
+        assert np.all((beta[index] >= 0) & (beta[index] <= 1))
+    flat = np.concatenate([flips[0].ravel(), flips[1].ravel()])
+    assert standard_errors(flat.astype(np.float64), 0.25, np.sqrt(0.25 * 0.75)) < Z
+    assert standard_errors(beta[0].ravel(), 2 / 3, np.sqrt(2 / 36)) < Z  # Beta(2, 1): mean 2/3, variance 1/18
+    assert len(np.unique(uniform[0])) == uniform[0].size  # independent values, not one repeated
+
+
+def test_integer_types_round_the_values():
+    values = draw(lambda: fn.random.uniform(range=(0.0, 3.0), dtype=types.INT32), iterations=2)
+    assert set(np.unique(values)) == {0, 1, 2, 3}  # 2.5 and above rounds to 3, as DALI converts
+
+
+@pytest.mark.parametrize("name, check", [
+    ("uniform", lambda: fn.random.uniform(dtype=types.FLOAT16)), ("coin_flip", lambda: fn.random.coin_flip(dtype=types.FLOAT)),
+    ("beta", lambda: fn.random.beta(dtype=types.INT32))])
+def test_output_types_are_dalis(name, check):
+    with pytest.raises(ValueError, match=f"random.{name}: dtype .* is not an output type"):
+        draw(check, batch_size=1, iterations=1)
+
+
+def test_gpu_forms_give_the_cpu_values_for_fixed_shapes():
+    probabilities = [np.float32(p) for p in (0.1, 0.5, 0.9)]
+
+    def build(data, device):
+        probability = fn.external_source(source=lambda: probabilities, batch=True)
+        return (fn.random.coin_flip(probability=probability, shape=(50,), device=device, seed=5),
+                fn.random.uniform(range=(-3.0, 7.0), shape=(4, 5), device=device, seed=6),
+                fn.random.uniform(values=(1.0, 4.0, 9.0), device=device, seed=7),
+                fn.random.normal(mean=2.0, stddev=3.0, dtype=types.INT32, device=device, seed=8))
+    cpu, gpu = _generated(build, SHAPED), _generated(build, SHAPED, device="gpu")
+    for cpu_output, gpu_output in zip(cpu, gpu):
+        for cpu_sample, gpu_sample in zip(cpu_output, gpu_output):
+            assert cpu_sample.dtype == gpu_sample.dtype
+            np.testing.assert_array_equal(cpu_sample, gpu_sample)
+
+
+def test_gpu_forms_with_shapes_that_follow_the_data():
+    def build(data, device):
+        return (fn.random.uniform(data, range=(2.0, 3.0), device=device), fn.random.normal(data, device=device),
+                fn.random.coin_flip(data, probability=0.5, device=device))
+    uniform, normal, flips = _generated(build, SHAPED, device="gpu")
+    for index, sample in enumerate(SHAPED):
+        assert uniform[index].shape == normal[index].shape == flips[index].shape == sample.shape
+    values = np.concatenate([u.ravel() for u in uniform])
+    assert np.all((values >= 2.0) & (values < 3.0)) and standard_errors(values, 2.5, np.sqrt(1 / 12)) < Z
+    gauss = np.concatenate([n.ravel() for n in normal])
+    assert standard_errors(gauss, 0.0, 1.0) < Z and abs(gauss.std() - 1.0) < 0.1
+    assert flips[0].dtype == np.int32 and set(np.unique(flips[1])) == {0, 1}
+
+
+def test_per_sample_parameters_give_the_numbers_of_fixed_ones():
+    """The per-sample form (on the workers) maps the batch's variates that the whole-batch form draws."""
+    def build(data, device):
+        probability = fn.external_source(source=lambda: [np.float32(0.3)] * 3, batch=True)
+        return (fn.random.coin_flip(probability=0.3, shape=(40,), seed=9),
+                fn.random.coin_flip(probability=probability, shape=(40,), seed=9),
+                fn.random.normal(mean=1.0, seed=10), fn.random.normal(mean=fn.random.uniform(range=(1, 1)), seed=10))
+    fixed_flips, flips, fixed_normal, normal = _generated(build, SHAPED)
+    for fixed, per_sample in ((fixed_flips, flips), (fixed_normal, normal)):
+        for a, b in zip(fixed, per_sample):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_eager_calls_take_the_shape_like_input():
+    from penstock import eager
+    samples = [np.zeros((2, 3)), np.zeros((4,))]
+    values = eager.random.uniform(samples, range=(5.0, 6.0))
+    assert [np.asarray(value).shape for value in values] == [(2, 3), (4,)]
+    assert all(np.all((np.asarray(value) >= 5.0) & (np.asarray(value) < 6.0)) for value in values)

@@ -285,3 +285,57 @@ def test_python_function_without_outputs_returns_an_empty_list():
             return x
         assert not isinstance(_run(library, build, GRAYS, "HW"), Exception)
     assert returned["penstock"] == returned["dali"] == []
+
+
+SHAPES = [np.zeros((2, 3), np.uint8), np.zeros((4, 1), np.uint8)]
+RANDOM = {
+    "uniform like an input": lambda fn, t, x: fn.random.uniform(x),
+    "uniform like an input, and shape": lambda fn, t, x: fn.random.uniform(x, shape=[2]),
+    "uniform shape": lambda fn, t, x: fn.random.uniform(shape=[2, 3]),
+    "uniform shape per sample": lambda fn, t, x: fn.random.uniform(shape=_per_sample(fn, [[2], [3]], np.int32)),
+    "uniform range per sample": lambda fn, t, x: fn.random.uniform(range=_per_sample(fn, [[0, 1], [5, 6]], np.float32)),
+    "uniform values": lambda fn, t, x: fn.random.uniform(values=[1, 2, 3], shape=[4]),
+    "uniform values per sample": lambda fn, t, x: fn.random.uniform(
+        values=_per_sample(fn, [[1, 2], [7, 8, 9]], np.float32), shape=[4]),
+    "uniform int32": lambda fn, t, x: fn.random.uniform(range=[0, 10], dtype=t.INT32, shape=[5]),
+    "uniform uint8": lambda fn, t, x: fn.random.uniform(range=[0, 10], dtype=t.UINT8, shape=[5]),
+    "uniform float64": lambda fn, t, x: fn.random.uniform(range=[0, 10], dtype=t.FLOAT64, shape=[5]),
+    "uniform float16": lambda fn, t, x: fn.random.uniform(dtype=t.FLOAT16),
+    "coin_flip like an input": lambda fn, t, x: fn.random.coin_flip(x),
+    "coin_flip probability per sample": lambda fn, t, x: fn.random.coin_flip(
+        probability=_per_sample(fn, [0.0, 1.0], np.float32)),
+    "coin_flip uint8": lambda fn, t, x: fn.random.coin_flip(dtype=t.UINT8, shape=3),
+    "coin_flip bool": lambda fn, t, x: fn.random.coin_flip(dtype=t.BOOL, shape=3),
+    "coin_flip float": lambda fn, t, x: fn.random.coin_flip(dtype=t.FLOAT, shape=3),
+    "normal like an input": lambda fn, t, x: fn.random.normal(x, mean=10, stddev=0.1),
+    "normal per sample": lambda fn, t, x: fn.random.normal(mean=_per_sample(fn, [100, 200], np.float32),
+                                                           stddev=_per_sample(fn, [0.0, 0.0], np.float32)),
+    "normal int32": lambda fn, t, x: fn.random.normal(mean=100, dtype=t.INT32, shape=4),
+    "beta like an input": lambda fn, t, x: fn.random.beta(x),
+    "beta per sample": lambda fn, t, x: fn.random.beta(alpha=_per_sample(fn, [1, 2], np.float32),
+                                                       beta=_per_sample(fn, [1, 3], np.float32)),
+    "beta float64": lambda fn, t, x: fn.random.beta(dtype=t.FLOAT64),
+    "beta int32": lambda fn, t, x: fn.random.beta(dtype=t.INT32),
+    "choice of n": lambda fn, t, x: fn.random.choice(5, shape=[4]),
+    "choice of a list": lambda fn, t, x: fn.random.choice([1, 5, 9], shape=[4]),
+    "choice like an input": lambda fn, t, x: fn.random.choice([1, 5, 9], x),
+    "choice p per sample": lambda fn, t, x: fn.random.choice(3, p=_per_sample(fn, [[0, 0, 1], [1, 0, 0]], np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", list(RANDOM))
+def test_random_shapes_and_types(name):
+    _same(RANDOM[name], SHAPES, "HW", values=False)
+
+
+@pytest.mark.parametrize("name, low, high", [
+    ("uniform range per sample", [0, 5], [1, 6]), ("uniform uint8", 0, 10), ("uniform int32", 0, 10),
+    ("uniform values per sample", [1, 7], [2, 9]), ("coin_flip probability per sample", [0, 1], [0, 1]),
+    ("normal per sample", [100, 200], [100, 200]), ("choice p per sample", [2, 0], [2, 0])])
+def test_random_values_per_sample_lie_in_their_ranges(name, low, high):
+    """Both libraries' values within each sample's bounds (integers: range's rounded ends included)."""
+    for library in ("dali", "penstock"):
+        (samples, _), = _run(library, RANDOM[name], SHAPES, "HW")
+        lows, highs = np.broadcast_to(low, len(samples)), np.broadcast_to(high, len(samples))
+        for sample, lo, hi in zip(samples, lows, highs):
+            assert lo <= sample.min() and sample.max() <= hi, (library, sample, lo, hi)

@@ -43,6 +43,15 @@ class BoxesDeclaration:
         return OutputSpec(np.dtype(np.float32), 2, "")
 
 
+class PastedBoxesDeclaration:
+    """bbox_paste: float32 outputs of the input's shape."""
+
+    def declare_outputs(self, inputs):
+        if inputs[0].dtype is not None and inputs[0].dtype != np.float32:
+            raise TypeError(f"{self.name}: expected float32 boxes, got {inputs[0].dtype}")
+        return OutputSpec(np.dtype(np.float32), inputs[0].ndim, "")
+
+
 # ---- bb_flip --------------------------------------------------------------------------------------
 def _bb_flip(xp, args, boxes):
     boxes = check_boxes(xp, boxes, "bb_flip")
@@ -68,32 +77,47 @@ register_array_operator(
 
 
 # ---- bbox_paste -----------------------------------------------------------------------------------
+def _paste_offset(place: float, ratio: np.float32, scale: np.float32) -> np.float32:
+    """Where the image's corner lands in the canvas, relative, in float32 as DALI computes it: kept
+    so that boxes inside [0, 1] stay inside (for ratios below 1 too)."""
+    offset = np.float32(place) * ((ratio - np.float32(1)) / ratio)
+    if scale + offset > 1:
+        offset = np.float32(1) - scale
+        while scale + offset > 1:
+            offset = np.nextafter(offset, np.float32(-1))
+    return offset
+
+
 def _bbox_paste(xp, args, boxes):
-    boxes = check_boxes(xp, boxes, "bbox_paste")
-    ratio = args["ratio"]
-    scale = 1.0 / ratio
-    # the image lands at paste * (canvas - image) in a canvas ``ratio`` times its size
-    offsets = [args["paste_x"] * (1.0 - scale), args["paste_y"] * (1.0 - scale)]
-    out = boxes * scale
-    out[:, 0] += offsets[0]
-    out[:, 1] += offsets[1]
+    """Any float32 array of a multiple of 4 values (boxes one after another), shape kept."""
+    if boxes.dtype != (np.float32 if xp is np else xp.float32):
+        raise TypeError(f"bbox_paste: expected float32 boxes, got {boxes.dtype}")
+    if boxes.numel() % 4 if xp is not np else boxes.size % 4:
+        raise ValueError(f"bbox_paste: expected boxes of 4 values each, got shape {tuple(boxes.shape)}")
+    ratio = np.float32(args["ratio"])
+    scale = np.float32(1) / ratio
+    offsets = [float(_paste_offset(args[name], ratio, scale)) for name in ("paste_x", "paste_y")]
+    flat = boxes.reshape(-1, 4) * float(scale)
+    flat[:, 0] += offsets[0]
+    flat[:, 1] += offsets[1]
     if args["ltrb"]:
-        out[:, 2] += offsets[0]
-        out[:, 3] += offsets[1]
-    return out
+        flat[:, 2] += offsets[0]
+        flat[:, 3] += offsets[1]
+    return flat.reshape(boxes.shape)
 
 
 register_array_operator(
     "bbox_paste", _bbox_paste, (1, 1),
-    (Arg("ratio", "float", REQUIRED, "How many times larger the canvas is than the image (at least 1), as "
-         "paste's ratio.", per_sample=True, min=1.0),
+    (Arg("ratio", "float", REQUIRED, "How many times larger the canvas is than the image, as paste's ratio.",
+         per_sample=True),
      Arg("paste_x", "float", 0.5, "Where the image goes across the canvas: 0 left, 1 right.", per_sample=True,
          min=0.0, max=1.0),
      Arg("paste_y", "float", 0.5, "Where the image goes down the canvas: 0 top, 1 bottom.", per_sample=True,
          min=0.0, max=1.0),
      Arg("ltrb", "bool", False, "Boxes as [left, top, right, bottom]; else [x, y, width, height].")),
-    "Moves relative boxes to where paste puts their image in its larger canvas.",
-    declaration=BoxesDeclaration, input_names=("boxes",))
+    "Moves relative boxes to where paste puts their image in its larger canvas: float32 boxes, 4 values each, "
+    "one after another (any shape of a multiple of 4 values, kept).",
+    declaration=PastedBoxesDeclaration, input_names=("boxes",))
 # DALI's ops spelling, where the name's capitalized words would give BboxPaste
 registry.get_schema("bbox_paste").class_name = "BBoxPaste"
 
@@ -633,9 +657,12 @@ def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng, cropper_of=Box
 def _check_crop(static: dict, per_sample: frozenset) -> None:
     if not static["thresholds"] or any(not 0 <= t <= 1 for t in static["thresholds"]):
         raise ArgError(f"argument 'thresholds': {list(static['thresholds'])}; give values in [0, 1]")
-    for name in ("aspect_ratio", "scaling"):
+    for name, lengths in (("aspect_ratio", (2, 6)), ("scaling", (2,))):
         values = list(static[name])
-        if len(values) % 2 or not values or any(v < 0 for v in values) or \
+        if len(values) not in lengths:
+            raise ArgError(f"argument '{name}': {values}; give {' or '.join(map(str, lengths))} values ((min, max) "
+                           "pairs; 6 for the xy, xz and yz aspect ratios of 3-D boxes)")
+        if any(v < 0 for v in values) or \
                 any(values[k] > values[k + 1] for k in range(0, len(values), 2)):
             raise ArgError(f"argument '{name}': {values}; give (min, max) pairs with 0 <= min <= max")
     if static["crop_shape"] and not static["input_shape"]:
@@ -689,7 +716,9 @@ registry.register_schema(OpSchema(
               "and for crop_shape."),
           Arg("crop_shape", "ints", None, "A fixed window size in pixels (shape_layout order)."),
           Arg("shape_layout", "str", None, "Order of input_shape and crop_shape (default 'WH' / 'WHD').",
-              nullable=True)),
+              nullable=True),
+          Arg("quiet", "bool", False, "Accepted for DALI compatibility: no warning is given when no window meets "
+              "the thresholds and the best one drawn is taken.")),
     num_inputs=(1, 2), num_outputs=lambda static, inputs: 3 + (inputs > 1) + bool(static["output_bbox_indices"]),
     outputs_follow_inputs=True, input_names=("boxes", "labels"), checks=(_check_crop,)))
 

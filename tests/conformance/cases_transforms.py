@@ -97,11 +97,15 @@ SPECS = [
         "ltrb": [True],
     }),
     Spec("bbox_paste", (boxes(),), {"ratio": 2.0}, compare=MATRIX, grid={
-        "ratio": [1.0, 0.5, PerSample(f32(1), f32(2), f32(3))],
+        "@input": {"flat": (Data([b.ravel() for b in boxes().samples]),),
+                   "3d": (Data([b.reshape(-1, 2, 2) for b in boxes().samples]),),
+                   "f64": (Data([b.astype(np.float64) for b in boxes().samples]),),
+                   "6_values": (Data([b.ravel()[:6] for b in boxes((2, 2, 2)).samples]),)},
+        "ratio": [1.0, 0.5, 0.3, PerSample(f32(1), f32(2), f32(3))],
         "paste_x": [0.0, 1.0, PerSample(f32(0), f32(0.5), f32(1))],
         "paste_y": [1.0, PerSample(f32(0), f32(0.5), f32(1))],
         "ltrb": [True],
-    }),
+    }, refused=("f64", "6_values")),
     Spec("bbox_rotate", (boxes(),), {"angle": 30.0, "input_shape": (20, 30)}, compare=MATRIX, grid={
         "@input": {"labels": (boxes(), LABELS), "xywh": (boxes(ltrb=False),)},
         "angle": [0.0, 90.0, PerSample(f32(0), f32(45), f32(-30))],

@@ -220,11 +220,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'coord_flip[layout=zyx]': 'DALI accepts, penstock refuses: PipelineError("coord_flip failed: ValueError: coord_flip: layout \'zyx\' does not describe points of 2 coordinates (u...',
     # bb_flip
     'bb_flip[input=3d]': "DALI accepts, penstock refuses: PipelineError('bb_flip failed: ValueError: bb_flip: takes boxes as a [N, 4] array, got shape (2, 6)')",
-    # bbox_paste
-    'bbox_paste[ratio=0.5]': 'DALI accepts, penstock refuses: ValueError("bbox_paste: argument \'ratio\': expected a value in [1.0, inf], got 0.5")',
-    # random_bbox_crop
-    'random_bbox_crop[aspect_ratio=0.5,2.0,0.5,2.0]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'random_bbox_crop[quiet=True]': 'DALI accepts, penstock refuses: TypeError("random_bbox_crop: unknown argument \'quiet\'; it takes all_boxes_above_threshold, allow_no_crop, aspect_ra...',
     # crop
     'crop[input=u8_chw]': 'DALI accepts, penstock refuses: PipelineError("crop failed: ValueError: crop: the crop window 4x5 at (-1, 0) falls outside the 3x6 image; pass out_...',
     'crop[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('crop failed: ValueError: crop: expected an HWC image (3 dimensions), got shape (2, 6, 8, 3)')",

@@ -52,3 +52,5 @@ def _classes() -> dict:
 
 
 make_namespaces(sys.modules[__name__], _classes())
+
+from penstock.compose import Compose  # noqa: E402  (operator objects chained, as DALI's ops.Compose)

@@ -152,7 +152,9 @@ def _select_case():
 
     def build(node, device):
         from penstock import fn as f
-        ids, poly, vert = (f.external_source(source=lambda v=v: v, batch=True) for v in (chosen, polygons, vertices))
+        # a source with a parameter gets the batch's index (as in DALI): each one here takes none
+        ids, poly, vert = (f.external_source(source=(lambda v: lambda: v)(v), batch=True)
+                           for v in (chosen, polygons, vertices))
         return f.segmentation.select_masks(ids, poly, vert, reindex_masks=True)
 
     def reference(samples, outputs):  # written out: each chosen mask's polygons, in the order asked

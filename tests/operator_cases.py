@@ -64,10 +64,12 @@ def run_case(case: Case, device: str) -> tuple[list, list]:
         pytest.importorskip("cupy", reason="the operator hands the function CuPy arrays on the GPU")
     samples = case.samples()
     batch_size = len(samples) or 5
+    # images are fed as HWC; other arrays without a layout (a layout names every dimension)
+    layout = "HWC" if samples and all(np.ndim(sample) == 3 for sample in samples) else None
 
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None if device == "cpu" else 0, seed=SEED)
     def pipeline():
-        node = fn.external_source(source=lambda: samples, batch=True, layout="HWC") if samples else None
+        node = fn.external_source(source=lambda: samples, batch=True, layout=layout) if samples else None
         return case.build(node, device)
 
     emulated = device != "cpu" and not CUDA

@@ -120,7 +120,7 @@ CASES: dict[str, Case] = {
                                 lambda samples, _: [s[anchor(s.shape[0], 16, 0.2):][:16, anchor(s.shape[1], 14, 0.5):]
                                                     [:, :14] for s in decoded_originals(samples)]),
     "decoders.image_slice": Case(lambda: encoded(ragged_images(smooth=False)),
-                                 image_op("decoders.image_slice", start=(2, 3), shape=(10, 9)),
+                                 image_op("decoders.image_slice", start=(3, 2), shape=(9, 10)),  # (x, y)
                                  lambda samples, _: [s[2:12, 3:12] for s in decoded_originals(samples)]),
     "peek_image_shape": Case(lambda: encoded(ragged_images(), "JPEG") + encoded(ragged_images(), "PNG"),
                              image_op("peek_image_shape"),
@@ -153,7 +153,8 @@ CASES: dict[str, Case] = {
     "cast_like": Case(lambda: [s * 40 - 100 for s in FEED],
                       lambda node, device: fn.cast_like(on_device(node, device), fn.cast(on_device(node, device), dtype=types.UINT8)),
                       lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
-    "get_property": Case(lambda: FEED, lambda node, device: fn.get_property(on_device(node, device), key="layout"),
+    "get_property": Case(lambda: ragged_images(), lambda node, device: fn.get_property(on_device(node, device),
+                                                                                        key="layout"),
                          lambda samples, _: [np.frombuffer(b"HWC", np.uint8) for _ in samples]),
     "constant": Case(list, lambda node, device: fn.constant(fdata=[1.5, 2.5, 3.5, 4.5], shape=(2, 2)),
                      lambda samples, outputs: [np.array([[1.5, 2.5], [3.5, 4.5]], np.float32)] * len(outputs)),
@@ -197,6 +198,9 @@ CASES: dict[str, Case] = {
     "stack": Case(lambda: FEED, lambda node, device: fn.stack(on_device(node, device), on_device(node, device), axis=1),
                   lambda samples, _: [np.stack([s, s], axis=1) for s in samples]),
     "copy": Case(lambda: FEED, lambda node, device: fn.copy(on_device(node, device)), lambda samples, _: samples),
+    # what x[...] on a DataNode makes
+    "tensor_subscript": Case(lambda: FEED, lambda node, device: on_device(node, device)[1:, -2],
+                             lambda samples, _: [s[1:, -2] for s in samples]),
     "one_hot": Case(lambda: [np.array(i % 3, np.int32) for i in range(5)],
                     lambda node, device: fn.one_hot(on_device(node, device), num_classes=3),
                     lambda samples, _: [np.eye(3, dtype=np.float32)[int(s)] for s in samples]),

@@ -224,11 +224,12 @@ def _coin_flip(xp, u, args):
 
 
 def _uniform(xp, u, args):
-    if args["values"] is not None:
+    if args["values"] is not None:  # the discrete form: u picks one of the values
         values = args["values"]
-        table = np.asarray(values, np.float64) if xp is np else xp.as_tensor(values, dtype=u.dtype, device=u.device)
-        index = (u * len(values)).long() if xp is not np else (u * len(values)).astype(np.int64)
-        return table[xp.clamp(index, max=len(values) - 1) if xp is not np else np.minimum(index, len(values) - 1)]
+        if xp is np:
+            return np.asarray(values, np.float64)[np.minimum((u * len(values)).astype(np.int64), len(values) - 1)]
+        table = xp.as_tensor(values, dtype=u.dtype, device=u.device)
+        return table[xp.clamp((u * len(values)).long(), max=len(values) - 1)]
     low, high = args["range"]
     if high < low:
         raise ValueError(f"range {list(args['range'])} must be [low, high] with low <= high")

@@ -86,82 +86,93 @@ def test_resize_without_a_size_is_an_error_where_it_is_called():
         run_operator(fn.resize, [np.zeros((8, 8, 3), np.uint8)])
 
 
-# ---- resize: pixels against Pillow ---------------------------------------------------------------------
-# Mean / max abs difference to Pillow's filter on smooth 8-bit images, in levels, shrinking about 3x
-# and enlarging about 2x. Measured: NN 0 / 0 both ways (the same source pixels). Shrinking: LINEAR
-# 0.46 / 3, CUBIC 1.14 / 4, LANCZOS3 1.24 / 4 (penstock low-passes with a Gaussian before sampling,
-# Pillow widens the filter itself). Enlarging: LINEAR 0.23 / 1, CUBIC 0.29 / 2, LANCZOS3 0.28 / 2
-# (OpenCV's cubic uses a = -0.75 and its Lanczos 8 taps; Pillow a = -0.5 and 6 taps). The bounds
-# leave a margin over those.
-PILLOW_FILTERS = {
-    types.INTERP_NN: Resampling.NEAREST,
-    types.INTERP_LINEAR: Resampling.BILINEAR,
-    types.INTERP_TRIANGULAR: Resampling.BILINEAR,
-    types.INTERP_CUBIC: Resampling.BICUBIC,
-    types.INTERP_LANCZOS3: Resampling.LANCZOS,
-}
-TOLERANCES = {  # (mean abs, max abs) shrinking, enlarging
-    types.INTERP_NN: ((0.0, 0), (0.0, 0)),
-    types.INTERP_LINEAR: ((0.8, 5), (0.5, 3)),
-    types.INTERP_TRIANGULAR: ((0.8, 5), (0.5, 3)),
-    types.INTERP_CUBIC: ((1.6, 6), (0.5, 3)),
-    types.INTERP_LANCZOS3: ((1.6, 6), (0.5, 3)),
-}
-# the default filter (LINEAR) where a test mixes shrinking and enlarging: the looser (shrinking) bounds
-LINEAR_MEAN_ABS, LINEAR_MAX_ABS = TOLERANCES[types.INTERP_LINEAR][0]
+# ---- resize: pixels against DALI ----------------------------------------------------------------------
+INTERPOLATIONS = [types.INTERP_NN, types.INTERP_LINEAR, types.INTERP_TRIANGULAR, types.INTERP_CUBIC,
+                  types.INTERP_LANCZOS3, types.INTERP_GAUSSIAN]
 
 
-def shorter_side_size(image: np.ndarray, shorter: float) -> tuple[int, int]:
-    height, width = image.shape[:2]
-    scale = shorter / min(height, width)
-    return round_half_up(height * scale), round_half_up(width * scale)
+def _constant(values):
+    return lambda: values  # no parameter: a source that takes one is handed the iteration
 
 
-@pytest.mark.parametrize("interp", list(PILLOW_FILTERS), ids=lambda interp: interp.name)
-@pytest.mark.parametrize("shrinking", [True, False], ids=["down", "up"])
-def test_resize_pixels_match_pillow(interp, shrinking):
-    mean_abs, max_abs = TOLERANCES[interp][0 if shrinking else 1]
-    shorter = 17 if shrinking else 90
-    images = ragged_images(4, seed=2, min_side=35, max_side=80)
-    check_operator(fn.resize, images,
-                   lambda image: pillow_resize(image, *shorter_side_size(image, shorter), PILLOW_FILTERS[interp]),
-                   max_abs=max_abs, mean_abs=mean_abs, out_dtype=np.uint8, resize_shorter=shorter, interp_type=interp)
+def pipeline_outputs(module_name: str, op_name: str, samples, layout: str = "HWC", **kwargs) -> list:
+    """What ``op_name`` of ``module_name`` (nvidia.dali or penstock.compat.dali) gives for
+    ``samples`` (one batch of ``layout``) on the CPU; per-sample arguments as lists of arrays."""
+    import importlib
+    dali = importlib.import_module(module_name)
+    dali_fn, dali_types = importlib.import_module(module_name + ".fn"), importlib.import_module(module_name + ".types")
+    kwargs = {name: getattr(dali_types, value.name) if hasattr(value, "name") and hasattr(dali_types, value.name)
+              else value for name, value in kwargs.items()}  # penstock's enums as the module's
+    per_sample = {name: value for name, value in kwargs.items() if isinstance(value, list)}
+
+    @dali.pipeline_def(batch_size=len(samples), num_threads=1, device_id=None)
+    def pipeline():
+        data = dali_fn.external_source(source=lambda: list(samples), layout=layout, batch=True)
+        extra = {name: dali_fn.external_source(source=_constant(values), batch=True)
+                 for name, values in per_sample.items()}
+        op = dali_fn
+        for part in op_name.split("."):
+            op = getattr(op, part)
+        return op(data, **{**kwargs, **extra})
+
+    pipe = pipeline()
+    pipe.build()
+    return [np.array(sample) for sample in pipe.run()[0]]
 
 
-@pytest.mark.parametrize("channels", [1, 4, 5])
-def test_resize_any_number_of_channels(channels):
-    images = ragged_images(3, channels=channels, seed=4, min_side=30, max_side=70)
-    check_operator(fn.resize, images, lambda image: pillow_resize(image, 25, 35, Resampling.BILINEAR),
-                   max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS, out_dtype=np.uint8, size=(25, 35))
+def dali_outputs(op_name: str, samples, layout: str = "HWC", **kwargs) -> list:
+    pytest.importorskip("nvidia.dali")
+    return pipeline_outputs("nvidia.dali", op_name, samples, layout, **kwargs)
 
 
-def test_resize_float_output_matches_pillow_float_resize():
-    images = ragged_images(3, seed=5, min_side=30, max_side=70)
-    check_operator(fn.resize, images,
-                   lambda image: pillow_resize(image.astype(np.float32), 50, 60, Resampling.BILINEAR),
-                   max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS, out_dtype=np.float32, size=(50, 60),
-                   dtype=types.FLOAT)
+def penstock_outputs(op_name: str, samples, layout: str = "HWC", **kwargs) -> list:
+    return pipeline_outputs("penstock.compat.dali", op_name, samples, layout, **kwargs)
 
 
-def test_resize_without_antialias_matches_torch_bilinear():
-    """antialias=False shrinks with the plain bilinear filter (sampling, no averaging)."""
-    images = ragged_images(3, seed=6, min_side=50, max_side=90)
-
-    def torch_bilinear(image):
-        tensor = torch.from_numpy(image).permute(2, 0, 1)[None].float()
-        resized = torch.nn.functional.interpolate(tensor, size=(20, 24), mode="bilinear", align_corners=False,
-                                                  antialias=False)
-        return resized[0].permute(1, 2, 0).numpy()
-
-    check_operator(fn.resize, images, torch_bilinear, max_abs=1.0, mean_abs=0.5, size=(20, 24), antialias=False)
+def assert_matches_dali(got: list, want: list, levels: float) -> None:
+    """uint8 outputs agree to within ``levels`` (DALI and penstock may round a float sum that lands
+    on a half the other way); float outputs to within 1e-3 of a level."""
+    for index, (ours, theirs) in enumerate(zip(got, want)):
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, (index, ours.shape, theirs.shape)
+        assert_close(ours, theirs, max_abs=levels if ours.dtype == np.uint8 else 1e-3, where=f"sample {index}")
 
 
-@pytest.mark.parametrize("size,filter_arg", [((20, 24), "min_filter"), ((120, 130), "mag_filter")])
-def test_resize_min_and_mag_filters(size, filter_arg):
-    """min_filter applies when shrinking, mag_filter when enlarging: NN here, so exact vs Pillow."""
-    images = ragged_images(3, seed=7, smooth=False, min_side=40, max_side=90)
-    check_operator(fn.resize, images, lambda image: pillow_resize(image, *size, Resampling.NEAREST),
-                   size=size, interp_type=types.INTERP_LINEAR, **{filter_arg: types.INTERP_NN})
+@pytest.mark.parametrize("interp", INTERPOLATIONS, ids=lambda interp: interp.name)
+@pytest.mark.parametrize("size", [(7, 5), (29, 41), (17, 60)], ids=["down", "up", "mixed"])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_resize_matches_dali(interp, size, antialias):
+    images = [noise_image(13, 19, seed=1), smooth_image(24, 30, seed=2), noise_image(9, 11, channels=1, seed=3)]
+    kwargs = dict(size=size, interp_type=interp, antialias=antialias)
+    assert_matches_dali(run_operator(fn.resize, images, **kwargs), dali_outputs("resize", images, **kwargs), 1)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(resize_x=7, resize_y=-5), dict(resize_shorter=7.4), dict(resize_longer=9, max_size=(6, 8)),
+    dict(size=(6, 0), subpixel_scale=False), dict(size=(8, 9), roi_start=(1, 7), roi_end=(10, 2)),
+    dict(size=(8, 9), roi_start=(0.1, 0.2), roi_end=(0.7, 0.9), roi_relative=True),
+    dict(size=(5, 12), min_filter=types.INTERP_NN, mag_filter=types.INTERP_CUBIC),
+    dict(resize_x=10, mode="stretch"), dict(size=(10, 10), mode="not_larger", dtype=types.FLOAT),
+], ids=lambda kwargs: ",".join(kwargs))
+def test_resize_sizes_windows_and_filters_match_dali(kwargs):
+    images = [noise_image(13, 19, seed=4), noise_image(20, 11, seed=5)]
+    assert_matches_dali(run_operator(fn.resize, images, **kwargs), dali_outputs("resize", images, **kwargs), 1)
+
+
+@pytest.mark.parametrize("layout,shape,kwargs", [
+    ("CHW", (3, 9, 12), dict(size=(5, 7))), ("FHWC", (2, 9, 12, 3), dict(resize_x=5)),
+    ("FCHW", (2, 3, 9, 12), dict(resize_y=14, interp_type=types.INTERP_CUBIC)),
+    ("DHWC", (6, 9, 12, 2), dict(resize_x=5, resize_y=4, resize_z=3)),
+    ("DHWC", (6, 9, 12, 1), dict(size=(4, 11, 5), interp_type=types.INTERP_NN)),
+])
+def test_resize_sequences_volumes_and_planar_images_match_dali(layout, shape, kwargs):
+    samples = [np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8) for seed in range(2)]
+    got = penstock_outputs("resize", samples, layout=layout, **kwargs)
+    assert_matches_dali(got, dali_outputs("resize", samples, layout=layout, **kwargs), 1)
+
+
+def test_resize_refuses_images_without_channels():
+    with pytest.raises(Exception, match="resize: takes the layouts"):
+        penstock_outputs("resize", [np.zeros((4, 4), np.uint8)], layout="HW", resize_x=3)
 
 
 def test_resize_per_sample_sizes_from_a_random_generator():
@@ -173,10 +184,14 @@ def test_resize_per_sample_sizes_from_a_random_generator():
 
     outputs, shorters = run_operator(resize_random, images, iterations=2)
     assert len(set(float(s) for s in shorters)) == len(shorters), "each sample draws its own size"
-    for image, output, shorter in zip(images * 2, outputs, shorters):
-        assert 20.0 <= shorter < 60.0
-        expected = pillow_resize(image, *shorter_side_size(image, float(shorter)), Resampling.BILINEAR)
-        assert_close(output, expected, max_abs=LINEAR_MAX_ABS, mean_abs=LINEAR_MEAN_ABS)
+    want = dali_outputs("resize", images * 2, resize_shorter=[np.array(s, np.float32) for s in shorters])
+    assert_matches_dali(outputs, want, 1)
+
+
+def test_large_shrinks_match_dali():
+    image = [smooth_image(600, 750, seed=3)]
+    for size in [(50, 62), (17, 25)]:
+        assert_matches_dali(run_operator(fn.resize, image, size=size), dali_outputs("resize", image, size=size), 1)
 
 
 # ---- crop ---------------------------------------------------------------------------------------------
@@ -331,19 +346,6 @@ def test_rotate_per_sample_angles_and_size():
     samples = [smooth_image(20, 30, seed=i) for i in range(3)]
     got = run_operator(lambda x: fn.rotate(x, angle=fn.random.uniform(range=(-30.0, 30.0)), size=(25, 25)), samples)
     assert [g.shape for g in got] == [(25, 25, 3)] * 3
-
-
-def test_large_shrinks_average_boxes_first_and_agree_with_area_filtering():
-    """A shrink by more than PRESHRINK_ABOVE averages over boxes (OpenCV's area filter) down to
-    twice the output size before its Gaussian, so its cost stays one pass over the pixels: the
-    result agrees with OpenCV's area filter taken all the way (levels, smooth image)."""
-    from penstock.kernels import cpu_image
-
-    image = smooth_image(1200, 1500, seed=3)
-    for height, width in [(100, 125), (37, 50)]:
-        ours = cpu_image.resize(image, height, width, types.DALIInterpType.INTERP_LINEAR)
-        area = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
-        assert_close(ours, area, max_abs=2, mean_abs=0.5, where=f"{height}x{width}")
 
 
 # ---- window and size arguments given per sample, by other operators -------------------------------------

@@ -287,3 +287,184 @@ def warp(image: np.ndarray, edge_map: np.ndarray, height: int, width: int, inter
                                          borderMode=_CV2_BORDERS[border], borderValue=value[:4])
         results.append(warped.reshape(height, width, plane.shape[2]))
     return results[0] if len(results) == 1 else np.concatenate(results, axis=2)
+
+
+# ---- DALI's separable resampling ----------------------------------------------------------------
+# resize, resize_crop_mirror and random_resized_crop resample one axis at a time as DALI's CPU
+# kernels do (float32 arithmetic, the same filter tables and coordinate mapping), so that their
+# outputs agree with DALI's to the last level of uint8 outputs, not only approximately.
+NEAREST, LINEAR, TRIANGULAR, GAUSSIAN, CUBIC, LANCZOS3 = "nearest", "linear", "triangular", "gaussian", "cubic", \
+    "lanczos3"
+RESAMPLING_FILTERS = {DALIInterpType.INTERP_NN: NEAREST, DALIInterpType.INTERP_LINEAR: LINEAR,
+                      DALIInterpType.INTERP_TRIANGULAR: TRIANGULAR, DALIInterpType.INTERP_GAUSSIAN: GAUSSIAN,
+                      DALIInterpType.INTERP_CUBIC: CUBIC, DALIInterpType.INTERP_LANCZOS3: LANCZOS3}
+_F32 = np.float32
+
+
+def _sinc(x: np.ndarray) -> np.ndarray:
+    x = (x * _F32(math.pi)).astype(_F32)
+    small = np.abs(x) < 1e-5
+    safe = np.where(small, _F32(1.0), x)
+    return np.where(small, _F32(1.0) - x * x * _F32(1.0 / 6), np.sin(safe) / safe).astype(_F32)
+
+
+def _cubic_window(x: np.ndarray) -> np.ndarray:
+    x = np.abs(x)
+    x2 = x * x
+    x3 = x2 * x
+    outer = _F32(-0.5) * x3 + _F32(2.5) * x2 - _F32(4.0) * x + _F32(2.0)
+    inner = _F32(1.5) * x3 - _F32(2.5) * x2 + _F32(1.0)
+    return np.where(x >= 2, _F32(0.0), np.where(x > 1, outer, inner)).astype(_F32)
+
+
+def _filter_tables() -> dict:
+    """Each filter's table of coefficients with its (anchor, scale) as DALI builds them: the
+    triangle's 3 points, and 65, 129 and 193 samples of the Gaussian, cubic and Lanczos windows."""
+    def positions(size: int, half_width: float) -> np.ndarray:
+        i = np.arange(size, dtype=_F32)
+        return (_F32(half_width) * (i - _F32((size - 1) * 0.5)) / _F32(size - 1)).astype(_F32)
+    lanczos_x = positions(193, 6.0)
+    lanczos = np.where(np.abs(lanczos_x) >= 3, _F32(0.0), _sinc(lanczos_x) * _sinc(lanczos_x / _F32(3)))
+    tables = {TRIANGULAR: np.array([0.0, 1.0, 0.0], _F32),
+              GAUSSIAN: np.exp(-positions(65, 4.0) ** 2).astype(_F32),
+              LANCZOS3: lanczos.astype(_F32),
+              CUBIC: _cubic_window(positions(129, 4.0))}
+    # (anchor, scale) of each table once DALI has rescaled the Lanczos and cubic ones to 6 and 4
+    placement = {TRIANGULAR: (1.0, 1.0), GAUSSIAN: (1.0, 32.0), LANCZOS3: (3.0, 32.0), CUBIC: (2.0, 32.0)}
+    return {kind: (table, _F32(placement[kind][0]), _F32(placement[kind][1])) for kind, table in tables.items()}
+
+
+_TABLES = _filter_tables()
+
+
+def _filter_for(kind: str, antialias: bool, in_size: float, out_size: int):
+    """(table, anchor, scale) of the filter that resamples ``in_size`` source pixels to ``out_size``:
+    DALI's default radius (widened by the shrink factor with antialias), the table rescaled to it."""
+    shrinking = antialias and in_size > out_size
+    ratio = _F32(in_size) / _F32(out_size)
+    if kind == LINEAR:
+        kind, support = TRIANGULAR, _F32(2.0)
+    elif kind == TRIANGULAR:
+        support = max(_F32(1.0), _F32(2.0) * (ratio if shrinking else _F32(1.0)))
+    elif kind == GAUSSIAN:
+        sigma = _F32(float((ratio if shrinking else _F32(1.0)) * _F32(0.5)) / math.sqrt(2.0))
+        support = max(_F32(1.0), _F32(4 * math.sqrt(2.0)) * sigma)
+    elif kind == CUBIC:
+        support = _F32(2.0) * max(_F32(2.0), _F32(2.0) * ratio if shrinking else _F32(2.0))
+    else:
+        support = _F32(2.0) * max(_F32(3.0), _F32(3.0) * ratio if shrinking else _F32(3.0))
+    table, anchor, scale = _TABLES[kind]
+    new_scale = _F32(_F32(len(table) - 1) / support)
+    return table, _F32(anchor * scale / new_scale), new_scale
+
+
+def _filter_values(table: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The table interpolated linearly at (fractional) indices ``x``; 0 outside it."""
+    size = len(table)
+    valid = (x > -1) & (x < size)
+    first = np.floor(np.where(valid, x, 0)).astype(np.int64)
+    fraction = (x - first).astype(_F32)
+    padded = np.concatenate([[_F32(0.0)], table, [_F32(0.0)]])
+    low, high = padded[np.clip(first + 1, 0, size + 1)], padded[np.clip(first + 2, 0, size + 1)]
+    return np.where(valid, low + fraction * (high - low), _F32(0.0)).astype(_F32)
+
+
+def _axis_taps(in_size: int, out_size: int, origin: float, scale: float, filt):
+    """Per output index, the source indices (clamped to the edge) and normalized weights of DALI's
+    InitializeResamplingFilter."""
+    table, anchor, filter_scale = filt
+    support = max(1, int(math.ceil(_F32(len(table) - 1) / filter_scale)))
+    scale = _F32(scale)
+    start = _F32(_F32(origin) + _F32(_F32(_F32(0.5) * scale - _F32(0.5)) - anchor))
+    positions = (np.arange(out_size, dtype=_F32) * scale + start).astype(_F32)
+    first = np.ceil(positions)
+    offsets = (first - positions).astype(_F32)
+    ks = np.arange(support, dtype=_F32)
+    weights = _filter_values(table, ((offsets[:, None] + ks) * filter_scale).astype(_F32))
+    total = np.zeros(out_size, _F32)
+    for k in range(support):  # in order, in float32, as DALI sums them
+        total += weights[:, k]
+    weights = np.where(total[:, None] != 0, weights / np.where(total == 0, _F32(1.0), total)[:, None], weights)
+    indices = np.clip(first.astype(np.int64)[:, None] + np.arange(support), 0, in_size - 1)
+    return indices, weights.astype(_F32)
+
+
+def _nearest_indices(in_size: int, out_size: int, origin: float, scale: float) -> np.ndarray:
+    """DALI's nearest-neighbour source indices: floor(origin + (i + 0.5) * scale) in float32,
+    clamped. (DALI's CPU kernel steps the outer axes' positions as running float32 sums, which
+    may land an exact tie on the pixel before; here, as on the GPU, a tie takes the later pixel.)"""
+    positions = (_F32(origin) + (np.arange(out_size, dtype=_F32) + _F32(0.5)) * _F32(scale)).astype(_F32)
+    return np.clip(np.floor(positions).astype(np.int64), 0, in_size - 1)
+
+
+def _resample_axis(array: np.ndarray, axis: int, taps) -> np.ndarray:
+    indices, weights = taps
+    shape = [1] * array.ndim
+    shape[axis] = len(indices)
+    result = None
+    for k in range(indices.shape[1]):
+        term = np.take(array, indices[:, k], axis=axis).astype(_F32, copy=False) * weights[:, k].reshape(shape)
+        result = term if result is None else np.add(result, term, out=result)
+    return result
+
+
+def _pass_order(in_sizes: list, out_sizes: list, supports: list) -> list:
+    """DALI's order of the passes (indices into the spatial axes): the one with the least cost,
+    a weighted sum of the work and the sizes of the intermediate images."""
+    import itertools
+    count = len(in_sizes)
+    best, best_cost = list(range(count)), math.inf
+    # DALI numbers the axes innermost first (x = 0) and tries orders in that numbering
+    for order in itertools.permutations(range(count)):
+        sizes, cost = list(reversed(in_sizes)), 0.0
+        for axis in order:
+            sizes[axis] = out_sizes[count - 1 - axis]
+            volume = float(np.prod(sizes))
+            multiplier = 1.4 if axis == 0 else (1.2 if axis > 1 else 1.0)
+            cost += multiplier * supports[count - 1 - axis] * volume + 3 * volume
+        if cost < best_cost:
+            best, best_cost = [count - 1 - axis for axis in order], cost
+    return best
+
+
+def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
+             mag_filter: str, antialias: bool, dtype) -> np.ndarray:
+    """DALI's resampling of ``array`` along its spatial ``axes`` (outermost first; others, channels
+    and frames, are carried along) to ``out_sizes``: the source window from ``roi_lo`` to
+    ``roi_hi`` in each axis (flipped where lo > hi), the filter min_filter where the axis shrinks,
+    else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's."""
+    dtype = np.dtype(dtype)
+    count = len(axes)
+    plans = []
+    for position, axis in enumerate(axes):
+        in_size, out_size = array.shape[axis], out_sizes[position]
+        lo, hi = _F32(roi_lo[position]), _F32(roi_hi[position])
+        extent = abs(float(hi) - float(lo))
+        kind = min_filter if out_size < extent else mag_filter
+        if kind == LINEAR and antialias and out_size < extent:
+            kind = TRIANGULAR
+        elif kind == TRIANGULAR and not (antialias and out_size < extent):
+            kind = LINEAR
+        scale = _F32(_F32(hi - lo) / _F32(out_size))
+        filt = None if kind == NEAREST else _filter_for(kind, antialias and out_size < extent, extent, out_size)
+        support = 1 if filt is None else max(1, int(math.ceil(_F32(len(filt[0]) - 1) / filt[2])))
+        plans.append((axis, in_size, out_size, lo, scale, filt, support))
+    if all(plan[5] is None for plan in plans):  # nearest neighbour along every axis: a gather
+        result = array
+        for position, (axis, in_size, out_size, lo, scale, _, _) in enumerate(plans):
+            indices = _nearest_indices(in_size, out_size, lo, scale)
+            result = np.take(result, indices, axis=axis)
+        return numeric.saturate(result, dtype) if result.dtype != dtype else np.ascontiguousarray(result)
+    order = _pass_order([p[1] for p in plans], [p[2] for p in plans], [p[6] for p in plans])
+    result = array
+    for position in order:
+        axis, in_size, out_size, lo, scale, filt, _ = plans[position]
+        if filt is None:
+            indices = _nearest_indices(in_size, out_size, lo, scale)
+            result = np.take(result, indices, axis=axis).astype(_F32, copy=False)
+        else:
+            result = _resample_axis(result, axis, _axis_taps(in_size, out_size, lo, scale, filt))
+    if dtype.kind in "iu":  # DALI's ConvertSat: to nearest, halves away from zero, saturated
+        info = np.iinfo(dtype)
+        return np.clip(np.trunc(result + np.copysign(_F32(0.5), result)), info.min, info.max).astype(dtype)
+    return result.astype(dtype, copy=False)

@@ -15,40 +15,50 @@ from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOper
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
-def _pad(xp, args, samples: list) -> list:
+def _per_axis(values, count: int, name: str, default: int) -> list:
+    """A per-axis argument of one sample: one value for every axis, one per axis, or none (the default)."""
+    values = list(values or [])
+    if not values:
+        return [default] * count
+    if len(values) == 1:
+        return values * count
+    if len(values) != count:
+        raise ValueError(f"'{name}' has {len(values)} values for {count} padded axes")
+    return values
+
+
+def _pad(xp, args: list, samples: list) -> list:
+    """As DALI: on each padded axis, a sample grows to ``shape`` (a value above 0; else the batch's
+    largest extent) or stays at its own extent when that is larger, then up to a multiple of
+    ``align``; shape, align and fill_value may differ per sample."""
     if not samples:
         return []
     ndim = samples[0].ndim
     if any(sample.ndim != ndim for sample in samples):
         raise ValueError(f"samples of {sorted({s.ndim for s in samples})} dimensions in one batch")
-    axes = list(range(ndim)) if args["axes"] is None else list(args["axes"])
-    for axis in axes:
-        if not 0 <= axis < ndim:
-            raise ValueError(f"axis {axis} of {ndim}-dimensional samples")
-    wanted = list(args["shape"] or [-1] * len(axes))
-    if len(wanted) != len(axes):
-        raise ValueError(f"'shape' has {len(wanted)} values for {len(axes)} padded axes {tuple(axes)}")
-    align = list(args["align"] or [1] * len(axes))
-    align = align * len(axes) if len(align) == 1 else align
-    if len(align) != len(axes):
-        raise ValueError(f"'align' has {len(align)} values for {len(axes)} padded axes {tuple(axes)}")
-    largest = [max(sample.shape[axis] for sample in samples) for axis in axes]
-    target = {}
-    for axis, size, most, step in zip(axes, wanted, largest, align):
-        size = most if size < 0 else size
-        if size < most:
-            raise ValueError(f"a sample has {most} elements on axis {axis}, more than shape's {size}")
-        target[axis] = -(-size // step) * step
+    largest = [max(sample.shape[axis] for sample in samples) for axis in range(ndim)]
     results = []
-    for sample in samples:
-        shape = tuple(target.get(axis, sample.shape[axis]) for axis in range(ndim))
-        if shape == tuple(sample.shape):
+    for sample, sample_args in zip(samples, args):
+        axes = list(range(ndim)) if not sample_args["axes"] else list(sample_args["axes"])
+        for axis in axes:
+            if not 0 <= axis < ndim:
+                raise ValueError(f"axis {axis} of {ndim}-dimensional samples")
+        wanted = _per_axis(sample_args["shape"], len(axes), "shape", -1)
+        align = _per_axis(sample_args["align"], len(axes), "align", 1)
+        if any(step < 1 for step in align):
+            raise ValueError(f"'align' must be positive, got {tuple(align)}")
+        shape = list(sample.shape)
+        for axis, size, step in zip(axes, wanted, align):
+            extent = max(size if size > 0 else largest[axis], shape[axis])
+            shape[axis] = -(-extent // step) * step
+        if shape == list(sample.shape):
             results.append(sample)
             continue
+        fill = np.asarray(sample_args["fill_value"], np.float64)
         if xp is np:
-            out = np.full(shape, numeric.saturate(np.asarray(args["fill_value"]), sample.dtype), dtype=sample.dtype)
+            out = np.full(shape, numeric.saturate(fill, sample.dtype), dtype=sample.dtype)
         else:
-            fill = numeric.saturate(np.asarray(args["fill_value"]), types.to_numpy_dtype(sample.dtype))
+            fill = numeric.saturate(fill, types.to_numpy_dtype(sample.dtype))
             out = xp.full(shape, fill.item(), dtype=sample.dtype, device=sample.device)
         out[tuple(slice(0, size) for size in sample.shape)] = sample
         results.append(out)
@@ -83,7 +93,7 @@ def _declare_permute(impl, inputs):
 
 
 def _check_pad(static: dict, per_sample: frozenset) -> None:
-    if any(step < 1 for step in static["align"] or ()):
+    if "align" not in per_sample and any(step < 1 for step in static["align"] or ()):
         raise ArgError("argument 'align' must be positive")
 
 
@@ -91,11 +101,13 @@ OPERATORS = {
     "pad": (_pad, _declare_pad, (
         Arg("axes", "ints", None, "The padded axes (default: all).", min=0),
         Arg("axis_names", "str", None, "The padded axes by layout name (before axes)."),
-        Arg("fill_value", "float", 0.0, "The value of the padding (saturated to the data's type)."),
-        Arg("shape", "ints", None, "The extent of each padded axis (-1 or not given: the batch's largest)."),
+        Arg("fill_value", "float", 0.0, "The value of the padding (saturated to the data's type).", per_sample=True),
+        Arg("shape", "ints", None, "The extent of each padded axis (one value for all, or one per axis): a sample "
+            "grows to it, or keeps its own extent when larger; 0 or less: the batch's largest extent.",
+            per_sample=True),
         Arg("align", "ints", None, "Round each padded extent up to a multiple of this (one value, or one per "
-            "axis).")), "Each sample padded at the end of its axes to the batch's largest extent (or to "
-        "``shape``), rounded up to ``align``; samples keep their place in the padded array.", (_check_pad,)),
+            "axis).", per_sample=True)), "Each sample padded at the end of its axes to the batch's largest extent "
+        "(or to ``shape``), rounded up to ``align``; samples keep their place in the padded array.", (_check_pad,)),
     "permute_batch": (_permute, _declare_permute, (
         Arg("indices", "ints", REQUIRED, "Per sample, the position in the batch of the sample it takes: a list "
             "for the whole batch, or a per-sample input such as batch_permutation's.", per_sample=True, min=0),),
@@ -116,14 +128,14 @@ def _register(name, function, declare, args, doc, checks):
 
     class Cpu(Declared, WholeBatchOperator):
         def run_batch(self, inputs, args, params):
-            return _pad(np, args[0], inputs[0]) if function is _pad else function(np, args, inputs[0])
+            return function(np, args, inputs[0])
 
     class Gpu(Declared, BatchOperator):
         def run_batch(self, inputs, args, batch):
             from penstock.operators.gpu_plan import tensors_of
             import torch
             samples = tensors_of(inputs[0])
-            return _pad(torch, args[0], samples) if function is _pad else function(torch, args, samples)
+            return function(torch, args, samples)
 
     Cpu.declare = Gpu.declare = staticmethod(declare)
     Cpu.__name__ = Cpu.__qualname__ = "".join(w.capitalize() for w in name.split("_"))

@@ -46,9 +46,15 @@ SPECS = [
         "fill_value": [7.0, -1.5],
         "axes": [(0,), (1,), (1, 0)],
         "axis_names": ["W"],
-        "shape": [(6, 6), (-1, 8), (6,), PerSample(np.int32([5, 5]), np.int32([6, 6]), np.int32([7, 7]))],
-        "align": [4, (2, 3), PerSample(np.int32([2, 2]), np.int32([3, 3]), np.int32([4, 4]))],
-    }),
+        "shape": {"6,6": (6, 6), "-1,8": (-1, 8), "6": (6,), "3,3": (3, 3), "0,7": (0, 7), "6,6,6": (6, 6, 6),
+                  "per_sample": PerSample(np.int32([5, 5]), np.int32([6, 6]), np.int32([7, 7])),
+                  "per_sample_ragged": PerSample(np.int32([2, 5]), np.int32([3, 3]), np.int32([1, 1]))},
+        "align": {"4": 4, "2,3": (2, 3), "zero": 0,
+                  "per_sample": PerSample(np.int32([2, 2]), np.int32([3, 3]), np.int32([4, 4]))},
+    }, refused=("6,6,6", "zero")),
+    Spec("pad", (tensors([(2, 3), (4, 1), (1, 5)], "int16"),), {"fill_value": 3.0}, name="pad_fill", grid={
+        "fill_value": [PerSample(np.float32(1), np.float32(-2), np.float32(700))], "axis_names": ["B"],
+        "@input": {"layout": (tensors([(2, 3), (4, 1), (1, 5)], "int16", layout="AB"),)}}),
     Spec("paste", (images(),), {"ratio": 2.0, "fill_value": 0}, grid={
         # not a 1-channel input: DALI 2.4's CPU paste corrupts memory on one (n_channels is 3)
         "@input": {"f32": (images("float32"),)},

@@ -176,10 +176,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'crop_mirror_normalize[output_layout=WHC]': 'DALI accepts, penstock refuses: ValueError("crop_mirror_normalize: argument \'output_layout\': expected one of \'CHW\', \'HWC\', got \'WHC\' (did you mean...',
     'crop_mirror_normalize[dtype=UINT8]': "values differ from DALI's (sample 0: 9 of 60 elements, by up to 1)",
     'crop_mirror_normalize[dtype=INT32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    # pad
-    'pad[shape=6]': 'DALI accepts, penstock refuses: PipelineError("pad failed: ValueError: \'shape\' has 1 values for 2 padded axes (0, 1)")',
-    'pad[shape=per_sample]': 'DALI accepts, penstock refuses: TypeError("pad: argument \'shape\' cannot be a per-sample input (a DataNode); pass a plain value")',
-    'pad[align=per_sample]': 'DALI accepts, penstock refuses: TypeError("pad: argument \'align\' cannot be a per-sample input (a DataNode); pass a plain value")',
     # paste
     'paste[input=f32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # cast_float

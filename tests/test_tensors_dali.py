@@ -229,6 +229,13 @@ REDUCTIONS = {
     "std_dev axis_names ddof": lambda fn, t, x: fn.reductions.std_dev(
         x, fn.reductions.mean(x, axis_names="W", keep_dims=True), axis_names="W", ddof=1),
     "rms keep_dims": lambda fn, t, x: fn.reductions.rms(x, keep_dims=True),
+    "sum in uint8": lambda fn, t, x: fn.reductions.sum(fn.cast(x * 40, dtype=t.UINT8), dtype=t.UINT8),
+    "sum in int64 refused": lambda fn, t, x: fn.reductions.sum(x, dtype=t.INT64),
+    "mean in the input's type": lambda fn, t, x: fn.reductions.mean(x, axes=[1], dtype=t.UINT8),
+    "mean in int32, truncated": lambda fn, t, x: fn.reductions.mean(fn.cast(x, dtype=t.INT32) * 5 + 3, dtype=t.INT32),
+    "mean_square in uint64": lambda fn, t, x: fn.reductions.mean_square(x, dtype=t.UINT64),
+    "rms in the input's type": lambda fn, t, x: fn.reductions.rms(x, axes=[1], dtype=t.UINT8),
+    "mean_square in the input's type refused": lambda fn, t, x: fn.reductions.mean_square(x, dtype=t.UINT8),
 }
 
 

@@ -195,7 +195,8 @@ def _reduction(kind: str):
             floats = sample.astype(np.float64)
             squared = floats * floats if kind in ("mean_square", "rms") else floats
             value = np.mean(squared, axis=axes, keepdims=keep)
-            return numeric.saturate(np.sqrt(value) if kind == "rms" else value, out)
+            value = np.sqrt(value) if kind == "rms" else value
+            return numeric.saturate(np.trunc(value) if out.kind in "iu" else value, out)  # DALI truncates here
         import torch
         out = types.to_torch_dtype(_reduction_type(kind, args, types.to_numpy_dtype(sample.dtype), gpu=True))
         if kind in ("min", "max"):
@@ -206,7 +207,8 @@ def _reduction(kind: str):
         values = sample.double()
         squared = values * values if kind in ("mean_square", "rms") else values
         value = torch.mean(squared, dim=axes, keepdim=keep)
-        return numeric.saturate_tensor(torch.sqrt(value) if kind == "rms" else value, out)
+        value = torch.sqrt(value) if kind == "rms" else value
+        return numeric.saturate_tensor(torch.trunc(value) if not out.is_floating_point else value, out)
     return reduce
 
 

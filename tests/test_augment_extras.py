@@ -260,3 +260,30 @@ def test_mixing_refuses_class_ids_without_num_classes_and_images_of_different_sh
     images[1] = images[1][:5]
     with raises(ValueError, "cutmix", "differ in shape"):
         mixing.mix_batch(np, "cutmix", images, labels, ARGS, (0, 0.5, 0, 0), "cutmix")
+
+
+# ---- water and sphere: DALI's mask -------------------------------------------------------------------
+@pytest.mark.parametrize("operator", [fn.water, fn.sphere])
+def test_a_plain_mask_changes_nothing_a_per_sample_one_keeps_its_samples(operator):
+    """As DALI, whose displacement filters read the mask only as a per-sample input."""
+    samples = [noise_image(12, 10, 3, seed=index) for index in range(3)]
+
+    def build(node):
+        masks = fn.external_source(source=lambda: [np.int32(1), np.int32(0), np.int32(1)], batch=True)
+        return operator(node), operator(node, mask=0), operator(node, mask=masks)
+
+    distorted, plain_zero, per_sample = run_operator(build, samples)
+    for index, (sample, expected) in enumerate(zip(samples, distorted)):
+        assert not np.array_equal(expected, sample)
+        np.testing.assert_array_equal(plain_zero[index], expected)
+        np.testing.assert_array_equal(per_sample[index], sample if index == 1 else expected)
+
+
+def test_water_takes_uint8_or_float_hwc_images_and_plain_wave_arguments():
+    with raises((TypeError, PipelineError), "water", "uint8 or float", "int16"):
+        run_operator(lambda node: fn.water(node), [np.zeros((4, 4, 3), np.int16)])
+    with raises(ValueError, "sphere", "HWC", "CHW"):
+        run_operator(lambda node: fn.sphere(node), [np.zeros((3, 4, 4), np.uint8)], layout="CHW")
+    with raises(TypeError, "water", "'ampl_x'", "per-sample"):
+        run_operator(lambda node: fn.water(node, ampl_x=fn.random.uniform(range=(1.0, 2.0))),
+                     [np.zeros((4, 4, 3), np.uint8)])

@@ -318,3 +318,36 @@ def test_contrast_center_per_sample():
         values = sample.astype(np.float64)
         assert_close(out, round_uint8(0.75 * (center + factor * (values - center))), 1)
         assert_close(out_float, center + 1.5 * (values - center), 1e-3)
+
+
+# ---- equalize and jpeg_compression_distortion: DALI's layouts ----------------------------------------
+def _equalized(frame: np.ndarray) -> np.ndarray:
+    return np.stack([cv2.equalizeHist(np.ascontiguousarray(frame[:, :, c])) for c in range(frame.shape[2])], axis=2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["HW", "CHW", "FHWC", "FCHW"])
+def test_equalize_takes_every_channel_of_every_frame(device, layout):
+    frames = [[smooth_image(9 + i, 7, seed=3 * i + k) for k in range(2)] for i in range(2)]
+    as_layout = {"HW": lambda fs: fs[0][:, :, 0], "CHW": lambda fs: fs[0].transpose(2, 0, 1),
+                 "FHWC": lambda fs: np.stack(fs), "FCHW": lambda fs: np.stack(fs).transpose(0, 3, 1, 2)}[layout]
+    samples = [np.ascontiguousarray(as_layout(fs)) for fs in frames]
+    outputs = run(lambda node, d: fn.equalize(node, device=d), samples, device, layout=layout)[0]
+    for fs, output in zip(frames, outputs):
+        equalized = [_equalized(f if layout != "HW" else f[:, :, :1]) for f in fs]
+        np.testing.assert_array_equal(output, as_layout(equalized))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_jpeg_distortion_of_a_sequence_is_that_of_its_frames(device):
+    frames = [smooth_image(16, 16, seed=k) for k in range(2)]
+    sequence, single = (run(lambda node, d: fn.jpeg_compression_distortion(node, quality=30, device=d), samples,
+                            device, layout=layout)[0][0] for samples, layout in (([np.stack(frames)], "FHWC"),
+                                                                                  ([frames[1]], "HWC")))
+    assert sequence.shape == (2, 16, 16, 3)
+    np.testing.assert_array_equal(sequence[1], single)
+
+
+def test_jpeg_distortion_refuses_grayscale_images_as_dali():
+    with pytest.raises(Exception, match="jpeg_compression_distortion: .*needs 3-channel images"):
+        run(lambda node, d: fn.jpeg_compression_distortion(node, device=d), images(channels=1), "cpu")

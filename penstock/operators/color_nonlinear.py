@@ -10,16 +10,19 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.batch import hwc_facts
-from penstock.contract import BatchOperator, SampleOperator
-from penstock.operators.color import ColorOperator
-from penstock.operators.geometry import check_hwc
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.operators.color import ColorOperator, color_layout
 from penstock.operators.gpu_plan import batch_of, tensors_of
 from penstock.schema import Arg, ArgError, OpSchema
 
+EQUALIZE_LAYOUTS = ("HW", "HWC", "CHW", "FHW", "FHWC", "FCHW")  # DALI's, in its order
+JPEG_LAYOUTS = ("HWC", "FHWC")
+
 registry.register_schema(OpSchema(
     name="equalize", class_name="Equalize",
-    doc="Histogram equalization of each channel of uint8 HWC images, as OpenCV's equalizeHist (and DALI): "
-        "level v becomes round(255 * (cdf(v) - cdf(lowest level present)) / (pixels - that count)).",
+    doc="Histogram equalization of each channel of each uint8 image, as OpenCV's equalizeHist (and DALI): "
+        "level v becomes round(255 * (cdf(v) - cdf(lowest level present)) / (pixels - that count)). Takes the "
+        "layouts HW, HWC, CHW and their sequences FHW, FHWC, FCHW (each frame on its own).",
     also_named=(("experimental.equalize", "experimental.Equalize"),),
     input_names=("images",)))
 
@@ -37,8 +40,8 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="jpeg_compression_distortion", class_name="JpegCompressionDistortion",
-    doc="Encodes each uint8 HWC image (RGB or grayscale) as JPEG at ``quality`` and decodes it again: the "
-        "artifacts of JPEG compression. Encoded with OpenCV (libjpeg-turbo, 4:2:0 chroma subsampling).",
+    doc="Encodes each uint8 RGB image (HWC, or each frame of FHWC sequences) as JPEG at ``quality`` and decodes it "
+        "again: the artifacts of JPEG compression. Encoded with OpenCV (libjpeg-turbo, 4:2:0 chroma subsampling).",
     args=(Arg("quality", "int", 50, "JPEG quality, 1 (worst) to 100.", per_sample=True, min=1, max=100),),
     input_names=("images",)))
 
@@ -55,35 +58,80 @@ def _require_uint8(dtype, op_name: str) -> None:
         raise TypeError(f"{op_name}: takes uint8 images, got {np.dtype(dtype)}")
 
 
-# ---- equalize -----------------------------------------------------------------------------------
-class EqualizeDeclaration(ColorOperator):
+# ---- equalize ----------------------------------------------------------------------------------
+def hwc_frames(xp, sample, layout: str) -> list:
+    """The frames of a sample of one of EQUALIZE_LAYOUTS as HWC views (xp: numpy or torch)."""
+    frames = sample if layout[0] == "F" else sample[None]
+    inner = layout.lstrip("F")
+    if inner == "HW":
+        frames = frames[..., None]
+    elif inner == "CHW":
+        frames = xp.moveaxis(frames, 1, -1)
+    return list(frames)
+
+
+def from_hwc_frames(xp, frames: list, layout: str):
+    """hwc_frames' inverse: the HWC frames back in a sample of ``layout``."""
+    stacked = xp.stack(frames)
+    inner = layout.lstrip("F")
+    if inner == "HW":
+        stacked = stacked[..., 0]
+    elif inner == "CHW":
+        stacked = xp.moveaxis(stacked, -1, 1)
+    return stacked if layout[0] == "F" else stacked[0]
+
+
+class EqualizeDeclaration:
     def declare_outputs(self, inputs):
-        _require_uint8(inputs[0].dtype, self.name)
-        return super().declare_outputs(inputs)
+        spec = inputs[0]
+        _require_uint8(spec.dtype, self.name)
+        self._layout = color_layout(spec, EQUALIZE_LAYOUTS, self.name)
+        return spec.but(layout=self._layout) if self._layout else spec
+
+    def layout_of(self, sample) -> str:
+        layout = self._layout or color_layout(OutputSpec(ndim=sample.ndim), EQUALIZE_LAYOUTS, self.name)
+        if sample.ndim != len(layout):
+            raise ValueError(f"{self.name}: a sample of shape {tuple(sample.shape)} in the layout '{layout}'")
+        return layout
 
 
 @registry.register("equalize", "cpu")
 class Equalize(EqualizeDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
         _require_uint8(image.dtype, self.name)
-        planes = [cv2.equalizeHist(np.ascontiguousarray(image[:, :, channel])) for channel in range(image.shape[2])]
-        return np.stack(planes, axis=2)
+        layout = self.layout_of(image)
+        frames = [np.stack([cv2.equalizeHist(np.ascontiguousarray(frame[:, :, channel]))
+                            for channel in range(frame.shape[2])], axis=2) for frame in hwc_frames(np, image, layout)]
+        return np.ascontiguousarray(from_hwc_frames(np, frames, layout))
 
 
 @registry.register("equalize", "gpu", requires=devices.gpu_problem)
 class EqualizeGpu(EqualizeDeclaration, BatchOperator):
     """OpenCV's equalizeHist on every channel, the batch at once: every histogram in one launch,
     the tables from their cumulative sums (float32, as OpenCV computes them), looked up by the
-    image kernel. No copy to the host, no wait for the GPU."""
+    image kernel. No copy to the host, no wait for the GPU. Other layouts than HWC go through the
+    same launch as a batch of their HWC frames."""
 
     def run_batch(self, inputs, args, batch):
+        import torch
+        if self._layout in ("", "HWC"):
+            return self.equalized(batch_of(inputs[0])[0])
+        samples = tensors_of(inputs[0])
+        layouts = [self.layout_of(sample) for sample in samples]
+        frames = [hwc_frames(torch, sample, layout) for sample, layout in zip(samples, layouts)]
+        results = tensors_of(self.equalized([frame.contiguous() for group in frames for frame in group]))
+        outputs, start = [], 0
+        for group, layout in zip(frames, layouts):
+            outputs.append(from_hwc_frames(torch, results[start:start + len(group)], layout).contiguous())
+            start += len(group)
+        return outputs
+
+    def equalized(self, samples):
         import torch
 
         from penstock.kernels.image_plan import ImagePlan
         from penstock.kernels.triton_filters import run_histograms, run_statistic_tables
-        samples, _ = batch_of(inputs[0])
         if not len(samples):
             return samples
         channels, dtype, device = hwc_facts(samples)
@@ -175,32 +223,28 @@ class LookupTableGpu(LookupDeclaration, BatchOperator):
 
 # ---- jpeg_compression_distortion ----------------------------------------------------------------
 class JpegDistortionDeclaration(ColorOperator):
-    def declare_outputs(self, inputs):
-        _require_uint8(inputs[0].dtype, self.name)
-        channels = inputs[0].known_channels
-        if channels not in (None, 1, 3):
-            raise ValueError(f"{self.name}: takes RGB or grayscale images (3 or 1 channels), got {channels} channels")
-        return super().declare_outputs(inputs)
+    layouts = JPEG_LAYOUTS
+    input_types = (types.UINT8,)
+
+    def expected_channels(self):
+        return "JPEG encoding (of RGB images, as DALI's)", 3
 
 
 def distort_jpeg(image: np.ndarray, quality: int, op_name: str) -> np.ndarray:
-    """``image`` (uint8 HWC, 1 or 3 channels, RGB) through a JPEG of ``quality`` and back."""
-    check_hwc(image, op_name)
-    _require_uint8(image.dtype, op_name)
-    channels = image.shape[2]
-    if channels not in (1, 3):
-        raise ValueError(f"{op_name}: takes RGB or grayscale images (3 or 1 channels), got a sample with {channels}")
-    bgr = np.ascontiguousarray(image[:, :, ::-1] if channels == 3 else image[:, :, 0])
+    """``image`` (uint8 RGB, HWC or FHWC) through a JPEG of ``quality`` and back, frame by frame."""
+    if image.ndim == 4:
+        return np.stack([distort_jpeg(frame, quality, op_name) for frame in image])
+    bgr = np.ascontiguousarray(image[:, :, ::-1])
     ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
     if not ok:
         raise RuntimeError(f"{op_name}: OpenCV could not encode a {image.shape} image as JPEG")
-    decoded = cv2.imdecode(encoded, cv2.IMREAD_UNCHANGED)
-    return np.ascontiguousarray(decoded[:, :, ::-1]) if channels == 3 else decoded[:, :, None]
+    return np.ascontiguousarray(cv2.imdecode(encoded, cv2.IMREAD_COLOR)[:, :, ::-1])
 
 
 @registry.register("jpeg_compression_distortion", "cpu")
 class JpegCompressionDistortion(JpegDistortionDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
+        self.check_sample(inputs[0])
         return distort_jpeg(inputs[0], args["quality"], self.name)
 
 
@@ -212,6 +256,8 @@ class JpegCompressionDistortionGpu(JpegDistortionDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         import torch
         samples = tensors_of(inputs[0])
+        for sample in samples:
+            self.check_sample(sample)
         hosts = [sample.cpu().numpy() for sample in samples]
         results: list = [None] * len(hosts)
 
@@ -223,4 +269,4 @@ class JpegCompressionDistortionGpu(JpegDistortionDeclaration, BatchOperator):
         return [torch.from_numpy(result).to(sample.device) for result, sample in zip(results, samples)]
 
 
-__all__ = ["distort_jpeg", "lookup_entries"]
+__all__ = ["distort_jpeg", "from_hwc_frames", "hwc_frames", "lookup_entries"]

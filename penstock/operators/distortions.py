@@ -32,22 +32,22 @@ INTERP_CHOICES = (types.INTERP_NN, types.INTERP_LINEAR)
 SHARED_ARGS = (
     Arg("fill_value", "float", 0.0, "Value of points outside the input."),
     Arg("interp_type", "interp_type", types.INTERP_NN, "INTERP_NN or INTERP_LINEAR.", choices=INTERP_CHOICES),
-    Arg("mask", "int", 1, "0 leaves the sample as it is.", per_sample=True, choices=(0, 1)),
+    Arg("mask", "int", 1, "Per sample (an operator's output): 0 leaves the sample as it is, other values "
+        "distort it. As in DALI, a plain value changes nothing (every sample is distorted).", per_sample=True),
 )
+INPUT_TYPES = (np.dtype(np.uint8), np.dtype(np.float32))  # DALI's displacement filters take these alone
 
 registry.register_schema(OpSchema(
     name="water", class_name="Water",
     doc="Makes HWC images look as seen through water: output pixel (x, y) takes the input at (x + ampl_x * "
         "sin(freq_x * y + phase_x), y + ampl_y * cos(freq_y * x + phase_y)), in coordinates where input pixel i "
         "covers [i, i + 1) (as DALI; with INTERP_LINEAR that puts the point half a pixel before the centre).",
-    args=(Arg("ampl_x", "float", 10.0, "Amplitude of the wave along x, in pixels.", per_sample=True),
-          Arg("ampl_y", "float", 10.0, "Amplitude of the wave along y, in pixels.", per_sample=True),
-          Arg("freq_x", "float", 2 * math.pi / 128, "Frequency of the wave along x (radians per pixel of y).",
-              per_sample=True),
-          Arg("freq_y", "float", 2 * math.pi / 128, "Frequency of the wave along y (radians per pixel of x).",
-              per_sample=True),
-          Arg("phase_x", "float", 0.0, "Phase of the wave along x, in radians.", per_sample=True),
-          Arg("phase_y", "float", 0.0, "Phase of the wave along y, in radians.", per_sample=True),
+    args=(Arg("ampl_x", "float", 10.0, "Amplitude of the wave along x, in pixels."),
+          Arg("ampl_y", "float", 10.0, "Amplitude of the wave along y, in pixels."),
+          Arg("freq_x", "float", 2 * math.pi / 128, "Frequency of the wave along x (radians per pixel of y)."),
+          Arg("freq_y", "float", 2 * math.pi / 128, "Frequency of the wave along y (radians per pixel of x)."),
+          Arg("phase_x", "float", 0.0, "Phase of the wave along x, in radians."),
+          Arg("phase_y", "float", 0.0, "Phase of the wave along y, in radians."),
           *SHARED_ARGS),
     input_names=("images",)))
 
@@ -157,12 +157,24 @@ def distorted(xp, kind: str, image, args: dict, seed: int):
     return sample_at(xp, image, *points, args["interp_type"] is types.INTERP_NN, args["fill_value"])
 
 
+def check_input(layout: str, dtype, op_name: str) -> None:
+    if layout and layout != "HWC":
+        raise ValueError(f"{op_name}: takes HWC images, got the layout '{layout}'")
+    if dtype is not None and np.dtype(dtype) not in INPUT_TYPES:
+        raise TypeError(f"{op_name}: takes uint8 or float images, got {np.dtype(dtype)}")
+
+
 class DistortionDeclaration:
     kind = ""
 
     def declare_outputs(self, inputs):
         declare_hwc(inputs[0], self.name)
+        check_input(inputs[0].layout, inputs[0].dtype, self.name)
         return inputs[0]
+
+    def masked(self, args: dict) -> bool:
+        """Whether a sample stays as it is: a per-sample mask of 0 (a plain mask is not in effect)."""
+        return "mask" not in self.args and not args["mask"]
 
     def draw(self, rng, count):
         return rng.integers(0, 2**31 - 1, count) if self.kind == "jitter" else None
@@ -172,7 +184,8 @@ class Distortion(DistortionDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        if not args["mask"]:
+        check_input("", image.dtype, self.name)
+        if self.masked(args):
             return image.copy()
         seed = int(sample.params) if sample.params is not None else 0
         return numeric.saturate(distorted(np, self.kind, image, args, seed), image.dtype)
@@ -187,7 +200,8 @@ class DistortionGpu(DistortionDeclaration, BatchOperator):
         for index, (image, sample_args) in enumerate(zip(tensors_of(inputs[0]), args)):
             if image.dim() != 3:
                 raise ValueError(f"{self.name}: expected an HWC image (3 dimensions), got shape {tuple(image.shape)}")
-            if not sample_args["mask"]:
+            check_input("", types.to_numpy_dtype(image.dtype), self.name)
+            if self.masked(sample_args):
                 results.append(image.clone())
                 continue
             seed = int(batch.params[index]) if batch.params is not None else 0

@@ -21,21 +21,24 @@ registry.register_schema(OpSchema(
     name="noise.gaussian", class_name="noise.Gaussian",
     doc="Adds Gaussian noise (mean, stddev) to every element.",
     args=(Arg("mean", "float", 0.0, "Mean of the noise.", per_sample=True),
-          Arg("stddev", "float", 1.0, "Standard deviation of the noise.", per_sample=True, min=0.0)),
+          Arg("stddev", "float", 1.0, "Standard deviation of the noise (a negative one draws as its absolute "
+              "value, as DALI).", per_sample=True)),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
     name="noise.shot", class_name="noise.Shot",
-    doc="Shot (Poisson) noise: each element becomes poisson(max(0, x / factor)) * factor; factor 0 keeps the "
-        "input. The GPU draws means from 64 up from the normal approximation of the Poisson distribution.",
-    args=(Arg("factor", "float", 20.0, "What one event adds: the larger, the noisier.", per_sample=True, min=0.0),),
+    doc="Shot (Poisson) noise: each element becomes poisson(max(0, x / factor)) * factor. As DALI 2.4 (whose "
+        "documentation says otherwise), factor 0, and any factor that is not positive, gives zeros. The GPU draws "
+        "means from 64 up from the normal approximation of the Poisson distribution.",
+    args=(Arg("factor", "float", 20.0, "What one event adds: the larger, the noisier.", per_sample=True),),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
     name="noise.salt_and_pepper", class_name="noise.SaltAndPepper",
     doc="Sets elements to salt_val or pepper_val with probability ``prob`` (salt with probability "
-        "prob * salt_vs_pepper); without per_channel every channel of a pixel (the last axis of HWC "
-        "images) is treated alike.",
+        "prob * salt_vs_pepper); without per_channel every channel of a pixel is treated alike: the channels "
+        "are the layout's 'C' axis, which must be the first or the last (the last where there is no layout), "
+        "as in DALI.",
     args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, min=0.0, max=1.0),
           Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True,
               min=0.0, max=1.0),
@@ -43,7 +46,7 @@ registry.register_schema(OpSchema(
               per_sample=True, nullable=True),
           Arg("pepper_val", "float", None, "The pepper value; default the type's smallest (-1.0 for floats).",
               per_sample=True, nullable=True),
-          Arg("per_channel", "bool", False, "Each channel of a pixel on its own.")),
+          Arg("per_channel", "bool", False, "Each channel of a pixel on its own (then any layout goes).")),
     input_names=("input",)))
 
 
@@ -60,28 +63,48 @@ def noise_parameters(kind: str, args: dict, dtype: np.dtype) -> tuple[float, flo
     return args["prob"], args["salt_vs_pepper"], salt, pepper
 
 
-def channels_of(shape: tuple) -> int:
-    """The channels a pixel has: the last axis of 3-D samples (HWC images), else 1."""
-    return shape[-1] if len(shape) == 3 else 1
+def channel_axis(layout: str, ndim: int, op_name: str) -> int:
+    """The axis of a sample's channels, as DALI: the layout's 'C', the first or the last axis; the
+    last where there is no layout."""
+    axis = layout.find("C") if layout else ndim - 1
+    if axis not in (0, ndim - 1):
+        raise ValueError(f"{op_name}: without per_channel, the channels ('C') must be the first or the last axis "
+                         f"of the layout (the last where there is none); got the layout '{layout}'")
+    return axis
 
 
-def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, channels: int,
-              per_channel: bool) -> np.ndarray:
-    """The noisy values (float) of one sample, from a generator keyed by its seed."""
+def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, axis: int | None) -> np.ndarray:
+    """The noisy values (float) of one sample, from a generator keyed by its seed; salt and pepper
+    alike on every channel of a pixel (the channels on ``axis``), or element by element for None."""
     rng = keyed_stream(int(seed))
     values = values.astype(np.float32)
     first, second, salt, pepper = parameters
     if kind == "gaussian":
         return values + np.float32(first) + np.float32(second) * rng.standard_normal(values.shape, np.float32)
     if kind == "shot":
-        return values if first == 0 else rng.poisson(np.maximum(values / first, 0.0)) * first
-    draw_shape = values.shape if per_channel or channels == 1 else (*values.shape[:-1], 1)
+        # DALI's: poisson(x / factor) * factor, which is 0 for a factor of 0
+        return np.zeros_like(values) if first == 0 else rng.poisson(np.maximum(values / first, 0.0)) * first
+    draw_shape = values.shape if axis is None else tuple(1 if a == axis else n for a, n in enumerate(values.shape))
     uniform = rng.random(draw_shape, np.float32)
     return np.where(uniform < first * second, np.float32(salt), np.where(uniform < first, np.float32(pepper), values))
 
 
 class NoiseDeclaration:
     kind = ""
+
+    def declare_outputs(self, inputs):
+        self._layout = inputs[0].layout
+        if self.alike_channels() and self._layout:
+            channel_axis(self._layout, len(self._layout), self.name)
+        return inputs[0]
+
+    def alike_channels(self) -> bool:
+        """Whether every channel of a pixel takes the same draw (salt and pepper without per_channel)."""
+        return self.kind == "salt_and_pepper" and not self.args["per_channel"]
+
+    def axis_of(self, ndim: int) -> int | None:
+        """The channels' axis in a sample of ``ndim`` dimensions, None where elements draw on their own."""
+        return channel_axis(self._layout, ndim, self.name) if self.alike_channels() and ndim else None
 
     def draw(self, rng, count):
         return rng.integers(0, 2 ** 31 - 1, count)  # one seed per sample
@@ -91,11 +114,14 @@ class Noise(NoiseDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         data = np.asarray(inputs[0])
         noisy = noisy_cpu(data, self.kind, noise_parameters(self.kind, args, data.dtype), sample.params,
-                          channels_of(data.shape), args.get("per_channel", False))
+                          self.axis_of(data.ndim))
         return numeric.saturate(noisy, data.dtype)
 
 
 class NoiseGpu(NoiseDeclaration, BatchOperator):
+    """One launch for the batch; the kernel takes channels last, so channel-first samples go to it
+    moved (a copy) and come back."""
+
     def run_batch(self, inputs, args, batch):
         from penstock.kernels import triton_filters
         samples = tensors_of(inputs[0])
@@ -103,9 +129,20 @@ class NoiseGpu(NoiseDeclaration, BatchOperator):
             return []
         dtype = types.to_numpy_dtype(samples[0].dtype)
         parameters = np.array([noise_parameters(self.kind, a, dtype) for a in args], np.float32)
-        return triton_filters.run_noise(samples, self.kind, list(batch.params), parameters,
-                                        [channels_of(tuple(s.shape)) for s in samples],
-                                        args[0].get("per_channel", False), self.name)
+        axes = [self.axis_of(sample.dim()) for sample in samples]
+        moved = [sample.movedim(0, -1).contiguous() if axis == 0 and sample.dim() > 1 else sample
+                 for sample, axis in zip(samples, axes)]
+        results = triton_filters.run_noise(moved, self.kind, list(batch.params), parameters,
+                                           [1 if axis is None else sample.shape[-1]
+                                            for sample, axis in zip(moved, axes)],
+                                           not self.alike_channels(), self.name)
+        results = [result.movedim(-1, 0).contiguous() if moved_sample is not sample else result
+                   for result, moved_sample, sample in zip(results, moved, samples)]
+        if self.kind == "shot":
+            for result, row in zip(results, parameters):
+                if row[0] == 0:
+                    result.zero_()  # DALI's poisson(x / 0) * 0
+        return results
 
 
 for _kind, _class_name in (("gaussian", "Gaussian"), ("shot", "Shot"), ("salt_and_pepper", "SaltAndPepper")):
@@ -114,4 +151,4 @@ for _kind, _class_name in (("gaussian", "Gaussian"), ("shot", "Shot"), ("salt_an
         type(f"{_class_name}NoiseGpu", (NoiseGpu,), {"kind": _kind}))
 
 
-__all__ = ["channels_of", "noise_parameters", "noisy_cpu"]
+__all__ = ["channel_axis", "noise_parameters", "noisy_cpu"]

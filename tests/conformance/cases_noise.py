@@ -34,6 +34,20 @@ SPECS = [
         "pepper_val": [50.0, PerSample(f32(10), f32(50), f32(100))],
         "per_channel": [True],
     }),
+    # per-sample values as DALI's noise takes them: 0-d (it refuses the shape (1,) of the grids above)
+    Spec("noise.gaussian", (GRAY,), {"mean": PerSample(np.float32(0), np.float32(-5), np.float32(5)),
+                                     "stddev": PerSample(np.float32(1), np.float32(10), np.float32(20))},
+         name="noise.gaussian_scalars", compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5)),
+    Spec("noise.shot", (constant_images(100),), {"factor": PerSample(np.float32(1), np.float32(0), np.float32(10))},
+         name="noise.shot_scalars", compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5), grid={"factor": [-2.0]}),
+    Spec("noise.salt_and_pepper", (GRAY,), {"prob": PerSample(np.float32(0.1), np.float32(0.3), np.float32(0.6)),
+                                            "salt_vs_pepper": PerSample(np.float32(0.1), np.float32(0.5),
+                                                                        np.float32(0.9)),
+                                            "salt_val": PerSample(np.float32(200), np.float32(250), np.float32(150)),
+                                            "pepper_val": PerSample(np.float32(10), np.float32(50), np.float32(100))},
+         name="noise.salt_and_pepper_scalars", compare=Stats(mean_tol=8, std_tol=8, range_tol=0), grid={
+             "@input": {"chw": (Data([np.full((3, 32, 32), 128, np.uint8)] * 3, "CHW"),), "no_layout_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3),)},
+             "per_channel": [True]}),
     Spec("random.uniform", (), {"shape": (400,)}, compare=Stats(mean_tol=0.08, std_tol=0.05, range_tol=0.05), grid={
         "range": [(2.0, 5.0), PerSample(f32(0, 1), f32(-1, 0), f32(0.2, 0.3))],
         "values": [(1.0, 2.0, 7.0), PerSample(f32(1, 2), f32(-1), f32(0.25, 0.5))],

@@ -11,12 +11,17 @@ from conftest import gpu_or_emulated
 from penstock import fn, pipeline_def
 
 
+
+def _returning(value):
+    """A source without parameters (one with a parameter gets the batch's index, as in DALI)."""
+    return lambda: value
+
 def run(build, feeds, batch_size=None, device_id=None):
     batch_size = batch_size or len(feeds[0])
 
     @pipeline_def(batch_size=batch_size, num_threads=1, device_id=device_id, seed=3)
     def pipe():
-        nodes = [fn.external_source(source=lambda feed=feed: feed, batch=True) for feed in feeds]
+        nodes = [fn.external_source(source=_returning(feed), batch=True) for feed in feeds]
         return build(*nodes)
     built = pipe()
     built.build()
@@ -174,7 +179,7 @@ def crop_draws(boxes, labels=None, runs=1, num_threads=1, **arguments):
 
     @pipeline_def(batch_size=len(boxes), num_threads=num_threads, device_id=None, seed=21)
     def pipe():
-        nodes = [fn.external_source(source=lambda feed=feed: feed, batch=True) for feed in feeds]
+        nodes = [fn.external_source(source=_returning(feed), batch=True) for feed in feeds]
         return fn.random_bbox_crop(*nodes, **arguments)
     built = pipe()
     built.build()

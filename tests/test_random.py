@@ -230,7 +230,8 @@ def test_integer_types_round_the_values():
 
 
 @pytest.mark.parametrize("name, check", [
-    ("uniform", lambda: fn.random.uniform(dtype=types.FLOAT16)), ("coin_flip", lambda: fn.random.coin_flip(dtype=types.FLOAT)),
+    ("uniform", lambda: fn.random.uniform(dtype=types.FLOAT16)),
+    ("coin_flip", lambda: fn.random.coin_flip(dtype=types.FLOAT)),
     ("beta", lambda: fn.random.beta(dtype=types.INT32))])
 def test_output_types_are_dalis(name, check):
     with pytest.raises(ValueError, match=f"random.{name}: dtype .* is not an output type"):

@@ -163,6 +163,16 @@ def test_expand_dims_and_stack_names_need_a_layout():
     _same(LAYOUTS["stack axis_name"], FLOATS, None)
 
 
+def test_joined_layouts_are_the_first_inputs():
+    def build(fn, t, x):
+        other = fn.external_source(source=lambda: FLOATS, batch=True, layout="ABC")
+        plain = fn.external_source(source=lambda: FLOATS, batch=True)
+        return fn.cat(x, other), fn.cat(plain, x), fn.stack(x, plain, axis_name="N")
+    _same(build, FLOATS, "HWC")
+    _same(lambda fn, t, x: fn.stack(fn.external_source(source=lambda: FLOATS, batch=True), x, axis_name="N"),
+          FLOATS, "HWC")
+
+
 def test_many_inputs():
     _same(lambda fn, t, x: fn.stack(*[x] * 999), FLOATS[:1], None, values=False)
     _same(lambda fn, t, x: fn.cat(*[x] * 1000), FLOATS[:1], None)

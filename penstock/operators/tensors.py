@@ -485,12 +485,9 @@ def _declare_expand_dims(impl, inputs):
 
 
 def _joined_layout(impl, inputs) -> str:
-    """The inputs' layout: every non-empty one must be the same."""
-    layouts = {spec.layout for spec in inputs if spec.layout}
-    if len(layouts) > 1:
-        raise ValueError(f"{impl.name}: the inputs' layouts differ ({', '.join(sorted(layouts))}); every non-empty "
-                         "layout must be the same")
-    return layouts.pop() if layouts else ""
+    """The first input's layout: DALI 2.4 reads every input's layout from the first (so layouts that
+    differ are not refused)."""
+    return inputs[0].layout
 
 
 def _declare_cat(impl, inputs):
@@ -527,9 +524,12 @@ def _declare_reduction(impl, inputs):
     kind = impl.name.split(".")[1]
     if args["axis_names"] is not None:
         impl.args = args = {**args, "axes": _named_axes(impl, spec.layout, args["axis_names"])}
-    dtype = _reduction_type(kind, args, spec.dtype, gpu=isinstance(impl, BatchOperator)) if spec.dtype is not None else \
-        np.dtype(args["dtype"].numpy) if args.get("dtype") is not None else \
-        np.dtype(np.float32) if kind not in ("sum", "min", "max") else None
+    if spec.dtype is not None:
+        dtype = _reduction_type(kind, args, spec.dtype, gpu=isinstance(impl, BatchOperator))
+    elif args.get("dtype") is not None:
+        dtype = np.dtype(args["dtype"].numpy)
+    else:  # known before the data only where it does not depend on the input's type
+        dtype = np.dtype(np.float32) if kind not in ("sum", "min", "max") else None
     layout = spec.layout
     if layout and not args["keep_dims"]:
         reduced = set(range(len(layout))) if args["axes"] is None else {axis % len(layout) for axis in args["axes"]}
@@ -787,9 +787,9 @@ def register_array_operator(name: str, function, num_inputs, args, doc, *, decla
     numpy on the CPU and torch on the GPU (one definition of the arithmetic for both devices);
     ``declaration`` a class with declare_outputs; ``class_name`` (the ops name) defaults to the
     name's last part in CamelCase (ops.reductions.StdDev, as in DALI)."""
+    camel = "".join(word.capitalize() for word in name.split(".")[-1].split("_"))
     registry.register_schema(OpSchema(
-        name=name, class_name=class_name or ".".join([*name.split(".")[:-1],
-                                                      "".join(word.capitalize() for word in name.split(".")[-1].split("_"))]),
+        name=name, class_name=class_name or ".".join([*name.split(".")[:-1], camel]),
         doc=doc, args=args, num_inputs=num_inputs,
         input_names=input_names or tuple(f"input{i}" for i in range(num_inputs[1])), checks=checks, **extras))
 

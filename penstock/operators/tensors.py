@@ -5,8 +5,10 @@ variance), and ``constant`` (what a Python value given as an input becomes).
 
 Each operator is one function of a sample (or of one sample of each input) written once against
 the array API that numpy and torch share (``xp``); the CPU form calls it with numpy on the
-workers, the GPU form with torch on the GPU stage. Layouts follow DALI: ``layout`` names the
-output's axes where the operator takes it.
+workers, the GPU form with torch on the GPU stage. Layouts follow DALI's operators: kept where
+the axes stay (copy, slice, cat, reshape to as many dimensions), losing the names of removed axes
+(squeeze, reductions), gaining the names given for new ones (expand_dims' new_axis_names, stack's
+and one_hot's axis_name), else none.
 """
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ from penstock.contract import BatchOperator, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
 from penstock.operators.decoders import RANDOM_CROP_ARGS, random_crop_window
-from penstock.operators.geometry import (INTERP_ARGS, check_hwc, crop_placement, declare_hwc, resize_filter,
-                                         resized_shape, WINDOW_ARGS, fixed_resize_size)
+from penstock.operators.geometry import (INTERP_ARGS, _one_size_form, check_hwc, crop_placement, declare_hwc, resample_filters,
+                                         resampled_dtype, resize_filter, resize_window, resized_shape, RESIZE_ARGS, WINDOW_ARGS,
+                                         fixed_resize_size)
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
 from penstock.schema import ArgError, Arg, OpSchema
 
@@ -227,12 +228,9 @@ class RandomResizedCrop(RandomResizedCropDeclaration, SampleOperator):
         check_hwc(image, self.name)
         top, left, height, width = random_crop_window(image.shape[0], image.shape[1], sample.params,
                                                       args["random_aspect_ratio"], args["random_area"])
-        out_height, out_width = _output_size(args)
-        dtype = args["dtype"].numpy if args["dtype"] else image.dtype
-        window = image[top:top + height, left:left + width]
-        window = window.astype(dtype) if dtype != image.dtype else window
-        interp = resize_filter(args, out_height * out_width < height * width)
-        return cpu_image.resize(window, out_height, out_width, interp, args["antialias"], out)
+        # the window is the source region of the resampling: its filter reads past the window's edges
+        return cpu_image.resample(image, (0, 1), _output_size(args), (top, left), (top + height, left + width),
+                                  *resample_filters(args), args["antialias"], resampled_dtype(image, args, self.name))
 
 
 @registry.register("random_resized_crop", "gpu", requires=devices.gpu_problem)
@@ -260,19 +258,13 @@ registry.register_schema(OpSchema(
         "cuts a window (crop, crop_pos_x, crop_pos_y) and mirrors it horizontally where ``mirror`` is 1: "
         "one resampling on both devices.",
     args=(
-        Arg("resize_x", "float", 0.0, "Width after resizing.", per_sample=True, min=0.0),
-        Arg("resize_y", "float", 0.0, "Height after resizing.", per_sample=True, min=0.0),
-        Arg("size", "floats", None, "(height, width) after resizing; a 0 keeps the aspect ratio.",
-            per_sample=True, length=(1, 2), min=0.0),
-        Arg("resize_shorter", "float", 0.0, "Shorter side after resizing.", per_sample=True, min=0.0),
-        Arg("resize_longer", "float", 0.0, "Longer side after resizing.", per_sample=True, min=0.0),
-        Arg("mode", "str", "default", "As resize's.", choices=("default", "stretch", "not_larger", "not_smaller")),
-        Arg("max_size", "floats", None, "As resize's.", length=(1, 2), min=0.0),
+        *RESIZE_ARGS,
         *WINDOW_ARGS,
         Arg("mirror", "int", 0, "1 flips the sample left-right.", per_sample=True, choices=(0, 1)),
         Arg("dtype", "dtype", None, "Output type; default the input's.", choices=(None, types.UINT8, types.FLOAT)),
         *INTERP_ARGS,
     ),
+    checks=(_one_size_form,),
     input_names=("images",)))
 
 
@@ -296,19 +288,11 @@ class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        height, width = resized_shape(image.shape, args)
+        sizes, lo, hi = resize_window(image.shape[:2], args)
+        resized = cpu_image.resample(image, (0, 1), sizes, lo, hi, *resample_filters(args), args["antialias"],
+                                     resampled_dtype(image, args, self.name))
+        height, width = sizes
         top, left, crop_height, crop_width = _crop_after_resize(height, width, args)
-        # the window of the resized image, as a map onto the input: one resampling, as on the GPU
-        scale_y, scale_x = image.shape[0] / height, image.shape[1] / width
-        matrix = np.array([[scale_x, 0.0, left * scale_x], [0.0, scale_y, top * scale_y], [0.0, 0.0, 1.0]])
-        if args["mirror"]:
-            matrix = matrix @ np.array([[-1.0, 0.0, crop_width], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
-        interp = resize_filter(args, height * width < image.shape[0] * image.shape[1])
-        dtype = args["dtype"].numpy if args["dtype"] else image.dtype
-        source = image.astype(dtype) if dtype != image.dtype else image
-        if not args["mirror"] and (top, left, crop_height, crop_width) == (0, 0, height, width):
-            return cpu_image.resize(source, height, width, interp, args["antialias"], out)
-        resized = cpu_image.resize(source, height, width, interp, args["antialias"])
         window = resized[max(top, 0):top + crop_height, max(left, 0):left + crop_width]
         if window.shape[:2] != (crop_height, crop_width):
             raise ValueError(f"{self.name}: the window {crop_height}x{crop_width} at ({top}, {left}) reaches "

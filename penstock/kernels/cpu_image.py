@@ -10,15 +10,6 @@ import numpy as np
 from penstock import numeric
 from penstock.types import DALIInterpType
 
-_FILTERS = {  # nearest-neighbour is numeric.nearest_indices, not OpenCV's (see resize)
-    DALIInterpType.INTERP_LINEAR: cv2.INTER_LINEAR,
-    DALIInterpType.INTERP_TRIANGULAR: cv2.INTER_LINEAR,
-    DALIInterpType.INTERP_CUBIC: cv2.INTER_CUBIC,
-    DALIInterpType.INTERP_LANCZOS3: cv2.INTER_LANCZOS4,
-    DALIInterpType.INTERP_GAUSSIAN: cv2.INTER_LINEAR,
-}
-
-
 _opencv_lock = threading.Lock()
 _opencv_claims = 0
 _opencv_saved: tuple | None = None  # the settings before the first claim: (threads, log level)
@@ -58,111 +49,6 @@ def _set_log_level(level) -> None:
     logging = getattr(cv2.utils, "logging", None)
     if logging is not None and level is not None:
         logging.setLogLevel(level)
-
-
-def antialias_sigma(scale: float) -> float:
-    """Gaussian prefilter width (in source pixels) for shrinking by ``scale`` (> 1): it stands in for
-    widening the interpolation filter by the scale, as antialiased resampling does, at a fraction of
-    the cost of OpenCV's area filter for non-integer scales."""
-    return math.sqrt(scale * scale - 1.0) / 2.0 if scale > 1.0 else 0.0
-
-
-PRESHRINK_ABOVE = 4.0  # shrink factors above which resize averages over boxes before its Gaussian
-
-
-def _per_plane(image: np.ndarray, function) -> np.ndarray:
-    """``function`` over an HWC image, one plane at a time when it has more channels than OpenCV takes."""
-    channels = image.shape[2]
-    if channels <= 4:
-        result = function(image)
-        return result.reshape(*result.shape[:2], channels)
-    return np.stack([function(np.ascontiguousarray(image[:, :, c])) for c in range(channels)], axis=2)
-
-
-def _opencv_compatible(image: np.ndarray) -> bool:
-    itemsize, channels = image.itemsize, image.shape[2]
-    return image.strides[2] == itemsize and image.strides[1] == itemsize * channels and image.strides[0] > 0
-
-
-def resize(image: np.ndarray, height: int, width: int, interp: DALIInterpType, antialias: bool = True,
-           out: np.ndarray | None = None) -> np.ndarray:
-    """Resamples an HWC image to (height, width); writes into ``out`` when given.
-
-    Shrinking with antialias (the default, as in DALI) low-pass filters the source first (a Gaussian
-    matched to the scale along each axis), so that every filter but nearest-neighbour averages over
-    the source pixels an output pixel covers.
-    """
-    in_height, in_width = image.shape[:2]
-    if (in_height, in_width) == (height, width):
-        if out is None:
-            return image.copy()
-        out[...] = image
-        return out
-    channels = image.shape[2]
-    if interp is DALIInterpType.INTERP_NN:  # the rule both devices follow, exact at ties
-        result = image[numeric.nearest_indices(in_height, height)][:, numeric.nearest_indices(in_width, width)]
-        if out is None:
-            return result
-        out[...] = result
-        return out
-    source = image if channels <= 4 and _opencv_compatible(image) else np.ascontiguousarray(image)
-    if antialias and max(in_height / height, in_width / width) > PRESHRINK_ABOVE:
-        # a Gaussian as wide as a large shrink costs its width per pixel (minutes for a 12000 x 12000
-        # image taken to 256): average over boxes first (OpenCV's area filter, one pass over the
-        # pixels) down to twice the output size, and low-pass filter only what is left
-        in_height, in_width = min(in_height, 2 * height), min(in_width, 2 * width)
-        source = _per_plane(source, lambda plane: cv2.resize(plane, (in_width, in_height), interpolation=cv2.INTER_AREA))
-    if antialias:
-        sigma_y, sigma_x = antialias_sigma(in_height / height), antialias_sigma(in_width / width)
-        if max(sigma_x, sigma_y) > 0.2:
-            source = cv2.GaussianBlur(source, (0, 0), sigmaX=max(sigma_x, 1e-3), sigmaY=max(sigma_y, 1e-3))
-    flag = _FILTERS[interp]
-    if channels > 4:
-        planes = [cv2.resize(np.ascontiguousarray(source[:, :, c]), (width, height), interpolation=flag)
-                  for c in range(channels)]
-        result = np.stack(planes, axis=2)
-    else:
-        destination = out if out is not None and out.flags.c_contiguous and out.dtype == image.dtype else None
-        result = cv2.resize(source, (width, height), dst=destination, interpolation=flag)
-        result = result.reshape(height, width, channels)
-    if out is not None and result is not out and not np.shares_memory(result, out):
-        out[...] = result
-        return out
-    return result
-
-
-def output_size(in_height: int, in_width: int, resize_x: float, resize_y: float, resize_shorter: float,
-                resize_longer: float, mode: str, max_size: tuple | None) -> tuple[int, int]:
-    """DALI's rules for the size of a resized image; every size is rounded to the nearest pixel,
-    halves up (DALI's roundf).
-
-    resize_shorter is mode 'not_smaller' and resize_longer mode 'not_larger' with that size for both
-    sides. 'default' scales a missing size like the given one, 'stretch' keeps it; in both, max_size
-    caps each side on its own. 'not_larger' / 'not_smaller' keep the aspect ratio, and max_size
-    lowers their common scale.
-    """
-    if resize_shorter:
-        height, width, mode = resize_shorter, resize_shorter, "not_smaller"
-    elif resize_longer:
-        height, width, mode = resize_longer, resize_longer, "not_larger"
-    else:
-        height, width = resize_y, resize_x
-    max_height, max_width = (max_size[0], max_size[-1]) if max_size else (0, 0)
-    if not height and not width:
-        height, width = in_height, in_width
-    elif mode in ("not_larger", "not_smaller"):
-        scales = [size / in_size for size, in_size in ((height, in_height), (width, in_width)) if size]
-        scale = min(scales) if mode == "not_larger" else max(scales)
-        scale = min([scale, *(limit / in_size for limit, in_size in ((max_height, in_height), (max_width, in_width))
-                              if limit)])
-        height, width = in_height * scale, in_width * scale
-    else:
-        if mode == "stretch":
-            height, width = height or in_height, width or in_width
-        else:
-            height, width = height or in_height * width / in_width, width or in_width * height / in_height
-        height, width = min(height, max_height or math.inf), min(width, max_width or math.inf)
-    return max(1, int(math.floor(height + 0.5))), max(1, int(math.floor(width + 0.5)))
 
 
 def crop_anchor(in_size: int, crop_size: int, position: float) -> int:

@@ -14,10 +14,23 @@ item.
 
 A ``Spec`` expands into cases: its base call, then one case per value of each argument of its grid,
 with readable ids ("resize[interp_type=INTERP_CUBIC]").
+
+Inputs and arguments may also be ``Node``s (the output of another operator: a reader's files, a
+decoder's images) and ``Later``s (values made when the case runs: files written to the tier's
+temporary folder, a fresh iterator for each library). A case may run its pipeline several times
+(``iterations``: readers' epochs, shards and padding); the outputs of the runs are compared as one
+batch.
+
+``Runner`` runs many cases of one batch size in one pipeline per library: building and starting a
+pipeline costs far more than the small operators do. A call that fails at the call leaves the others
+running; when a combined pipeline fails to build or run, its cases are split in halves and run
+again, down to the one case that fails, so that an error of one case hides no other.
 """
 from __future__ import annotations
 
 import importlib
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -121,6 +134,25 @@ def _all_alike(samples) -> bool:
 
 
 @dataclass(frozen=True)
+class Later:
+    """A value made when a case runs, anew for each library: files in the tier's temporary folder
+    (which exists only while tests run), an iterator a run uses up."""
+
+    make: Callable
+
+
+@dataclass(frozen=True)
+class Node:
+    """An input or argument that is the output of another operator (``output``: which of its
+    outputs, for operators with several), e.g. a reader's files for a decoder."""
+
+    op: str
+    inputs: tuple = ()
+    args: dict = field(default_factory=dict)
+    output: int | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     op: str
@@ -129,6 +161,7 @@ class Case:
     compare: Any = Exact()
     batch_size: int | None = None  # only where there is no input to take it from
     refused: bool = False  # DALI itself refuses the call (checked, so that the case stays meaningful)
+    iterations: int = 1  # runs of the pipeline, their outputs compared as one batch
 
     @property
     def size(self) -> int:
@@ -141,6 +174,10 @@ class Case:
 
     def exercised(self) -> set[str]:
         return set(self.args)
+
+    def exercised_per_sample(self) -> set[str]:
+        """The arguments given one value a sample (as DataNodes)."""
+        return {name for name, value in self.args.items() if isinstance(value, (PerSample, Data, Node))}
 
 
 @dataclass
@@ -158,6 +195,7 @@ class Spec:
     name: str | None = None  # the id's prefix, where one operator has several specs
     base: bool = True  # whether the base call is a case of its own
     refused: tuple = ()  # labels of grid values DALI refuses
+    iterations: int = 1
 
     def cases(self) -> list[Case]:
         prefix = self.name or self.op
@@ -179,7 +217,8 @@ class Spec:
         return made
 
     def _case(self, case_id, inputs, args, refused=False):
-        return Case(case_id, self.op, tuple(inputs), dict(args), self.compare, self.batch_size, refused)
+        return Case(case_id, self.op, tuple(inputs), dict(args), self.compare, self.batch_size, refused,
+                    self.iterations)
 
 
 OMIT = type("Omitted", (), {"__repr__": lambda self: "omitted"})()
@@ -195,6 +234,8 @@ def label(value) -> str:
         return ",".join(label(item) for item in value)
     if isinstance(value, np.ndarray):
         return "array"
+    if isinstance(value, (Later, Node)) or callable(value):
+        raise ValueError(f"{value!r} has no short label: give the grid's values as a dict label -> value")
     return repr(value)
 
 
@@ -251,43 +292,149 @@ class Outcome:
     error: BaseException | None = None
 
 
-def run(case: Case, library_name: str) -> Outcome:
+def _value(value, fn, types):
+    """An input or argument as the pipeline takes it: data fed by external_source, another
+    operator's output, a value made now, or the value itself (types.* names resolved)."""
+    if isinstance(value, Later):
+        return _value(value.make(), fn, types)
+    if isinstance(value, PerSample):
+        return _feed(fn, value.values)
+    if isinstance(value, Data):
+        return _feed(fn, value.samples, value.layout)
+    if isinstance(value, Node):
+        result = _call(fn, types, value.op, value.inputs, value.args)
+        return result if value.output is None else result[value.output]
+    return resolve(value, types)
+
+
+def _call(fn, types, op, inputs, args):
+    return _function(fn, op)(*(_value(data, fn, types) for data in inputs),
+                             **{name: _value(value, fn, types) for name, value in args.items()})
+
+
+def _pipeline_outputs(result) -> tuple:
+    return tuple(result) if isinstance(result, (list, tuple)) else (result,)
+
+
+def run_together(cases, library_name: str) -> dict[str, Outcome]:
+    """Outcomes (by case id) of cases of one batch size and number of iterations, run in one
+    pipeline; a failed build or run is retried in halves."""
     lib, fn, types = _library(library_name)
+    outcomes, placed = {}, []  # placed: (case, first output, number of outputs)
 
     # penstock's worker processes (its default) give the same results as its threads, and forking
-    # them for each of a thousand one-batch pipelines would take most of the tier's time
+    # them for each pipeline would take most of the tier's time
     own = {"worker_processes": False} if library_name.startswith("penstock") else {}
 
-    @lib.pipeline_def(batch_size=case.size, num_threads=1, device_id=None, seed=SEED,
+    @lib.pipeline_def(batch_size=cases[0].size, num_threads=1, device_id=None, seed=SEED,
                       prefetch_queue_depth=1, **own)
     def pipeline():
-        inputs = [_feed(fn, data.samples, data.layout) for data in case.inputs]
-        kwargs = {}
-        for name, value in case.args.items():
-            if isinstance(value, PerSample):
-                kwargs[name] = _feed(fn, value.values)
-            elif isinstance(value, Data):
-                kwargs[name] = _feed(fn, value.samples, value.layout)
-            else:
-                kwargs[name] = resolve(value, types)
-        result = _function(fn, case.op)(*inputs, **kwargs)
-        return tuple(result) if isinstance(result, (list, tuple)) else result
+        outputs = []
+        for case in cases:
+            try:
+                nodes = _pipeline_outputs(_call(fn, types, case.op, case.inputs, case.args))
+            except Exception as error:  # refused at the call: the other cases still run
+                outcomes[case.id] = Outcome(error=error)
+                continue
+            placed.append((case, len(outputs), len(nodes)))
+            outputs.extend(nodes)
+        return tuple(outputs)
 
     pipe = None
     try:
-        pipe = pipeline()
-        pipe.build()
-        outputs = pipe.run()
-        return Outcome([([np.array(batch.at(i)) for i in range(len(batch))], str(batch.layout() or ""))
-                        for batch in outputs])
+        # deprecated operators (readers.sequence, fast_resize_crop_mirror) still run: a warning of
+        # penstock's must not fail them where warnings are errors (DALI's are printed, never raised)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pipe = pipeline()
+            pipe.build()
+            runs = [pipe.run() for _ in range(cases[0].iterations)]
     except Exception as error:  # any refusal counts: the type is each library's own
-        return Outcome(error=error)
+        rest = [case for case, _, _ in placed]  # none when every call was refused
+        failed = [case for case in rest if case.op == _failed_operator(error)]
+        if not rest:
+            return outcomes
+        if len(rest) == 1 or len(failed) == 1:
+            outcomes[(failed or rest)[0].id] = Outcome(error=error)
+            rest = [case for case in rest if case not in (failed or rest)]
+            return {**outcomes, **(run_together(rest, library_name) if rest else {})}
+        half = len(rest) // 2
+        return {**outcomes, **run_together(rest[:half], library_name), **run_together(rest[half:], library_name)}
     finally:
         del pipe
+    for case, first, count in placed:
+        outcomes[case.id] = Outcome([
+            ([np.array(batch.at(i)) for batch in (run[index] for run in runs) for i in range(len(batch))],
+             str(runs[-1][index].layout() or "")) for index in range(first, first + count)])
+    return outcomes
+
+
+def _failed_operator(error) -> str | None:
+    """The fn path of the operator an error of a pipeline's build or run names: DALI's "Error in
+    CPU operator `nvidia.dali.fn.resize`", penstock's "resize failed: ..." or "resize: ..."."""
+    text = str(error)
+    for pattern in (r"operator `nvidia\.dali\.fn\.([\w.]+)`", r"^([\w.]+)(?: failed|:)"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def run(case: Case, library_name: str) -> Outcome:
+    return run_together([case], library_name)[case.id]
+
+
+class Runner:
+    """Runs the cases pytest selected in groups (one pipeline a group and library) when the first
+    case of a group is checked, and checks each case against its group's outcomes."""
+
+    GROUP = 48  # cases a pipeline: larger groups gain little and make a failure's halving longer
+    # a group holds one case of each operator, so that the operator an error names is its case
+
+    def __init__(self, cases):
+        self.cases = list(cases)
+        self.selected = None  # case ids pytest selected (all cases until told)
+        self.groups = None  # case id -> its group, for groups not run yet
+        self.outcomes = {}  # case id -> (DALI's outcome, penstock's outcome), until checked
+
+    def select(self, ids):
+        self.selected, self.groups = set(ids), None
+
+    def _make_groups(self):
+        self.groups, keyed = {}, {}
+        for case in self.cases:
+            if self.selected is not None and case.id not in self.selected:
+                continue
+            # alone: a case one library is known to refuse (its group would fail and run again), and
+            # a random case (its draws depend on the operators a pipeline holds, and must not change
+            # with the cases pytest selects)
+            alone = case.refused or "refuses" in KNOWN_DIFFERENCES.get(case.id, "") or isinstance(case.compare, Stats)
+            groups = keyed.setdefault((case.size, case.iterations, case.id if alone else None), [])
+            group = next((group for group in groups
+                          if len(group) < self.GROUP and all(each.op != case.op for each in group)), None)
+            if group is None:
+                group = []
+                groups.append(group)
+            group.append(case)
+            self.groups[case.id] = group
+
+    def check(self, case: Case) -> None:
+        if case.id not in self.outcomes:
+            if self.groups is None:
+                self._make_groups()
+            group = self.groups.get(case.id, [case])
+            results = [run_together(group, name) for name in LIBRARIES]
+            for each in group:
+                self.groups.pop(each.id, None)
+                self.outcomes[each.id] = tuple(result[each.id] for result in results)
+        compare(case, *self.outcomes.pop(case.id))
 
 
 def check(case: Case) -> None:
-    dali, penstock = (run(case, name) for name in LIBRARIES)
+    compare(case, run(case, LIBRARIES[0]), run(case, LIBRARIES[1]))
+
+
+def compare(case: Case, dali: Outcome, penstock: Outcome) -> None:
     if case.refused:
         assert dali.error is not None, f"{case.id}: DALI accepts the call the case says it refuses"
     if dali.error is not None or penstock.error is not None:

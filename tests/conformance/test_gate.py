@@ -21,35 +21,76 @@ from penstock import registry  # noqa: E402
 GLOBAL_ARGUMENTS = {"bytes_per_sample_hint", "preserve", "seed", "device", "name"}
 
 # shared operators without cases yet: operator -> why
-UNCOVERED_OPERATORS = {
-    "external_source": "the harness feeds every case through it; its own arguments are not yet cases",
-    "get_property": "needs a reader or decoder that attaches source info to samples",
-    "peek_image_shape": "needs encoded images; decoder cases are not yet written",
-    "decoders.image": "needs encoded images; decoder cases are not yet written",
-    "decoders.image_crop": "needs encoded images; decoder cases are not yet written",
-    "decoders.image_random_crop": "needs encoded images; decoder cases are not yet written",
-    "decoders.image_slice": "needs encoded images; decoder cases are not yet written",
-    "readers.coco": "needs files on disk; reader cases are not yet written",
-    "readers.file": "needs files on disk; reader cases are not yet written",
-    "readers.mxnet": "needs files on disk; reader cases are not yet written",
-    "readers.numpy": "needs files on disk; reader cases are not yet written",
-    "readers.webdataset": "needs files on disk; reader cases are not yet written",
-    "segmentation.random_mask_pixel": "segmentation cases are not yet written",
-    "segmentation.random_object_bbox": "segmentation cases are not yet written",
-    "segmentation.select_masks": "segmentation cases are not yet written",
-    "per_frame": "sequence cases are not yet written",
-    "sequence_rearrange": "sequence cases are not yet written",
-    "readers.sequence": "needs files on disk; reader cases are not yet written",
-    "io.file.read": "needs files on disk; reader cases are not yet written",
-    "clahe": "cases are not yet written",
-    "debayer": "cases are not yet written",
-    "shapes": "cases are not yet written",
-    "ssd_random_crop": "random box crops: cases are not yet written",
-    "random_crop_generator": "random crop windows: cases are not yet written",
-}
+UNCOVERED_OPERATORS = {}
 
-# (operator, argument) -> why no case gives it (none now: every argument of a covered operator is given)
+# (operator, argument) -> why no case gives it
 ARGUMENT_EXEMPTIONS = {}
+
+# (operator, argument) -> why no case gives this per-sample argument (DALI's IsTensorArgument) one
+# value a sample
+PER_SAMPLE_EXEMPTIONS = {
+    ("bbox_rotate", "size"): "no per-sample case yet: the family's cases give it as a constant",
+    ("brightness_contrast", "brightness_shift"): "no per-sample case yet: the family's cases give it as a constant",
+    ("brightness_contrast", "contrast_center"): "no per-sample case yet: the family's cases give it as a constant",
+    ("coord_flip", "center_z"): "no per-sample case yet: the family's cases give it as a constant",
+    ("coord_flip", "flip_z"): "no per-sample case yet: the family's cases give it as a constant",
+    ("crop", "crop_d"): "no per-sample case yet: the family's cases give it as a constant",
+    ("crop", "crop_h"): "no per-sample case yet: the family's cases give it as a constant",
+    ("crop_mirror_normalize", "crop_d"): "no per-sample case yet: the family's cases give it as a constant",
+    ("crop_mirror_normalize", "crop_h"): "no per-sample case yet: the family's cases give it as a constant",
+    ("decoders.image_crop", "crop_d"): "a volume's crop: decoded images are 2-D, DALI reads it only for volumes",
+    ("decoders.image_crop", "crop_pos_z"): "a volume's crop: decoded images are 2-D, DALI reads it only for volumes",
+    ("erase", "fill_value"): "no per-sample case yet: the family's cases give it as a constant",
+    ("flip", "depthwise"): "no per-sample case yet: the family's cases give it as a constant",
+    ("laplacian", "smoothing_size"): "no per-sample case yet: the family's cases give it as a constant",
+    ("pad", "axes"): "no per-sample case yet: the family's cases give it as a constant",
+    ("permute_batch", "indices"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random.beta", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random.choice", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random.coin_flip", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random.normal", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random_bbox_crop", "crop_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random_bbox_crop", "input_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random_resized_crop", "interp_type"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random_resized_crop", "mag_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("random_resized_crop", "min_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("reinterpret", "rel_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("reinterpret", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("reinterpret", "src_dims"): "no per-sample case yet: the family's cases give it as a constant",
+    ("reshape", "rel_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("reshape", "src_dims"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize", "interp_type"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize", "mag_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize", "min_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize", "roi_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "crop_d"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "crop_h"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "crop_pos_z"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "crop_w"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "interp_type"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "mag_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "min_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "resize_longer"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "resize_shorter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "resize_x"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "resize_y"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "resize_z"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "roi_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "roi_start"): "no per-sample case yet: the family's cases give it as a constant",
+    ("resize_crop_mirror", "size"): "no per-sample case yet: the family's cases give it as a constant",
+    ("roi_random_crop", "roi_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("roi_random_crop", "roi_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "axes"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "rel_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "rel_shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "rel_start"): "no per-sample case yet: the family's cases give it as a constant",
+    ("slice", "shape"): "no per-sample case yet: the family's cases give it as a constant",
+    ("squeeze", "axes"): "no per-sample case yet: the family's cases give it as a constant",
+    ("transforms.crop", "from_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("transforms.crop", "to_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("transforms.shear", "center"): "no per-sample case yet: the family's cases give it as a constant",
+}
 
 # operators of DALI's CPU registry (by fn path) that penstock.compat.dali.fn lacks -> why
 MISSING_OPERATORS = {
@@ -79,8 +120,6 @@ MISSING_OPERATORS = {
     "tensor_resize": "not implemented",
     "experimental.tensor_resize": "not implemented",
     "dump_image": "a debugging aid of DALI's (writes images to disk)",
-    "fast_resize_crop_mirror": "deprecated in DALI in favour of resize_crop_mirror",
-    "transform_translation": "deprecated in DALI in favour of transforms.translation",
 }
 
 
@@ -150,6 +189,25 @@ def test_every_argument_is_exercised():
     assert not stale, f"ARGUMENT_EXEMPTIONS lists arguments that cases give or DALI lacks: {stale}"
     unknown = sorted(op for op, _ in ARGUMENT_EXEMPTIONS if op not in shared_operators())
     assert not unknown, f"ARGUMENT_EXEMPTIONS names operators that are not shared: {unknown}"
+
+
+def test_every_per_sample_argument_has_a_per_sample_case():
+    per_sample = {}
+    for case in CASES:
+        per_sample.setdefault(case.op, set()).update(case.exercised_per_sample())
+    missing, stale = [], []
+    for path, schema_name in sorted(shared_operators().items()):
+        if path not in per_sample:
+            continue
+        schema = backend.GetSchema(schema_name)
+        arguments = {name for name in dali_arguments(schema_name) if schema.IsTensorArgument(name)}
+        missing += [f"{path}:{name}" for name in sorted(arguments - per_sample[path])
+                    if (path, name) not in PER_SAMPLE_EXEMPTIONS]
+        stale += [f"{path}:{name}" for (op, name) in PER_SAMPLE_EXEMPTIONS
+                  if op == path and (name in per_sample[path] or name not in arguments)]
+    assert not missing, f"per-sample arguments of DALI's schemas no case gives per sample: {missing}"
+    assert not stale, f"PER_SAMPLE_EXEMPTIONS lists arguments that cases give per sample or DALI takes " \
+                      f"only as constants: {stale}"
 
 
 def test_missing_operators_are_listed():

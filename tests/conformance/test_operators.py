@@ -5,9 +5,11 @@ import pytest
 pytest.importorskip("nvidia.dali")
 
 from conformance.cases import CASES  # noqa: E402
-from conformance.harness import check, params  # noqa: E402
+from conformance.harness import Runner, params  # noqa: E402
+
+RUNNER = Runner(CASES)
 
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_operator(case):
-    check(case)
+    RUNNER.check(case)

@@ -313,6 +313,17 @@ def _pass_order(in_sizes: list, out_sizes: list, supports: list) -> list:
     return best
 
 
+def _opencv_enlarges(array: np.ndarray, plans: list, kinds: list, roi_lo: tuple, roi_hi: tuple, dtype) -> bool:
+    """Whether the resampling is a linear enlargement (or copy) of a whole HW / HWC uint8 or float32
+    image into its own type, which OpenCV's bilinear resize gives."""
+    if array.dtype != dtype or array.dtype not in (np.uint8, np.float32) or [plan[0] for plan in plans] != [0, 1]:
+        return False
+    if array.ndim not in (2, 3) or array.ndim == 3 and array.shape[2] > 4:
+        return False
+    return all(kind == LINEAR and plan[2] >= plan[1] and float(lo) == 0.0 and float(hi) == plan[1]
+               for plan, kind, lo, hi in zip(plans, kinds, roi_lo, roi_hi))
+
+
 def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
              mag_filter: str, antialias: bool, dtype) -> np.ndarray:
     """DALI's resampling of ``array`` along its spatial ``axes`` (outermost first; others, channels
@@ -321,7 +332,7 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
     else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's."""
     dtype = np.dtype(dtype)
     count = len(axes)
-    plans = []
+    plans, kinds = [], []
     for position, axis in enumerate(axes):
         in_size, out_size = array.shape[axis], out_sizes[position]
         lo, hi = _F32(roi_lo[position]), _F32(roi_hi[position])
@@ -335,6 +346,12 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
         filt = None if kind == NEAREST else _filter_for(kind, antialias and out_size < extent, extent, out_size)
         support = 1 if filt is None else max(1, int(math.ceil(_F32(len(filt[0]) - 1) / filt[2])))
         plans.append((axis, in_size, out_size, lo, scale, filt, support))
+        kinds.append(kind)
+    if _opencv_enlarges(array, plans, kinds, roi_lo, roi_hi, dtype):
+        # DALI's linear enlargement of a whole image is OpenCV's bilinear (within a level of uint8):
+        # ~40x faster than the taps below
+        enlarged = cv2.resize(array, (out_sizes[1], out_sizes[0]), interpolation=cv2.INTER_LINEAR)
+        return enlarged.reshape(out_sizes[0], out_sizes[1], *array.shape[2:])  # (OpenCV drops one channel)
     if all(plan[5] is None for plan in plans):  # nearest neighbour along every axis: a gather
         result = array
         for position, (axis, in_size, out_size, lo, scale, _, _) in enumerate(plans):

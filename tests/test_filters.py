@@ -203,7 +203,7 @@ def raises(error_type, *fragments):
 @pytest.mark.parametrize("call,operator,argument,expected", [
     (lambda x: fn.gaussian_blur(x, sigma=-1.0), "gaussian_blur", "sigma", "[0.0, inf]"),
     (lambda x: fn.gaussian_blur(x, window_size=4), "gaussian_blur", "window_size", "odd"),
-    (lambda x: fn.gaussian_blur(x, sigma=(1.0, 2.0, 3.0)), "gaussian_blur", "sigma", "expected 1 or 2 values"),
+    (lambda x: fn.gaussian_blur(x, sigma=(1.0, 2.0, 3.0, 4.0)), "gaussian_blur", "sigma", "expected 1 or 2 or 3 values"),
     (lambda x: fn.laplacian(x, window_size=4), "laplacian", "window_size", "odd"),
     (lambda x: fn.laplacian(x, window_size=25), "laplacian", "window_size", "[3, 23]"),
     (lambda x: fn.laplacian(x, smoothing_size=2), "laplacian", "smoothing_size", "odd"),
@@ -239,10 +239,73 @@ def test_bad_per_sample_sigma_names_the_operator_and_argument():
         run("cpu", lambda x: fn.gaussian_blur(x, sigma=fn.random.uniform(range=(-2.0, -1.0))))
 
 
-def test_filter_refuses_volumes_naming_the_operator():
-    volumes = [np.zeros((2, 4, 4, 3), np.uint8)]
-    with pytest.raises(Exception, match=r"median_blur.*HWC"):
-        run("cpu", lambda x: fn.median_blur(x), samples=volumes)
+@pytest.mark.parametrize("call, message", [
+    (lambda x: fn.median_blur(x), "median_blur: takes the layouts HW, HWC, FHWC, CHW, FCHW; got 'DHWC'"),
+    (lambda x: fn.filter(x, np.ones((3, 3), np.float32)), "filter: takes layouts of frames or channels first"),
+])
+def test_volumes_are_refused_where_dali_refuses_them(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run("cpu", call, samples=[np.zeros((2, 4, 4, 3), np.uint8)], layout="DHWC")
+
+
+@pytest.mark.parametrize("call, dtype, message", [
+    (lambda x: fn.gaussian_blur(x, sigma=1.0, dtype=types.UINT8), np.int16,
+     "gaussian_blur: argument 'dtype': the output type is the input's (int16) or float, got uint8"),
+    (lambda x: fn.laplacian(x, dtype=types.INT32), np.int16, "laplacian: argument 'dtype'"),
+    (lambda x: fn.laplacian(x), np.float64, "laplacian: takes uint8"),
+    (lambda x: fn.filter(x, np.ones((3, 3), np.float32)), np.int32,
+     "filter: takes uint8, uint16, int16, float32 data, got int32"),
+])
+def test_types_dali_refuses(call, dtype, message):
+    samples = [np.zeros((4, 4, 3), dtype)]
+    with pytest.raises(Exception, match=re.escape(message)):
+        run("cpu", call, samples=samples)
+
+
+# ---- layouts: planes, sequences, volumes -------------------------------------------------------------
+def _gaussian(sigma: float) -> np.ndarray:
+    taps = np.arange(window_size(sigma)) - window_size(sigma) // 2
+    window = np.exp(-taps ** 2 / (2 * sigma ** 2))
+    return window / window.sum()
+
+
+def _blurred_along(values: np.ndarray, axis: int, window: np.ndarray) -> np.ndarray:
+    """Correlation with ``window`` along ``axis``, the data reflected at its edges (reflect_101)."""
+    radius = len(window) // 2
+    pad = [(0, 0)] * values.ndim
+    pad[axis] = (radius, radius)
+    padded = np.pad(values, pad, mode="reflect")
+    return sum(w * np.take(padded, np.arange(values.shape[axis]) + k, axis=axis) for k, w in enumerate(window))
+
+
+@pytest.mark.parametrize("device, layout", [("cpu", "CHW"), ("cpu", "FHWC"), ("cpu", "FCHW"), ("cpu", "DHWC"),
+                                            ("cpu", "HW"), ("gpu", "FCHW"), ("gpu", "DHWC")])
+def test_gaussian_blur_filters_each_plane_or_the_volume(device, layout):
+    """As DALI: frames and channel-first channels are planes of their own; DHWC volumes blur along D too."""
+    rng = np.random.default_rng(3)
+    extents = {"F": 2, "C": 2, "D": 4, "H": 7, "W": 6} if device == "cpu" else {"F": 2, "C": 1, "D": 3, "H": 5, "W": 5}
+    samples = [rng.integers(0, 255, [extents[name] for name in layout], np.uint8) for _ in range(2)]
+    sigmas = (0.8, 1.0, 1.5)[-(3 if layout == "DHWC" else 2):]
+    (blurred,) = run(device, lambda x: fn.gaussian_blur(x, sigma=sigmas), samples=samples, layout=layout)
+    spatial = [index for index, name in enumerate(layout) if name in "DHW"]
+    for sample, output in zip(samples, blurred):
+        expected = sample.astype(np.float64)
+        for axis, sigma in zip(spatial, sigmas):
+            expected = _blurred_along(expected, axis, _gaussian(sigma))
+        assert output.shape == sample.shape and output.dtype == np.uint8
+        assert np.abs(output - np.clip(np.rint(expected), 0, 255)).max() <= 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_laplacian_of_a_volume_sums_three_derivatives(device):
+    rng = np.random.default_rng(4)
+    samples = [rng.uniform(0, 1, (5, 6, 7)).astype(np.float32)]
+    (result,) = run(device, lambda x: fn.laplacian(x, window_size=3), samples=samples, layout="DHW")
+    expected = sum(_blurred_along(_blurred_along(_blurred_along(samples[0].astype(np.float64), axis,
+                                                                 np.array([1.0, -2.0, 1.0])),
+                                                  (axis + 1) % 3, np.array([1.0, 2.0, 1.0])),
+                                  (axis + 2) % 3, np.array([1.0, 2.0, 1.0])) for axis in range(3))
+    np.testing.assert_allclose(result[0], expected, atol=1e-4)
 
 
 def test_valid_mode_needs_the_filter_to_fit():

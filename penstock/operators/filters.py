@@ -60,14 +60,14 @@ class Window:
 
 
 # ---- argument rules, shared by both devices --------------------------------------------------
-def per_axis(values, name: str) -> tuple:
-    """(height, width) values from one value or one per axis."""
+def per_axis(values, name: str, count: int = 2) -> tuple:
+    """``count`` values (one per spatial axis, outermost first) from one value or one per axis."""
     values = tuple(values)
     if len(values) == 1:
-        return values * 2
-    if len(values) == 2:
+        return values * count
+    if len(values) == count:
         return values
-    raise ArgError(f"argument '{name}': expected one value or one per axis (height, width), got {len(values)}")
+    raise ArgError(f"argument '{name}': expected one value or one per spatial axis ({count} here), got {len(values)}")
 
 
 def _check_odd(name: str, values, low: int, high: int | None = None, zero_allowed: bool = False) -> None:
@@ -81,9 +81,10 @@ def _check_odd(name: str, values, low: int, high: int | None = None, zero_allowe
 
 
 def _checked(op_name: str, check, *arguments) -> None:
-    """Runs an argument check on a sample's values (per-sample arguments), naming the operator."""
+    """Runs an argument check on a sample's values (per-sample arguments), naming the operator;
+    returns what the check returns."""
     try:
-        check(*arguments)
+        return check(*arguments)
     except ArgError as error:
         raise ValueError(f"{op_name}: {error}") from None
 
@@ -123,18 +124,23 @@ def gaussian_window(sigma: float, size: int) -> np.ndarray:
 
 
 def _check_gaussian(args: dict) -> None:
-    sizes = per_axis(args["window_size"], "window_size")
+    count = max(len(args["sigma"]), len(args["window_size"]))
+    sizes, sigmas = per_axis(args["window_size"], "window_size", count), per_axis(args["sigma"], "sigma", count)
     _check_odd("window_size", sizes, 1, zero_allowed=True)
-    for sigma, size in zip(per_axis(args["sigma"], "sigma"), sizes):
+    for sigma, size in zip(sigmas, sizes):
         if sigma == 0 and size == 0:
             raise ArgError("give sigma or window_size for every axis (both are 0)")
 
 
-def gaussian_blur_window(args: dict, op_name: str) -> Window:
+# A separable filter: the sum of terms, each a factor and one 1-D window per spatial axis (outermost first)
+Terms = list[tuple[float, list[np.ndarray]]]
+
+
+def gaussian_terms(args: dict, count: int, op_name: str) -> Terms:
     _checked(op_name, _check_gaussian, args)
-    (sigma_y, sigma_x), (size_y, size_x) = per_axis(args["sigma"], "sigma"), per_axis(args["window_size"], "window_size")
-    weights = np.outer(gaussian_window(sigma_y, size_y), gaussian_window(sigma_x, size_x))
-    return Window(weights.astype(np.float32), (weights.shape[0] // 2, weights.shape[1] // 2), "reflect_101")
+    sizes = _checked(op_name, per_axis, args["window_size"], "window_size", count)
+    sigmas = _checked(op_name, per_axis, args["sigma"], "sigma", count)
+    return [(1.0, [gaussian_window(sigma, size) for sigma, size in zip(sigmas, sizes)])]
 
 
 def smoothing_window(size: int) -> np.ndarray:
@@ -151,15 +157,34 @@ def derivative_window(size: int) -> np.ndarray:
 
 
 def _check_laplacian(args: dict) -> None:
-    _check_odd("window_size", per_axis(args["window_size"], "window_size"), 3, MAX_LAPLACIAN_WINDOW)
+    _check_odd("window_size", args["window_size"], 3, MAX_LAPLACIAN_WINDOW)
     if args["smoothing_size"] is not None:
-        _check_odd("smoothing_size", per_axis(args["smoothing_size"], "smoothing_size"), 1, MAX_LAPLACIAN_WINDOW)
-    per_axis(args["scale"], "scale")
+        _check_odd("smoothing_size", args["smoothing_size"], 1, MAX_LAPLACIAN_WINDOW)
 
 
 def _check_laplacian_call(static: dict, per_sample: frozenset) -> None:
     if static["normalized_kernel"] and ("scale" in per_sample or tuple(static["scale"]) != (1.0,)):
         raise ArgError("argument 'scale' cannot be given with normalized_kernel=True (it sets the scale)")
+
+
+def laplacian_terms(args: dict, count: int, op_name: str) -> Terms:
+    """The sum over the spatial axes of the second derivative along each: the derivative window
+    along its axis and smoothing windows along the others (of smoothing_size, default the
+    derivative's size), scaled by its ``scale`` or, with normalized_kernel, by
+    2 ** -(sum of its window sizes - axes - 2), as DALI."""
+    _checked(op_name, _check_laplacian, args)
+    derivative = _checked(op_name, per_axis, args["window_size"], "window_size", count)
+    smoothing = _checked(op_name, per_axis, args["smoothing_size"], "smoothing_size", count) \
+        if args["smoothing_size"] is not None else None
+    scales = _checked(op_name, per_axis, args["scale"], "scale", count)
+    terms = []
+    for axis in range(count):
+        sizes = [derivative[axis] if other == axis or smoothing is None else smoothing[other] for other in range(count)]
+        windows = [derivative_window(size) if other == axis else smoothing_window(size)
+                   for other, size in enumerate(sizes)]
+        scale = 2.0 ** -(sum(sizes) - count - 2) if args["normalized_kernel"] else scales[axis]
+        terms.append((scale, windows))
+    return terms
 
 
 def _centered(weights: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -170,27 +195,33 @@ def _centered(weights: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return padded
 
 
-def laplacian_window(args: dict, op_name: str) -> Window:
-    """d2/dy2 + d2/dx2, each a separable window: the derivative window along its axis and the
-    smoothing window along the other (of smoothing_size, default the derivative's size), each
-    scaled by its ``scale`` or, with normalized_kernel, by 2 ** -(sum of its window sizes - 4)."""
-    _checked(op_name, _check_laplacian, args)
-    derivative = per_axis(args["window_size"], "window_size")
-    smoothing = per_axis(args["smoothing_size"], "smoothing_size") if args["smoothing_size"] is not None else None
-    terms = []
-    for axis in (0, 1):
-        other = 1 - axis
-        sizes = [0, 0]
-        sizes[axis] = derivative[axis]
-        sizes[other] = smoothing[other] if smoothing else derivative[axis]
-        windows = [None, None]
-        windows[axis] = derivative_window(sizes[axis])
-        windows[other] = smoothing_window(sizes[other])
-        scale = 2.0 ** -(sum(sizes) - 4) if args["normalized_kernel"] else per_axis(args["scale"], "scale")[axis]
-        terms.append(scale * np.outer(windows[0], windows[1]))
-    shape = (max(t.shape[0] for t in terms), max(t.shape[1] for t in terms))
-    weights = sum(_centered(term, shape) for term in terms)
+def planar_window(terms: Terms) -> Window:
+    """The 2-D window (reflect_101 borders) of separable terms over one or two spatial axes (one
+    axis stands as a row: a window of one tap in height)."""
+    products = [scale * np.outer(*(windows if len(windows) == 2 else [np.ones(1), *windows]))
+                for scale, windows in terms]
+    shape = (max(p.shape[0] for p in products), max(p.shape[1] for p in products))
+    weights = sum(_centered(product, shape) for product in products)
     return Window(weights.astype(np.float32), (shape[0] // 2, shape[1] // 2), "reflect_101")
+
+
+def separable_volume(volume: np.ndarray, terms: Terms) -> np.ndarray:
+    """The terms over a [D, H, W, C] volume in float32, reflect_101 borders, one axis at a time."""
+    total = np.zeros(volume.shape, np.float32)
+    for scale, windows in terms:
+        values = volume.astype(np.float32)
+        for axis, window in enumerate(windows):
+            if len(window) == 1:
+                values = values * np.float32(window[0])
+                continue
+            radius = len(window) // 2
+            pad = [(0, 0)] * values.ndim
+            pad[axis] = (radius, radius)
+            padded = np.pad(values, pad, mode="reflect" if values.shape[axis] > 1 else "edge")
+            taps = np.lib.stride_tricks.sliding_window_view(padded, len(window), axis=axis)
+            values = taps @ window.astype(np.float32)
+        total += np.float32(scale) * values
+    return total
 
 
 def _check_filter(args: dict) -> None:
@@ -231,15 +262,6 @@ def morphology_window(args: dict, op_name: str, operation: str, dtype: np.dtype)
 
 
 # ---- the CPU: OpenCV on the padded image -------------------------------------------------------
-def as_hwc(image: np.ndarray, op_name: str) -> np.ndarray:
-    """An HWC view of an HWC or HW image."""
-    if image.ndim == 2:
-        return image[:, :, None]
-    if image.ndim != 3:
-        raise ValueError(f"{op_name}: expected HWC (or HW) images, got a sample of shape {image.shape}")
-    return image
-
-
 def apply_window(image: np.ndarray, window: Window, op_name: str) -> np.ndarray:
     """The window over an HWC image: float32 for sums, the image's type for min and max."""
     height, width, channels = image.shape
@@ -275,47 +297,58 @@ def median_cpu(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 # ---- schemas -------------------------------------------------------------------------------------
-DTYPE_ARG = Arg("dtype", "dtype", None, "Output type; default the input's (sums are computed in float32 and "
-                "rounded, halves to even, and saturated to it).")
+DTYPE_ARG = Arg("dtype", "dtype", None, "Output type: the input's (the default; sums are computed in float32 and "
+                "rounded, halves to even, and saturated to it) or float, as DALI.")
+LAYOUTS_DOC = (" Samples are laid out as frames or channels first ('F', 'C': each plane is filtered on its own), then "
+               "the spatial axes, then channels ('C') or none: HW, HWC, CHW, FHWC, FCHW...; without a layout every "
+               "axis is spatial.")
+# DALI's CPU kernels' input types (gaussian_blur.h, laplacian.h, filter.h)
+BLUR_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64,
+                                         np.int64, np.float16, np.float32, np.float64))
+LAPLACIAN_TYPES = BLUR_TYPES[:-1]
+FILTER_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.int16, np.float32))
 
 registry.register_schema(OpSchema(
     name="gaussian_blur", class_name="GaussianBlur",
-    doc="Blurs HWC (or HW) images with a Gaussian window per axis (height, width). From sigma alone the "
-        "window has 2 * ceil(3 * sigma) + 1 taps; from window_size alone sigma = (radius - 1) * 0.3 + "
-        "0.8, radius = (window_size - 1) / 2, as DALI. The image is reflected at its edges (reflect_101).",
-    args=(Arg("sigma", "floats", (0.0,), "Standard deviation of the window: one, or one per axis (height, "
-              "width); 0 derives it from window_size.", per_sample=True, length=(1, 2), min=0.0),
-          Arg("window_size", "ints", (0,), "Odd window size: one, or one per axis; 0 derives it from sigma.",
-              per_sample=True, length=(1, 2), min=0),
+    doc="Blurs images, sequences and volumes (1 to 3 spatial axes) with a Gaussian window per spatial axis. From "
+        "sigma alone the window has 2 * ceil(3 * sigma) + 1 taps; from window_size alone sigma = (radius - 1) * 0.3 "
+        "+ 0.8, radius = (window_size - 1) / 2, as DALI. The data is reflected at its edges (reflect_101)."
+        + LAYOUTS_DOC,
+    args=(Arg("sigma", "floats", (0.0,), "Standard deviation of the window: one, or one per spatial axis "
+              "(outermost first); 0 derives it from window_size.", per_sample=True, length=(1, 2, 3), min=0.0),
+          Arg("window_size", "ints", (0,), "Odd window size: one, or one per spatial axis; 0 derives it from sigma.",
+              per_sample=True, length=(1, 2, 3), min=0),
           DTYPE_ARG),
     checks=(_static_check(("sigma", "window_size"), _check_gaussian),),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
     name="laplacian", class_name="Laplacian",
-    doc="The Laplacian of HWC (or HW) images: the sum of the second derivatives along the height and the "
-        "width, each a separable window (OpenCV's Sobel windows: the derivative along its axis, binomial "
-        "smoothing along the other), the image reflected at its edges (reflect_101), as DALI.",
+    doc="The Laplacian of images, sequences and volumes (1 to 3 spatial axes): the sum of the second derivatives "
+        "along the spatial axes, each a separable window (OpenCV's Sobel windows: the derivative along its axis, "
+        "binomial smoothing along the others), the data reflected at its edges (reflect_101), as DALI."
+        + LAYOUTS_DOC,
     args=(Arg("window_size", "ints", (3,), "Odd size (3 to 23) of the derivative windows: one, or one per "
-              "axis.", per_sample=True, length=(1, 2), min=3, max=MAX_LAPLACIAN_WINDOW),
+              "spatial axis.", per_sample=True, length=(1, 2, 3), min=3, max=MAX_LAPLACIAN_WINDOW),
           Arg("smoothing_size", "ints", None, "Odd size (1 to 23) of the smoothing windows: one, or one per "
-              "axis; default the derivative window's size.", per_sample=True, length=(1, 2), min=1,
+              "spatial axis; default the derivative window's size.", per_sample=True, length=(1, 2, 3), min=1,
               max=MAX_LAPLACIAN_WINDOW),
-          Arg("scale", "floats", (1.0,), "Factor of each derivative: one, or one per axis.", per_sample=True,
-              length=(1, 2)),
+          Arg("scale", "floats", (1.0,), "Factor of each derivative: one, or one per spatial axis.", per_sample=True,
+              length=(1, 2, 3)),
           Arg("normalized_kernel", "bool", False, "Scales each derivative by 2 ** -(sum of its window sizes - "
-              "4) (not with scale)."),
+              "axes - 2) (not with scale)."),
           DTYPE_ARG),
     checks=(_static_check(("window_size", "smoothing_size", "scale"), _check_laplacian), _check_laplacian_call),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
     name="filter", class_name="Filter",
-    doc="Correlates HWC (or HW) images with a 2-D filter (the filter is not flipped, as in DALI): "
+    doc="Correlates images (two spatial axes) with a 2-D filter (the filter is not flipped, as in DALI): "
         "``fn.filter(data, filter, fill_value)``; the filter (float32 values, per sample when it is an "
         "operator's output) and the fill value may also be given as arguments. In mode 'same' the output "
         "keeps the input's size and the anchor places the filter; in mode 'valid' only the pixels whose "
-        "filter lies inside the image are computed (the anchor does not apply).",
+        "filter lies inside the image are computed (the anchor does not apply). Types: uint8, uint16, int16 and "
+        "float." + LAYOUTS_DOC,
     args=(Arg("filter", "any", REQUIRED, "The 2-D filter (rows, columns).", per_sample=True),
           Arg("fill_value", "float", None, "What pixels outside the image read with border 'constant' "
               "(default 0).", per_sample=True, nullable=True),
@@ -333,8 +366,8 @@ registry.register_schema(OpSchema(
 
 MEDIAN_ARGS = (Arg("window_size", "ints", (3,), "Odd window size: one, or one per axis (height, width).",
                    per_sample=True, length=(1, 2), min=1),)
-MEDIAN_DOC = ("The median of each channel over a window around each pixel of HWC (or HW) images; outside "
-              "the image the edge pixels repeat.")
+MEDIAN_DOC = ("The median of each channel over a window around each pixel of HW, HWC, CHW, FHWC or FCHW images; "
+              "outside the image the edge pixels repeat.")
 MORPHOLOGY_ARGS = (
     Arg("mask_size", "ints", (3, 3), "Size of the rectangular structuring element: one, or one per axis "
         "(height, width).", per_sample=True, length=(1, 2), min=1),
@@ -345,10 +378,10 @@ MORPHOLOGY_ARGS = (
     Arg("border_mode", "str", "constant", "Pixels outside the image: 'constant' (they take no part), "
         "'replicate', 'reflect', 'reflect_101' or 'wrap'.", choices=MORPHOLOGY_BORDERS),
 )
-MORPHOLOGY_DOCS = {"erode": "The minimum of each channel over a rectangle around each pixel of HWC (or HW) "
-                            "images (erosion, as OpenCV's erode with a rectangular element).",
-                   "dilate": "The maximum of each channel over a rectangle around each pixel of HWC (or HW) "
-                             "images (dilation, as OpenCV's dilate with a rectangular element)."}
+MORPHOLOGY_DOCS = {"erode": "The minimum of each channel over a rectangle around each pixel of HW, HWC, CHW, "
+                            "FHWC or FCHW images (erosion, as OpenCV's erode with a rectangular element).",
+                   "dilate": "The maximum of each channel over a rectangle around each pixel of HW, HWC, CHW, "
+                             "FHWC or FCHW images (dilation, as OpenCV's dilate with a rectangular element)."}
 
 
 def _check_median(args: dict) -> None:
@@ -370,82 +403,202 @@ for _name, _class_name in (("erode", "Erode"), ("dilate", "Dilate")):
 
 
 # ---- implementations -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SampleAxes:
+    """How a sample's axes split, as DALI reads its layout: leading frame or channel-first axes
+    (each plane between them is filtered on its own), the spatial axes, then channels or none."""
+
+    lead: int
+    spatial: int
+    channels: bool
+
+    def planes(self, sample):
+        """[planes, *spatial, channels] (a reshape: a view where it can be; numpy or torch)."""
+        shape = tuple(sample.shape)
+        count = int(np.prod(shape[:self.lead], dtype=np.int64)) if self.lead else 1
+        return sample.reshape(count, *shape[self.lead:self.lead + self.spatial], shape[-1] if self.channels else 1)
+
+    def restore(self, planes, sample_shape: tuple):
+        """planes' inverse for the filtered planes (whose spatial size may differ: mode 'valid')."""
+        spatial = tuple(planes.shape[1:1 + self.spatial])
+        return planes.reshape(*sample_shape[:self.lead], *spatial, *sample_shape[-1:] if self.channels else ())
+
+
+def sample_axes(layout: str, ndim: int, op_name: str, spatial_counts: tuple) -> SampleAxes:
+    if not layout:
+        if ndim not in spatial_counts:
+            raise ValueError(f"{op_name}: a sample of {ndim} dimensions without a layout (every axis is then spatial); "
+                             f"takes {' or '.join(map(str, spatial_counts))} spatial axes: give the layout")
+        return SampleAxes(0, ndim, False)
+    if len(layout) != ndim:
+        raise ValueError(f"{op_name}: a sample of {ndim} dimensions in the layout '{layout}'")
+    lead = len(layout) - len(layout.lstrip("FC"))
+    channels = len(layout) > lead and layout[-1] == "C"
+    inner = layout[lead:len(layout) - channels]
+    if lead > 2 or len(inner) not in spatial_counts or "F" in inner or "C" in inner:
+        raise ValueError(f"{op_name}: takes layouts of frames or channels first ('F', 'C'), then "
+                         f"{' or '.join(map(str, spatial_counts))} spatial axes, then channels ('C') or none; got "
+                         f"'{layout}'")
+    return SampleAxes(lead, len(inner), channels)
+
+
 class FilterDeclaration:
-    """What every filter declares: HWC or HW images of the output type (the input's by default)."""
+    """What every filter declares and checks: the layouts and types it takes, and its output type
+    (the input's, or float where dtype says so)."""
 
     keeps_type = False  # min, max and median: the input's type always
+    input_types: tuple = ()  # () takes every type
+    spatial_counts = (2,)
+    layouts: tuple = ()  # DALI's list where it has one (without a layout: HW or HWC by the dimensions)
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
-        if spec.ndim is not None and spec.ndim not in (2, 3):
-            raise ValueError(f"{self.name}: expected HWC (or HW) images, but its input has {spec.ndim} dimensions")
-        dtype = self.args.get("dtype")
+        self._layout = spec.layout
+        if spec.ndim is not None or spec.layout:
+            self.axes_of(spec.ndim if spec.ndim is not None else len(spec.layout))
+        dtype = self.output_type(self.args, spec.dtype) if spec.dtype is not None else None
         valid = self.args.get("mode") == "valid"
-        return spec.but(dtype=dtype.numpy if dtype and not self.keeps_type else spec.dtype,
-                        shape=None if valid else spec.shape)
+        return spec.but(dtype=dtype, shape=None if valid else spec.shape)
 
-    def output_type(self, args: dict, input_type: np.dtype) -> np.dtype:
+    def axes_of(self, ndim: int) -> SampleAxes:
+        layout = self._layout
+        if self.layouts:
+            if layout and layout not in self.layouts:
+                raise ValueError(f"{self.name}: takes the layouts {', '.join(self.layouts)}; got '{layout}'")
+            layout = layout or {2: "HW", 3: "HWC"}.get(ndim, "")
+        return sample_axes(layout, ndim, self.name, self.spatial_counts)
+
+    def output_type(self, args: dict, input_type) -> np.dtype:
+        input_type = np.dtype(input_type)
+        if self.input_types and input_type not in self.input_types:
+            raise TypeError(f"{self.name}: takes {', '.join(t.name for t in self.input_types)} data, got {input_type}")
         dtype = args.get("dtype")
-        return np.dtype(dtype.numpy) if dtype and not self.keeps_type else np.dtype(input_type)
+        if dtype is None or self.keeps_type:
+            return input_type
+        if np.dtype(dtype.numpy) not in (input_type, np.dtype(np.float32)):
+            raise TypeError(f"{self.name}: argument 'dtype': the output type is the input's ({input_type}) or float, "
+                            f"got {np.dtype(dtype.numpy)}")
+        return np.dtype(dtype.numpy)
 
-    def window(self, args: dict, dtype: np.dtype) -> Window:
+    def window(self, args: dict, dtype: np.dtype, spatial: int) -> Window:
         raise NotImplementedError
+
+    def filtered(self, sample: np.ndarray, args: dict) -> np.ndarray:
+        """One sample's output on the CPU."""
+        axes = self.axes_of(sample.ndim)
+        out_type = self.output_type(args, sample.dtype)
+        planes = axes.planes(sample)
+        if axes.spatial == 3:
+            terms = self.terms(args, 3)
+            result = np.stack([separable_volume(plane, terms) for plane in planes])
+        else:
+            window = self.window(args, sample.dtype, axes.spatial)
+            rows = planes if axes.spatial == 2 else planes[:, None]  # one spatial axis: a row
+            result = np.stack([apply_window(plane, window, self.name) for plane in rows])
+            result = result if axes.spatial == 2 else result[:, 0]
+        return axes.restore(numeric.saturate(result, out_type), sample.shape)
 
 
 class WindowFilter(FilterDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
-        image = np.asarray(inputs[0])
-        result = apply_window(as_hwc(image, self.name), self.window(args, image.dtype), self.name)
-        result = numeric.saturate(result, self.output_type(args, image.dtype))
-        return result.reshape(result.shape[:2]) if image.ndim == 2 else result
+        return self.filtered(np.asarray(inputs[0]), args)
 
 
 class WindowFilterGpu(FilterDeclaration, BatchOperator):
+    """Every plane of the batch (images, the frames of sequences, the channels of channel-first
+    samples) in one Triton launch; volumes through the CPU form on the executor's CPU workers."""
+
     def run_batch(self, inputs, args, batch):
+        import torch
+
         from penstock.kernels import triton_filters
         samples = tensors_of(inputs[0])
         if not samples:
             return []
-        images = [as_hwc(sample, self.name) for sample in samples]
+        axes = [self.axes_of(sample.dim()) for sample in samples]
+        if any(a.spatial == 3 for a in axes):
+            return self.through_host(samples, args, batch)
         dtype = types.to_numpy_dtype(samples[0].dtype)
-        windows = [self.window(a, dtype) for a in args]
+        out_type = self.output_type(args[0], dtype)
+        windows = [self.window(a, dtype, sample_axes.spatial) for a, sample_axes in zip(args, axes)]
         operations, borders = {w.operation for w in windows}, {w.border for w in windows}
         assert len(operations) == len(borders) == 1  # set by static arguments: one per batch
+        images, owners = [], []
+        for index, (sample, sample_axes) in enumerate(zip(samples, axes)):
+            planes = sample_axes.planes(sample)
+            planes = planes if sample_axes.spatial == 2 else planes[:, None]
+            images.extend(planes.unbind(0))
+            owners.extend([index] * len(planes))
         results = triton_filters.run_window(
-            images, [(w.weights, w.anchor) for w in windows],
-            [w.output_size(*image.shape[:2], self.name) for w, image in zip(windows, images)],
-            operations.pop(), borders.pop(), [w.fill for w in windows],
-            types.to_torch_dtype(self.output_type(args[0], dtype)), self.name)
-        return [result.reshape(result.shape[:2]) if sample.dim() == 2 else result
-                for sample, result in zip(samples, results)]
+            images, [(windows[o].weights, windows[o].anchor) for o in owners],
+            [windows[o].output_size(*image.shape[:2], self.name) for o, image in zip(owners, images)],
+            operations.pop(), borders.pop(), [windows[o].fill for o in owners], types.to_torch_dtype(out_type),
+            self.name)
+        outputs, start = [], 0
+        for sample, sample_axes in zip(samples, axes):
+            count = owners.count(len(outputs))
+            planes = torch.stack(results[start:start + count])
+            planes = planes if sample_axes.spatial == 2 else planes[:, 0]
+            outputs.append(sample_axes.restore(planes, tuple(sample.shape)))
+            start += count
+        return outputs
+
+    def through_host(self, samples, args, batch):
+        import torch
+        hosts = [sample.cpu().numpy() for sample in samples]
+        results: list = [None] * len(hosts)
+
+        def filter_sample(index: int):
+            def call():
+                results[index] = self.filtered(hosts[index], args[index])
+            return call
+        batch.run_on_workers([filter_sample(index) for index in range(len(hosts))])
+        return [torch.from_numpy(result).to(sample.device) for result, sample in zip(results, samples)]
 
 
-class GaussianBlurRule:
-    def window(self, args, dtype):
-        return gaussian_blur_window(args, self.name)
+class SeparableRule:
+    """gaussian_blur and laplacian: sums of separable terms over 1 to 3 spatial axes."""
+
+    spatial_counts = (1, 2, 3)
+
+    def window(self, args, dtype, spatial):
+        return planar_window(self.terms(args, spatial))
 
 
-class LaplacianRule:
-    def window(self, args, dtype):
-        return laplacian_window(args, self.name)
+class GaussianBlurRule(SeparableRule):
+    input_types = BLUR_TYPES
+
+    def terms(self, args, count):
+        return gaussian_terms(args, count, self.name)
+
+
+class LaplacianRule(SeparableRule):
+    input_types = LAPLACIAN_TYPES
+
+    def terms(self, args, count):
+        return laplacian_terms(args, count, self.name)
 
 
 class FilterRule:
-    def window(self, args, dtype):
+    input_types = FILTER_TYPES
+
+    def window(self, args, dtype, spatial):
         return filter_window(args, self.name)
 
 
 class ErodeRule:
     keeps_type = True
+    layouts = ("HW", "HWC", "FHWC", "CHW", "FCHW")
 
-    def window(self, args, dtype):
+    def window(self, args, dtype, spatial):
         return morphology_window(args, self.name, "min", np.dtype(dtype))
 
 
 class DilateRule:
     keeps_type = True
+    layouts = ("HW", "HWC", "FHWC", "CHW", "FCHW")
 
-    def window(self, args, dtype):
+    def window(self, args, dtype, spatial):
         return morphology_window(args, self.name, "max", np.dtype(dtype))
 
 
@@ -468,34 +621,43 @@ def median_size(args: dict, op_name: str) -> tuple[int, int]:
     return per_axis(args["window_size"], "window_size")
 
 
-class MedianBlur(FilterDeclaration, SampleOperator):
-    keeps_type = True
+def median_tensor(image, size: tuple[int, int]):
+    """The median over a window of ``size`` around each pixel of an HWC tensor, the edge pixels
+    repeated outside (torch: the padded image unfolded into windows)."""
+    import torch
+    height, width, channels = image.shape
+    planes = image.permute(2, 0, 1)[None].to(torch.float32)  # float32 holds 8- and 16-bit values exactly
+    padded = torch.nn.functional.pad(planes, (size[1] // 2, size[1] // 2, size[0] // 2, size[0] // 2),
+                                     mode="replicate")
+    windows = padded.unfold(2, size[0], 1).unfold(3, size[1], 1)  # [1, C, H, W, size_y, size_x]
+    median = windows.reshape(channels, height, width, -1).median(dim=-1).values
+    return median.permute(1, 2, 0).to(image.dtype)
 
+
+class MedianDeclaration(FilterDeclaration):
+    keeps_type = True
+    layouts = ("HW", "HWC", "FHWC", "CHW", "FCHW")
+
+
+class MedianBlur(MedianDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = np.asarray(inputs[0])
-        result = median_cpu(as_hwc(image, self.name), median_size(args, self.name))
-        return result.reshape(image.shape)
+        axes = self.axes_of(image.ndim)
+        size = median_size(args, self.name)
+        return axes.restore(np.stack([median_cpu(plane, size) for plane in axes.planes(image)]), image.shape)
 
 
-class MedianBlurGpu(FilterDeclaration, BatchOperator):
-    """Per sample with torch (the edge-repeated image unfolded into windows, their median): a
-    median needs a sort per pixel, which the window kernel does not do."""
-
-    keeps_type = True
+class MedianBlurGpu(MedianDeclaration, BatchOperator):
+    """Per plane with torch: a median needs a sort per pixel, which the window kernel does not do."""
 
     def run_batch(self, inputs, args, batch):
         import torch
         results = []
         for sample, a in zip(tensors_of(inputs[0]), args):
-            image = as_hwc(sample, self.name)
-            height, width, channels = image.shape
-            size_y, size_x = median_size(a, self.name)
-            planes = image.permute(2, 0, 1)[None].to(torch.float32)  # float32 holds 8- and 16-bit values exactly
-            padded = torch.nn.functional.pad(planes, (size_x // 2, size_x // 2, size_y // 2, size_y // 2),
-                                             mode="replicate")
-            windows = padded.unfold(2, size_y, 1).unfold(3, size_x, 1)  # [1, C, H, W, size_y, size_x]
-            median = windows.reshape(channels, height, width, -1).median(dim=-1).values
-            results.append(median.permute(1, 2, 0).to(sample.dtype).reshape(sample.shape))
+            axes = self.axes_of(sample.dim())
+            size = median_size(a, self.name)
+            planes = torch.stack([median_tensor(plane, size) for plane in axes.planes(sample)])
+            results.append(axes.restore(planes, tuple(sample.shape)))
         return results
 
 
@@ -503,5 +665,6 @@ registry.register("median_blur", "cpu")(MedianBlur)
 registry.register("median_blur", "gpu", requires=devices.gpu_problem)(MedianBlurGpu)
 
 
-__all__ = ["BORDER_RULES", "Window", "anchor_of", "apply_window", "filter_window", "gaussian_blur_window",
-           "gaussian_window", "laplacian_window", "morphology_window", "per_axis"]
+__all__ = ["BORDER_RULES", "SampleAxes", "Window", "anchor_of", "apply_window", "filter_window", "gaussian_terms",
+           "gaussian_window", "laplacian_terms", "morphology_window", "per_axis", "planar_window", "sample_axes",
+           "separable_volume"]

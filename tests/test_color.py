@@ -8,7 +8,7 @@ import contextlib
 import cv2
 import numpy as np
 import pytest
-from cases_color import round_uint8, twist_matrix
+from cases_color import round_uint8
 from conftest import CUDA, SEED, assert_close, gpu_or_emulated, run_operator, smooth_image
 
 from penstock import Pipeline, devices, fn, pipeline_def, types
@@ -351,3 +351,10 @@ def test_jpeg_distortion_of_a_sequence_is_that_of_its_frames(device):
 def test_jpeg_distortion_refuses_grayscale_images_as_dali():
     with pytest.raises(Exception, match="jpeg_compression_distortion: .*needs 3-channel images"):
         run(lambda node, d: fn.jpeg_compression_distortion(node, device=d), images(channels=1), "cpu")
+
+
+def test_lookup_table_takes_dalis_older_name_of_dtype():
+    samples = [np.array([0, 1, 2, 5], np.uint8)]
+    outputs = run_operator(lambda node: fn.lookup_table(node, keys=(0, 1), values=(10.0, 11.0), output_dtype=types.INT32),
+                           samples, layout="")
+    assert outputs[0].dtype == np.int32 and outputs[0].tolist() == [10, 11, 0, 0]

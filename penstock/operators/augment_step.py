@@ -152,7 +152,7 @@ def color_map(kind: str, parameter: float) -> np.ndarray:
         return _frozen(np.eye(3) * parameter)
     ones = np.ones(1)
     matrices, _ = color_tables.yiq_maps({"hue": 0 * ones, "saturation": parameter * ones, "value": ones,
-                                         "brightness": ones, "contrast": ones}, types.RGB, np.uint8)
+                                         "brightness": ones, "contrast": ones}, np.uint8)
     return _frozen(matrices[0])
 
 

@@ -34,7 +34,8 @@ registry.register_schema(OpSchema(
               min=0, max=65535),
           Arg("values", "floats", (), "The entry of each key."),
           Arg("default_value", "float", 0.0, "Output of values that are not keys."),
-          Arg("dtype", "dtype", types.FLOAT, "Output type.")),
+          Arg("dtype", "dtype", types.FLOAT, "Output type (also named output_dtype, DALI's older name).",
+              aliases=("output_dtype",))),
     checks=(lambda static, per_sample: _check_keys_and_values(static),),
     input_names=("input",)))
 

@@ -370,3 +370,10 @@ def test_statistic_tables_in_one_launch_match_the_torch_tables():
     found = tables.cpu().numpy()
     np.testing.assert_array_equal(found[destinations], expected)
     assert not found[[8, 9, 10]].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.bool_])
+@pytest.mark.parametrize("noise", ["gaussian", "shot", "salt_and_pepper"])
+def test_noise_refuses_the_types_dali_refuses(noise, dtype):
+    with pytest.raises(Exception, match=f"noise.{noise}: takes uint8, .*float32 data, got {np.dtype(dtype).name}"):
+        run("cpu", lambda x: getattr(fn.noise, noise)(x), samples=[np.zeros((4, 4, 3), dtype)])

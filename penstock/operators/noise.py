@@ -19,7 +19,7 @@ from penstock.schema import Arg, OpSchema
 
 registry.register_schema(OpSchema(
     name="noise.gaussian", class_name="noise.Gaussian",
-    doc="Adds Gaussian noise (mean, stddev) to every element.",
+    doc="Adds Gaussian noise (mean, stddev) to every element. Types: 8- to 64-bit integers and float.",
     args=(Arg("mean", "float", 0.0, "Mean of the noise.", per_sample=True),
           Arg("stddev", "float", 1.0, "Standard deviation of the noise (a negative one draws as its absolute "
               "value, as DALI).", per_sample=True)),
@@ -89,10 +89,21 @@ def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, axis:
     return np.where(uniform < first * second, np.float32(salt), np.where(uniform < first, np.float32(pepper), values))
 
 
+# DALI's noise kernels' types (gaussian_noise.h, shot_noise.h, salt_and_pepper_noise.h)
+NOISE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64,
+                                          np.int64, np.float32))
+
+
+def check_type(dtype, op_name: str) -> None:
+    if dtype is not None and np.dtype(dtype) not in NOISE_TYPES:
+        raise TypeError(f"{op_name}: takes {', '.join(t.name for t in NOISE_TYPES)} data, got {np.dtype(dtype)}")
+
+
 class NoiseDeclaration:
     kind = ""
 
     def declare_outputs(self, inputs):
+        check_type(inputs[0].dtype, self.name)
         self._layout = inputs[0].layout
         if self.alike_channels() and self._layout:
             channel_axis(self._layout, len(self._layout), self.name)
@@ -113,6 +124,7 @@ class NoiseDeclaration:
 class Noise(NoiseDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         data = np.asarray(inputs[0])
+        check_type(data.dtype, self.name)
         noisy = noisy_cpu(data, self.kind, noise_parameters(self.kind, args, data.dtype), sample.params,
                           self.axis_of(data.ndim))
         return numeric.saturate(noisy, data.dtype)
@@ -128,6 +140,7 @@ class NoiseGpu(NoiseDeclaration, BatchOperator):
         if not samples:
             return []
         dtype = types.to_numpy_dtype(samples[0].dtype)
+        check_type(dtype, self.name)
         parameters = np.array([noise_parameters(self.kind, a, dtype) for a in args], np.float32)
         axes = [self.axis_of(sample.dim()) for sample in samples]
         moved = [sample.movedim(0, -1).contiguous() if axis == 0 and sample.dim() > 1 else sample

@@ -17,10 +17,11 @@ SPECS = [
          compare=Stats(0, 4, mean_tol=0.4, range_tol=0)),
     Spec("noise.gaussian", (GRAY,), {"stddev": 10.0}, compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5), grid={
         "@input": {"f32": (constant_images(128, "float32"),), "i16": (constant_images(128, "int16"),),
-                   "gray_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3, "HW"),)},
+                   "gray_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3, "HW"),),
+                   "u16": (constant_images(128, "uint16"),), "f64": (constant_images(128, "float64"),)},
         "mean": [5.0, PerSample(f32(0), f32(-5), f32(5))],
         "stddev": [0.0, 30.0, PerSample(f32(1), f32(10), f32(20))],
-    }),
+    }, refused=("f64",)),
     Spec("noise.shot", (constant_images(100),), {"factor": 2.0}, compare=Stats(0, 255, mean_tol=1.5, std_tol=1.5),
          grid={
              "@input": {"f32": (constant_images(100, "float32"),)},

@@ -286,6 +286,9 @@ class Operator:
 
 class SourceOperator(Operator):
     fed = False  # a FedSource: its data comes from Pipeline.feed_input
+    # every sample of its batch is alike (constants): a batch as long as the other sources' batch,
+    # which an external source with batch=True may give shorter than batch_size
+    fits_any_batch = False
     lends_samples = False  # a Reader: a replacement is taken out of its epoch (see replacement)
     # ``load`` gives each item as the one output (a random generator's draws): the executor then
     # reads what the GPU stage takes of it straight from the batch's items, and the CPU stage's

@@ -228,6 +228,8 @@ def constant_batch(value, dtype=None, shape=None, layout=None, device=None, **kw
     """A batch of ``value`` in every sample (fn.constant), as DALI's types.Constant makes one: Python
     floats as float32, ints as int32, numpy values with their own type, unless ``dtype``."""
     from penstock import types
+    if type(value).__module__.startswith("torch"):
+        value = value.detach().cpu().numpy()
     array = np.asarray(value, dtype=types._constant_type(value) if dtype is None else types.to_numpy_dtype(dtype))
     if shape is not None:
         shape = tuple(int(size) for size in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)

@@ -43,8 +43,9 @@ def _holds(float_type: np.dtype, value: int) -> bool:
 
 
 def saturate(values: np.ndarray, dtype) -> np.ndarray:
-    """``values`` converted to ``dtype``: to an integer type by rounding (halves to even) and
-    clamping to its range; to bool by ``!= 0``; to a float type as numpy converts."""
+    """``values`` converted to ``dtype``: to an integer type by rounding (halves away from zero, as
+    DALI's CPU operators) and clamping to its range; to bool by ``!= 0``; to a float type as numpy
+    converts."""
     dtype = np.dtype(dtype)
     values = np.asarray(values)
     if dtype.kind in "iu" and values.dtype.kind in "iub":
@@ -56,7 +57,12 @@ def saturate(values: np.ndarray, dtype) -> np.ndarray:
         info = np.iinfo(dtype)
         if not _holds(values.dtype, info.max):
             values = values.astype(np.float64)
-        rounded = np.rint(values, out=np.empty(values.shape, values.dtype))  # an array even for 0-d values
+        # to nearest, halves away from zero (DALI's ConvertSat on the CPU: 0.5 -> 1, -2.5 -> -3); exact
+        # here, as values that float32 cannot hold to the unit were made float64 above or saturate
+        whole = np.trunc(values)
+        with np.errstate(invalid="ignore"):  # infinities have no fraction (inf - inf): they saturate below
+            away = np.abs(values - whole) >= 0.5  # exact: the fraction of a float is a float
+        rounded = np.asarray(whole + np.copysign(away.astype(values.dtype), values))  # (an array for 0-d too)
         # NaN becomes 0 (not nan_to_num: ten times the time of this, per image)
         not_a_number = np.isnan(rounded)
         if not_a_number.any():
@@ -82,7 +88,10 @@ def saturate_tensor(tensor, dtype):
         return tensor.to(dtype)
     info = torch.iinfo(dtype)
     if tensor.dtype.is_floating_point:
-        tensor = torch.nan_to_num(torch.round(tensor.double() if info.bits > 16 else tensor), nan=0.0)
+        tensor = tensor.double() if info.bits > 16 else tensor
+        whole = torch.trunc(tensor)  # to nearest, halves away from zero, as saturate
+        tensor = torch.nan_to_num(whole + torch.copysign(((tensor - whole).abs() >= 0.5).to(tensor.dtype), tensor),
+                                  nan=0.0)
         if info.bits == 64:  # float64 cannot hold the bounds of 64-bit types exactly: compare, then set
             low, high = tensor <= float(info.min), tensor >= float(info.max)
             result = tensor.clamp(float(info.min), float(info.max)).to(dtype)

@@ -180,6 +180,8 @@ def _constant_type(value) -> np.dtype:
         return value.dtype
     if isinstance(value, np.ndarray):
         return _NARROWER.get(value.dtype, value.dtype)
+    if type(value).__module__.startswith("torch"):  # a tensor keeps its type, as in DALI
+        return to_numpy_dtype(value.dtype)
     array = np.asarray(value)
     if array.dtype.kind == "f":
         return np.dtype(np.float32)

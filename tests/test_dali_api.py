@@ -134,3 +134,19 @@ def test_a_pipeline_without_a_reader():
 def test_a_pipeline_of_operators_without_inputs():
     (out,) = run_one(lambda: fn.transforms.translation(offset=(1, 2)))
     assert len(out) == 2 and np.array_equal(out.at(1), [[1, 0, 1], [0, 1, 2]])
+
+
+def test_constants_follow_the_batches_an_external_source_gives():
+    batches = [[np.array(1), np.array(2)], [np.array(1)], [np.array(i) for i in range(6)]]
+    pipe = Pipeline(batch_size=6, num_threads=1, device_id=None)
+    pipe.set_outputs(types.Constant(np.float32([[1, 2], [3, 4]]), device="cpu"),
+                     fn.external_source(batches, cycle=True))
+    for batch in batches:
+        constant, fed_batch = pipe.run()
+        assert len(constant) == len(fed_batch) == len(batch)
+
+
+def test_constant_data_is_converted_as_dali_converts_it():
+    outputs = run_one(lambda: (fn.constant(idata=(-1, 1, 300), dtype=types.UINT8), fn.constant(fdata=5.5, shape=(2, 3)),
+                               fn.constant(fdata=(0.5, 1.5, -2.5), dtype=types.INT32)))
+    assert [out.at(0).tolist() for out in outputs] == [[0, 1, 255], [[5.5] * 3] * 2, [1, 2, -3]]

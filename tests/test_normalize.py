@@ -240,9 +240,10 @@ def test_normalize_batch_needs_equal_extents_on_the_other_axes():
 
 # ---- cast -------------------------------------------------------------------------------------------------
 def numpy_saturate(values: np.ndarray, dtype) -> np.ndarray:
-    """numpy in float64 / Python ints: round to nearest (halves to even), clip, convert."""
+    """numpy in float64 / Python ints: round to nearest (halves away from zero, as DALI), clip, convert."""
     info = np.iinfo(dtype)
-    rounded = np.rint(values.astype(np.float64)) if values.dtype.kind == "f" else values.astype(object)
+    as_float = values.astype(np.float64)
+    rounded = np.sign(as_float) * np.floor(np.abs(as_float) + 0.5) if values.dtype.kind == "f" else values.astype(object)
     return np.array([min(max(value, info.min), info.max) for value in rounded.ravel()], dtype=dtype).reshape(values.shape)
 
 
@@ -265,7 +266,7 @@ def test_not_a_number_becomes_zero_and_infinities_the_ends(dtype):
     from penstock import numeric
     info = np.iinfo(dtype)
     values = np.array([np.nan, np.inf, -np.inf, 2.5, np.nan], np.float32)
-    np.testing.assert_array_equal(numeric.saturate(values, dtype), np.array([0, info.max, info.min, 2, 0], dtype))
+    np.testing.assert_array_equal(numeric.saturate(values, dtype), np.array([0, info.max, info.min, 3, 0], dtype))
     assert numeric.saturate(np.float32(np.nan), dtype) == 0  # 0-d too
 
 

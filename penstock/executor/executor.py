@@ -462,10 +462,13 @@ class Executor:
 
     def _prepare(self, job: Job) -> None:
         size = None
-        for key, source, _ in self._plan.sources:
+        # sources that fit any batch go last: their batch is cut to the others' size
+        for key, source, _ in sorted(self._plan.sources, key=lambda entry: entry[1].fits_any_batch):
             self._producer_in = f"in {source.name}'s next batch (iteration {job.iteration})"
             batch = source.next_batch(job.iteration)
             self._producer_in = "waiting for a free slot (the consumer) or done"
+            if source.fits_any_batch and size is not None:
+                batch.items = batch.items[:size]
             if size is not None and len(batch.items) != size:
                 raise ValueError(f"{source.name}: gave {len(batch.items)} samples while another source "
                                  f"gave {size} for the same batch")

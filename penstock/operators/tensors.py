@@ -551,12 +551,14 @@ def _declare_cast_like(impl, inputs):
 
 def _one_shape_form(static: dict, per_sample: frozenset) -> None:
     """As DALI: the shape input, shape and rel_shape exclude each other; something must change."""
-    named = [name for name in ("shape", "rel_shape") if given(static, per_sample, name)]
+    def supplied(name):  # shape=[] is a value: a scalar's shape
+        return name in per_sample or static.get(name) is not None
+    named = [name for name in ("shape", "rel_shape") if supplied(name)]
     if len(named) > 1:
         raise ArgError("the shape input, 'shape' and 'rel_shape' exclude each other; give one")
-    if given(static, per_sample, "shape") and given(static, per_sample, "src_dims"):
+    if supplied("shape") and supplied("src_dims"):
         raise ArgError("'src_dims' goes with 'rel_shape' or alone, not with 'shape'")
-    if not any(given(static, per_sample, name) for name in ("shape", "rel_shape", "src_dims", "dtype")) \
+    if not any(supplied(name) for name in ("shape", "rel_shape", "src_dims", "dtype")) \
             and static.get("layout") is None:
         raise ArgError("give a new shape (the shape input, 'shape', 'rel_shape' or 'src_dims'), 'layout'"
                        + (" or 'dtype'" if "dtype" in static else "") + ": without any the operator does nothing")
@@ -878,6 +880,8 @@ registry.register_schema(OpSchema(
 
 @registry.register("constant", "cpu")
 class Constant(SourceOperator):
+    fits_any_batch = True
+
     def __init__(self, args, context):
         super().__init__(args, context)
         data = args["value"] if args["value"] is not None else args["fdata"] if args["fdata"] is not None \
@@ -886,7 +890,10 @@ class Constant(SourceOperator):
             raise ValueError("constant: give value, fdata or idata")
         default = np.float32 if args["fdata"] is not None else np.int32 if args["idata"] is not None else None
         dtype = args["dtype"].numpy if args["dtype"] is not None else default
-        array = np.array(data, dtype=dtype)
+        # converted as DALI converts: rounded to nearest and saturated (idata=-1 as uint8 is 0)
+        array = np.array(data) if dtype is None else numeric.saturate(np.array(data), np.dtype(dtype))
+        if args["shape"] is not None and array.size == 1:  # one value fills the shape
+            array = np.full(tuple(args["shape"]), array.reshape(()), array.dtype)
         if args["shape"] is not None:
             if int(np.prod(args["shape"])) != array.size:
                 raise ValueError(f"constant: {array.size} values do not fill shape {tuple(args['shape'])}")

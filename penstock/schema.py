@@ -188,6 +188,7 @@ class Arg:
     length: tuple[int, ...] = ()  # allowed lengths of a sequence value
     aliases: tuple[str, ...] = ()  # older names that mean the same argument
     nullable: bool = False  # None is a value of its own, not 'use the default'
+    scalar: bool = False  # a per-sample value must be 0-d (where DALI refuses a one-element array)
 
     @property
     def required(self) -> bool:

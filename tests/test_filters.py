@@ -377,3 +377,17 @@ def test_statistic_tables_in_one_launch_match_the_torch_tables():
 def test_noise_refuses_the_types_dali_refuses(noise, dtype):
     with pytest.raises(Exception, match=f"noise.{noise}: takes uint8, .*float32 data, got {np.dtype(dtype).name}"):
         run("cpu", lambda x: getattr(fn.noise, noise)(x), samples=[np.zeros((4, 4, 3), dtype)])
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_noise_takes_one_number_a_sample_as_dali(device):
+    """DALI's noise reads its per-sample arguments as 0-d tensors: one-element arrays are refused."""
+    def noisy(values):
+        return lambda x: fn.noise.gaussian(x, stddev=fn.external_source(source=lambda: values, batch=True))
+
+    zero_d = [np.float32(0.0)] * len(IMAGES)
+    (outputs,) = run(device, noisy(zero_d))
+    for output, image in zip(outputs, IMAGES):
+        np.testing.assert_array_equal(output, image)  # stddev 0: no noise
+    with pytest.raises(Exception, match=r"noise.gaussian.*'stddev': expected one number \(0-d\) a sample, got shape \(1,\)"):
+        run(device, noisy([np.zeros(1, np.float32)] * len(IMAGES)))

@@ -221,7 +221,7 @@ def _numbers(arg, column, size: int) -> np.ndarray | None:
         values = np.asarray(column)
     except (ValueError, TypeError):
         return None
-    if values.dtype.kind not in "biuf" or values.size != size:
+    if values.dtype.kind not in "biuf" or values.size != size or (arg.scalar and values.ndim != 1):
         return None
     values = values.reshape(size)
     if arg.kind == "int":
@@ -252,6 +252,8 @@ def _per_sample_value(impl, name: str, value):
     """A per-sample argument's array, converted to the plain value the schema describes."""
     arg = impl.schema.all_args[name]
     array = np.asarray(value)
+    if arg.scalar and array.ndim != 0:
+        raise ValueError(f"per-sample argument '{name}': expected one number (0-d) a sample, got shape {array.shape}")
     plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
         else array.tolist()
     try:

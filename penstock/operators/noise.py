@@ -20,9 +20,9 @@ from penstock.schema import Arg, OpSchema
 registry.register_schema(OpSchema(
     name="noise.gaussian", class_name="noise.Gaussian",
     doc="Adds Gaussian noise (mean, stddev) to every element. Types: 8- to 64-bit integers and float.",
-    args=(Arg("mean", "float", 0.0, "Mean of the noise.", per_sample=True),
+    args=(Arg("mean", "float", 0.0, "Mean of the noise.", per_sample=True, scalar=True),
           Arg("stddev", "float", 1.0, "Standard deviation of the noise (a negative one draws as its absolute "
-              "value, as DALI).", per_sample=True)),
+              "value, as DALI).", per_sample=True, scalar=True)),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
@@ -30,7 +30,7 @@ registry.register_schema(OpSchema(
     doc="Shot (Poisson) noise: each element becomes poisson(max(0, x / factor)) * factor. As DALI 2.4 (whose "
         "documentation says otherwise), factor 0, and any factor that is not positive, gives zeros. The GPU draws "
         "means from 64 up from the normal approximation of the Poisson distribution.",
-    args=(Arg("factor", "float", 20.0, "What one event adds: the larger, the noisier.", per_sample=True),),
+    args=(Arg("factor", "float", 20.0, "What one event adds: the larger, the noisier.", per_sample=True, scalar=True),),
     input_names=("input",)))
 
 registry.register_schema(OpSchema(
@@ -39,13 +39,13 @@ registry.register_schema(OpSchema(
         "prob * salt_vs_pepper); without per_channel every channel of a pixel is treated alike: the channels "
         "are the layout's 'C' axis, which must be the first or the last (the last where there is no layout), "
         "as in DALI.",
-    args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, min=0.0, max=1.0),
-          Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True,
+    args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, scalar=True, min=0.0, max=1.0),
+          Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True, scalar=True,
               min=0.0, max=1.0),
           Arg("salt_val", "float", None, "The salt value; default the type's largest (1.0 for floats).",
-              per_sample=True, nullable=True),
+              per_sample=True, scalar=True, nullable=True),
           Arg("pepper_val", "float", None, "The pepper value; default the type's smallest (-1.0 for floats).",
-              per_sample=True, nullable=True),
+              per_sample=True, scalar=True, nullable=True),
           Arg("per_channel", "bool", False, "Each channel of a pixel on its own (then any layout goes).")),
     input_names=("input",)))
 

@@ -92,15 +92,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # contrast
     # jpeg_compression_distortion
     # noise.gaussian
-    'noise.gaussian[mean=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
-    'noise.gaussian[stddev=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
     # noise.shot
-    'noise.shot[factor=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
     # noise.salt_and_pepper
-    'noise.salt_and_pepper[prob=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
-    'noise.salt_and_pepper[salt_vs_pepper=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
-    'noise.salt_and_pepper[salt_val=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
-    'noise.salt_and_pepper[pepper_val=per_sample]': 'DALI refuses per-sample values of shape (1,) (it takes 0-d ones), penstock accepts both',
     # random.uniform
     'random.uniform[range=per_sample]': 'DALI accepts, penstock refuses: TypeError("random.uniform: argument \'range\' cannot be a per-sample input (a DataNode); pass a plain value")',
     'random.uniform[values=per_sample]': 'DALI accepts, penstock refuses: TypeError("random.uniform: argument \'values\' cannot be a per-sample input (a DataNode); pass a plain value")',

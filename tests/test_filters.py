@@ -248,6 +248,25 @@ def test_volumes_are_refused_where_dali_refuses_them(call, message):
         run("cpu", call, samples=[np.zeros((2, 4, 4, 3), np.uint8)], layout="DHWC")
 
 
+@pytest.mark.parametrize("layout, accepted", [("W", True), ("CW", True), ("FWC", True), ("WC", False)])
+def test_one_spatial_axis_as_dali(layout, accepted):
+    """A row is blurred along its one axis; DALI refuses the one form 'WC' (and so does penstock)."""
+    rng = np.random.default_rng(5)
+    extents = {"F": 2, "C": 3, "W": 20}
+    samples = [rng.integers(0, 255, [extents[name] for name in layout], np.uint8)]
+
+    def call(x):
+        return fn.gaussian_blur(x, sigma=1.5)
+
+    if not accepted:
+        with pytest.raises(ValueError, match="gaussian_blur: takes no samples of one spatial axis followed by channels"):
+            run("cpu", call, samples=samples, layout=layout)
+        return
+    (blurred,) = run("cpu", call, samples=samples, layout=layout)
+    expected = _blurred_along(samples[0].astype(np.float64), layout.index("W"), _gaussian(1.5))
+    assert np.abs(blurred[0] - np.clip(np.rint(expected), 0, 255)).max() <= 1
+
+
 @pytest.mark.parametrize("call, dtype, message", [
     (lambda x: fn.gaussian_blur(x, sigma=1.0, dtype=types.UINT8), np.int16,
      "gaussian_blur: argument 'dtype': the output type is the input's (int16) or float, got uint8"),

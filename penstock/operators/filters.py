@@ -439,6 +439,10 @@ def sample_axes(layout: str, ndim: int, op_name: str, spatial_counts: tuple) -> 
         raise ValueError(f"{op_name}: takes layouts of frames or channels first ('F', 'C'), then "
                          f"{' or '.join(map(str, spatial_counts))} spatial axes, then channels ('C') or none; got "
                          f"'{layout}'")
+    if (lead, len(inner), channels) == (0, 1, True):
+        # DALI's kernels refuse this one form (one spatial axis then channels, as 'WC'); 'FWC' goes
+        raise ValueError(f"{op_name}: takes no samples of one spatial axis followed by channels ('{layout}'), as "
+                         "DALI; give them a leading frames axis or lay them out channels first")
     return SampleAxes(lead, len(inner), channels)
 
 

@@ -135,12 +135,14 @@ def test_sequences_and_volumes_map_every_pixel(device, layout):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_rgb_to_ycbcr_and_gray_of_sequences(device):
+def test_rgb_to_gray_and_hsv_of_sequences(device):
     samples = [np.stack([smooth_image(5 + i, 4, seed=i + k) for k in range(2)]) for i in range(2)]
-    outputs = run(lambda node, d: fn.color_space_conversion(node, image_type=types.RGB, output_type=types.GRAY,
-                                                            device=d), samples, device, layout="FHWC")[0]
-    for sample, output in zip(samples, outputs):
-        assert_close(output, round_uint8(sample.astype(np.float64) @ [[0.299], [0.587], [0.114]]), 1)
+    gray, hsv = run(lambda node, d: tuple(fn.color_space_conversion(node, image_type=types.RGB, output_type=space,
+                                                                    device=d) for space in (types.GRAY, types.HSV)),
+                    samples, device, layout="FHWC")
+    for sample, g, h in zip(samples, gray, hsv):
+        assert_close(g, round_uint8(sample.astype(np.float64) @ [[0.299], [0.587], [0.114]]), 1)
+        assert_close(h, np.stack([cv2.cvtColor(frame, cv2.COLOR_RGB2HSV) for frame in sample]), 1)
 
 
 @pytest.mark.parametrize("call, message", [

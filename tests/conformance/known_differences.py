@@ -8,9 +8,8 @@ say which library refuses and with what. Most of them share a few causes:
   inputs are refused;
 - arguments DALI has that penstock does not (subpixel_scale, temp_buffer_hint, roi_relative,
   rounding, minibatch_size on some operators) are refused as unknown;
-- per-sample forms of arguments differ both ways (DALI's per-sample size, crop_pos, align; penstock's
-  per-sample noise parameters, which DALI refuses);
-- dtypes DALI refuses (INT16 outputs of filters, FLOAT16 normals, float colour conversion) run;
+- per-sample forms of arguments differ (DALI's per-sample size, crop_pos, align);
+- dtypes DALI refuses (FLOAT16 normals) run;
 - pipelines with no external_source or reader (transforms.*, roi_random_crop) are refused;
 - resampling (resize, rotate's border, warp_affine cubic) differs in filters and fill rules.
 """

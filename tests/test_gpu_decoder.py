@@ -416,8 +416,8 @@ def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
     jpeg = _encoded(_image(1200, 1600, seed=4))
     whole = decoders.automatic_cpu_share(1200 * 1600, 12)
     index = next(index for index in range(256) if whole <= (index + 1) * decoders._GOLDEN % 1.0 < 0.25)
-    for rel_start, on_cpu in (((0.0, 0.0), True), ((0.7, 0.0), False)):
-        mixed, _, args = _mixed_and_cpu_decoders("decoders.image_slice", rel_start=rel_start, rel_shape=(0.3, 0.5))
+    for rel_start, on_cpu in (((0.0, 0.0), True), ((0.0, 0.7), False)):  # (x, y): at the top, near the bottom
+        mixed, _, args = _mixed_and_cpu_decoders("decoders.image_slice", rel_start=rel_start, rel_shape=(0.5, 0.3))
         mixed._spare_cores = 12
         data, window, *_ = mixed.encoded((jpeg,), args, SampleContext(index, "a.jpg", None))
         assert (data.ndim == 3) == on_cpu and (window is None) == on_cpu

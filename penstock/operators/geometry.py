@@ -540,6 +540,8 @@ def flipped_axes(layout: str, args: dict) -> tuple[int, ...]:
 
 
 class FlipDeclaration:
+    _layout = ""  # until declared: DALI's default for the samples' dimensions (HWC images)
+
     def declare_outputs(self, inputs):
         self._layout = flip_layout(inputs[0].layout, inputs[0].ndim, self.name)
         return inputs[0].but(layout=self._layout) if self._layout else inputs[0]
@@ -565,7 +567,7 @@ class FlipGpu(ExtendsImagePlan, FlipDeclaration, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         import torch
-        if self._layout == "HWC":
+        if self._layout in ("HWC", ""):
             return plan_of(inputs[0]).with_flips([(a["vertical"], a["horizontal"]) for a in args])
         samples = tensors_of(inputs[0])
         results = []

@@ -408,5 +408,6 @@ def test_noise_takes_one_number_a_sample_as_dali(device):
     (outputs,) = run(device, noisy(zero_d))
     for output, image in zip(outputs, IMAGES):
         np.testing.assert_array_equal(output, image)  # stddev 0: no noise
-    with pytest.raises(Exception, match=r"noise.gaussian.*'stddev': expected one number \(0-d\) a sample, got shape \(1,\)"):
+    refused = r"noise.gaussian.*'stddev': expected one number \(0-d\) a sample, got shape \(1,\)"
+    with pytest.raises(Exception, match=refused):
         run(device, noisy([np.zeros(1, np.float32)] * len(IMAGES)))

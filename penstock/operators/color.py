@@ -190,7 +190,7 @@ class ColorOperator:
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
-        layout = color_layout(spec, self.layouts, self.name)
+        layout = self._layout = color_layout(spec, self.layouts, self.name)
         check_type(spec.dtype, self.input_types, self.name)
         channels = spec.known_channels
         if channels is None and spec.shape is not None and layout and len(spec.shape) == len(layout):
@@ -219,7 +219,9 @@ class LinearColorGpu(ExtendsImagePlan, ColorOperator, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         value = inputs[0]
-        if not isinstance(value, DeferredBatch) and any(sample.dim() != 3 for sample in value):
+        # images (HWC, declared so or found so) extend the plan; sequences and volumes go through it tall
+        if self._layout != "HWC" and not isinstance(value, DeferredBatch) and \
+                any(sample.dim() != 3 for sample in value):
             samples = list(value)
             shapes = [tuple(sample.shape) for sample in samples]
             for sample in samples:

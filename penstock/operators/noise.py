@@ -39,9 +39,10 @@ registry.register_schema(OpSchema(
         "prob * salt_vs_pepper); without per_channel every channel of a pixel is treated alike: the channels "
         "are the layout's 'C' axis, which must be the first or the last (the last where there is no layout), "
         "as in DALI.",
-    args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, scalar=True, min=0.0, max=1.0),
-          Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True, scalar=True,
+    args=(Arg("prob", "float", 0.05, "Probability of a value being replaced.", per_sample=True, scalar=True,
               min=0.0, max=1.0),
+          Arg("salt_vs_pepper", "float", 0.5, "Probability of a replaced value being salt.", per_sample=True,
+              scalar=True, min=0.0, max=1.0),
           Arg("salt_val", "float", None, "The salt value; default the type's largest (1.0 for floats).",
               per_sample=True, scalar=True, nullable=True),
           Arg("pepper_val", "float", None, "The pepper value; default the type's smallest (-1.0 for floats).",

@@ -298,7 +298,7 @@ def median_cpu(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 # ---- schemas -------------------------------------------------------------------------------------
 DTYPE_ARG = Arg("dtype", "dtype", None, "Output type: the input's (the default; sums are computed in float32 and "
-                "rounded, halves to even, and saturated to it) or float, as DALI.")
+                "rounded, halves away from zero, and saturated to it) or float, as DALI.")
 LAYOUTS_DOC = (" Samples are laid out as frames or channels first ('F', 'C': each plane is filtered on its own), then "
                "the spatial axes, then channels ('C') or none: HW, HWC, CHW, FHWC, FCHW...; without a layout every "
                "axis is spatial.")

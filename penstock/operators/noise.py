@@ -1,6 +1,6 @@
 """Noise: ``noise.gaussian``, ``noise.shot`` and ``noise.salt_and_pepper``, as DALI's: the output
 has the input's shape and type, the noisy values converted to it by penstock.numeric's rule
-(rounded, halves to even, and saturated).
+(rounded, halves away from zero, and saturated).
 
 Each sample's noise comes from a seed the operator draws for it from the batch's random stream
 (``draw``), so a pipeline's seed fixes the noise whatever the thread count. The CPU makes the

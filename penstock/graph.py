@@ -477,6 +477,8 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
         first.op_node.placement = placement
     if schema.output_names is not None:
         return dict(zip(schema.output_names(static), outputs if isinstance(outputs, tuple) else (outputs,)))
+    if schema.listed_outputs_arg is not None and static.get(schema.listed_outputs_arg) is not None:
+        return list(outputs) if isinstance(outputs, tuple) else [outputs]
     return outputs
 
 

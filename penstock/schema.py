@@ -138,6 +138,8 @@ def _as_enum(enum_type, prefix=""):
 
 
 def _as_dtype(value):
+    if value is types.DALIDataType.NO_TYPE:  # DALI's "no type given"
+        return None
     if isinstance(value, types.DALIDataType):
         return value
     try:
@@ -247,6 +249,9 @@ class OpSchema:
     checks: tuple[Callable[[dict, frozenset], None], ...] = ()
     # per-sample arguments that may also be given as positional inputs after the data inputs
     # (DALI's fn.slice(data, anchor, shape)), in that order
+    # an argument that, given (not None), makes the call return a list of outputs even of one (as
+    # DALI's external_source with num_outputs)
+    listed_outputs_arg: str | None = None
     argument_inputs: tuple[str, ...] = ()
     # when it runs on the GPU, CPU data inputs are moved there first (arithmetic mixing a GPU batch
     # with a CPU one); other operators refuse CPU inputs on the GPU

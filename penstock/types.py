@@ -25,6 +25,7 @@ class DALIDataType(enum.Enum):
     FLOAT16 = "float16"
     FLOAT = "float32"
     FLOAT64 = "float64"
+    NO_TYPE = "no type"  # DALI's "none given" (an argument's default); no data has it
 
     @property
     def numpy(self) -> np.dtype:

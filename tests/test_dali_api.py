@@ -150,3 +150,17 @@ def test_constant_data_is_converted_as_dali_converts_it():
     outputs = run_one(lambda: (fn.constant(idata=(-1, 1, 300), dtype=types.UINT8), fn.constant(fdata=5.5, shape=(2, 3)),
                                fn.constant(fdata=(0.5, 1.5, -2.5), dtype=types.INT32)))
     assert [out.at(0).tolist() for out in outputs] == [[0, 1, 255], [[5.5] * 3] * 2, [1, 2, -3]]
+
+
+def test_external_source_with_num_outputs_gives_a_list_even_of_one():
+    def define():
+        listed = fn.external_source(lambda: ([np.zeros(2, np.float32)] * 2,), num_outputs=1)
+        assert isinstance(listed, list) and len(listed) == 1
+        return listed[0], fn.cast(listed[0], dtype=types.INT32)
+    data, cast = run_one(define)
+    assert data.at(0).dtype == np.float32 and cast.at(0).dtype == np.int32
+
+
+def test_no_type_means_no_type_given():
+    (out,) = run_one(lambda: fn.constant(fdata=(1.0, 2.0), dtype=types.NO_TYPE))
+    assert out.at(0).dtype == np.float32

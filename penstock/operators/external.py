@@ -56,6 +56,7 @@ SCHEMA = registry.register_schema(OpSchema(
     num_outputs=lambda args: args["num_outputs"] or 1,
     input_names=(),
     argument_inputs=("source", "num_outputs"),
+    listed_outputs_arg="num_outputs",
     is_source=True,
     checks=(lambda static, per_sample: _check_call(static),),
 ))
@@ -359,7 +360,7 @@ class ExternalSource(FedSource):
             return next(self._iterator)
 
     def _outputs_of(self, value, where: str) -> tuple:
-        if self.num_outputs == 1:
+        if self.args["num_outputs"] is None:  # given, even as 1, the value is a sequence of outputs (DALI)
             return (value,)
         if isinstance(value, dict):
             value = tuple(value.values())

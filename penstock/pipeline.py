@@ -42,6 +42,10 @@ class Pipeline:
             (host memory only), whose time per batch varies.
         exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
             background (set prefetch_queue_depth=1 for the least memory).
+        exec_dynamic, experimental_exec_dynamic, stream_policy, concurrency, max_streams,
+            default_cuda_stream_priority, bytes_per_sample, py_callback_pickler: accepted for DALI
+            compatibility (how DALI's executor schedules its work and streams); penstock's executor
+            moves data from the GPU back to the CPU only as outputs, whatever they say.
         set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler, except
             those that wait in GPU decode calls, which keep off the CPUs that service the GPU's interrupts.
         py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
@@ -91,7 +95,10 @@ class Pipeline:
                  py_start_method: str = "fork", enable_memory_stats: bool = False, worker_processes: bool | None = None,
                  gpu_fallback: bool = True, on_error: str = "raise", timeout: float | None = None,
                  enable_checkpointing: bool = False, checkpoint: str | bytes | None = None,
-                 enable_conditionals: bool = False):
+                 enable_conditionals: bool = False, exec_dynamic: bool | None = None,
+                 experimental_exec_dynamic: bool | None = None, stream_policy=None, concurrency=None,
+                 max_streams: int | None = None, default_cuda_stream_priority: int | None = None,
+                 bytes_per_sample: int = 0, py_callback_pickler=None):
         check_pipeline_arguments(locals())
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())

@@ -27,12 +27,12 @@ def test_pipelines_on_several_threads_launch_interpreted_kernels_one_at_a_time()
         pipes = [_kernels_pipeline() for _ in range(4)]
         for pipe in pipes:
             pipe.build()
-    expected = [np.asarray(output[0].cpu()) for output in pipes[0].run()]
+    expected = [np.asarray(output.at(0).cpu()) for output in pipes[0].run()]
     results, errors = {}, []
 
     def run(index, pipe):
         try:
-            results[index] = [[np.asarray(output[0].cpu()) for output in pipe.run()] for _ in range(10)]
+            results[index] = [[np.asarray(output.at(0).cpu()) for output in pipe.run()] for _ in range(10)]
         except Exception as error:  # reported below, with the others
             errors.append(error)
 
@@ -71,7 +71,7 @@ def test_close_waits_for_the_gpu_stage_to_leave_its_batch():
         pipe.build()
     before = set(threading.enumerate())
     outputs = pipe.run()  # the next batch is now on the GPU stage, inside the slow function
-    assert torch.equal(outputs[0][0].cpu(), torch.ones((4, 4, 3), dtype=torch.uint8))
+    assert torch.equal(outputs[0].at(0).cpu(), torch.ones((4, 4, 3), dtype=torch.uint8))
     time.sleep(0.3)
     pipe.close()
     left = [thread.name for thread in threading.enumerate() if thread not in before and thread.is_alive()]

@@ -62,7 +62,7 @@ def test_inputs_an_operator_cannot_take_fail_when_the_pipeline_is_built():
         data = fn.external_source(source=lambda: [np.zeros(8, np.uint8)] * 2, batch=True, ndim=1)
         return fn.resize(data, resize_x=4, resize_y=4)
 
-    with pytest.raises(ValueError, match="resize: expected HWC images .* has 1"):
+    with pytest.raises(ValueError, match="resize: takes samples of 3 or 4 or 5 dimensions .* got 1"):
         resize_vectors().build()
 
 

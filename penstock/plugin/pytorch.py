@@ -275,7 +275,7 @@ class GenericIterator:
             tensors = [to_torch(batch, self._ragged, self._fill_value) for batch in outputs]
             named = dict(zip(self._output_map, tensors))
             if self._ragged == "pad":  # each padded output's true lengths along its first axis
-                named.update({f"{name}_lengths": torch.tensor([len(sample) for sample in batch], dtype=torch.int64)
+                named.update({f"{name}_lengths": torch.tensor([shape[0] if shape else 1 for shape in batch.shape()], dtype=torch.int64)
                               for name, batch in zip(self._output_map, outputs) if not batch.is_dense_tensor()})
             if self._policy is LastBatchPolicy.PARTIAL:
                 named = {name: tensor[:valid] for name, tensor in named.items()}

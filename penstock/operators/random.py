@@ -60,7 +60,7 @@ def _check_range(static: dict, per_sample: frozenset) -> None:
 
 
 _schema("random.coin_flip", "random.CoinFlip", f"Per-sample 0 or 1, 1 with the given probability ({SHAPE_LIKE_DOC}).",
-        (Arg("probability", "float", 0.5, "Chance of a 1 (per sample too).", min=0.0, max=1.0, per_sample=True),),
+        (Arg("probability", "float", 0.5, "Chance of a 1 (per sample too).", min=0.0, max=1.0, per_sample=True, scalar=True),),
         types.INT32)
 _schema("random.uniform", "random.Uniform", "Per-sample values drawn uniformly from [range[0], range[1]), or from "
         f"the discrete ``values`` ({SHAPE_LIKE_DOC}).",
@@ -70,11 +70,11 @@ _schema("random.uniform", "random.Uniform", "Per-sample values drawn uniformly f
              per_sample=True)),
         types.FLOAT, checks=(_check_range,))
 _schema("random.normal", "random.Normal", f"Per-sample values from a normal distribution ({SHAPE_LIKE_DOC}).",
-        (Arg("mean", "float", 0.0, "Mean of the distribution (per sample too).", per_sample=True),
-         Arg("stddev", "float", 1.0, "Standard deviation (per sample too).", min=0.0, per_sample=True)), types.FLOAT)
+        (Arg("mean", "float", 0.0, "Mean of the distribution (per sample too).", per_sample=True, scalar=True),
+         Arg("stddev", "float", 1.0, "Standard deviation (per sample too).", min=0.0, per_sample=True, scalar=True)), types.FLOAT)
 _schema("random.beta", "random.Beta", f"Per-sample values from a beta distribution ({SHAPE_LIKE_DOC}).",
-        (Arg("alpha", "float", 1.0, "The first shape parameter (per sample too).", min=1e-30, per_sample=True),
-         Arg("beta", "float", 1.0, "The second shape parameter (per sample too).", min=1e-30, per_sample=True)),
+        (Arg("alpha", "float", 1.0, "The first shape parameter (per sample too).", min=1e-30, per_sample=True, scalar=True),
+         Arg("beta", "float", 1.0, "The second shape parameter (per sample too).", min=1e-30, per_sample=True, scalar=True)),
         types.FLOAT)
 
 

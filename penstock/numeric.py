@@ -80,7 +80,8 @@ def saturate(values: np.ndarray, dtype) -> np.ndarray:
 
 
 def saturate_tensor(tensor, dtype):
-    """``saturate`` for a torch tensor and a torch dtype (the same rule, on the tensor's device)."""
+    """``saturate`` for a torch tensor and a torch dtype, on the tensor's device, but for halves,
+    which go to even, as on DALI's GPU."""
     import torch
     if dtype == torch.bool:
         return tensor != 0
@@ -88,10 +89,9 @@ def saturate_tensor(tensor, dtype):
         return tensor.to(dtype)
     info = torch.iinfo(dtype)
     if tensor.dtype.is_floating_point:
-        tensor = tensor.double() if info.bits > 16 else tensor
-        whole = torch.trunc(tensor)  # to nearest, halves away from zero, as saturate
-        tensor = torch.nan_to_num(whole + torch.copysign(((tensor - whole).abs() >= 0.5).to(tensor.dtype), tensor),
-                                  nan=0.0)
+        # to nearest, halves to even: DALI's GPU conversion (__float2int_rn), as the fused image kernel
+        # rounds; the CPU's (saturate) takes halves away from zero, as DALI's CPU operators
+        tensor = torch.nan_to_num(torch.round(tensor.double() if info.bits > 16 else tensor), nan=0.0)
         if info.bits == 64:  # float64 cannot hold the bounds of 64-bit types exactly: compare, then set
             low, high = tensor <= float(info.min), tensor >= float(info.max)
             result = tensor.clamp(float(info.min), float(info.max)).to(dtype)

@@ -107,7 +107,8 @@ def test_the_file_reader_delivers_every_file_once_per_epoch_and_shard(tmp_path_f
                     data, labels = pipe.run()
                     info = pipe.last_epoch_info
                     delivered.extend((int(label[0]), bytes(sample))
-                                     for sample, label in zip(list(data)[:info.valid], list(labels)[:info.valid]))
+                                     for sample, label in zip(map(data.at, range(info.valid)),
+                                                              map(labels.at, range(info.valid))))
                     if info.last:
                         break
             pipe.close()

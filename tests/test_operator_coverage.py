@@ -108,9 +108,11 @@ CASES: dict[str, Case] = {
     "normalize": Case(ragged_images, image_op("normalize", axes=(0, 1)),
                       lambda samples, _: [(s - s.mean((0, 1))) / s.std((0, 1)) for s in
                                           (x.astype(np.float64) for x in samples)], max_abs=1e-4),
+    # halves of the GPU form go to even (as DALI's GPU): a level from the CPU's at most
     "cast": Case(lambda: [np.array([[[0.5, 1.5, 2.5]], [[-0.5, 254.5, 300.0]]], np.float32)],
                  image_op("cast", dtype=types.UINT8),
-                 lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
+                 lambda samples, _: [np.clip(np.sign(s) * np.floor(np.abs(s) + 0.5), 0, 255).astype(np.uint8)
+                                     for s in samples], max_abs=1),  # halves away from zero, as DALI's CPU
     "decoders.image": Case(lambda: encoded(ragged_images(), "JPEG", quality=90), image_op("decoders.image"),
                            lambda samples, _: decoded_originals(samples), max_abs=4, mean_abs=0.5),
     "decoders.image_random_crop": Case(lambda: encoded(ragged_images(smooth=False)),
@@ -152,7 +154,8 @@ CASES: dict[str, Case] = {
                             lambda samples, _: [s[2] for s in samples]),
     "cast_like": Case(lambda: [s * 40 - 100 for s in FEED],
                       lambda node, device: fn.cast_like(on_device(node, device), fn.cast(on_device(node, device), dtype=types.UINT8)),
-                      lambda samples, _: [np.clip(np.round(s), 0, 255).astype(np.uint8) for s in samples]),
+                      lambda samples, _: [np.clip(np.sign(s) * np.floor(np.abs(s) + 0.5), 0, 255).astype(np.uint8)
+                                     for s in samples]),  # halves away from zero, as DALI
     "get_property": Case(lambda: ragged_images(), lambda node, device: fn.get_property(on_device(node, device),
                                                                                         key="layout"),
                          lambda samples, _: [np.frombuffer(b"HWC", np.uint8) for _ in samples]),
@@ -384,14 +387,18 @@ def test_gpu_form_matches_the_cpu_form(name, device):
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
-def test_cast_rounds_halves_to_even_and_saturates_on_every_device(device):
+def test_cast_rounds_and_saturates_on_every_device(device):
+    """Halves away from zero on the CPU, to even on the GPU: DALI's rules on each."""
     values = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, 254.5, 255.5, 300.0, -3.0, np.nan]], np.float32)[:, :, None]
+    on_cpu = device == "cpu"
     case = Case(lambda: [values], image_op("cast", dtype=types.UINT8), None)
     _, [output] = run_case(case, device)
-    np.testing.assert_array_equal(output[0, :, 0], [0, 2, 2, 0, 0, 254, 255, 255, 0, 0])
+    to_uint8 = [1, 2, 3, 0, 0, 255, 255, 255, 0, 0] if on_cpu else [0, 2, 2, 0, 0, 254, 255, 255, 0, 0]
+    np.testing.assert_array_equal(output[0, :, 0], to_uint8)
     case = Case(lambda: [values], image_op("cast", dtype=types.INT8), None)
     _, [output] = run_case(case, device)
-    np.testing.assert_array_equal(output[0, :, 0], [0, 2, 2, 0, -2, 127, 127, 127, -3, 0])
+    np.testing.assert_array_equal(output[0, :, 0], [1, 2, 3, -1, -2, 127, 127, 127, -3, 0] if on_cpu else
+                                  [0, 2, 2, 0, -2, 127, 127, 127, -3, 0])
     case = Case(lambda: [values.reshape(1, 1, 10)], image_op("cast", dtype=types.UINT8), None)  # 10 channels
     _, [output] = run_case(case, device)
-    np.testing.assert_array_equal(output[0, 0], [0, 2, 2, 0, 0, 254, 255, 255, 0, 0])
+    np.testing.assert_array_equal(output[0, 0], to_uint8)

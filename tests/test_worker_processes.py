@@ -671,7 +671,7 @@ def test_replies_larger_than_the_pipe_reach_a_process_with_descriptors_past_1024
         built = pipe()
         try:
             for _ in range(3):
-                assert [sample.shape for sample in built.run()[0]] == [(300, 400, 3)] * 4
+                assert built.run()[0].shape() == [(300, 400, 3)] * 4
         finally:
             built.close()
     finally:

@@ -603,7 +603,10 @@ def _axis_names_arg(doc: str) -> Arg:
 
 # name: (function of one sample of each input, (min, max) inputs, arguments, doc)
 OPERATORS = {
-    "shapes": (_shapes, (1, 1), (Arg("dtype", "dtype", types.INT64, "Element type of the shapes."),),
+    "shapes": (_shapes, (1, 1), (Arg("dtype", "dtype", types.INT64, "Element type of the shapes (DALI's: 32- and "
+                                     "64-bit integers and floats).",
+                                     choices=(types.INT32, types.UINT32, types.INT64, types.UINT64, types.FLOAT,
+                                              types.FLOAT64)),),
                "Each sample's shape, as a 1-D array."),
     "reshape": (_reshape, (1, 1), RESHAPE_ARGS, "Each sample with a new shape and the same elements."),
     "reinterpret": (_reinterpret, (1, 1), (Arg("dtype", "dtype", None, "The type the bytes are read as (default: "

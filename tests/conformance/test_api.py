@@ -89,6 +89,16 @@ PROGRAMS = {
     "no_reader_constant": lambda lib: _outputs(_run(lib, lambda fn, types: fn.constant(idata=[1, 2], shape=(2,)))),
     "unary_plus": lambda lib: _outputs(_run(lib, lambda fn, types: +_feed(fn))),
     "unary_minus": lambda lib: _outputs(_run(lib, lambda fn, types: -_feed(fn))),
+    # numpy-style indexing of every sample (DALI's hidden tensor_subscript)
+    "subscript_index": lambda lib: _outputs(_run(lib, lambda fn, types: (_feed(fn)[1], _feed(fn)[-1, 2]))),
+    "subscript_ranges": lambda lib: _outputs(_run(lib, lambda fn, types: (_feed(fn)[:, 1:10], _feed(fn)[::-1, ::2]))),
+    "subscript_per_sample": lambda lib: _outputs(_run(lib, lambda fn, types: _feed(fn)[
+        :, fn.external_source(source=lambda: [np.array(i, np.int32) for i in (0, 3, -1)], batch=True)])),
+    "subscript_newaxis": lambda lib: _outputs(_run(lib, lambda fn, types: (
+        _feed(fn)[:, importlib.import_module(lib).newaxis("Z"), 1], _feed(fn)[0, importlib.import_module(lib).newaxis]))),
+    "subscript_out_of_range": lambda lib: _run(lib, lambda fn, types: _feed(fn)[5]),
+    "subscript_too_many": lambda lib: _run(lib, lambda fn, types: _feed(fn)[0, 0, 0, 0]),
+    "subscript_ellipsis": lambda lib: _run(lib, lambda fn, types: _feed(fn)[..., 0]),
 }
 
 

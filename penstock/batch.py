@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from penstock import types
+
 
 class PackedBatch:
     """Samples of one element type in one flat buffer (a torch tensor): sample i is the
@@ -130,7 +132,6 @@ def not_dense_error(shapes: set, name: str = "") -> ValueError:
 def _data_type(dtype):
     """DALI's name of a numpy or torch element type (types.FLOAT for float32), as DALI's tensors
     report their ``dtype``."""
-    from penstock import types
     return types.DALIDataType(np.dtype(types.to_numpy_dtype(dtype)).name)
 
 

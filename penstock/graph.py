@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from penstock import registry
+from penstock import registry, types
 from penstock.schema import OpSchema
 
 class DataNode:
@@ -227,7 +227,6 @@ def index_node(node: DataNode, subscripts) -> DataNode:
 def constant_batch(value, dtype=None, shape=None, layout=None, device=None, **kwargs) -> DataNode:
     """A batch of ``value`` in every sample (fn.constant), as DALI's types.Constant makes one: Python
     floats as float32, ints as int32, numpy values with their own type, unless ``dtype``."""
-    from penstock import types
     if type(value).__module__.startswith("torch"):
         value = value.detach().cpu().numpy()
     array = np.asarray(value, dtype=types._constant_type(value) if dtype is None else types.to_numpy_dtype(dtype))

@@ -148,20 +148,11 @@ def layout_string(value: TensorLayout | str | None) -> str:
 
 
 class Constant:
-    """A constant of a chosen type (DALI's ``types.Constant``). A scalar without ``shape``, ``layout``
-    or ``device`` stays a Constant, an operand of arithmetic on data nodes
-    (``images * types.Constant(0.5, types.FLOAT16)``); anything else (an array, a list, a shape, a
-    device, a layout) is a constant batch right away: the DataNode of fn.constant, as in DALI."""
+    """A constant operand of arithmetic on data nodes, of a chosen type (DALI's ``types.Constant``):
+    ``images * types.Constant(0.5, types.FLOAT16)``; a numpy array broadcasts over each sample.
+    (penstock.compat.dali.types.Constant also makes constant batches, as DALI's does.)"""
 
-    def __new__(cls, value, dtype=None, shape=None, layout=None, device=None, **kwargs):
-        scalar = np.ndim(value) == 0 and not isinstance(value, (list, tuple))
-        if scalar and device is None and layout is None and not kwargs and (shape is None or np.prod(shape) == 1
-                                                                          and len(shape) == 0):
-            return super().__new__(cls)
-        from penstock.graph import constant_batch  # graph is built on this module: imported when needed
-        return constant_batch(value, dtype, shape, layout, device, **kwargs)
-
-    def __init__(self, value, dtype=None, shape=None, layout=None, device=None, **kwargs):
+    def __init__(self, value, dtype=None):
         self.value = value
         self.dtype = _constant_type(value) if dtype is None else np.dtype(to_numpy_dtype(dtype))
 

@@ -500,9 +500,6 @@ def _argument_inputs(schema: OpSchema, inputs: tuple, kwargs: dict) -> tuple[tup
 def _constant_node(schema: OpSchema, position: int, value, device: str):
     """A Python number, list or numpy array given as an operator's input: a constant batch, as
     DALI makes one (ints are int32, floats float32); anything else is refused by add_validated."""
-    import numpy as np
-
-    from penstock import types
     if isinstance(value, (str, bytes, dict)) or value is None or callable(value):
         return value
     if isinstance(value, types.Constant):

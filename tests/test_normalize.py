@@ -187,7 +187,7 @@ def test_normalize_float_input_and_constant_samples():
 def test_normalize_per_channel_parameters_given_per_sample():
     images = ragged_images(3, smooth=False, seed=32)
     mean, stddev = np.array([[[10.0, 20.0, 30.0]]], np.float32), np.array([[[5.0, 6.0, 7.0]]], np.float32)
-    check_operator(lambda node: fn.normalize(node, mean=types.Constant(mean), stddev=types.Constant(stddev)), images,
+    check_operator(lambda node: fn.normalize(node, mean=fn.constant(value=mean), stddev=fn.constant(value=stddev)), images,
                    lambda image: reference_normalize(image, mean=mean, stddev=stddev), **NORMALIZE_TOLERANCE)
 
 

@@ -191,6 +191,7 @@ class Arg:
     aliases: tuple[str, ...] = ()  # older names that mean the same argument
     nullable: bool = False  # None is a value of its own, not 'use the default'
     scalar: bool = False  # a per-sample value must be 0-d (where DALI refuses a one-element array)
+    input_types: tuple = ()  # numpy types a per-sample value may have (DALI's argument input types); (): any
 
     @property
     def required(self) -> bool:

@@ -83,6 +83,26 @@ SLICES = {
     "fill wraps": lambda fn, t, x: fn.slice(x, [-1, 0], [3, 2], out_of_bounds_policy="pad", fill_values=-1.7),
     "fill truncates": lambda fn, t, x: fn.slice(fn.cast(x, dtype=t.INT16), [-1, 0], [3, 2],
                                                 out_of_bounds_policy="pad", fill_values=-2.7),
+    "negative axes": lambda fn, t, x: fn.slice(x, start=[1], shape=[2], axes=[-3]),
+    "axis past the end refused": lambda fn, t, x: fn.slice(x, start=[1], shape=[2], axes=[3]),
+    "per-sample axes": lambda fn, t, x: fn.slice(x, start=[1], shape=[1], axes=_per_sample(fn, [[0], [-2]], np.int32)),
+    "per-sample int64 axes refused": lambda fn, t, x: fn.slice(x, start=[1], shape=[1],
+                                                               axes=_per_sample(fn, [[0], [1]], np.int64)),
+    "per-sample start": lambda fn, t, x: fn.slice(x, start=_per_sample(fn, [[1, 0], [2, 1]], np.int32), shape=[1, 2]),
+    "per-sample float start refused": lambda fn, t, x: fn.slice(x, start=_per_sample(fn, [[1, 0], [2, 1]], np.float32),
+                                                                shape=[1, 2]),
+    "per-sample float64 rel_shape refused": lambda fn, t, x: fn.slice(
+        x, rel_shape=_per_sample(fn, [[0.5, 0.5], [0.5, 0.5]], np.float64)),
+    "rel_start and rel_shape": lambda fn, t, x: fn.slice(x, rel_start=[0.3, 0.1], rel_shape=[0.3, 0.7]),
+    "start alone": lambda fn, t, x: fn.slice(x, start=[1, 1]),
+    "no window refused": lambda fn, t, x: fn.slice(x),
+    "anchor input and start refused": lambda fn, t, x: fn.slice(x, [1, 2], [3, 2], start=[0, 0]),
+    "start and rel_start refused": lambda fn, t, x: fn.slice(x, start=[1, 1], rel_start=[0.5, 0.5]),
+    "end and shape refused": lambda fn, t, x: fn.slice(x, end=[2, 2], shape=[1, 1]),
+    "axes and axis_names refused": lambda fn, t, x: fn.slice(x, start=[1], end=[2], axes=[0], axis_names="H"),
+    "negative shape refused": lambda fn, t, x: fn.slice(x, start=[1, 1], shape=[-1, 1]),
+    "uint8 anchor input refused": lambda fn, t, x: fn.slice(x, _per_sample(fn, [[1, 1], [1, 1]], np.uint8),
+                                                            _per_sample(fn, [[1, 1], [1, 1]], np.uint8)),
 }
 
 

@@ -223,6 +223,8 @@ def _numbers(arg, column, size: int) -> np.ndarray | None:
         return None
     if values.dtype.kind not in "biuf" or values.size != size or (arg.scalar and values.ndim != 1):
         return None
+    if arg.input_types and values.dtype not in arg.input_types:
+        return None
     values = values.reshape(size)
     if arg.kind == "int":
         if values.dtype.kind == "f" and not (np.isfinite(values).all() and np.array_equal(values, np.floor(values))):
@@ -254,6 +256,9 @@ def _per_sample_value(impl, name: str, value):
     array = np.asarray(value)
     if arg.scalar and array.ndim != 0:
         raise ValueError(f"per-sample argument '{name}': expected one number (0-d) a sample, got shape {array.shape}")
+    if arg.input_types and array.dtype not in arg.input_types:
+        raise TypeError(f"per-sample argument '{name}': expected {' or '.join(np.dtype(t).name for t in arg.input_types)} "
+                        f"values, got {array.dtype.name}")
     plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
         else array.tolist()
     try:

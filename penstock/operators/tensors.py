@@ -19,6 +19,9 @@ from penstock.contract import BatchOperator, OutputSpec, SampleOperator, SourceB
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
 
 LAYOUT_ARG = Arg("layout", "str", "", "Layout of the output ('' keeps none).")
+# the element types DALI takes for per-sample arguments (argument inputs) and slice's anchor and shape inputs
+INT32, FLOAT32 = (np.dtype(np.int32),), (np.dtype(np.float32),)
+ANCHOR_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32))
 
 
 def _shapes(xp, args, sample):
@@ -275,10 +278,7 @@ def _positional(args, name: str, count: int):
 def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
     """(start, end) on each of ``axes``: from the anchor and shape inputs, else from start/end/shape
     or their rel_ forms."""
-    axes = args["axes"]
-    for axis in axes:
-        if not 0 <= axis < len(shape):
-            raise ValueError(f"axis {axis} of a {len(shape)}-dimensional sample (set axes or axis_names)")
+    axes = [_axis(axis, len(shape), "axis") for axis in args["axes"]]
     extents = [shape[axis] for axis in axes]
 
     def values(name, count=len(axes)):
@@ -314,16 +314,21 @@ def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
     windows = []
     for i, extent in enumerate(extents):  # edges in elements, rounded once at the end
         begin = start[i] if start is not None else rel_start[i] * extent if rel_start is not None else 0
+        size = shape_[i] if shape_ is not None else rel_shape[i] * extent if rel_shape is not None else 0
+        if size < 0:
+            raise ValueError(f"the window's shape {size} on axis {axes[i]} is negative")
         if end is not None:
             finish = end[i]
         elif rel_end is not None:
             finish = rel_end[i] * extent
-        elif shape_ is not None:
-            finish = begin + shape_[i]
-        elif rel_shape is not None:
-            finish = begin + rel_shape[i] * extent
+        elif rel_start is not None and rel_shape is not None:
+            finish = (rel_start[i] + rel_shape[i]) * extent  # one product of the sum, as DALI, to round alike
+        elif shape_ is not None or rel_shape is not None:
+            finish = begin + size
         else:
             finish = extent
+        if finish < begin:
+            raise ValueError(f"the window ends ({finish}) before it starts ({begin}) on axis {axes[i]}")
         windows.append((_llround(begin), _llround(finish)))
     return windows
 
@@ -334,7 +339,8 @@ def slice_sample(xp, args, sample):
     shape = tuple(sample.shape)
     out_shape, source, target = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
     padded = False
-    for axis, (start, end) in zip(args["axes"], _slice_windows(args, shape)):
+    axes = [_axis(axis, len(shape), "axis") for axis in args["axes"]]
+    for axis, (start, end) in zip(axes, _slice_windows(args, shape)):
         extent = shape[axis]
         if end < start:
             raise ValueError(f"the window [{start}, {end}) of axis {axis} ends before it starts")
@@ -422,13 +428,16 @@ def _declare_slice(impl, inputs):
     layout, names = inputs[0].layout, impl.args["axis_names"]
     if names is not None:
         axes = _named_axes(impl, layout, names)
+    elif "axes" not in impl.args:  # given per sample
+        axes = None
     elif impl.args["axes"] is not None:
         axes = tuple(impl.args["axes"])
     elif "W" in layout and "H" in layout:
         axes = (layout.index("W"), layout.index("H"))  # DALI's default axis_names, "WH"
     else:
         axes = (1, 0)
-    impl.args = {**impl.args, "axes": axes}
+    if axes is not None:
+        impl.args = {**impl.args, "axes": axes}
     dtype = impl.args["dtype"]
     return inputs[0].but(shape=None, dtype=np.dtype(dtype.numpy) if dtype is not None else inputs[0].dtype)
 
@@ -564,6 +573,26 @@ def _one_shape_form(static: dict, per_sample: frozenset) -> None:
                        + (" or 'dtype'" if "dtype" in static else "") + ": without any the operator does nothing")
 
 
+def _slice_forms(static: dict, per_sample: frozenset) -> None:
+    """As DALI: the window as anchor and shape inputs or as named arguments, not both; start or
+    rel_start; one of end, rel_end, shape and rel_shape."""
+    def supplied(name):
+        return name in per_sample or static.get(name) is not None
+    named = [name for name in ("start", "rel_start", "end", "rel_end", "shape", "rel_shape") if supplied(name)]
+    if supplied("anchor") or supplied("window_shape"):
+        if named:
+            raise ArgError(f"the anchor and shape inputs and the named window arguments ({', '.join(named)}) "
+                           "exclude each other; give one form")
+    elif not named:
+        raise ArgError("give the window: anchor and shape inputs, or start/end/shape arguments (or their rel_ forms)")
+    for group in (("start", "rel_start"), ("end", "rel_end", "shape", "rel_shape")):
+        given_ = [name for name in group if supplied(name)]
+        if len(given_) > 1:
+            raise ArgError(f"arguments {' and '.join(repr(name) for name in given_)} exclude each other; give one")
+    if supplied("axes") and supplied("axis_names"):
+        raise ArgError("arguments 'axes' and 'axis_names' exclude each other; give one")
+
+
 def _one_axis_form(axes: str, names: str):
     """A check: ``axes`` and ``names`` exclude each other (and one is needed where ``axes`` has no
     default)."""
@@ -650,19 +679,24 @@ OPERATORS = {
 OPERATORS["slice"] = (slice_sample, (1, 1), (
     Arg("anchor", "any", None, "Where the window starts on each sliced axis (the second input in DALI's "
         "fn.slice(data, anchor, shape)): integers are elements; floats are fractions of the extent unless "
-        "normalized_anchor=False.", per_sample=True),
+        "normalized_anchor=False.", per_sample=True, input_types=ANCHOR_TYPES),
     Arg("window_shape", "any", None, "The window's size on each sliced axis (the third input), of the anchor's "
-        "type: integers are elements; floats fractions unless normalized_shape=False.", per_sample=True),
+        "type: integers are elements; floats fractions unless normalized_shape=False.", per_sample=True,
+        input_types=ANCHOR_TYPES),
     Arg("normalized_anchor", "bool", True, "Whether a float anchor input is a fraction of the extent."),
     Arg("normalized_shape", "bool", True, "Whether a float shape input is a fraction of the extent."),
-    Arg("start", "ints", None, "Where the window starts, in elements.", per_sample=True),
-    Arg("end", "ints", None, "Where the window ends (exclusive), in elements.", per_sample=True),
-    Arg("shape", "ints", None, "The window's size, in elements.", per_sample=True),
-    Arg("rel_start", "floats", None, "Where the window starts, as a fraction of the extent.", per_sample=True),
-    Arg("rel_end", "floats", None, "Where the window ends, as a fraction of the extent.", per_sample=True),
-    Arg("rel_shape", "floats", None, "The window's size, as a fraction of the extent.", per_sample=True),
-    Arg("axes", "ints", None, "The sliced axes, in the order of the window's values (default: W and H of the "
-        "layout, else (1, 0)).", min=0),
+    Arg("start", "ints", None, "Where the window starts, in elements.", per_sample=True, input_types=INT32),
+    Arg("end", "ints", None, "Where the window ends (exclusive), in elements.", per_sample=True,
+        input_types=INT32),
+    Arg("shape", "ints", None, "The window's size, in elements.", per_sample=True, input_types=INT32),
+    Arg("rel_start", "floats", None, "Where the window starts, as a fraction of the extent.", per_sample=True,
+        input_types=FLOAT32),
+    Arg("rel_end", "floats", None, "Where the window ends, as a fraction of the extent.", per_sample=True,
+        input_types=FLOAT32),
+    Arg("rel_shape", "floats", None, "The window's size, as a fraction of the extent.", per_sample=True,
+        input_types=FLOAT32),
+    Arg("axes", "ints", None, "The sliced axes, in the order of the window's values, in [-ndim, ndim - 1] "
+        "(default: W and H of the layout, else (1, 0)).", per_sample=True, input_types=INT32),
     _axis_names_arg("The sliced axes by layout name, e.g. 'WH' (before axes)."),
     Arg("out_of_bounds_policy", "str", "error", "A window outside the sample: 'error', 'pad' (with fill_values) "
         "or 'trim_to_shape'.", choices=("error", "pad", "trim_to_shape")),
@@ -762,7 +796,7 @@ DECLARATIONS = {"slice": _declare_slice, "element_extract": _declare_element_ext
                 "cat": _declare_cat, "stack": _declare_stack, "one_hot": _declare_one_hot,
                 **{name: _declare_reduction for name in OPERATORS if name.startswith("reductions.")}}
 _RESHAPE_EXTRAS = {"argument_inputs": ("shape",), "input_names": ("data",), "checks": (_one_shape_form,)}
-SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape")},
+SCHEMA_EXTRAS = {"slice": {"argument_inputs": ("anchor", "window_shape"), "checks": (_slice_forms,)},
                  "reshape": _RESHAPE_EXTRAS, "reinterpret": _RESHAPE_EXTRAS,
                  "squeeze": {"checks": (_squeeze_axes_given, _one_axis_form("axes", "axis_names"))},
                  "cat": {"checks": (_one_axis_form("axis", "axis_name"),)},

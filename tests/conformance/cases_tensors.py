@@ -2,7 +2,7 @@
 cat, stack, flip, and the image operators equalize and brightness_contrast."""
 import numpy as np
 
-from conformance.harness import Close, Data, PerSample, Spec
+from conformance.harness import OMIT, Close, Data, PerSample, Spec
 from conformance.samples import f32, images, tensors
 
 REDUCED = Close(atol=1e-4, rtol=1e-5)
@@ -25,6 +25,24 @@ SPECS = [
         "out_of_bounds_policy": ["error", "pad", "trim_to_shape"],
         "fill_values": [(1.0, 2.0, 3.0)],
         "dtype": ["types.FLOAT"],
+    }),
+    Spec("slice", (images(),), {"start": (1,), "shape": (2,), "axes": (0,)}, name="slice_axes", grid={
+        "axes": {"-3": (-3,), "-1": (-1,), "3": (3,), "per_sample": PerSample(np.int32([0]), np.int32([1]),
+                                                                              np.int32([-2])),
+                 "per_sample_i64": PerSample(np.int64([0]), np.int64([1]), np.int64([0]))},
+        "start": {"per_sample": PerSample(np.int32([0]), np.int32([1]), np.int32([2])),
+                  "per_sample_i64": PerSample(np.int64([0]), np.int64([1]), np.int64([2]))},
+        "shape": [(-1,), OMIT, PerSample(np.int32([1]), np.int32([2]), np.int32([0]))],
+        "rel_shape": [PerSample(f32([0.5]), f32([0.25]), f32([1.0]))],
+        "@input": {"anchor_shape_and_start": (images(), Data([np.int32([1])] * 3), Data([np.int32([2])] * 3)),
+                   "anchor_shape_u8": (images(), Data([np.uint8([1])] * 3), Data([np.uint8([2])] * 3)),
+                   "anchor_shape_i64": (images(), Data([np.int64([1])] * 3), Data([np.int64([2])] * 3)),
+                   "anchor_shape_f64": (images(), Data([np.float64([0.1])] * 3), Data([np.float64([0.5])] * 3))},
+    }),
+    Spec("slice", (images(),), {"rel_start": (0.25, 0.5), "rel_shape": (0.5, 0.3)}, name="slice_rel", grid={
+        "rel_shape": {"omitted": OMIT, "per_sample": PerSample(f32(0.5, 0.5), f32(0.3, 0.1), f32(0.7, 0.5)),
+                      "per_sample_f64": PerSample(*[np.float64([0.5, 0.5])] * 3)},
+        "rel_end": [(0.8, 0.9)],
     }),
     Spec("reshape", (tensors([(2, 6), (3, 4), (4, 3)]),), {"shape": (4, 3)}, grid={
         "shape": [(-1,), (12, 1), (0, -1), (5, 5), PerSample(np.int32([12]), np.int32([6, 2]), np.int32([3, 4]))],

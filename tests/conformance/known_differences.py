@@ -140,13 +140,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # full
     'full[shape=]': "DALI accepts, penstock refuses: PipelineError('full failed: ValueError: a fill value of shape (1,) does not broadcast to the shape ()')",
     # slice
-    'slice[start=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'slice[shape=2,2]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'slice[rel_start=0.5,0.5]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'slice[rel_end=0.9,0.9]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'slice[rel_shape=0.5,0.25]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'slice[axes=0,1]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'slice[axes=1]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
     # reshape
     'reshape[shape=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     'reshape[src_dims=1,0]': 'DALI accepts, penstock refuses: ValueError("reshape: \'src_dims\' goes with \'rel_shape\' or alone, not with \'shape\'")',

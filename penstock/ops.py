@@ -24,7 +24,8 @@ def _make_class(schema):
         self._init_kwargs = kwargs
 
     def __call__(self, *inputs, **kwargs):
-        repeated = sorted(set(kwargs) & set(self._init_kwargs))
+        # None is 'not given' (as in DALI): an argument left None when made may come with the call
+        repeated = sorted(name for name in set(kwargs) & set(self._init_kwargs) if self._init_kwargs[name] is not None)
         if repeated:
             raise TypeError(f"{schema.name}: argument '{repeated[0]}' was given when the operator was made "
                             "and again when it was called; give it once")

@@ -212,8 +212,8 @@ def images():
 
 
 @pytest.mark.parametrize("call,operator,argument", [
-    (lambda x: fn.erase(x, shape=(-1.0, 2.0)), "erase", "shape"),
-    (lambda x: fn.erase(x, shape=(1.0, 2.0, 3.0)), "erase", "shape"),
+    (lambda x: fn.erase(x, shape=(1.0, 2.0), normalized=True, normalized_shape=True), "erase", "normalized"),
+    (lambda x: fn.erase(x, shape=(1.0, 2.0, 3.0), axis_names="HW"), "erase", "shape"),
     (lambda x: fn.erase(x, shape=(1.0, 2.0), anchor=(1.0,)), "erase", "anchor"),
     (lambda x: fn.paste(x, ratio=0.5, fill_value=0), "paste", "ratio"),
     (lambda x: fn.grid_mask(x, tile=0), "grid_mask", "tile"),

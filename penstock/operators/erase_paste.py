@@ -19,24 +19,33 @@ from penstock.operators.gpu_plan import tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 FILL_VALUE = Arg("fill_value", "floats", (0.0,), "The fill: one value, or one per channel.")
-SPATIAL_AXES = "HW"
+
+ERASE_TYPES = tuple(np.dtype(name) for name in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64",
+                                                 "int64", "float32", "float16"))
+ERASE_MAX_NDIM = 5
 
 registry.register_schema(OpSchema(
     name="erase", class_name="Erase",
-    doc="Sets rectangular regions of HWC images to ``fill_value``. ``anchor`` and ``shape`` hold one value per "
-        "axis of ``axis_names`` for each region, regions one after another ((y0, x0, y1, x1) are two regions "
-        "with 'HW'); an axis not named is covered whole. Regions are rounded to whole pixels (halves up) and "
-        "cut to the image.",
+    doc="Sets box regions of the samples (1 to 5 dimensions) to ``fill_value``. ``anchor`` and ``shape`` hold one "
+        "value per erased axis for each region, regions one after another ((y0, x0, y1, x1) are two regions with "
+        "'HW'); an axis not named is covered whole. The erased axes are ``axis_names`` (letters of the input's "
+        "layout), else ``axes``, else every axis but the layout's C. A region's start and end are truncated "
+        "towards zero, then cut to the sample; an empty one erases nothing. Types: (u)int8 to (u)int64, float32 "
+        "and float16.",
     args=(Arg("anchor", "floats", (), "Where each region starts (or its centre, with centered_anchor); default 0.",
               per_sample=True),
-          Arg("shape", "floats", REQUIRED, "The extent of each region.", per_sample=True, min=0.0),
-          Arg("axis_names", "str", "HW", "The axes anchor and shape refer to: 'HW', 'WH', 'H' or 'W'."),
-          Arg("axes", "ints", None, "The same axes as indices (0: H, 1: W), instead of axis_names.", min=0, max=1),
-          Arg("normalized_anchor", "bool", False, "anchor is a fraction of the image's extent."),
-          Arg("normalized_shape", "bool", False, "shape is a fraction of the image's extent."),
-          Arg("normalized", "bool", False, "Both anchor and shape are fractions of the image's extent."),
+          Arg("shape", "floats", (), "The extent of each region.", per_sample=True),
+          Arg("axis_names", "str", None, "The axes anchor and shape refer to, as letters of the input's layout "
+              "(before axes); default every axis but C."),
+          Arg("axes", "ints", None, "The axes anchor and shape refer to, as indices (when axis_names is not given).",
+              min=0),
+          Arg("normalized_anchor", "bool", None, "anchor is a fraction of the sample's extent (default False)."),
+          Arg("normalized_shape", "bool", None, "shape is a fraction of the sample's extent (default False)."),
+          Arg("normalized", "bool", None, "Both anchor and shape are fractions of the sample's extent (not with "
+              "normalized_anchor or normalized_shape)."),
           Arg("centered_anchor", "bool", False, "anchor is the centre of each region, not its start."),
-          FILL_VALUE),
+          Arg("fill_value", "floats", (0.0,), "The fill: one value, or one per channel (the layout's C axis); "
+              "converted to the input's type by truncation, as DALI.", per_sample=True)),
     checks=(lambda static, per_sample: _check_erase_static(static, per_sample),),
     input_names=("images",)))
 
@@ -112,62 +121,101 @@ registry.register_schema(OpSchema(
 
 
 # ---- erase: the regions, shared by both devices --------------------------------------------------
-def _erase_axes(args: dict) -> list[int]:
+def erase_axes(args: dict, layout: str, ndim: int) -> list[int]:
+    """The axes anchor and shape refer to, in their order (DALI's: axis_names, else axes, else every
+    axis but C; an axis may repeat, the later value winning)."""
+    if args["axis_names"] is not None:
+        missing = [name for name in args["axis_names"] if name not in layout]
+        if missing or not args["axis_names"]:
+            raise ArgError(f"argument 'axis_names': {args['axis_names']!r} names axes that are not in the input's "
+                           f"layout {layout!r}")
+        return [layout.index(name) for name in args["axis_names"]]
     if args["axes"] is not None:
         axes = list(args["axes"])
-    else:
-        names = args["axis_names"]
-        unknown = [name for name in names if name not in SPATIAL_AXES]
-        if unknown or not names:
-            raise ArgError(f"argument 'axis_names': expected axes of 'HW' (such as 'HW', 'W'), got {names!r}")
-        axes = [SPATIAL_AXES.index(name) for name in names]
-    if len(set(axes)) != len(axes):
-        raise ArgError(f"the erased axes repeat: {axes}")
-    return axes
+        if not axes or max(axes) >= ndim:
+            raise ArgError(f"argument 'axes': expected axes of a {ndim}-dimensional input, got {tuple(axes)}")
+        return axes
+    return [axis for axis in range(ndim) if axis >= len(layout) or layout[axis] != "C"]
 
 
 def _check_erase_lengths(anchor, shape, count: int) -> None:
-    if not shape or len(shape) % count:
+    if len(shape) % max(count, 1):
         raise ArgError(f"argument 'shape': expected a multiple of {count} values (one per erased axis and region), "
                        f"got {len(shape)}")
-    if anchor and len(anchor) != len(shape):
+    if len(anchor) and len(anchor) != len(shape):
         raise ArgError(f"argument 'anchor': {len(anchor)} values for {len(shape)} values of 'shape'; give one per "
                        "value of shape")
 
 
 def _check_erase_static(static: dict, per_sample: frozenset) -> None:
-    axes = _erase_axes(static)
+    if static["normalized"] is not None and (static["normalized_anchor"] is not None
+                                             or static["normalized_shape"] is not None):
+        raise ArgError("argument 'normalized' cannot be given with 'normalized_anchor' or 'normalized_shape'")
     if not per_sample & {"anchor", "shape"}:
-        _check_erase_lengths(static["anchor"], static["shape"], len(axes))
+        count = len(static["axis_names"]) if static["axis_names"] is not None else \
+            len(static["axes"]) if static["axes"] is not None else None
+        _check_erase_lengths(static["anchor"], static["shape"], count or 1)
 
 
-def _round_half_up(value: float) -> int:
-    return int(math.floor(value + 0.5))
+def _normalized(args: dict, which: str) -> bool:
+    return bool(args["normalized"] if args["normalized"] is not None else args[which])
 
 
-def erase_regions(height: int, width: int, args: dict) -> list[tuple[int, int, int, int]]:
-    """The (top, left, bottom, right) pixel rectangles erase sets, cut to the image."""
-    axes = _erase_axes(args)
-    anchor, shape = tuple(args["anchor"] or ()), tuple(args["shape"])
-    _check_erase_lengths(anchor, shape, len(axes))
-    extents = (height, width)
-    normalized_anchor = args["normalized_anchor"] or args["normalized"]
-    normalized_shape = args["normalized_shape"] or args["normalized"]
-    regions = []
-    for first in range(0, len(shape), len(axes)):
-        bounds = [[0, height], [0, width]]
+def erase_boxes(shape: tuple, layout: str, args: dict) -> list[tuple[slice, ...]]:
+    """The regions erase sets, each a slice per axis, cut to the sample (empty ones left out). As
+    DALI: float32 arithmetic, start and end truncated towards zero."""
+    axes = erase_axes(args, layout, len(shape))
+    anchor = np.ravel(np.asarray(args["anchor"], np.float32))
+    extent = np.ravel(np.asarray(args["shape"], np.float32))
+    _check_erase_lengths(anchor, extent, len(axes))
+    if not anchor.size:
+        anchor = np.zeros_like(extent)
+    anchor_scale = np.float32(1) if not _normalized(args, "normalized_anchor") else None
+    shape_scale = np.float32(1) if not _normalized(args, "normalized_shape") else None
+    boxes = []
+    for first in range(0, extent.size, len(axes)):
+        bounds = [[0, size] for size in shape]
         for position, axis in enumerate(axes):
-            extent = extents[axis]
-            size = shape[first + position] * (extent if normalized_shape else 1)
-            start = (anchor[first + position] if anchor else 0.0) * (extent if normalized_anchor else 1)
+            size = np.float32(shape[axis])
+            start = anchor[first + position] * (anchor_scale or size)
+            length = extent[first + position] * (shape_scale or size)
             if args["centered_anchor"]:
-                start -= size / 2
-            low, high = _round_half_up(start), _round_half_up(start + size)
-            bounds[axis] = [min(max(low, 0), extent), min(max(high, 0), extent)]
-        (top, bottom), (left, right) = bounds
-        if bottom > top and right > left:
-            regions.append((top, left, bottom, right))
-    return regions
+                start -= length / np.float32(2)
+            bounds[axis] = [int(start), int(start + length)]
+        cut = [(max(low, 0), min(high, size)) for (low, high), size in zip(bounds, shape)]
+        if all(high > low for low, high in cut):
+            boxes.append(tuple(slice(low, high) for low, high in cut))
+    return boxes
+
+
+def erase_fill(fill_value, shape: tuple, layout: str, dtype) -> np.ndarray:
+    """The fill, broadcastable to the sample: one value, or one per channel along the layout's C axis;
+    converted to ``dtype`` as DALI's static_cast (truncated towards zero; integers out of range wrap)."""
+    values = np.ravel(np.asarray(fill_value, np.float64))
+    if values.size > 1:
+        if "C" not in layout:
+            raise ArgError(f"argument 'fill_value': {values.size} values need an input layout with a C axis, got "
+                           f"{layout!r}")
+        channels_axis = layout.index("C")
+        if values.size != shape[channels_axis]:
+            raise ArgError(f"argument 'fill_value': {values.size} values for {shape[channels_axis]} channels; give "
+                           "one, or one per channel")
+        values = values.reshape([-1 if axis == channels_axis else 1 for axis in range(len(shape))])
+    else:
+        values = values.reshape(())
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(values).astype(np.int64).astype(dtype)
+    return values.astype(dtype)
+
+
+def check_erase_input(ndim: int | None, dtype, op_name: str) -> None:
+    """DALI's erase takes these dimensions and types (None: not known yet)."""
+    if ndim is not None and not 1 <= ndim <= ERASE_MAX_NDIM:
+        raise ValueError(f"{op_name}: takes samples of 1 to {ERASE_MAX_NDIM} dimensions, got {ndim}")
+    if dtype is not None and np.dtype(dtype) not in ERASE_TYPES:
+        raise TypeError(f"{op_name}: takes {', '.join(t.name for t in ERASE_TYPES)} data, got {np.dtype(dtype)}")
 
 
 def fill_of(fill_value, channels: int, dtype, op_name: str) -> np.ndarray:
@@ -204,20 +252,72 @@ class SameShape:
         return inputs[0]
 
 
-@registry.register("erase", "cpu")
-class Erase(SameShape, SampleOperator):
-    def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
-        check_hwc(image, self.name)
+class EraseDeclaration:
+    """erase keeps the input's shape, type and layout; the layout names the erased axes."""
+
+    layout = ""
+
+    def declare_outputs(self, inputs):
+        spec = inputs[0]
+        check_erase_input(spec.ndim, spec.dtype, self.name)
+        self.layout = spec.layout
+        if spec.ndim is not None:
+            try:
+                axes = erase_axes(self.args, spec.layout, spec.ndim)
+                if "anchor" in self.args and "shape" in self.args:  # not per sample
+                    _check_erase_lengths(self.args["anchor"], self.args["shape"], len(axes))
+            except ArgError as error:
+                raise ValueError(f"{self.name}: {error}") from None
+        return spec
+
+    def boxes_and_fill(self, shape: tuple, dtype, args: dict):
+        """The sample's regions (slices) and its fill in its type."""
+        check_erase_input(len(shape), dtype, self.name)
         try:
-            regions = erase_regions(image.shape[0], image.shape[1], args)
+            return erase_boxes(shape, self.layout, args), erase_fill(args["fill_value"], shape, self.layout, dtype)
         except ArgError as error:
             raise ValueError(f"{self.name}: {error}") from None
-        fill = fill_of(args["fill_value"], image.shape[2], image.dtype, self.name)
-        result = image.copy()
-        for top, left, bottom, right in regions:
-            result[top:bottom, left:right] = fill
+
+
+@registry.register("erase", "cpu")
+class Erase(EraseDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        data = inputs[0]
+        boxes, fill = self.boxes_and_fill(data.shape, data.dtype, args)
+        result = data.copy()
+        for box in boxes:
+            result[box] = fill if fill.ndim == 0 else fill[tuple(slice(None) if size == 1 else part
+                                                                 for size, part in zip(fill.shape, box))]
         return result
+
+
+@registry.register("erase", "gpu", requires=devices.gpu_problem)
+class EraseGpu(EraseDeclaration, BatchOperator):
+    """HWC-like batches (regions that cover every channel) in one kernel launch; others region by
+    region with torch."""
+
+    def run_batch(self, inputs, args, batch):
+        import torch
+
+        from penstock.kernels.triton_masks import run_keep_or_fill
+        samples = tensors_of(inputs[0])
+        plans = [self.boxes_and_fill(tuple(sample.shape), _numpy_dtype(sample), sample_args)
+                 for sample, sample_args in zip(samples, args)]
+        channels_last = self.layout[2:] in ("", "C")
+        if all(sample.dim() == 3 and channels_last and all(box[2] == slice(0, sample.shape[2]) for box in boxes)
+               for sample, (boxes, _) in zip(samples, plans)):
+            regions = [[(box[0].start, box[1].start, box[0].stop, box[1].stop) for box in boxes] for boxes, _ in plans]
+            fills = [np.broadcast_to(fill, (1, 1, sample.shape[2])).ravel() for sample, (_, fill) in zip(samples, plans)]
+            return run_keep_or_fill(samples, regions, np.zeros((len(samples), 6), np.float32), fills, self.name)
+        results = []
+        for sample, (boxes, fill) in zip(samples, plans):
+            result = sample.clone()
+            fill = torch.from_numpy(np.ascontiguousarray(fill)).to(sample.device)
+            for box in boxes:
+                result[box] = fill if fill.dim() == 0 else fill[tuple(slice(None) if size == 1 else part
+                                                                      for size, part in zip(fill.shape, box))]
+            results.append(result)
+        return results
 
 
 @registry.register("grid_mask", "cpu")
@@ -229,8 +329,9 @@ class GridMask(SameShape, SampleOperator):
         return np.where(dark[..., None], np.zeros((), image.dtype), image)
 
 
-class KeepOrFillGpu(SameShape, BatchOperator):
-    """erase and grid_mask on the GPU: one kernel launch over the batch."""
+@registry.register("grid_mask", "gpu", requires=devices.gpu_problem)
+class GridMaskGpu(SameShape, BatchOperator):
+    """grid_mask on the GPU: one kernel launch over the batch."""
 
     def run_batch(self, inputs, args, batch):
         from penstock.kernels.triton_masks import run_keep_or_fill
@@ -238,30 +339,15 @@ class KeepOrFillGpu(SameShape, BatchOperator):
         for sample in samples:
             if sample.dim() != 3:
                 raise ValueError(f"{self.name}: expected an HWC image (3 dimensions), got shape {tuple(sample.shape)}")
-        regions, grids, fills = [], [], []
-        for sample, sample_args in zip(samples, args):
-            height, width, channels = sample.shape
-            dtype = _numpy_dtype(sample)
-            if self.name == "erase":
-                try:
-                    regions.append(erase_regions(height, width, sample_args))
-                except ArgError as error:
-                    raise ValueError(f"{self.name}: {error}") from None
-                grids.append(np.zeros(6, np.float32))
-                fills.append(fill_of(sample_args["fill_value"], channels, dtype, self.name))
-            else:
-                regions.append([])
-                grids.append(grid_row(sample_args))
-                fills.append(np.zeros(channels, dtype))
-        return run_keep_or_fill(samples, regions, np.stack(grids) if grids else np.zeros((0, 6)), fills, self.name)
+        grids = np.stack([grid_row(sample_args) for sample_args in args]) if args else np.zeros((0, 6), np.float32)
+        return run_keep_or_fill(samples, [[] for _ in samples], grids,
+                                [np.zeros(sample.shape[2], _numpy_dtype(sample)) for sample in samples], self.name)
 
 
 def _numpy_dtype(tensor) -> np.dtype:
     return np.dtype(types.to_numpy_dtype(tensor.dtype))
 
 
-registry.register("erase", "gpu", requires=devices.gpu_problem)(type("EraseGpu", (KeepOrFillGpu,), {}))
-registry.register("grid_mask", "gpu", requires=devices.gpu_problem)(type("GridMaskGpu", (KeepOrFillGpu,), {}))
 
 
 # ---- paste ----------------------------------------------------------------------------------------
@@ -507,4 +593,4 @@ class MultiPasteGpu(MultiPasteDeclaration, BatchOperator):
                                 _rounded(torch, window, dtype.kind in "iu"), torch_dtype), self.name)
 
 
-__all__ = ["erase_regions", "fill_of", "grid_dark", "grid_row", "paste_placement", "paste_plan"]
+__all__ = ["erase_boxes", "erase_fill", "fill_of", "grid_dark", "grid_row", "paste_placement", "paste_plan"]

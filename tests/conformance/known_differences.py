@@ -78,9 +78,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # laplacian
     # filter
     # erase
-    'erase[input=u8_chw]': "values differ from DALI's (sample 0: 53 of 144 elements, by up to 249)",
-    'erase[axes=1]': "values differ from DALI's (sample 0: 53 of 144 elements, by up to 249)",
-    'erase[centered_anchor=True]': "values differ from DALI's (sample 0: 12 of 144 elements, by up to 240)",
     # color_space_conversion
     # color_space_conversion_gray
     # hsv

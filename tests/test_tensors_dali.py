@@ -249,6 +249,21 @@ def test_reduction_types(kind):
         _same(build, samples, "HW", rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["sum", "mean", "mean_square", "rms"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint64])
+@pytest.mark.parametrize("output", ["FLOAT", "FLOAT64", "INT64"])
+def test_reduction_output_types_of_float_and_64_bit_data(kind, dtype, output):
+    samples = [np.arange(6).reshape(2, 3).astype(dtype)] * 2
+    _same(lambda fn, t, x: getattr(fn.reductions, kind)(x, dtype=getattr(t, output)), samples, "HW", rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.bool_])
+def test_reductions_refuse_data_of_other_types(dtype):
+    samples = [np.ones((2, 3), dtype)] * 2
+    _same(lambda fn, t, x: fn.reductions.max(x), samples, "HW")
+    _same(lambda fn, t, x: fn.reductions.std_dev(x, 0.0), samples, "HW")
+
+
 REDUCTIONS = {
     "axis_names": lambda fn, t, x: fn.reductions.sum(x, axis_names="H"),
     "axis_names keep_dims": lambda fn, t, x: fn.reductions.max(x, axis_names="W", keep_dims=True),

@@ -218,14 +218,17 @@ def _reduction(kind: str):
 
 
 def _reduction_type(kind: str, args: dict, dtype, gpu: bool = False) -> np.dtype:
-    """DALI's output types: ``dtype`` where given; min and max keep the input's; sums of integers
-    are 64-bit of the same signedness (signed on the GPU, where torch has no uint64); means, rms
-    and deviations float32."""
+    """DALI's output types: ``dtype`` where given (among those DALI's reductions.<kind> gives data of
+    this type); min and max keep the input's; sums of integers are 64-bit of the same signedness
+    (signed on the GPU, where torch has no uint64); means, rms and deviations float32."""
     dtype = np.dtype(dtype)
+    if dtype not in REDUCED_TYPES:
+        raise TypeError(f"reductions.{kind}: data of type {dtype.name} cannot be reduced; it takes "
+                        f"{', '.join(t.name for t in REDUCED_TYPES)}")
     if args.get("dtype") is not None:
         target = np.dtype(args["dtype"].numpy)
-        if dtype.kind in "iu" and target not in _reduction_types(kind, dtype):
-            raise TypeError(f"dtype {target.name} is not an output type of reductions.{kind} for {dtype.name} data; "
+        if target not in _reduction_types(kind, dtype):
+            raise TypeError(f"reductions.{kind}: dtype {target.name} is not an output type for {dtype.name} data; "
                             f"it takes {', '.join(t.name for t in _reduction_types(kind, dtype))}")
         return target
     if kind in ("min", "max") or kind == "sum" and dtype.kind == "f":
@@ -235,18 +238,28 @@ def _reduction_type(kind: str, args: dict, dtype, gpu: bool = False) -> np.dtype
     return np.dtype(np.float32)
 
 
+REDUCED_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64,
+                                            np.int64, np.float32))
+
+
 def _reduction_types(kind: str, dtype: np.dtype) -> tuple:
-    """The output types DALI's reductions give integer data of ``dtype``: its own (not for mean_square),
-    the 64-bit type of its signedness (sum and mean_square), float32."""
+    """The output types DALI's reductions give data of ``dtype``: float32 data float32 only; integers
+    their own type (not mean_square's), the 64-bit type of their signedness (sum and mean_square;
+    64-bit data sums to its own type only), float32."""
+    float32 = np.dtype(np.float32)
+    if dtype == float32:
+        return (float32,)
     wide = np.dtype(np.uint64 if dtype.kind == "u" else np.int64)
-    own = () if kind == "mean_square" else (dtype,)
-    return tuple(dict.fromkeys((*own, *((wide,) if kind in ("sum", "mean_square") else ()), np.dtype(np.float32))))
+    if kind == "sum":
+        return (dtype,) if dtype.itemsize == 8 else (dtype, wide, float32)
+    return (wide, float32) if kind == "mean_square" else (dtype, float32)
 
 
 def _deviation(kind: str):
     """std_dev and variance of a sample around ``mean`` (the second input, as in DALI), with ddof."""
     def deviation(xp, args, sample, mean):
         axes, keep = _axes(args, sample), args["keep_dims"]
+        _reduction_type(kind, args, sample.dtype if xp is np else types.to_numpy_dtype(sample.dtype))
         count = int(np.prod([sample.shape[axis] for axis in axes])) - args["ddof"]
         if count <= 0:
             raise ValueError(f"ddof={args['ddof']} leaves no degrees of freedom")

@@ -147,17 +147,9 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # squeeze
     'squeeze[axes=-1]': 'DALI accepts, penstock refuses: ValueError("squeeze: argument \'axes\': expected a value in [0, inf], got -1")',
     # reductions.sum
-    'reductions.sum[dtype=FLOAT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'reductions.sum[dtype=INT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # reductions.mean
-    'reductions.mean[dtype=FLOAT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'reductions.mean[dtype=INT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # reductions.mean_square
-    'reductions.mean_square[dtype=FLOAT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'reductions.mean_square[dtype=INT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # reductions.rms
-    'reductions.rms[dtype=FLOAT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'reductions.rms[dtype=INT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # normalize
     'normalize[mean=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     'normalize[stddev=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',

@@ -310,7 +310,7 @@ def test_rotate_keep_size_matches_pillow(angle):
     # reference: Pillow's bilinear rotation about the centre; tolerance: mean 1.5 grey levels away
     # from the borders, where the two libraries blend the fill differently
     samples = [smooth_image(40, 60, seed=1), smooth_image(33, 33, seed=2)]
-    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True), samples)
+    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True, fill_value=0), samples)
     for image, result in zip(samples, got):
         want = _pil_rotate(image, angle, expand=False)
         assert result.shape == image.shape
@@ -324,7 +324,7 @@ def test_rotate_keep_size_matches_opencv_warp_affine(angle):
     # bilinear, fill 0; tolerance: mean 1.5 grey levels away from the borders
     import cv2
     samples = [smooth_image(40, 60, seed=3), smooth_image(33, 47, seed=4)]
-    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True), samples)
+    got = run_operator(lambda x: fn.rotate(x, angle=angle, keep_size=True, fill_value=0), samples)
     for image, result in zip(samples, got):
         height, width = image.shape[:2]
         matrix = cv2.getRotationMatrix2D(((width - 1) / 2, (height - 1) / 2), angle, 1.0)

@@ -98,7 +98,7 @@ CASES: dict[str, Case] = {
                  lambda samples, _: [cv2.flip(s, -1) for s in samples]),
     "transpose": Case(lambda: ragged_images(smooth=False), image_op("transpose", perm=(2, 0, 1)),
                       lambda samples, _: [torch.from_numpy(s).permute(2, 0, 1).numpy() for s in samples]),
-    "rotate": Case(ragged_images, image_op("rotate", angle=30.0),
+    "rotate": Case(ragged_images, image_op("rotate", angle=30.0, fill_value=0.0),
                    lambda samples, _: [cv2_rotate(s, 30.0) for s in samples], max_abs=60, mean_abs=1.5),
     "crop_mirror_normalize": Case(
         ragged_images, image_op("crop_mirror_normalize", crop=(16, 16), mirror=1, mean=MEAN, std=STD),

@@ -129,17 +129,65 @@ def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror:
             target[...] = cv2.LUT(plane, lut)
 
 
-def warp_affine(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool,
-                fill: float) -> np.ndarray:
-    """The HWC image mapped by the 2x3 ``matrix`` (input pixel centres to output pixel centres) into
-    a (height, width) output; pixels from outside the input take ``fill``."""
-    flag = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
-    channels = image.shape[2]
-    source = np.ascontiguousarray(image)
-    planes = [source] if channels <= 4 else [np.ascontiguousarray(source[:, :, c]) for c in range(channels)]
-    results = [cv2.warpAffine(plane, matrix, (width, height), flags=flag, borderMode=cv2.BORDER_CONSTANT,
-                              borderValue=(fill,) * 4) for plane in planes]
-    return results[0].reshape(height, width, channels) if channels <= 4 else np.stack(results, axis=2)
+def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool, border,
+                  dtype) -> np.ndarray:
+    """DALI's CPU warp of an HWC image into a (height, width) output of ``dtype``: the 2x3 float32
+    ``matrix`` maps output pixel centres (x + 0.5, y + 0.5; origin at the top-left pixel's corner) to
+    input coordinates, sampled by the nearest pixel or bilinearly. Outside the input: ``border``
+    (one value, already of ``dtype``), or for None the edge pixel repeated. The arithmetic is
+    DALI's, in float32 (the positions along a row stepped by the matrix's first column), so that
+    integer outputs round as DALI's do."""
+    f32 = np.float32
+    m = np.asarray(matrix, f32).reshape(2, 3)
+    rows = np.arange(height, dtype=f32) + f32(0.5)
+    positions = []
+    for axis in range(2):
+        # a row starts at matrix @ (0.5, y + 0.5, 1) and steps by the first column, restarting every
+        # 256 pixels from a start stepped by 256 columns (DALI's checkpoints against drift)
+        start = (m[axis, 2] + m[axis, 0] * f32(0.5) + m[axis, 1] * rows).astype(f32)
+        step, tile_step = m[axis, 0], f32(256) * m[axis, 0]
+        coords = np.empty((height, width), f32)
+        for first in range(0, width, 256):
+            last = min(first + 256, width)
+            steps = np.empty((height, last - first), f32)
+            steps[:, 0] = start
+            steps[:, 1:] = step
+            coords[:, first:last] = np.add.accumulate(steps, axis=1, dtype=f32)
+            start = (start + tile_step).astype(f32)
+        positions.append(coords)
+    x, y = positions
+    in_height, in_width = image.shape[:2]
+
+
+    def pixels(column, row):
+        """The input pixels at integer (column, row), clamped to the edge, and where they lie inside."""
+        inside = (column >= 0) & (column < in_width) & (row >= 0) & (row < in_height)
+        return image[np.clip(row, 0, in_height - 1), np.clip(column, 0, in_width - 1)], inside
+
+    if nearest:
+        values, inside = pixels(np.floor(x).astype(np.int64), np.floor(y).astype(np.int64))
+        result = numeric.saturate(values, dtype)
+        if border is not None:
+            result[~inside] = border
+        return result
+    x, y = (x - f32(0.5)).astype(f32), (y - f32(0.5)).astype(f32)
+    x0, y0 = np.floor(x), np.floor(y)
+    qx, qy = (x - x0)[..., None], (y - y0)[..., None]
+    px = f32(1) - qx
+    x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+    # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
+    border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype)
+    corners = []
+    for dy in (0, 1):
+        for dx in (0, 1):
+            values, inside = pixels(x0 + dx, y0 + dy)
+            values = values.astype(f32)
+            if border_in is not None and not inside.all():
+                values = np.where(inside[..., None], values, border_in.astype(f32))
+            corners.append(values)
+    top = corners[0] * px + corners[1] * qx
+    bottom = corners[2] * px + corners[3] * qx
+    return numeric.saturate((top + (bottom - top) * qy).astype(f32), dtype)
 
 
 _CV2_BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT,
@@ -173,6 +221,19 @@ def warp(image: np.ndarray, edge_map: np.ndarray, height: int, width: int, inter
                                          borderMode=_CV2_BORDERS[border], borderValue=value[:4])
         results.append(warped.reshape(height, width, plane.shape[2]))
     return results[0] if len(results) == 1 else np.concatenate(results, axis=2)
+
+
+def perspective_warp(image: np.ndarray, matrix: np.ndarray, height: int, width: int, interp: DALIInterpType,
+                     border: str, fill, inverse_map: bool) -> np.ndarray:
+    """DALI's CPU warp_perspective: OpenCV's warpPerspective of an HW or HWC image (up to 4
+    channels) by the 3x3 float32 ``matrix`` in OpenCV's coordinates (pixel centres at integers),
+    output to input when ``inverse_map``, else input to output (OpenCV inverts it); ``fill``: one
+    value per channel (border 'constant')."""
+    flags = _CV2_WARP_FILTERS.get(interp, cv2.INTER_LINEAR) | (cv2.WARP_INVERSE_MAP if inverse_map else 0)
+    value = tuple(float(v) for v in fill) + (0.0,) * (4 - len(fill))
+    warped = cv2.warpPerspective(np.ascontiguousarray(image), np.asarray(matrix, np.float32), (width, height),
+                                 flags=flags, borderMode=_CV2_BORDERS[border], borderValue=value)
+    return warped.reshape(height, width, *image.shape[2:])
 
 
 # ---- DALI's separable resampling ----------------------------------------------------------------

@@ -317,6 +317,15 @@ def declare_hwc(spec: OutputSpec, op_name: str) -> None:
         raise ValueError(f"{op_name}: expected HWC images (3 dimensions), but its input has {spec.ndim}")
 
 
+def declare_hwc_layout(spec: OutputSpec, op_name: str) -> OutputSpec:
+    """``spec`` as an HWC image operator reads it: refuses other declared layouts (DALI reads an input
+    without one as HWC and gives its output that layout)."""
+    declare_hwc(spec, op_name)
+    if spec.layout not in ("", "HWC"):
+        raise ValueError(f"{op_name}: takes HWC images; got the layout {spec.layout!r}")
+    return spec.but(layout="HWC")
+
+
 def fixed_resize_size(args: dict) -> tuple[int, int] | None:
     """The output (height, width) when it does not depend on the input, else None."""
     size = args.get("size")
@@ -624,55 +633,86 @@ class TransposeGpu(TransposeDeclaration, BatchOperator):
         return [sample.permute(*perm).contiguous() for sample in samples]
 
 
+# warp_affine and rotate sample by the nearest pixel or bilinearly only (DALI refuses the others)
+WARP_INTERPOLATIONS = (types.INTERP_NN, types.INTERP_LINEAR)
+
 registry.register_schema(OpSchema(
     name="rotate", class_name="Rotate",
-    doc="Rotates HWC images by ``angle`` degrees counter-clockwise about their centre. The output is "
-        "the input's size with keep_size, ``size`` when given, else the bounding box of the rotated "
-        "image (its width and height keep the input's parity, so the centre stays on the same pixel "
-        "grid). Pixels from outside the input take fill_value.",
+    doc="Rotates HWC images by ``angle`` degrees counter-clockwise about their centre, as DALI. The output "
+        "is the input's size with keep_size, ``size`` when given, else the bounding box of the rotated "
+        "image (each side's parity that of the input side it mostly comes from, so that the centre stays "
+        "on the pixel grid). Pixels from outside the input take fill_value, or without one the nearest "
+        "edge pixel.",
     args=(
         Arg("angle", "float", REQUIRED, "Degrees, counter-clockwise.", per_sample=True),
-        Arg("fill_value", "float", 0.0, "Value of pixels that come from outside the input."),
-        Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR (others are "
-            "treated as INTERP_LINEAR).", aliases=()),
+        Arg("fill_value", "float", None, "Value of pixels that come from outside the input; None repeats "
+            "the edge pixels.", nullable=True),
+        Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR.",
+            choices=WARP_INTERPOLATIONS),
         Arg("keep_size", "bool", False, "Keep the input's size."),
-        Arg("size", "floats", None, "Output (height, width).", per_sample=True, length=(2,), min=1.0),
+        Arg("size", "floats", None, "Output (height, width), rounded to the nearest pixel (given per "
+            "sample: truncated, as DALI).", per_sample=True, length=(2,), min=1.0),
         Arg("axis", "floats", None, "Accepted for DALI compatibility (volumes only)."),
         Arg("dtype", "dtype", None, "Output type; default the input's."),
     ),
     input_names=("images",)))
 
 
-def rotated_size(height: int, width: int, angle: float, args: dict) -> tuple[int, int]:
-    """The output (height, width) of rotate for one sample."""
+def _radians(angle: float) -> np.float32:
+    """DALI's deg2rad, in float32."""
+    return np.float32(np.float32(angle) * np.float32(math.pi / 180))
+
+
+def rotated_size(height: int, width: int, angle: float, args: dict, size_per_sample: bool = False) -> tuple[int, int]:
+    """The output (height, width) of rotate for one sample: ``size``, else DALI's RotatedCanvasSize,
+    each side given the parity of the input side that contributes most to it."""
     if args["size"]:
-        return int(round(args["size"][0])), int(round(args["size"][1]))
+        return warp_size(height, width, args["size"], size_per_sample)
     if args["keep_size"]:
         return height, width
-    radians = math.radians(angle)
+    radians = float(_radians(angle))
     cos, sin = abs(math.cos(radians)), abs(math.sin(radians))
-    out_width = math.ceil(width * cos + height * sin - 1e-6)
-    out_height = math.ceil(width * sin + height * cos - 1e-6)
-    out_width += (out_width - width) % 2  # keep the parity: the centre stays on the pixel grid
-    out_height += (out_height - height) % 2
+    out_width = math.ceil(cos * width + sin * height - 1e-2)
+    out_height = math.ceil(cos * height + sin * width - 1e-2)
+    parity_width, parity_height = (width % 2, height % 2) if sin <= cos else (height % 2, width % 2)
+    out_width += (out_width % 2) ^ parity_width
+    out_height += (out_height % 2) ^ parity_height
     return out_height, out_width
 
 
-def rotation_matrix(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:
-    """The 2x3 map from input pixel centres (x, y) to output pixel centres, y pointing down, so that a
-    positive angle turns the picture counter-clockwise (OpenCV's getRotationMatrix2D convention)."""
-    radians = math.radians(angle)
-    cos, sin = math.cos(radians), math.sin(radians)
-    in_x, in_y = (width - 1) / 2, (height - 1) / 2
-    out_x, out_y = (out_width - 1) / 2, (out_height - 1) / 2
-    return np.array([[cos, sin, out_x - cos * in_x - sin * in_y],
-                     [-sin, cos, out_y + sin * in_x - cos * in_y]])
+def warp_size(height: int, width: int, size, per_sample: bool) -> tuple[int, int]:
+    """The output (height, width) of a warp: ``size`` (rounded; truncated when given per sample, as
+    DALI reads a per-sample size), else the input's."""
+    if not size:
+        return height, width
+    if per_sample:
+        return max(int(size[0]), 1), max(int(size[1]), 1)
+    return max(int(math.floor(size[0] + 0.5)), 1), max(int(math.floor(size[1] + 0.5)), 1)
+
+
+def rotation_edge_map(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:
+    """The 3x3 map from output pixel edges to input ones (origin at the top-left pixel's corner)
+    that turns the picture ``angle`` degrees counter-clockwise about its centre: DALI's
+    translation(in / 2) * rotation * translation(-out / 2), in its float32 arithmetic."""
+    f32 = np.float32
+    radians = _radians(angle)
+    cos, sin = np.cos(radians, dtype=f32), np.sin(radians, dtype=f32)
+    in_x, in_y, out_x, out_y = (f32(size) * f32(0.5) for size in (width, height, out_width, out_height))
+    return np.array([[cos, -sin, f32(f32(cos * -out_x) + f32(-sin * -out_y)) + in_x],
+                     [sin, cos, f32(f32(sin * -out_x) + f32(cos * -out_y)) + in_y],
+                     [0.0, 0.0, 1.0]], np.float64)
+
+
+def border_value(fill, dtype):
+    """A warp's fill_value as DALI keeps it: converted (rounded, saturated) to the output type;
+    None (repeat the edge pixels) stays None."""
+    return None if fill is None else numeric.saturate(np.asarray(fill, np.float32), dtype)
 
 
 class RotateDeclaration:
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, shape=None)
+        spec = declare_hwc_layout(inputs[0], self.name)
+        return spec.but(dtype=self.args["dtype"].numpy if self.args["dtype"] else spec.dtype, shape=None)
 
 
 @registry.register("rotate", "cpu")
@@ -680,41 +720,47 @@ class Rotate(RotateDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
+        dtype = warped_dtype(image.dtype, args["dtype"], self.name)
         height, width = image.shape[:2]
-        out_height, out_width = rotated_size(height, width, args["angle"], args)
-        matrix = rotation_matrix(height, width, out_height, out_width, args["angle"])
-        result = cpu_image.warp_affine(image, matrix, out_height, out_width,
-                                       args["interp_type"] is types.INTERP_NN, args["fill_value"])
-        dtype = args["dtype"].numpy if args["dtype"] else image.dtype
-        return numeric.saturate(result, dtype)
+        out_height, out_width = rotated_size(height, width, args["angle"], args, self.args.get("size") is None)
+        matrix = rotation_edge_map(height, width, out_height, out_width, args["angle"])[:2]
+        return cpu_image.affine_sample(image, matrix, out_height, out_width, args["interp_type"] is types.INTERP_NN,
+                                       border_value(args["fill_value"], dtype), dtype)
 
 
-def rotation_edge_map(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:
-    """rotation_matrix as the 3x3 map from output pixel edges to input ones (the image plan's)."""
-    forward = np.vstack([rotation_matrix(height, width, out_height, out_width, angle), [0.0, 0.0, 1.0]])
-    to_centres = np.array([[1.0, 0.0, -0.5], [0.0, 1.0, -0.5], [0.0, 0.0, 1.0]])
-    to_edges = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.5], [0.0, 0.0, 1.0]])
-    return to_edges @ np.linalg.inv(forward) @ to_centres
+# DALI's warps (warp_affine, rotate) take uint8, int16, int32 and float32 images, and give the input's
+# type or float32 (float32 images: any of the four)
+WARP_TYPES = tuple(np.dtype(name) for name in ("uint8", "int16", "int32", "float32"))
+
+
+def warped_dtype(input_dtype: np.dtype, dtype, op_name: str) -> np.dtype:
+    """The output type of warp_affine and rotate; refuses the pairs DALI has no kernel for."""
+    output = np.dtype(dtype.numpy) if dtype is not None else np.dtype(input_dtype)
+    if input_dtype not in WARP_TYPES or output not in (input_dtype, np.dtype(np.float32)) \
+            and input_dtype != np.float32 or output not in WARP_TYPES:
+        raise ValueError(f"{op_name}: takes {', '.join(t.name for t in WARP_TYPES)} images and gives their type or "
+                         f"float32 (float32 images: any of these); got {input_dtype} -> {output} (argument 'dtype')")
+    return output
 
 
 @registry.register("rotate", "gpu", requires=devices.gpu_problem)
 class RotateGpu(ExtendsImagePlan, RotateDeclaration, BatchOperator):
-    """Folded into the batch's image plan as a warp whose outside is fill_value."""
+    """Folded into the batch's image plan as a warp whose outside is fill_value (or the edge)."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.kernels.image_plan import BORDER_CONSTANT
+        from penstock.kernels.image_plan import BORDER_CLAMP, BORDER_CONSTANT
         plan = plan_of(inputs[0])
         maps, sizes = [], []
         for (height, width), a in zip(plan.sizes, args):
-            out_height, out_width = rotated_size(height, width, a["angle"], a)
+            out_height, out_width = rotated_size(height, width, a["angle"], a, self.args.get("size") is None)
             maps.append(rotation_edge_map(height, width, out_height, out_width, a["angle"]))
             sizes.append((out_height, out_width))
         if not args:
             return plan
-        nearest = args[0]["interp_type"] is types.INTERP_NN
-        borders = np.full((len(args), plan.channels), args[0]["fill_value"], np.float64)
-        plan = plan.with_warp(np.stack(maps), sizes, kernel_filter(types.INTERP_NN if nearest else types.INTERP_LINEAR),
-                              BORDER_CONSTANT, borders)
+        fill = args[0]["fill_value"]
+        borders = None if fill is None else np.full((len(args), plan.channels), fill, np.float64)
+        plan = plan.with_warp(np.stack(maps), sizes, kernel_filter(args[0]["interp_type"]),
+                              BORDER_CLAMP if fill is None else BORDER_CONSTANT, borders)
         if args[0]["dtype"] is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(args[0]["dtype"]))
         return plan

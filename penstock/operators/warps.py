@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
 from penstock.operators.decoders import RANDOM_CROP_ARGS, random_crop_window
-from penstock.operators.geometry import (INTERP_ARGS, _one_size_form, check_hwc, crop_placement, declare_hwc, resample_filters,
-                                         resampled_dtype, resize_filter, resize_window, resized_shape, RESIZE_ARGS, WINDOW_ARGS,
-                                         fixed_resize_size)
+from penstock.operators.geometry import (INTERP_ARGS, WARP_INTERPOLATIONS, _one_size_form, border_value, check_hwc,
+                                         crop_placement, declare_hwc, declare_hwc_layout, resample_filters, resampled_dtype,
+                                         resize_filter, resize_window, resized_shape, RESIZE_ARGS, WINDOW_ARGS,
+                                         fixed_resize_size, warp_size, warped_dtype)
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
 from penstock.schema import ArgError, Arg, OpSchema
 
@@ -38,33 +39,29 @@ def _check_matrix(size: int, what: str):
     return check
 
 
-def _check_fill_for_border(static: dict, per_sample: frozenset) -> None:
-    if static.get("fill_value") and static.get("border_mode", "constant") != "constant":
-        raise ArgError("argument 'fill_value' applies to border_mode='constant' only, not "
-                       f"{static['border_mode']!r}")
-
-
 WARP_ARGS = (
-    Arg("size", "floats", None, "Output (height, width); default the input's.", per_sample=True, length=(2,),
-        min=1.0),
+    Arg("size", "floats", None, "Output (height, width), rounded to the nearest pixel (given per sample: "
+        "truncated, as DALI); default the input's.", per_sample=True, length=(2,), min=1.0),
     Arg("inverse_map", "bool", True, "True: the matrix maps output coordinates to input ones (as DALI); "
         "False: input to output (it is inverted)."),
-    Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN, INTERP_LINEAR or INTERP_CUBIC."),
-    Arg("dtype", "dtype", None, "Output type; default the input's."),
     Arg("preserve", "bool", False, "Accepted for DALI compatibility."),
 )
 
 registry.register_schema(OpSchema(
     name="warp_affine", class_name="WarpAffine",
-    doc="Samples HWC images through an affine map: the output pixel at (x, y) takes the input at "
-        "matrix @ (x, y, 1), in coordinates whose origin is the top-left corner of the top-left pixel "
-        "(pixel centres at +0.5), as DALI. Give the matrix as 6 values (or a 2x3 array; per sample "
-        "from fn.transforms.*), as ``matrix=`` or as the second input. Outside the input: fill_value, "
-        "or without one the edge pixels repeated.",
+    doc="Samples HWC images (uint8, int16, int32 or float32) through an affine map: the output pixel at "
+        "(x, y) takes the input at matrix @ (x, y, 1), in coordinates whose origin is the top-left corner of "
+        "the top-left pixel (pixel centres at +0.5), as DALI. Give the matrix as 6 values (or a 2x3 array; "
+        "per sample from fn.transforms.*), as ``matrix=`` or as the second input. Outside the input: "
+        "fill_value, or without one the edge pixels repeated. The output type is the input's or float32 "
+        "(of float32 images, any of the four).",
     args=(
         Arg("matrix", "any", None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23).", per_sample=True),
         Arg("fill_value", "float", None, "Value of samples outside the input; None repeats the edge pixels.",
             nullable=True),
+        Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR.",
+            choices=WARP_INTERPOLATIONS),
+        Arg("dtype", "dtype", None, "Output type; default the input's."),
         *WARP_ARGS,
     ),
     checks=(_check_matrix(6, "a 2x3 affine matrix"),),
@@ -73,22 +70,25 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="experimental.warp_perspective", class_name="experimental.WarpPerspective",
-    doc="Samples HWC images through a perspective map (a 3x3 homography; the output pixel at (x, y) "
-        "takes the input at (u / w, v / w), (u, v, w) = matrix @ (x, y, 1)). ``pixel_origin`` 'corner' "
-        "(default, as DALI) puts the origin at the top-left pixel's corner, 'center' at its centre "
-        "(OpenCV's convention). Give the matrix as 9 values or a 3x3 array, per sample, as ``matrix=`` "
-        "or the second input.",
+    doc="Samples HW, HWC or CHW images (up to 4 channels; uint8, uint16, int16 or float32; the output of "
+        "the input's type) through a perspective map (a 3x3 homography; the output pixel at (x, y) takes the input at (u / w, v / w), "
+        "(u, v, w) = matrix @ (x, y, 1)), as DALI (OpenCV's warpPerspective on the CPU). ``pixel_origin`` "
+        "'corner' (default) puts the origin at the top-left pixel's corner, 'center' at its centre "
+        "(OpenCV's convention). Give the matrix as 9 values or a 3x3 array, per sample, as ``matrix=`` or "
+        "the second input. An input without a layout is HW or HWC, by its number of dimensions.",
     args=(
         Arg("matrix", "any", None, "The 3x3 matrix, row by row.", per_sample=True),
         Arg("border_mode", "str", "constant", "Samples outside the input: 'constant' (fill_value), "
             "'replicate', 'reflect', 'reflect_101' or 'wrap'.", choices=BORDER_MODES),
-        Arg("fill_value", "floats", (), "Value(s) of samples outside the input with border_mode 'constant'; "
-            "one, or one per channel (default 0)."),
+        Arg("fill_value", "floats", (), "Value(s) of samples outside the input with border_mode 'constant' "
+            "(other modes ignore it); one, or one per channel of HWC images (default 0)."),
         Arg("pixel_origin", "str", "corner", "'corner' or 'center': where coordinate (0, 0) lies.",
             choices=("corner", "center")),
+        Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN, INTERP_LINEAR or INTERP_CUBIC.",
+            choices=(*WARP_INTERPOLATIONS, types.INTERP_CUBIC)),
         *WARP_ARGS,
     ),
-    checks=(_check_matrix(9, "a 3x3 homography"), _check_fill_for_border),
+    checks=(_check_matrix(9, "a 3x3 homography"),),
     argument_inputs=("matrix",),
     input_names=("images",)))
 
@@ -98,16 +98,21 @@ def _translation(dx: float, dy: float) -> np.ndarray:
     return np.array([[1.0, 0.0, dx], [0.0, 1.0, dy], [0.0, 0.0, 1.0]])
 
 
-def warp_map(op_name: str, args: dict) -> np.ndarray:
-    """The 3x3 map from output pixel edges to input ones that ``args`` ask for."""
+def given_matrix(op_name: str, args: dict) -> np.ndarray:
+    """The matrix argument as given, as float32 (as DALI reads it): 3x3 (an affine one completed)."""
     if args["matrix"] is None:
         raise ValueError(f"{op_name}: give the matrix (argument 'matrix' or the second input)")
-    values = np.asarray(args["matrix"], np.float64)
+    values = np.asarray(args["matrix"], np.float32)
     affine = op_name == "warp_affine"
     if values.size != (6 if affine else 9):
         raise ValueError(f"{op_name}: argument 'matrix': expected {6 if affine else 9} values, got an array of "
                          f"shape {values.shape}")
-    matrix = np.vstack([values.reshape(2, 3), [0.0, 0.0, 1.0]]) if affine else values.reshape(3, 3)
+    return np.vstack([values.reshape(2, 3), [0.0, 0.0, 1.0]]).astype(np.float32) if affine else values.reshape(3, 3)
+
+
+def warp_map(op_name: str, args: dict) -> np.ndarray:
+    """The 3x3 map from output pixel edges to input ones that ``args`` ask for."""
+    matrix = given_matrix(op_name, args).astype(np.float64)
     if args.get("pixel_origin") == "center":
         matrix = _translation(0.5, 0.5) @ matrix @ _translation(-0.5, -0.5)
     if not args["inverse_map"]:
@@ -115,11 +120,6 @@ def warp_map(op_name: str, args: dict) -> np.ndarray:
             raise ValueError(f"{op_name}: argument 'matrix' cannot be inverted (inverse_map=False)")
         matrix = np.linalg.inv(matrix)
     return matrix
-
-
-def warp_size(height: int, width: int, args: dict) -> tuple[int, int]:
-    size = args["size"]
-    return (int(round(size[0])), int(round(size[1]))) if size else (height, width)
 
 
 def warp_border(op_name: str, args: dict) -> tuple[str, float | tuple | None]:
@@ -136,37 +136,101 @@ def _border_values(fill, channels: int, count: int) -> np.ndarray:
     return np.broadcast_to(values, (count, channels)).copy() if values.size == 1 else np.tile(values, (count, 1))
 
 
+PERSPECTIVE_TYPES = tuple(np.dtype(name) for name in ("uint8", "uint16", "int16", "float32"))
+
+
+PERSPECTIVE_LAYOUTS = ("HW", "HWC", "CHW")
+
+
+def perspective_layout(spec: OutputSpec, op_name: str) -> str:
+    """The layout warp_perspective reads its input in: HW, HWC or CHW (each channel warped as an HW
+    plane); without one, HW or HWC by the number of dimensions ('' while that is not known)."""
+    if not spec.layout:
+        return {2: "HW", 3: "HWC"}.get(spec.ndim, "")
+    if spec.layout not in PERSPECTIVE_LAYOUTS:
+        raise ValueError(f"{op_name}: takes the layouts {', '.join(PERSPECTIVE_LAYOUTS)}; got {spec.layout!r}")
+    return spec.layout
+
+
 class WarpDeclaration:
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
+        if self.name == "warp_affine":
+            spec = declare_hwc_layout(inputs[0], self.name)
+            return spec.but(dtype=self.args["dtype"].numpy if self.args["dtype"] else spec.dtype,
+                            shape=self._shape(spec, "HWC"))
+        self._layout = perspective_layout(inputs[0], self.name)
+        return inputs[0].but(layout=self._layout, shape=self._shape(inputs[0], self._layout))
+
+    def _shape(self, spec: OutputSpec, layout: str):
+        """Every sample's output shape when a fixed size is given and the input's shape is known."""
         size = self.args.get("size")  # absent when per sample
-        channels = inputs[0].shape[2] if inputs[0].shape else None
-        shape = (int(round(size[0])), int(round(size[1])), channels) if size and channels else None
-        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
-                             shape=shape)
+        if not size or not spec.shape or not layout:
+            return None
+        height, width = warp_size(0, 0, size, False)
+        return tuple({"H": height, "W": width}.get(axis, extent) for axis, extent in zip(layout, spec.shape))
 
 
-class Warp(WarpDeclaration, SampleOperator):
+@registry.register("warp_affine", "cpu")
+class WarpAffine(WarpDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        height, width = warp_size(image.shape[0], image.shape[1], args)
-        border, fill = warp_border(self.name, args)
-        result = cpu_image.warp(image, warp_map(self.name, args), height, width, args["interp_type"], border,
-                                _border_values(fill, image.shape[2], 1)[0] if fill is not None else None)
-        return numeric.saturate(result, args["dtype"].numpy if args["dtype"] else image.dtype)
+        dtype = warped_dtype(image.dtype, args["dtype"], self.name)
+        height, width = warp_size(image.shape[0], image.shape[1], args["size"], self.args.get("size") is None)
+        matrix = given_matrix(self.name, args)
+        if not args["inverse_map"]:
+            matrix = _inverted(matrix, self.name)
+        return cpu_image.affine_sample(image, matrix[:2], height, width, args["interp_type"] is types.INTERP_NN,
+                                       border_value(args["fill_value"], dtype), dtype)
+
+
+def _inverted(matrix: np.ndarray, op_name: str) -> np.ndarray:
+    if abs(np.linalg.det(matrix.astype(np.float64))) < 1e-12:
+        raise ValueError(f"{op_name}: argument 'matrix' cannot be inverted (inverse_map=False)")
+    return np.linalg.inv(matrix.astype(np.float64)).astype(np.float32)
+
+
+@registry.register("experimental.warp_perspective", "cpu")
+class WarpPerspective(WarpDeclaration, SampleOperator):
+    _layout = ""
+
+    def run(self, inputs, args, sample, out=None):
+        image = inputs[0]
+        layout = self._layout or {2: "HW", 3: "HWC"}.get(image.ndim, "")
+        if image.ndim != len(layout):
+            raise ValueError(f"{self.name}: expected HW, HWC or CHW images, got shape {image.shape}")
+        if image.dtype not in PERSPECTIVE_TYPES:
+            raise ValueError(f"{self.name}: takes {', '.join(t.name for t in PERSPECTIVE_TYPES)} images, got "
+                             f"{image.dtype}")
+        channels = image.shape[2] if layout == "HWC" else 1  # CHW: each channel an HW plane
+        if channels > 4:
+            raise ValueError(f"{self.name}: takes images of up to 4 channels, got {channels}")
+        fill = np.atleast_1d(np.asarray(args["fill_value"] or (0.0,), np.float64))
+        if fill.size > 1 and fill.size != channels:
+            raise ValueError(f"{self.name}: argument 'fill_value': {fill.size} values for "
+                             f"{'HW planes' if layout != 'HWC' else f'{channels}-channel images'}")
+        spatial = image.shape[1:] if layout == "CHW" else image.shape[:2]
+        height, width = warp_size(*spatial, args["size"], self.args.get("size") is None)
+        matrix = given_matrix(self.name, args)
+        if args["pixel_origin"] == "corner":  # to OpenCV's coordinates, in float32 as DALI
+            matrix = _translation(-0.5, -0.5).astype(np.float32) @ matrix @ _translation(0.5, 0.5).astype(np.float32)
+        planes = image if layout == "CHW" else [image]
+        warped = [cpu_image.perspective_warp(plane, matrix, height, width, args["interp_type"], args["border_mode"],
+                                             np.broadcast_to(fill, (channels,)), args["inverse_map"]) for plane in planes]
+        return np.stack(warped) if layout == "CHW" else warped[0]
 
 
 class WarpGpu(ExtendsImagePlan, WarpDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         plan = plan_of(inputs[0])
         maps = np.stack([warp_map(self.name, a) for a in args]) if args else np.zeros((0, 3, 3))
-        sizes = [warp_size(h, w, a) for (h, w), a in zip(plan.sizes, args)]
+        per_sample = self.args.get("size") is None
+        sizes = [warp_size(h, w, a["size"], per_sample) for (h, w), a in zip(plan.sizes, args)]
         border, fill = warp_border(self.name, args[0]) if args else ("replicate", None)
         borders = _border_values(fill, plan.channels, len(args)) if fill is not None else None
         plan = plan.with_warp(maps, sizes, kernel_filter(args[0]["interp_type"]) if args else 0,
                               gpu_border(border), borders)
-        if args and args[0]["dtype"] is not None:
+        if args and args[0].get("dtype") is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(args[0]["dtype"]))
         return plan
 
@@ -180,7 +244,6 @@ def gpu_border(name: str) -> int:
 
 
 for _name, _suffix in (("warp_affine", "WarpAffine"), ("experimental.warp_perspective", "WarpPerspective")):
-    registry.register(_name, "cpu")(type(_suffix, (Warp,), {}))
     registry.register(_name, "gpu", requires=devices.gpu_problem)(type(_suffix + "Gpu", (WarpGpu,), {}))
 
 
@@ -322,4 +385,4 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
         return plan
 
 
-__all__ = ["gpu_border", "warp_border", "warp_map", "warp_size"]
+__all__ = ["gpu_border", "warp_border", "warp_map"]

@@ -1,0 +1,179 @@
+"""Geometric operators (rotate, warp_affine, warp_perspective, crop and its window arguments,
+resize_crop_mirror, random_resized_crop) against DALI itself: each case runs the same program under
+nvidia.dali and penstock.compat.dali and compares values, types, shapes and layouts, or that both
+refuse it."""
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+
+
+def _run(library: str, build, samples, layout):
+    """Per output: (list of per-sample arrays, layout); or the exception the program raised."""
+    if library == "dali":
+        from nvidia.dali import fn, pipeline_def, types
+    else:
+        from penstock.compat.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=7)
+    def pipe():
+        data = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+        return build(fn, types, data)
+    try:
+        pipeline = pipe()
+        pipeline.build()
+        outputs = pipeline.run()
+    except Exception as error:  # DALI raises RuntimeError, ValueError, TypeError or KeyError
+        return error
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return [([np.array(batch.at(i)) for i in range(len(batch))], batch.layout() or "") for batch in outputs]
+
+
+def _same(build, samples, layout="HWC", atol=0.0):
+    expected, actual = _run("dali", build, samples, layout), _run("penstock", build, samples, layout)
+    if isinstance(expected, Exception):
+        assert isinstance(actual, Exception), f"DALI refuses ({expected!r:.300}), penstock gave {actual}"
+        return
+    assert not isinstance(actual, Exception), f"penstock refuses what DALI accepts: {actual!r}"
+    assert len(actual) == len(expected)
+    for (want, want_layout), (got, got_layout) in zip(expected, actual):
+        assert got_layout == want_layout
+        for w, g in zip(want, got):
+            assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{g.shape} != {w.dtype}{w.shape}"
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=atol)
+
+
+def _images(dtype="uint8", channels=3, sizes=((6, 8), (9, 7), (5, 5), (13, 10)), seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return [rng.uniform(-40, 300, (h, w, channels)).astype(dtype) for h, w in sizes]
+    info = np.iinfo(dtype)
+    return [rng.integers(max(info.min, -3000), min(info.max, 3000), (h, w, channels), dtype=dtype) for h, w in sizes]
+
+
+def _float_tolerance(dtype) -> float:
+    """Float outputs may differ in the last bits (sin and cos of float32 angles); integers not at all."""
+    return 1e-3 if np.dtype(dtype).kind == "f" else 0.0
+
+
+# ---- rotate ----------------------------------------------------------------------------------------
+ROTATIONS = {
+    "default border": dict(angle=30.0),
+    "nearest": dict(angle=-17.3, interp_type="INTERP_NN"),
+    "quarter turn": dict(angle=90.0),
+    "past a quarter turn": dict(angle=135.0),
+    "fill rounded and saturated": dict(angle=200.0, fill_value=255.7),
+    "negative fill": dict(angle=12.0, fill_value=-3.4),
+    "keep size": dict(angle=33.0, keep_size=True),
+    "size": dict(angle=30.0, size=(10, 12)),
+}
+
+
+def _with_types(types, kwargs):
+    return {k: getattr(types, v) if k in ("interp_type", "dtype") else v for k, v in kwargs.items()}
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "int32", "float32"])
+@pytest.mark.parametrize("case", list(ROTATIONS))
+def test_rotate_matches_dali(case, dtype):
+    _same(lambda fn, types, x: fn.rotate(x, **_with_types(types, ROTATIONS[case])), _images(dtype),
+          atol=_float_tolerance(dtype))
+
+
+@pytest.mark.parametrize("in_dtype,out_dtype", [("uint8", "FLOAT"), ("float32", "UINT8"), ("float32", "INT16"),
+                                                ("uint8", "INT16"), ("int16", "UINT8"), ("uint16", "UINT16")])
+def test_rotate_output_types_as_dali(in_dtype, out_dtype):
+    _same(lambda fn, types, x: fn.rotate(x, angle=25.0, dtype=getattr(types, out_dtype)), _images(in_dtype),
+          atol=_float_tolerance(in_dtype))
+
+
+@pytest.mark.parametrize("channels", [1, 5])
+def test_rotate_any_number_of_channels(channels):
+    _same(lambda fn, types, x: fn.rotate(x, angle=25.0), _images(channels=channels))
+
+
+def test_rotate_per_sample_angle_and_size():
+    angles = [np.float32(a) for a in (10.0, -100.0, 270.0, 45.0)]
+    sizes = [np.float32(s) for s in ((4.7, 5.2), (9, 3), (3, 3.9), (6, 6))]  # per sample: truncated
+    _same(lambda fn, types, x: fn.rotate(x, angle=fn.external_source(source=lambda: angles, batch=True),
+                                         size=fn.external_source(source=lambda: sizes, batch=True)), _images())
+
+
+@pytest.mark.parametrize("interp", ["INTERP_CUBIC", "INTERP_LANCZOS3"])
+def test_rotate_refuses_other_filters(interp):
+    _same(lambda fn, types, x: fn.rotate(x, angle=25.0, interp_type=getattr(types, interp)), _images())
+
+
+@pytest.mark.parametrize("layout", ["CHW", None])
+def test_rotate_layouts_as_dali(layout):
+    _same(lambda fn, types, x: fn.rotate(x, angle=25.0), _images(), layout=layout)
+
+
+# ---- warp_affine ---------------------------------------------------------------------------------------
+MATRIX = (1.0, 0.1, 0.5, 0.2, 0.9, -1.0)
+AFFINES = {
+    "default border": dict(matrix=MATRIX),
+    "nearest": dict(matrix=MATRIX, interp_type="INTERP_NN"),
+    "inverted": dict(matrix=MATRIX, inverse_map=False),
+    "fill": dict(matrix=MATRIX, fill_value=200.6),
+    "size": dict(matrix=(0.5, 0, 0, 0, 2, 0), size=(10, 12)),
+    "nearest fill": dict(matrix=(1.3, -0.4, 2, 0.3, 0.7, -3), fill_value=-7, interp_type="INTERP_NN"),
+    "float output": dict(matrix=MATRIX, dtype="FLOAT"),
+}
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "int32", "float32"])
+@pytest.mark.parametrize("case", list(AFFINES))
+def test_warp_affine_matches_dali(case, dtype):
+    _same(lambda fn, types, x: fn.warp_affine(x, **_with_types(types, AFFINES[case])), _images(dtype),
+          atol=_float_tolerance(dtype))
+
+
+def test_warp_affine_wide_images_step_like_dali():
+    # rows wider than 256 pixels: DALI restarts its stepped positions every 256 pixels
+    image = np.random.default_rng(3).integers(0, 256, (20, 600, 3), dtype=np.uint8)
+    _same(lambda fn, types, x: fn.warp_affine(x, matrix=(1.01, 0.02, -3, -0.03, 0.99, 4)), [image])
+
+
+def test_warp_affine_matrix_from_transforms():
+    _same(lambda fn, types, x: fn.warp_affine(x, fn.transforms.rotation(angle=30.0, center=(3, 3))), _images())
+    _same(lambda fn, types, x: fn.warp_affine(x, matrix=fn.transforms.rotation(angle=30.0, center=(3, 3)),
+                                              inverse_map=False), _images())
+
+
+@pytest.mark.parametrize("case", ["cubic", "lanczos", "chw", "uint16", "to int16"])
+def test_warp_affine_refuses_as_dali(case):
+    kwargs = {"cubic": dict(interp_type="INTERP_CUBIC"), "lanczos": dict(interp_type="INTERP_LANCZOS3"),
+              "to int16": dict(dtype="INT16")}.get(case, {})
+    _same(lambda fn, types, x: fn.warp_affine(x, matrix=MATRIX, **_with_types(types, kwargs)),
+          _images("uint16" if case == "uint16" else "uint8"), layout="CHW" if case == "chw" else "HWC")
+
+
+# ---- warp_perspective ---------------------------------------------------------------------------------
+HOMOGRAPHY = (1.0, 0.1, 0.5, 0.2, 0.9, -1.0, 0.01, 0.02, 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint16", "float32", "int32"])
+@pytest.mark.parametrize("kwargs", [dict(interp_type="INTERP_NN"), dict(fill_value=200.6),
+                                    dict(border_mode="reflect", fill_value=3.0), dict(fill_value=(1, 2, 3)),
+                                    dict(pixel_origin="center", size=(10, 12))], ids=str)
+def test_warp_perspective_matches_dali(kwargs, dtype):
+    # OpenCV's warpPerspective on both sides (DALI's build and this one may round a level apart)
+    _same(lambda fn, types, x: fn.experimental.warp_perspective(x, matrix=HOMOGRAPHY, **_with_types(types, kwargs)),
+          _images(dtype), atol=1e-3 if dtype == "float32" else 1.0)
+
+
+@pytest.mark.parametrize("layout", ["HW", "CHW"])
+def test_warp_perspective_layouts_as_dali(layout):
+    images = [np.ascontiguousarray(image[:, :, 0]) for image in _images()] if layout == "HW" else \
+        [np.ascontiguousarray(image.transpose(2, 0, 1)) for image in _images()]
+    _same(lambda fn, types, x: fn.experimental.warp_perspective(x, matrix=HOMOGRAPHY, interp_type=types.INTERP_NN),
+          images, layout=layout)
+
+
+@pytest.mark.parametrize("case", ["five channels", "lanczos", "dtype"])
+def test_warp_perspective_refuses_as_dali(case):
+    kwargs = {"lanczos": dict(interp_type="INTERP_LANCZOS3"), "dtype": dict(dtype="FLOAT")}.get(case, {})
+    _same(lambda fn, types, x: fn.experimental.warp_perspective(x, matrix=HOMOGRAPHY, **_with_types(types, kwargs)),
+          _images(channels=5 if case == "five channels" else 3))

@@ -37,6 +37,8 @@ def operator_functions(module_name: str, call) -> dict:
         operator_function.__doc__ = schema.docstring(registry.devices(schema.name))
         operator_function.__signature__ = signature_of(schema)
         operator_function.__module__ = module_name
+        # DALI's name for the operator's schema (readers__File), which DALI programs read
+        operator_function._schema_name = schema.class_name.replace(".", "__")
         return operator_function
     functions = {}
     for schema in registry.schemas().values():

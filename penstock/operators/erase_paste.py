@@ -18,8 +18,6 @@ from penstock.operators.geometry import check_hwc, declare_hwc
 from penstock.operators.gpu_plan import tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
-FILL_VALUE = Arg("fill_value", "floats", (0.0,), "The fill: one value, or one per channel.")
-
 ERASE_TYPES = tuple(np.dtype(name) for name in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64",
                                                  "int64", "float32", "float16"))
 ERASE_MAX_NDIM = 5
@@ -64,7 +62,7 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="paste", class_name="Paste",
-    doc="Places each HWC image on a larger canvas filled with ``fill_value``: the canvas is int(ratio * "
+    doc="Places each uint8 HWC image on a larger canvas filled with ``fill_value``: the canvas is int(ratio * "
         "height) x int(ratio * width), at least min_canvas_size on each side; the image's top-left corner "
         "goes to (int(paste_y * (canvas height - height)), int(paste_x * (canvas width - width))).",
     args=(Arg("ratio", "float", REQUIRED, "The canvas's size over the image's (at least 1).", per_sample=True,
@@ -75,9 +73,11 @@ registry.register_schema(OpSchema(
               min=0.0, max=1.0),
           Arg("min_canvas_size", "float", 0.0, "The least height and width of the canvas.", per_sample=True,
               min=0.0),
-          Arg("n_channels", "int", 3, "Accepted for DALI compatibility: the images' own channels are kept.",
-              min=1),
-          FILL_VALUE),
+          Arg("n_channels", "int", 3, "The images' channels: fill_value has one value, or this many.", min=1,
+              max=1024),
+          Arg("fill_value", "floats", REQUIRED, "The canvas's colour: one value, or one per channel; whole numbers, "
+              "truncated and cast to uint8 as DALI (-1 is 255).")),
+    checks=(lambda static, per_sample: _check_paste_fill(static),),
     input_names=("images",)))
 
 MULTI_PASTE_TYPES = tuple(np.dtype(name) for name in ("uint8", "int16", "int32", "float32"))
@@ -203,6 +203,11 @@ def erase_fill(fill_value, shape: tuple, layout: str, dtype) -> np.ndarray:
         values = values.reshape([-1 if axis == channels_axis else 1 for axis in range(len(shape))])
     else:
         values = values.reshape(())
+    return cast_as_cpp(values, dtype)
+
+
+def cast_as_cpp(values: np.ndarray, dtype) -> np.ndarray:
+    """Floats converted as DALI's C++ static_cast: truncated towards zero, integers out of range wrapped."""
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
         with np.errstate(invalid="ignore"):
@@ -216,15 +221,6 @@ def check_erase_input(ndim: int | None, dtype, op_name: str) -> None:
         raise ValueError(f"{op_name}: takes samples of 1 to {ERASE_MAX_NDIM} dimensions, got {ndim}")
     if dtype is not None and np.dtype(dtype) not in ERASE_TYPES:
         raise TypeError(f"{op_name}: takes {', '.join(t.name for t in ERASE_TYPES)} data, got {np.dtype(dtype)}")
-
-
-def fill_of(fill_value, channels: int, dtype, op_name: str) -> np.ndarray:
-    """One fill value per channel, converted to the images' type (penstock.numeric's rule)."""
-    values = np.asarray(fill_value, np.float64).ravel()
-    if values.size not in (1, channels):
-        raise ValueError(f"{op_name}: argument 'fill_value': {values.size} values for {channels}-channel images; give "
-                         "one, or one per channel")
-    return numeric.saturate(np.broadcast_to(values, (channels,)).astype(np.float32), dtype)
 
 
 # ---- grid_mask: the grid, shared by both devices -------------------------------------------------
@@ -360,21 +356,48 @@ def paste_placement(height: int, width: int, args: dict) -> tuple[int, int, int,
             int(args["paste_x"] * (canvas_width - width)))
 
 
+def _check_paste_fill(static: dict) -> None:
+    if len(static["fill_value"]) not in (1, static["n_channels"]):
+        raise ArgError(f"argument 'fill_value': {len(static['fill_value'])} values for n_channels="
+                       f"{static['n_channels']}; give one, or one per channel")
+
+
+def paste_fill(fill_value, channels: int, op_name: str) -> np.ndarray:
+    """One uint8 fill value per channel."""
+    values = np.ravel(np.asarray(fill_value, np.float64))
+    if values.size not in (1, channels):
+        raise ValueError(f"{op_name}: argument 'fill_value': {values.size} values for {channels}-channel images; give "
+                         "one, or one per channel")
+    return cast_as_cpp(np.broadcast_to(values, (channels,)), np.uint8)
+
+
+def check_paste_image(ndim: int | None, dtype, op_name: str) -> None:
+    if ndim is not None and ndim != 3:
+        raise ValueError(f"{op_name}: expected HWC images (3 dimensions), got {ndim}")
+    if dtype is not None and np.dtype(dtype) != np.uint8:
+        raise TypeError(f"{op_name}: takes uint8 images, got {np.dtype(dtype)}")
+
+
 class PasteDeclaration:
+    """paste takes uint8 HWC images (or images without a layout) and gives HWC ones."""
+
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        return inputs[0].but(shape=None)
+        spec = inputs[0]
+        check_paste_image(spec.ndim, spec.dtype, self.name)
+        if spec.layout not in ("", "HWC"):
+            raise ValueError(f"{self.name}: expected HWC images, got layout '{spec.layout}'")
+        return spec.but(shape=None, layout="HWC")
 
 
 @registry.register("paste", "cpu")
 class Paste(PasteDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
+        check_paste_image(image.ndim, image.dtype, self.name)
         height, width, channels = image.shape
         canvas_height, canvas_width, top, left = paste_placement(height, width, args)
         canvas = np.empty((canvas_height, canvas_width, channels), image.dtype)
-        canvas[...] = fill_of(args["fill_value"], channels, image.dtype, self.name)
+        canvas[...] = paste_fill(args["fill_value"], channels, self.name)
         canvas[top:top + height, left:left + width] = image
         return canvas
 
@@ -385,11 +408,10 @@ class PasteGpu(PasteDeclaration, BatchOperator):
         import torch
         results = []
         for image, sample_args in zip(tensors_of(inputs[0]), args):
-            if image.dim() != 3:
-                raise ValueError(f"{self.name}: expected an HWC image (3 dimensions), got shape {tuple(image.shape)}")
+            check_paste_image(image.dim(), _numpy_dtype(image), self.name)
             height, width, channels = image.shape
             canvas_height, canvas_width, top, left = paste_placement(height, width, sample_args)
-            fill = fill_of(sample_args["fill_value"], channels, _numpy_dtype(image), self.name)
+            fill = paste_fill(sample_args["fill_value"], channels, self.name)
             canvas = torch.from_numpy(fill).to(image.device).expand(canvas_height, canvas_width, channels).clone()
             canvas[top:top + height, left:left + width] = image
             results.append(canvas)
@@ -593,4 +615,4 @@ class MultiPasteGpu(MultiPasteDeclaration, BatchOperator):
                                 _rounded(torch, window, dtype.kind in "iu"), torch_dtype), self.name)
 
 
-__all__ = ["erase_boxes", "erase_fill", "fill_of", "grid_dark", "grid_row", "paste_placement", "paste_plan"]
+__all__ = ["cast_as_cpp", "erase_boxes", "erase_fill", "paste_fill", "grid_dark", "grid_row", "paste_placement", "paste_plan"]

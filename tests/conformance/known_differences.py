@@ -107,7 +107,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'crop_mirror_normalize[output_layout=WHC]': 'DALI accepts, penstock refuses: ValueError("crop_mirror_normalize: argument \'output_layout\': expected one of \'CHW\', \'HWC\', got \'WHC\' (did you mean...',
     'crop_mirror_normalize[dtype=INT32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # paste
-    'paste[input=f32]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # cast_float
     # constant
     'constant[idata=5]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',

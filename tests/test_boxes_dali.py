@@ -1,0 +1,111 @@
+"""erase, paste, the box operators, segmentation and the random generators against DALI itself: each
+case runs the same program under nvidia.dali and penstock.compat.dali and compares values, types,
+shapes and layouts, or that both refuse it."""
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+
+
+def _run(library: str, build, inputs, layout):
+    """Per output: (list of per-sample arrays, layout); or the exception the program raised.
+    ``inputs``: one batch (a list of samples) per external source, the first with ``layout``."""
+    if library == "dali":
+        from nvidia.dali import fn, pipeline_def, types
+    else:
+        from penstock.compat.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=len(inputs[0]) if inputs else 3, num_threads=1, device_id=None, seed=7)
+    def pipe():
+        data = [fn.external_source(source=lambda batch=batch: batch, batch=True, layout=layout if k == 0 else None)
+                for k, batch in enumerate(inputs)]
+        return build(fn, types, *data)
+    try:
+        pipeline = pipe()
+        pipeline.build()
+        outputs = pipeline.run()
+    except Exception as error:  # DALI raises RuntimeError, ValueError, TypeError or KeyError
+        return error
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return [([np.array(batch.at(i)) for i in range(len(batch))], batch.layout() or "") for batch in outputs]
+
+
+def _same(build, *inputs, layout=None, rtol=0.0, values=True):
+    expected, actual = _run("dali", build, inputs, layout), _run("penstock", build, inputs, layout)
+    if isinstance(expected, Exception):
+        assert isinstance(actual, Exception), f"DALI refuses ({expected!r:.300}), penstock gave {actual}"
+        return
+    assert not isinstance(actual, Exception), f"penstock refuses what DALI accepts: {actual!r}"
+    assert len(actual) == len(expected)
+    for (want, want_layout), (got, got_layout) in zip(expected, actual):
+        assert got_layout == want_layout
+        for w, g in zip(want, got):
+            assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{g.shape} != {w.dtype}{w.shape}"
+            if values:
+                np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=rtol)
+
+
+CHW = [np.arange(1, 41, dtype=np.uint8).reshape(2, 4, 5), np.arange(60, dtype=np.uint8).reshape(3, 4, 5)]
+HWC = [np.arange(24, dtype=np.uint8).reshape(2, 4, 3), (np.arange(60, dtype=np.uint8) * 3).reshape(4, 5, 3)]
+
+
+# ---- erase ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [
+    {"anchor": (1, 2), "shape": (2, 3), "axis_names": "HW"},
+    {"anchor": (1, 2), "shape": (2, 3)},
+    {"anchor": (1,), "shape": (2,), "axes": (1,)},
+    {"anchor": (1.5, 2.5), "shape": (1.4, 1.5), "centered_anchor": True},
+    {"anchor": (-1.5, 0.7), "shape": (2.9, 1.5), "fill_value": 9.7},
+    {"anchor": (0.25, 0.5), "shape": (0.5, 0.3), "normalized": True},
+    {"anchor": (0.25, 0.5), "shape": (2, 1), "normalized_anchor": True},
+    {"anchor": (1, 1, 0, 0), "shape": (-2, 2, 1, 1), "axis_names": "HH"},
+    {"anchor": (0,), "shape": (1,), "axis_names": "C", "fill_value": 300.0},
+])
+def test_erase_chw(kwargs):
+    _same(lambda fn, types, x: fn.erase(x, **kwargs), CHW, layout="CHW")
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"anchor": (1, 1), "shape": (1, 2), "fill_value": (1.5, 2.5, -3.5)},
+    {"anchor": (1,), "shape": (2,), "axis_names": "C", "fill_value": (7, 8, 9)},
+    {"anchor": (1, 1), "shape": (1, 2), "fill_value": (1, 2)},  # refused: 2 fills for 3 channels
+    {"anchor": (1, 1), "shape": (1, 2), "axis_names": "HX"},  # refused: no X in the layout
+    {"anchor": (1, 1), "shape": (2, 2), "normalized": True, "normalized_anchor": False},  # refused
+])
+def test_erase_hwc(kwargs):
+    _same(lambda fn, types, x: fn.erase(x, **kwargs), HWC, layout="HWC")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int32", "int64", "float16", "float32", "float64"])
+def test_erase_types(dtype):
+    samples = [np.arange(12).reshape(3, 4).astype(dtype), np.arange(20).reshape(4, 5).astype(dtype)]
+    _same(lambda fn, types, x: fn.erase(x, anchor=(1, 1), shape=(2, 2), fill_value=-5.5), samples, layout="HW")
+
+
+def test_erase_per_sample_arguments():
+    anchors = [np.float32([1.5, 0.5]), np.float32([0, 2])]
+    shapes = [np.float32([1, 2, 1, 1]), np.float32([2.5, 2])]
+    fills = [np.float32([4]), np.float32([5])]
+    _same(lambda fn, types, x, a, s, f: fn.erase(x, anchor=a, shape=s, fill_value=f, axis_names="HW"), HWC, anchors,
+          shapes, fills, layout="HWC")  # refused: 2 anchors for 4 values of shape
+    _same(lambda fn, types, x, a, s, f: fn.erase(x, anchor=a, shape=s, fill_value=f), HWC, anchors,
+          [np.float32([1, 2]), np.float32([2.5, 2])], fills, layout="HWC", values=True)
+
+
+# ---- paste ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [
+    {"ratio": 2, "fill_value": (7.6, 8, 9)},
+    {"ratio": 2, "fill_value": 300},
+    {"ratio": 2, "fill_value": -1},
+    {"ratio": 1.5, "fill_value": 3, "paste_x": 0.3, "paste_y": 0.7, "min_canvas_size": 5.7},
+    {"ratio": 2},  # refused: fill_value is required
+    {"ratio": 2, "fill_value": (1, 2)},  # refused: neither one value nor n_channels
+])
+def test_paste(kwargs):
+    _same(lambda fn, types, x: fn.paste(x, **kwargs), HWC, layout="HWC")
+
+
+@pytest.mark.parametrize("dtype,layout", [("uint8", None), ("int16", "HWC"), ("float32", "HWC"), ("uint8", "CHW")])
+def test_paste_types_and_layouts(dtype, layout):
+    _same(lambda fn, types, x: fn.paste(x, ratio=2, fill_value=3), [sample.astype(dtype) for sample in HWC],
+          layout=layout)

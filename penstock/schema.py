@@ -172,6 +172,8 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "interp_type": _as_enum(types.DALIInterpType, prefix="INTERP_"),
     "layout": _as_str,
     "any": _as_callable_or_iterable,
+    # a number; given per sample, each sample's array as it is (its shape says how it broadcasts)
+    "tensor": _as_float,
 }
 
 

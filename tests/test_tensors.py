@@ -186,9 +186,16 @@ def test_pad_to_the_batch_or_a_shape_and_permute_batch():
     assert np.array_equal(permuted[0], IMAGES[1]) and np.array_equal(permuted[1], IMAGES[0])
 
 
-def test_on_the_cpu_whole_batch_operators_come_last():
-    with pytest.raises(ValueError, match="flip: takes the output of pad, which works on whole batches"):
-        _run(lambda x: fn.flip(fn.pad(x), horizontal=1), samples=IMAGES)
+def test_on_the_cpu_per_sample_operators_take_what_whole_batch_operators_make():
+    # as DALI: any order; the per-sample ones then run after the whole-batch ones
+    (flipped, converted) = _run(lambda x: (fn.flip(fn.pad(x), horizontal=1),
+                                           fn.cast(fn.flip(fn.pad(x), vertical=1, horizontal=0), dtype=np.float32)),
+                                samples=IMAGES)
+    padded = [np.pad(image, ((0, 5 - image.shape[0]), (0, 6 - image.shape[1]), (0, 0))) for image in IMAGES]
+    for pad, flip, cast in zip(padded, flipped, converted):
+        np.testing.assert_array_equal(flip, pad[:, ::-1])
+        assert cast.dtype == np.float32
+        np.testing.assert_array_equal(cast, pad[::-1])
 
 
 def test_python_values_as_inputs_are_constants():

@@ -64,8 +64,10 @@ class ExecutionPlan:
     @classmethod
     def build(cls, sources: list[Source], steps: list[Step],
               outputs: list[Ref]) -> "ExecutionPlan":
-        cpu_steps = tuple(step for step in steps if not isinstance(step.impl, (BatchOperator, WholeBatchOperator)))
-        whole_batch_steps = tuple(step for step in steps if isinstance(step.impl, WholeBatchOperator))
+        late = _after_whole_batch(steps)
+        cpu_steps = tuple(step for step in steps if not isinstance(step.impl, (BatchOperator, WholeBatchOperator))
+                          and step.key not in late)
+        whole_batch_steps = tuple(step for step in steps if isinstance(step.impl, WholeBatchOperator) or step.key in late)
         gpu_steps = tuple(step for step in steps if isinstance(step.impl, BatchOperator))
         gpu_keys = {step.key for step in gpu_steps}
         prepared_on_cpu = tuple(step for step in gpu_steps if _prepares_on_cpu(step, gpu_keys))
@@ -111,8 +113,22 @@ class ExecutionPlan:
         return bool(requested) and self.can_use_processes
 
 
+def _after_whole_batch(steps: list[Step]) -> set[int]:
+    """The keys of the per-sample CPU operators that take, directly or not, what a whole-batch
+    operator makes: they run after it, sample by sample, with the whole-batch operators (not on the
+    CPU stage, which has finished by then). Operators that route samples stay on the CPU stage."""
+    made = {step.key for step in steps if isinstance(step.impl, WholeBatchOperator)}
+    late = set()
+    for step in steps:  # graph order: a step's producers come before it
+        if isinstance(step.impl, (BatchOperator, WholeBatchOperator)) or step.impl.routes_samples:
+            continue
+        if any(ref[0] in made or ref[0] in late for ref in (*step.inputs, *step.arg_inputs.values())):
+            late.add(step.key)
+    return late
+
+
 def _check_whole_batch_consumers(whole_batch_steps: tuple, per_sample_steps: tuple) -> None:
-    """A per-sample CPU operator cannot take what a whole-batch operator makes: that runs after
+    """The per-sample CPU stage cannot take what a whole-batch operator makes: that runs after
     the batch's per-sample work (contract.WholeBatchOperator)."""
     made = {step.key: step.impl.name for step in whole_batch_steps}
     for step in per_sample_steps:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from penstock.contract import MISSING, BatchArgs, SampleContext
+from penstock.contract import MISSING, BatchArgs, SampleContext, WholeBatchOperator
 from penstock.executor import branches
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
@@ -154,8 +154,11 @@ def run_whole_batch_steps(plan: ExecutionPlan, job: Job, times: StageTimes) -> N
         args = batch_args(impl, {name: branches.present(column, where) for name, column in arg_columns.items()},
                           count) if arg_columns else [impl.args] * count
         started = time.perf_counter()
-        result = as_tuple(call_operator(impl.name, "", impl.run_batch, columns, args,
-                                        branches.take(job.params[step.key], where)), step.num_outputs)
+        params = branches.take(job.params[step.key], where)
+        if isinstance(impl, WholeBatchOperator):
+            result = as_tuple(call_operator(impl.name, "", impl.run_batch, columns, args, params), step.num_outputs)
+        else:  # a per-sample operator after a whole-batch one (plan._after_whole_batch)
+            result = _run_per_sample(impl, step, job, columns, args, params, where)
         times.of_this_thread()[impl.name] += time.perf_counter() - started
         for position, samples in enumerate(result):
             slot = kept.get((step.key, position))
@@ -167,6 +170,20 @@ def run_whole_batch_steps(plan: ExecutionPlan, job: Job, times: StageTimes) -> N
                     full[index] = sample
                 samples = full
             job.values[slot] = list(samples)
+
+
+def _run_per_sample(impl, step: Step, job: Job, columns: list, args, params, where) -> tuple:
+    """A per-sample operator's outputs for the samples of ``columns``, one sample after another."""
+    outputs = [[] for _ in range(step.num_outputs)]
+    for position in range(len(args)):
+        index = position if where is None else where[position]
+        source_info = job.source_infos[index] if job.source_infos else ""
+        sample = SampleContext(index, source_info, None if params is None else params[position])
+        result = as_tuple(call_operator(impl.name, source_info, impl.run, tuple(column[position] for column in columns),
+                                        args[position], sample), step.num_outputs)
+        for output, value in zip(outputs, result):
+            output.append(value)
+    return tuple(outputs)
 
 
 def _not_on_branch(step: Step, inputs: tuple, values: dict) -> bool:
@@ -259,6 +276,8 @@ def _per_sample_value(impl, name: str, value):
     if arg.input_types and array.dtype not in arg.input_types:
         raise TypeError(f"per-sample argument '{name}': expected {' or '.join(np.dtype(t).name for t in arg.input_types)} "
                         f"values, got {array.dtype.name}")
+    if arg.kind == "tensor":
+        return array
     plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
         else array.tolist()
     try:

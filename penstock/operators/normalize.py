@@ -3,7 +3,6 @@
 normalization rules are penstock.numeric's, shared by both devices."""
 from __future__ import annotations
 
-import numbers
 import threading
 
 import numpy as np
@@ -46,42 +45,50 @@ registry.register_schema(OpSchema(
     checks=(_check_mean_std,),
     input_names=("images",)))
 
+# DALI's input and output types of normalize
+NORMALIZE_TYPES = (types.INT8, types.UINT8, types.INT16, types.UINT16, types.INT32, types.UINT32, types.FLOAT)
+
+
 def _check_normalize(static: dict, per_sample: frozenset) -> None:
-    """As DALI: mean and stddev are numbers or per-sample tensors, the latter not with batch=True;
-    axes and axis_names exclude each other."""
+    """As DALI: mean and stddev given per sample not with batch=True; axes not where mean and
+    stddev are both numbers (they then apply to every element); axes name at least one axis."""
     for name in ("mean", "stddev"):
-        value = static.get(name)
-        if name not in per_sample and value is not None and not isinstance(value, numbers.Real):
-            raise ArgError(f"argument '{name}' must be a number, or a per-sample tensor (a DataNode), got {value!r}")
         if name in per_sample and static["batch"]:
             raise ArgError(f"argument '{name}' cannot be given per sample with batch=True")
-    if static.get("stddev") is not None and "stddev" not in per_sample and static["stddev"] < 0:
-        raise ArgError(f"argument 'stddev' must not be negative, got {static['stddev']}")
     if static["axes"] is not None and static["axis_names"] is not None:
         raise ArgError("arguments 'axes' and 'axis_names' exclude each other; give one")
-    if static["dtype"].numpy in (np.float16, np.float64, np.bool_):
-        raise ArgError(f"dtype {np.dtype(static['dtype'].numpy).name} is not an output type of normalize "
-                       "(float32 or integers)")
+    if static.get("mean") is not None and static.get("stddev") is not None and \
+            (static["axes"] is not None or static["axis_names"] is not None):
+        raise ArgError("arguments 'axes' and 'axis_names' cannot be given where 'mean' and 'stddev' are both "
+                       "numbers")
+    if static["axes"] is not None and not static["axes"]:
+        raise ArgError("argument 'axes' must name at least one axis")
 
 
 registry.register_schema(OpSchema(
     name="normalize", class_name="Normalize",
-    doc="(x - mean) / sqrt(stddev^2 + epsilon) * scale + shift; mean and stddev are computed over ``axes`` "
-        "(default all) per sample, or over the whole batch with batch=True, unless given.",
+    doc="(x - mean) * scale / sqrt(stddev^2 + epsilon) + shift, rounded and saturated to ``dtype``; mean and "
+        "stddev are computed over the reduced axes per sample, or over the whole batch with batch=True, unless "
+        "given. Takes int8, uint8, int16, uint16, int32, uint32 and float32 data.",
     args=(
-        Arg("mean", "any", None, "Mean to subtract: a number, or per sample a tensor of the input's number of "
-            "dimensions with extent 1 or the input's on each axis; default computed.", per_sample=True),
-        Arg("stddev", "any", None, "Standard deviation, given as mean is; default computed (around the mean).",
-            per_sample=True),
-        Arg("axes", "ints", None, "Axes the statistics reduce over; default all.", min=0),
+        Arg("mean", "tensor", None, "Mean to subtract: a number, or per sample a float32 tensor of the input's "
+            "number of dimensions, of extent 1 on the reduced axes and the input's on the others; default "
+            "computed.", per_sample=True, input_types=(np.float32,)),
+        Arg("stddev", "tensor", None, "Standard deviation, given as mean is (per sample, of mean's shape); "
+            "default computed around the mean. A given 0 divides (infinities) where it is a number, and gives "
+            "0 where it is per sample, without epsilon.", per_sample=True, input_types=(np.float32,)),
+        Arg("axes", "ints", None, "Axes the statistics reduce over; default the axes of extent 1 of a per-sample "
+            "mean or stddev, else all.", min=0),
         Arg("axis_names", "str", None, "The axes the statistics reduce over by layout name (instead of axes)."),
         Arg("batch", "bool", False, "Statistics over the whole batch (the samples' extents on the other axes must "
             "agree); mean and stddev cannot then be given per sample."),
         Arg("scale", "float", 1.0, "Multiplies the result."),
         Arg("shift", "float", 0.0, "Added after scale."),
-        Arg("epsilon", "float", 0.0, "Added to the variance.", min=0.0),
-        Arg("ddof", "int", 0, "Delta degrees of freedom of the computed variance.", min=0),
-        Arg("dtype", "dtype", types.FLOAT, "Output type: float32 or an integer type (rounded and saturated)."),
+        Arg("epsilon", "float", 0.0, "Added to the variance."),
+        Arg("ddof", "int", 0, "Delta degrees of freedom of a computed variance: the squares' sum / (n - ddof); "
+            "where n <= ddof the variance is 0 (and the output is shift without epsilon)."),
+        Arg("dtype", "dtype", types.FLOAT, "Output type: float32 or an 8-, 16- or 32-bit integer type (rounded and "
+            "saturated).", choices=NORMALIZE_TYPES),
     ),
     checks=(_check_normalize,),
     input_names=("input",)))
@@ -220,9 +227,16 @@ class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, B
             pad_channels=first["pad_output"] and channels == 3)
 
 
+def check_normalize_type(dtype, op_name: str) -> None:
+    if dtype is not None and np.dtype(dtype) not in [kind.numpy for kind in NORMALIZE_TYPES]:
+        raise TypeError(f"{op_name}: takes {', '.join(kind.name.lower() for kind in NORMALIZE_TYPES)} data, got "
+                        f"{np.dtype(dtype).name}")
+
+
 class NormalizeDeclaration:
     def declare_outputs(self, inputs):
         """Resolves axis_names from the input's layout, once."""
+        check_normalize_type(inputs[0].dtype, self.name)
         if self.args["axis_names"] is not None:
             layout, names = inputs[0].layout, self.args["axis_names"]
             if not layout or any(name not in layout for name in names):
@@ -232,68 +246,110 @@ class NormalizeDeclaration:
         return inputs[0].but(dtype=self.args["dtype"].numpy)
 
 
-def _reduced_axes(args: dict, shape) -> tuple:
-    axes = tuple(args["axes"]) if args["axes"] is not None else tuple(range(len(shape)))
-    for axis in axes:
-        if axis >= len(shape):
-            raise ValueError(f"normalize: axis {axis} out of range for a sample of shape {tuple(shape)}")
-    return axes
+def _per_sample(value) -> bool:
+    """Whether mean or stddev was given per sample (the sample's array), not as a number."""
+    return isinstance(value, np.ndarray)
 
 
-def _parameter(xp, value, sample, name: str):
-    """A given mean or stddev as an array that broadcasts against ``sample``: a number, or a per-sample
-    tensor of the sample's dimensions, each of extent 1 or the sample's (DALI's rule)."""
-    array = np.asarray(value, np.float32)
-    if array.ndim and (array.ndim != sample.ndim or any(p not in (1, s) for p, s in zip(array.shape, sample.shape))):
-        raise ValueError(f"normalize: '{name}' of shape {array.shape} for a sample of shape {tuple(sample.shape)}: "
-                         "each extent must be 1 or the sample's")
-    return array if xp is np else xp.as_tensor(array, device=sample.device)
+def _reduced_axes(args: dict, ndim: int) -> tuple:
+    """The axes the statistics reduce over: ``axes``; else (DALI's rule) those where a per-sample
+    mean (or else stddev) has extent 1; else all (also where mean and stddev are both numbers)."""
+    if args["axes"] is not None:
+        for axis in args["axes"]:
+            if axis >= ndim:
+                raise ValueError(f"normalize: axis {axis} is out of range for samples of {ndim} dimensions")
+        return tuple(sorted(set(args["axes"])))
+    given = [value for value in (args["mean"], args["stddev"]) if _per_sample(value)]
+    if given:
+        return tuple(axis for axis, extent in enumerate(given[0].shape) if extent == 1)
+    return tuple(range(ndim))
+
+
+def _parameter(xp, value, sample, axes: tuple, name: str):
+    """A given mean or stddev: a number, or a per-sample tensor of the sample's shape reduced over
+    ``axes`` (DALI's rule: no other broadcasting)."""
+    if not _per_sample(value):
+        return np.float32(value)
+    expected = tuple(1 if axis in axes else extent for axis, extent in enumerate(sample.shape))
+    if value.shape != expected:
+        raise ValueError(f"normalize: '{name}' of shape {value.shape} for a sample of shape {tuple(sample.shape)}: "
+                         f"expected {expected} (extent 1 on the reduced axes {axes}, the sample's on the others)")
+    return value if xp is np else xp.as_tensor(value, device=sample.device)
+
+
+def _total(xp, values, axes: tuple):
+    """Sums over ``axes`` in float64, kept as extents of 1."""
+    if xp is np:
+        return values.sum(axis=axes, keepdims=True, dtype=np.float64)
+    return values.double().sum(dim=axes, keepdim=True) if axes else values.double()
+
+
+def _float32(xp, values):
+    return values.astype(np.float32) if xp is np else values.float()
+
+
+def _keep_zero(xp, values, divided):
+    """``divided`` where ``values`` is not 0, else 0 (DALI's reciprocals of a zero deviation)."""
+    if xp is np:
+        return np.where(values == 0, np.float32(0), divided)
+    return xp.where(values == 0, xp.zeros_like(divided), divided)
+
+
+def _multiplier(xp, args: dict, samples: list, mean, axes: tuple, count: int):
+    """What multiplies x - mean: scale / sqrt(stddev^2 + epsilon), with the stddev given or computed
+    over the samples around ``mean``, each step in float32 as DALI."""
+    scale, epsilon, stddev = np.float32(args["scale"]), np.float32(args["epsilon"]), args["stddev"]
+    if stddev is None:
+        squares = _float32(xp, sum(_total(xp, (sample - mean) ** 2, axes) for sample in samples))
+        if count > args["ddof"]:
+            reciprocal = np.float32(1.0 / (count - args["ddof"]))
+        else:  # no degrees of freedom left: variance 0 (without epsilon, the output is shift)
+            reciprocal, scale = (np.float32(1), np.float32(0)) if epsilon == 0 else (np.float32(0), scale)
+        variance = squares * reciprocal
+        if epsilon:
+            return scale / xp.sqrt(variance + epsilon)
+        return _keep_zero(xp, variance, scale / xp.sqrt(variance))
+    stddev = _parameter(xp, stddev, samples[0], axes, "stddev")
+    if epsilon:
+        return scale / ((stddev * stddev + epsilon) ** 0.5)
+    # a number divides as it is (0 gives infinities); a per-sample 0 gives 0
+    return _keep_zero(xp, stddev, scale / stddev) if _per_sample(args["stddev"]) else scale / stddev
+
+
+def _statistics(xp, samples: list, args: dict) -> tuple:
+    """(mean, multiplier) of ``samples`` (one sample, or the whole batch with batch=True), which
+    share ``args``."""
+    ndim = samples[0].ndim
+    axes = _reduced_axes(args, ndim)
+    count = sum(int(np.prod([sample.shape[axis] for axis in axes])) for sample in samples)
+    if args["mean"] is not None:
+        mean = _parameter(xp, args["mean"], samples[0], axes, "mean")
+    else:
+        mean = _float32(xp, sum(_total(xp, sample, axes) for sample in samples) / max(count, 1))
+    return mean, _multiplier(xp, args, samples, mean, axes, count)
 
 
 def normalize_samples(xp, samples: list, args: list) -> list:
     """The normalized samples (float32 arrays of ``xp``: numpy or torch), with statistics per sample,
     or over all of them with batch=True (the samples' extents on the other axes must agree)."""
-    first = args[0]
     data = [sample.astype(np.float32) if xp is np else sample.to(xp.float32) for sample in samples]
-    axes = _reduced_axes(first, data[0].shape) if data else ()
-
-    def total(values):  # sums over the axes, kept as extents of 1
-        return values.sum(axis=axes, keepdims=True) if xp is np else values.sum(dim=axes, keepdim=True)
-
-    if first["batch"] and data:
+    if not data:
+        return []
+    if args[0]["batch"]:  # the whole batch's statistics: the same extents on the axes kept
+        axes = _reduced_axes(args[0], data[0].ndim)
         kept = [axis for axis in range(data[0].ndim) if axis not in axes]
         for index, sample in enumerate(data):
             if sample.ndim != data[0].ndim or any(sample.shape[axis] != data[0].shape[axis] for axis in kept):
                 raise ValueError(f"normalize: batch=True needs the samples' extents on the axes not reduced to "
                                  f"agree; sample {index} has shape {tuple(sample.shape)}, sample 0 "
                                  f"{tuple(data[0].shape)}")
-        count = sum(int(np.prod([sample.shape[axis] for axis in axes])) for sample in data)
-        mean = _parameter(xp, first["mean"], data[0], "mean") if first["mean"] is not None else \
-            sum(total(sample) for sample in data) / count
-        means = [mean] * len(data)
-        if first["stddev"] is None:
-            variance = sum(total((sample - mean) ** 2) for sample in data) / max(count - first["ddof"], 1)
-            stddevs = [variance ** 0.5] * len(data)
+    with np.errstate(divide="ignore", invalid="ignore"):  # infinities and NaN as DALI gives them
+        if args[0]["batch"]:
+            statistics = [_statistics(xp, data, args[0])] * len(data)
         else:
-            stddevs = [_parameter(xp, first["stddev"], data[0], "stddev")] * len(data)
-    else:
-        means, stddevs = [], []
-        for sample, a in zip(data, args):
-            count = int(np.prod([sample.shape[axis] for axis in _reduced_axes(a, sample.shape)]))
-            mean = _parameter(xp, a["mean"], sample, "mean") if a["mean"] is not None else total(sample) / count
-            means.append(mean)
-            stddevs.append(_parameter(xp, a["stddev"], sample, "stddev") if a["stddev"] is not None else
-                           (total((sample - mean) ** 2) / max(count - a["ddof"], 1)) ** 0.5)
-    results = []
-    for sample, mean, stddev, a in zip(data, means, stddevs, args):
-        denominator = (stddev * stddev + np.float32(a["epsilon"])) ** 0.5
-        if xp is np:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                result = np.where(denominator == 0, np.float32(0), (sample - mean) / denominator)
-        else:
-            result = xp.where(denominator == 0, xp.zeros_like(sample), (sample - mean) / denominator)
-        results.append(result * np.float32(a["scale"]) + np.float32(a["shift"]))
-    return results
+            statistics = [_statistics(xp, [sample], a) for sample, a in zip(data, args)]
+        return [(sample - mean) * multiplier + np.float32(a["shift"])
+                for sample, (mean, multiplier), a in zip(data, statistics, args)]
 
 
 @registry.register("normalize", "cpu")
@@ -305,12 +361,15 @@ class Normalize(NormalizeDeclaration, SampleOperator):
         return object.__new__(NormalizeBatch if args["batch"] else cls)
 
     def run(self, inputs, args, sample, out=None):
+        check_normalize_type(inputs[0].dtype, self.name)
         (result,) = normalize_samples(np, [np.asarray(inputs[0])], [args])
         return numeric.saturate(result, args["dtype"].numpy)
 
 
 class NormalizeBatch(Normalize, WholeBatchOperator):
     def run_batch(self, inputs, args, params):
+        for sample in inputs[0]:
+            check_normalize_type(sample.dtype, self.name)
         return [numeric.saturate(result, a["dtype"].numpy)
                 for result, a in zip(normalize_samples(np, [np.asarray(s) for s in inputs[0]], args), args)]
 

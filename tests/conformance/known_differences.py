@@ -130,8 +130,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # reductions.mean_square
     # reductions.rms
     # normalize
-    'normalize[mean=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
-    'normalize[stddev=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # flip
     # equalize
     # brightness_contrast

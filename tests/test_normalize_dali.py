@@ -1,0 +1,188 @@
+"""normalize and crop_mirror_normalize against DALI itself: each case runs the same program under
+nvidia.dali and penstock.compat.dali and compares values, types, shapes and layouts, or that both
+refuse it."""
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+
+
+def _run(library: str, build, samples, layout):
+    """Per output: (list of per-sample arrays, layout); or the exception the program raised."""
+    if library == "dali":
+        from nvidia.dali import fn, pipeline_def, types
+    else:
+        from penstock.compat.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=7)
+    def pipe():
+        data = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+        return build(fn, types, data)
+    try:
+        pipeline = pipe()
+        pipeline.build()
+        outputs = pipeline.run()
+    except Exception as error:  # DALI raises RuntimeError, ValueError or TypeError
+        return error
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return [([np.array(batch.at(i)) for i in range(len(batch))], batch.layout() or "") for batch in outputs]
+
+
+def _same(build, samples, layout=None, tolerance=1e-5):
+    expected, actual = _run("dali", build, samples, layout), _run("penstock", build, samples, layout)
+    if isinstance(expected, Exception):
+        assert isinstance(actual, Exception), f"DALI refuses ({expected!r:.300}), penstock gave {actual}"
+        return
+    assert not isinstance(actual, Exception), f"penstock refuses what DALI accepts: {actual!r}"
+    assert len(actual) == len(expected)
+    for (want, want_layout), (got, got_layout) in zip(expected, actual):
+        assert got_layout == want_layout
+        for w, g in zip(want, got):
+            assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{g.shape} != {w.dtype}{w.shape}"
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tolerance, atol=tolerance)
+
+
+def _samples(dtype, shapes=((3, 4), (2, 4), (5, 4)), seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return [(rng.random(shape) * 100 - 30).astype(dtype) for shape in shapes]
+    if np.dtype(dtype).kind == "b":
+        return [rng.random(shape) > 0.5 for shape in shapes]
+    info = np.iinfo(dtype)
+    return [rng.integers(max(info.min, -100), min(info.max, 200), shape).astype(dtype) for shape in shapes]
+
+
+FLOATS, UINT8 = _samples(np.float32), _samples(np.uint8)
+UNIFORM = _samples(np.float32, ((3, 4),) * 3, seed=1)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32", "uint32", "float32",
+                                   "float16", "float64", "int64", "bool"])
+def test_normalize_input_types(dtype):
+    _same(lambda fn, types, x: fn.normalize(x), _samples(dtype), "HW")
+
+
+@pytest.mark.parametrize("dtype", ["UINT8", "INT8", "INT16", "UINT16", "INT32", "UINT32", "FLOAT", "FLOAT16",
+                                   "FLOAT64", "INT64", "BOOL"])
+def test_normalize_output_types(dtype):
+    _same(lambda fn, types, x: fn.normalize(x, dtype=getattr(types, dtype), scale=30, shift=50), FLOATS, "HW")
+
+
+def test_normalize_rounds_halves_away_from_zero_and_saturates():
+    values = [np.float32([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 254.6, -300, 1e10]])]
+    for dtype in ("INT8", "UINT8", "INT32"):
+        _same(lambda fn, types, x: fn.normalize(x, dtype=getattr(types, dtype), mean=0, stddev=1), values, "HW",
+              tolerance=0)
+
+
+ARGUMENTS = {
+    "axes 0": {"axes": (0,)}, "axes 1": {"axes": (1,)}, "axes 1,0": {"axes": (1, 0)}, "no axes": {"axes": ()},
+    "axis out of range": {"axes": (2,)}, "negative axis": {"axes": (-1,)},
+    "axis_names W": {"axis_names": "W"}, "axis_names HW": {"axis_names": "HW"}, "axis_names X": {"axis_names": "X"},
+    "axes and axis_names": {"axes": (1,), "axis_names": "W"},
+    "batch": {"batch": True}, "batch axes 0": {"batch": True, "axes": (0,)},
+    "batch, ragged axis kept": {"batch": True, "axes": (1,)},
+    "ddof 1": {"ddof": 1}, "ddof 2 axes 0": {"ddof": 2, "axes": (0,)}, "ddof 3 axes 0": {"ddof": 3, "axes": (0,)},
+    "ddof 3 epsilon": {"ddof": 3, "axes": (0,), "epsilon": 0.25},
+    "batch ddof past the count": {"ddof": 20, "axes": (0,), "batch": True},
+    "batch ddof past the count, epsilon": {"ddof": 20, "axes": (0,), "batch": True, "epsilon": 0.25},
+    "negative ddof": {"ddof": -1}, "epsilon": {"epsilon": 1.0}, "negative epsilon": {"epsilon": -1.0},
+    "scale and shift": {"scale": 3.0, "shift": -2.0}, "scale 0": {"scale": 0.0},
+    "mean": {"mean": 1.0}, "stddev": {"stddev": 2.0}, "mean and stddev": {"mean": 1, "stddev": 2.0},
+    "mean and stddev with axes": {"mean": 1.0, "stddev": 2.0, "axes": (0,)},
+    "mean and stddev with axis_names": {"mean": 1.0, "stddev": 2.0, "axis_names": "H"},
+    "mean with axes": {"mean": 1.0, "axes": (0,)}, "stddev with axes and epsilon": {"stddev": 2.0, "axes": (1,),
+                                                                                  "epsilon": 0.5},
+    "stddev 0": {"stddev": 0.0}, "negative stddev": {"stddev": -2.0}, "stddev 0 epsilon": {"stddev": 0.0,
+                                                                                         "epsilon": 1.0},
+    "mean and stddev epsilon": {"mean": 1.0, "stddev": 3.0, "epsilon": 7.0},
+    "mean list": {"mean": [1.0, 2.0]},
+}
+
+
+@pytest.mark.parametrize("samples", ["float32", "uint8", "uniform"])
+@pytest.mark.parametrize("case", ARGUMENTS)
+def test_normalize_arguments(case, samples):
+    _same(lambda fn, types, x: fn.normalize(x, **ARGUMENTS[case]),
+          {"float32": FLOATS, "uint8": UINT8, "uniform": UNIFORM}[samples], "HW")
+
+
+def _arrays(shapes, base, dtype=np.float32):
+    return [(np.arange(int(np.prod(shape))).reshape(shape) + base + index).astype(dtype)
+            for index, shape in enumerate(shapes)]
+
+
+REDUCED_0, REDUCED_1 = [(1, 4)] * 3, [(3, 1), (2, 1), (5, 1)]
+# name: (arguments, mean's per-sample shapes or None, stddev's or None)
+PER_SAMPLE = {
+    "mean (1, 1)": ({}, [(1, 1)] * 3, None), "mean 0-d": ({}, [()] * 3, None), "mean (1,)": ({}, [(1,)] * 3, None),
+    "mean (1, 1, 1)": ({}, [(1, 1, 1)] * 3, None),
+    "mean reduced over axis 0": ({}, REDUCED_0, None), "mean reduced over axis 1": ({}, REDUCED_1, None),
+    "mean with axes 0": ({"axes": (0,)}, REDUCED_0, None), "mean with other axes": ({"axes": (1,)}, REDUCED_0, None),
+    "mean (1, 1) with axes 0": ({"axes": (0,)}, [(1, 1)] * 3, None),
+    "mean (1, 1) with axes 0, 1": ({"axes": (0, 1)}, [(1, 1)] * 3, None),
+    "mean with axis_names": ({"axis_names": "W"}, REDUCED_1, None),
+    "stddev 0-d": ({}, None, [()] * 3), "stddev (1, 1)": ({}, None, [(1, 1)] * 3),
+    "stddev reduced over axis 0": ({}, None, REDUCED_0), "stddev with axes": ({"axes": (1,)}, None, REDUCED_1),
+    "stddev with epsilon": ({"epsilon": 0.5}, None, REDUCED_0),
+    "both (1, 1)": ({}, [(1, 1)] * 3, [(1, 1)] * 3), "both reduced": ({}, REDUCED_0, REDUCED_0),
+    "shapes that differ": ({}, REDUCED_0, [(1, 1)] * 3),
+    "mean with stddev a number": ({"stddev": 2.0}, REDUCED_0, None),
+    "stddev with mean a number": ({"mean": 1.0}, None, REDUCED_0),
+    "mean, ddof and epsilon": ({"ddof": 1, "epsilon": 0.5}, REDUCED_0, None),
+    "mean with batch=True": ({"batch": True}, [(1, 1)] * 3, None),
+}
+
+
+@pytest.mark.parametrize("case", PER_SAMPLE)
+def test_normalize_per_sample_mean_and_stddev(case):
+    arguments, mean, stddev = PER_SAMPLE[case]
+
+    def build(fn, types, x):
+        given = dict(arguments)
+        for name, shapes, base in (("mean", mean, 1.0), ("stddev", stddev, 2.0)):
+            if shapes is not None:
+                values = _arrays(shapes, base)
+                given[name] = fn.external_source(source=lambda values=values: values, batch=True)
+        return fn.normalize(x, **given)
+    _same(build, FLOATS, "HW")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_normalize_per_sample_mean_is_float32(dtype):
+    _same(lambda fn, types, x: fn.normalize(x, mean=fn.external_source(
+        source=lambda: _arrays(REDUCED_0, 1.0, dtype), batch=True)), FLOATS, "HW")
+
+
+@pytest.mark.parametrize("stddev", [0.0, 3.0])
+@pytest.mark.parametrize("epsilon", [0.0, 1.0])
+def test_normalize_per_sample_stddev_of_zero(stddev, epsilon):
+    _same(lambda fn, types, x: fn.normalize(x, epsilon=epsilon, stddev=fn.external_source(
+        source=lambda: [np.full((1, 4), stddev, np.float32)] * 3, batch=True)), FLOATS, "HW")
+
+
+def test_normalize_takes_statistics_from_a_whole_batch_function():
+    """As DALI's own test: mean and stddev made by a python_function over the whole batch."""
+    def build(fn, types, x):
+        mean = fn.python_function(x, function=lambda batch: [s.mean(0, keepdims=True) + 0.3 for s in batch],
+                                  batch_processing=True)
+        stddev = fn.python_function(x, function=lambda batch: [s.std(0, keepdims=True) * 1.3 for s in batch],
+                                    batch_processing=True)
+        return fn.normalize(x, mean=mean), fn.normalize(x, mean=mean, stddev=stddev, scale=2.0, dtype=types.INT16)
+    _same(build, FLOATS, "HW")
+
+
+def test_normalize_of_empty_samples():
+    empty = [np.zeros((0, 4), np.float32), np.ones((2, 4), np.float32)]
+    _same(lambda fn, types, x: fn.normalize(x), empty, "HW")
+    _same(lambda fn, types, x: fn.normalize(x, axes=(0,)), empty, "HW")
+    _same(lambda fn, types, x: fn.normalize(x, axes=(0,), batch=True), empty, "HW")
+    _same(lambda fn, types, x: fn.normalize(x, mean=5, stddev=1), empty, "HW")
+
+
+@pytest.mark.parametrize("dims", [1, 3, 4])
+def test_normalize_of_other_dimensions(dims):
+    samples = _samples(np.float32, [(2, 3, 4, 2)[:dims], (3, 3, 1, 2)[:dims]])
+    for axes in [(0,), tuple(range(dims)), (dims - 1,)]:
+        _same(lambda fn, types, x: fn.normalize(x, axes=axes, ddof=1), samples)
+        _same(lambda fn, types, x: fn.normalize(x, axes=axes, batch=True), [samples[0], samples[0] * 2])

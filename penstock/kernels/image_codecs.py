@@ -14,7 +14,7 @@ import simplejpeg
 
 from penstock import limits
 from penstock.kernels import image_headers, turbojpeg3
-from penstock.types import DALIImageType
+from penstock.types import DALIDataType, DALIImageType
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _MAGIC = (
@@ -77,6 +77,7 @@ class JpegHeader(NamedTuple):
     cmyk: bool = False  # four components, CMYK or YCCK
     adobe: bool = False  # an Adobe APP14 marker: four components are stored inverted
     orientation: int = 1  # the EXIF orientation, 1 to 8
+    gray: bool = False  # one component
 
 
 def jpeg_header_for_cpu(data: np.ndarray) -> JpegHeader:
@@ -102,7 +103,8 @@ def jpeg_header_for_cpu(data: np.ndarray) -> JpegHeader:
         elif marker == 0xEE and bytes(raw[position + 4:position + 9]) == b"Adobe":
             adobe = True
         position += 2 + length
-    return JpegHeader(height, width, False, False, colorspace in ("CMYK", "YCCK"), adobe, orientation)
+    return JpegHeader(height, width, False, False, colorspace in ("CMYK", "YCCK"), adobe, orientation,
+                      colorspace == "Gray")
 
 
 def jpeg_header(data: np.ndarray) -> JpegHeader:
@@ -128,7 +130,7 @@ def jpeg_header(data: np.ndarray) -> JpegHeader:
                 break
             height, width, components, hardware, gpu = frame
             hardware = hardware and position + 4 < size and raw[position + 4] == components
-            return JpegHeader(height, width, hardware, gpu, components == 4, adobe, orientation)
+            return JpegHeader(height, width, hardware, gpu, components == 4, adobe, orientation, components == 1)
         if marker == 0xE1 and bytes(raw[position + 4:position + 10]) == b"Exif\x00\x00":
             orientation = image_headers.exif_orientation(bytes(raw[position + 10:position + 2 + length]))
         elif marker == 0xEE and bytes(raw[position + 4:position + 9]) == b"Adobe":
@@ -162,15 +164,28 @@ def image_size(data: np.ndarray) -> tuple[int, int]:
 
 def decoded_size(data: np.ndarray, adjust_orientation: bool) -> tuple[int, int]:
     """(height, width) of the image ``decode`` gives, from the header alone: the EXIF orientation of
-    JPEG, PNG and WebP applied with ``adjust_orientation``, TIFF's always (OpenCV applies it)."""
+    JPEG, PNG, WebP and TIFF applied with ``adjust_orientation``."""
     kind = image_format(data)
     if kind == "jpeg":
         header = jpeg_header_for_cpu(data)
         height, width, orientation = header.height, header.width, header.orientation if adjust_orientation else 1
     else:
         height, width = image_size(data)
-        orientation = image_headers.stored_orientation(data, kind) if adjust_orientation or kind == "tiff" else 1
+        orientation = image_headers.stored_orientation(data, kind) if adjust_orientation else 1
     return (width, height) if image_headers.orientation_swaps_axes(orientation) else (height, width)
+
+
+def stored_channels(data: np.ndarray) -> int:
+    """The channels an image stores (what ANY_DATA decodes to), from its header: JPEG's components
+    (1, 3, or 4 for CMYK), the others' as Pillow reads them."""
+    kind = image_format(data)
+    if kind == "jpeg":
+        header = jpeg_header_for_cpu(data)
+        return 1 if header.gray else 4 if header.cmyk else 3
+    try:
+        return image_headers.channels(data)
+    except image_headers.HeaderError as error:
+        raise DecodeError(f"{kind.upper()}: {error}") from None
 
 
 def check_pixels(height: int, width: int, max_pixels: int | None) -> None:
@@ -182,9 +197,11 @@ def check_pixels(height: int, width: int, max_pixels: int | None) -> None:
 
 
 def decode(data: np.ndarray, output_type: DALIImageType, min_height: int = 0, min_width: int = 0,
-           adjust_orientation: bool = False, header: JpegHeader | None = None) -> np.ndarray:
-    """Decodes to HWC uint8 (C = 3, or 1 for GRAY), as stored, or as displayed with
-    ``adjust_orientation`` (the EXIF orientation applied).
+           adjust_orientation: bool = False, header: JpegHeader | None = None,
+           dtype: DALIDataType = DALIDataType.UINT8) -> np.ndarray:
+    """Decodes to HWC ``dtype`` in ``output_type`` (C = 3; 1 for GRAY; ANY_DATA: the file's own
+    channels), as stored, or as displayed with ``adjust_orientation`` (the EXIF orientation
+    applied); ``convert`` says how the values are scaled.
 
     For JPEG, a non-zero min_height / min_width (of the image as stored) lets libjpeg-turbo scale
     down by 1/2, 1/4 or 1/8 in the DCT domain while keeping at least that size, which skips most
@@ -193,24 +210,120 @@ def decode(data: np.ndarray, output_type: DALIImageType, min_height: int = 0, mi
     kind = "jpeg" if header is not None else image_format(data)
     if kind == "jpeg":
         header = header or jpeg_header_for_cpu(data)
-        image = _decode_jpeg(data, output_type, min_height, min_width, header)
+        image = _decode_jpeg(data, _jpeg_colour(output_type, header), min_height, min_width, header)
         orientation = header.orientation if adjust_orientation else 1
-        return image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
-    flag = cv2.IMREAD_GRAYSCALE if output_type is DALIImageType.GRAY else cv2.IMREAD_COLOR
+        image = image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
+    else:
+        image = _decode_other(data, kind, output_type, adjust_orientation)
+    return convert(image, output_type, dtype)
+
+
+def _jpeg_colour(output_type: DALIImageType, header: JpegHeader) -> DALIImageType:
+    """What libjpeg-turbo decodes a JPEG to: YCbCr is made from RGB (or from gray), and a file's
+    own channels are gray or RGB (CMYK files are converted)."""
+    if output_type in (DALIImageType.YCbCr, DALIImageType.ANY_DATA):
+        return DALIImageType.GRAY if header.gray else DALIImageType.RGB
+    return output_type
+
+
+def _decode_other(data: np.ndarray, kind: str, output_type: DALIImageType, adjust_orientation: bool) -> np.ndarray:
+    """Any format but JPEG through OpenCV, at the file's bit depth (8 or 16). TIFF's gray is made
+    from its colours with JPEG's weights, as DALI's TIFF decoder makes it; the file's own channels
+    (ANY_DATA, and YCbCr's source) come unchanged, oriented here (OpenCV leaves them as stored)."""
+    own_channels = output_type in (DALIImageType.YCbCr, DALIImageType.ANY_DATA) or \
+        (kind == "tiff" and output_type is DALIImageType.GRAY)
+    flag = cv2.IMREAD_UNCHANGED if own_channels else \
+        cv2.IMREAD_GRAYSCALE if output_type is DALIImageType.GRAY else cv2.IMREAD_COLOR
     if not adjust_orientation:
         flag |= cv2.IMREAD_IGNORE_ORIENTATION
-    image = cv2.imdecode(data, flag)
+    image = cv2.imdecode(data, flag | cv2.IMREAD_ANYDEPTH if not own_channels else flag)
     if image is None and kind == "gif":  # OpenCV before 4.11 has no GIF decoder
         return _decode_with_pillow(data, output_type)
     if image is None:
         raise DecodeError(f"corrupt or truncated {kind.upper()} data")
-    if image.dtype != np.uint8:
-        image = (image >> 8).astype(np.uint8) if image.dtype == np.uint16 else image.astype(np.uint8)
+    if image.dtype not in (np.uint8, np.uint16):
+        raise DecodeError(f"{kind.upper()} data of {image.dtype} samples; the decoders take 8- and 16-bit images")
     if image.ndim == 2:
-        return image[:, :, None]
-    if output_type is DALIImageType.RGB:
+        image = image[:, :, None]
+    # OpenCV orients TIFF always, the others as its flags ask (never with IMREAD_UNCHANGED)
+    oriented = kind == "tiff" or (adjust_orientation and not own_channels)
+    if oriented != adjust_orientation:
+        orientation = image_headers.stored_orientation(data, kind)
+        image = image_headers.orient(image, orientation if adjust_orientation else
+                                     image_headers.inverse_orientation(orientation))
+    if own_channels:
+        if image.shape[2] >= 3:  # OpenCV's BGR(A) to RGB(A)
+            image = np.concatenate([image[:, :, 2::-1], image[:, :, 3:]], axis=2)
+        if output_type is DALIImageType.GRAY:
+            return image if image.shape[2] < 3 else _rgb_to_gray(image[:, :, :3])
+        return np.ascontiguousarray(image)
+    if output_type is DALIImageType.RGB and image.shape[2] == 3:
         return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
-    return image
+    return np.ascontiguousarray(image)
+
+
+# DALI's conversions after the decode (dali/kernels/imgproc/color_manipulation and dali/core/
+# convert.h), in float32 as there: values scale by the ranges of their types (uint8 0..255, uint16
+# 0..65535, int16 0..32767, float 0..1, ...) and round half away from zero; YCbCr is ITU-R BT.601's
+# (Y in 16..235 of 255, biases 16/256 and 128/256 of the type's range: 0.0625 and 0.5 in float).
+_F32 = np.float32
+
+
+def _range(dtype: np.dtype) -> int:
+    return 1 if dtype.kind == "f" else int(np.iinfo(dtype).max)
+
+
+def _bias_scale(dtype: np.dtype) -> float:
+    """2 to the power of the type's value bits (256 for uint8, 32768 for int16); 1 for float."""
+    return 1.0 if dtype.kind == "f" else 2.0 ** (np.iinfo(dtype).bits - (dtype.kind == "i"))
+
+
+_GRAY_WEIGHTS = (0.299, 0.587, 0.114)
+_YCBCR_WEIGHTS = ((0.25678823529, 0.50412941176, 0.09790588235, 0.0625),
+                  (-0.14822289945, -0.29099278682, 0.43921568627, 0.5),
+                  (0.43921568627, -0.36778831435, -0.07142737192, 0.5))
+
+
+def convert(image: np.ndarray, output_type: DALIImageType, dtype: DALIDataType) -> np.ndarray:
+    """A decoded image (uint8 or uint16: RGB, gray, or the file's own channels) as ``dtype`` in
+    ``output_type``: as DALI converts it."""
+    out = np.dtype(dtype.numpy)
+    if output_type is DALIImageType.YCbCr:
+        return _ycbcr(image, out)
+    if image.dtype == out:
+        return image
+    source = image.astype(_F32)
+    if out.kind == "f":
+        return source * _F32(1 / _range(image.dtype))
+    return _round(source * (_F32(_range(out)) / _F32(_range(image.dtype))), out)
+
+
+def _round(values: np.ndarray, out: np.dtype) -> np.ndarray:
+    """Half away from zero, saturated (DALI's ConvertSat); float stays float."""
+    if out.kind == "f":
+        return values.astype(out)
+    whole = np.floor(values)
+    whole += values - whole >= 0.5
+    limits = np.iinfo(out)
+    return np.clip(whole.astype(np.float64), limits.min, limits.max).astype(out)
+
+
+def _rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
+    source = rgb.astype(_F32)
+    gray = sum(_F32(weight) * source[:, :, index] for index, weight in enumerate(_GRAY_WEIGHTS))
+    return _round(gray, rgb.dtype)[:, :, None]
+
+
+def _ycbcr(image: np.ndarray, out: np.dtype) -> np.ndarray:
+    """RGB (the first three channels) to YCbCr; a gray image (one channel, or two with alpha) is
+    made RGB first, as DALI makes it."""
+    rgb = image[:, :, :3] if image.shape[2] >= 3 else np.repeat(image[:, :, :1], 3, axis=2)
+    factor = _F32(_range(out) / _range(image.dtype))
+    bias = _F32(_bias_scale(out))
+    source = rgb.astype(_F32)
+    planes = [_F32(r) * factor * source[:, :, 0] + _F32(g) * factor * source[:, :, 1] + _F32(b) * factor * source[:, :, 2]
+              + _F32(offset) * bias for r, g, b, offset in _YCBCR_WEIGHTS]
+    return np.stack([_round(plane, out) for plane in planes], axis=2)
 
 
 def _colorspace(output_type: DALIImageType) -> str:
@@ -218,7 +331,8 @@ def _colorspace(output_type: DALIImageType) -> str:
 
 
 def decode_jpeg_window(data: np.ndarray, output_type: DALIImageType, window: tuple[int, int, int, int],
-                       scale: int = 1, adjust_orientation: bool = False, header: JpegHeader | None = None) -> np.ndarray:
+                       scale: int = 1, adjust_orientation: bool = False, header: JpegHeader | None = None,
+                       dtype: DALIDataType = DALIDataType.UINT8) -> np.ndarray:
     """The (top, left, height, width) window of a JPEG, at 1/scale size (scale 1, 2, 4 or 8); with
     ``adjust_orientation``, a window of the image as displayed (EXIF orientation applied).
 
@@ -230,16 +344,17 @@ def decode_jpeg_window(data: np.ndarray, output_type: DALIImageType, window: tup
     if orientation != 1:
         window = image_headers.stored_window(window, header.height, header.width, orientation)
     if turbojpeg3.available():
-        image = _turbojpeg_window(data, output_type, window, scale, header)
+        image = _turbojpeg_window(data, _jpeg_colour(output_type, header), window, scale, header)
     else:
-        image = decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
+        image = decode(data, _jpeg_colour(output_type, header), min_height=-(-header.height // scale) if scale > 1 else 0,
                        min_width=-(-header.width // scale) if scale > 1 else 0, header=header)
         factor_y, factor_x = image.shape[0] / header.height, image.shape[1] / header.width
         top, left, window_height, window_width = window
         top, left = int(top * factor_y), int(left * factor_x)
         image = image[top:top + max(1, int(round(window_height * factor_y))),
                       left:left + max(1, int(round(window_width * factor_x)))]
-    return image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
+    image = image if orientation == 1 else np.ascontiguousarray(image_headers.orient(image, orientation))
+    return convert(image, output_type, dtype)
 
 
 def _turbojpeg_window(data, output_type, window, scale, header: JpegHeader) -> np.ndarray:

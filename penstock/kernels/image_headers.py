@@ -127,6 +127,20 @@ def _pillow_size(raw: bytes) -> tuple[int, int]:
     return height, width
 
 
+def channels(data: np.ndarray) -> int:
+    """The channels an image (not JPEG: image_codecs reads its own) stores, from its header through
+    Pillow: 1 for gray, 2 for gray with alpha, 3 for colour (and palettes), 4 with alpha."""
+    from PIL import Image
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(bytes(data))) as image:
+                return 3 if image.mode == "P" else len(image.getbands())
+        except Exception as error:  # Pillow raises many types for bad headers
+            raise HeaderError(f"cannot read the channels from the header ({type(error).__name__}: {error})") from None
+
+
 _READERS = {"png": _png, "gif": _gif, "bmp": _bmp, "pnm": _pnm, "webp": _webp, "tiff": _tiff,
             "jpeg2000": _jpeg2000}
 
@@ -189,6 +203,12 @@ def _webp_exif(raw: memoryview):
 
 def orientation_swaps_axes(orientation: int) -> bool:
     return orientation >= 5
+
+
+def inverse_orientation(orientation: int) -> int:
+    """The orientation that undoes ``orientation``: the rotations by a quarter turn swap, the
+    flips and transposes undo themselves."""
+    return {6: 8, 8: 6}.get(orientation, orientation)
 
 
 def stored_window(window: tuple, height: int, width: int, orientation: int) -> tuple:

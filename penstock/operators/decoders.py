@@ -23,10 +23,14 @@ from penstock.operators import geometry
 from penstock.operators.tensors import _slice_windows as slice_windows  # slice's window arithmetic, shared
 from penstock.schema import Arg, ArgError, OpSchema, given
 
+# the decoders' output types, as DALI's
+OUTPUT_TYPES = (types.UINT8, types.INT8, types.UINT16, types.INT16, types.UINT32, types.INT32, types.FLOAT)
+
 # Arguments every image decoder takes, documented once.
 DECODER_ARGS = (
-    Arg("output_type", "image_type", types.RGB, "Colour space of the output: RGB, BGR or GRAY.",
-        choices=(types.RGB, types.BGR, types.GRAY)),
+    Arg("output_type", "image_type", types.RGB, "Colour space of the output: RGB, BGR, GRAY, YCbCr (ITU-R BT.601, "
+        "made from RGB, or from gray for one-channel images) or ANY_DATA (the file's own channels: 1 for gray, 3, "
+        "4 with alpha).", choices=(types.RGB, types.BGR, types.GRAY, types.YCbCr, types.ANY_DATA)),
     Arg("device_memory_padding", "int", 16 * 1024 * 1024, "Accepted for DALI compatibility (GPU buffer "
         "growth step); buffers are sized from the data.", min=0),
     Arg("host_memory_padding", "int", 8 * 1024 * 1024, "Accepted for DALI compatibility (pinned buffer "
@@ -72,7 +76,8 @@ DECODER_ARGS = (
         "header claims) decoded: larger ones fail, naming the file and the size, before any memory is "
         "allocated for them (a decompression bomb of a few KiB can claim billions of pixels). The default "
         "is Pillow's MAX_IMAGE_PIXELS; None lifts the limit.", min=1, nullable=True),
-    Arg("dtype", "dtype", types.UINT8, "Output element type; only UINT8 is supported.", choices=(types.UINT8,)),
+    Arg("dtype", "dtype", types.UINT8, "Output element type; values are scaled from the file's range (8 or 16 "
+        "bits) to the type's (0 to 1 for FLOAT), as in DALI.", choices=OUTPUT_TYPES),
 )
 
 RANDOM_CROP_ARGS = (
@@ -187,7 +192,9 @@ class DecoderDeclaration:
 
     def declare_outputs(self, inputs):
         check_encoded_input(self.name, inputs[0])
-        return OutputSpec(np.dtype(np.uint8), 3, "HWC", channels=self.args["output_type"].channels)
+        output_type = self.args["output_type"]
+        return OutputSpec(self.args["dtype"].numpy, 3, "HWC",
+                          channels=None if output_type is types.ANY_DATA else output_type.channels)
 
 
 class ImageDecoder(DecoderDeclaration, SampleOperator):
@@ -211,11 +218,11 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
 
     def run(self, inputs, args, sample, out=None):
         data = encoded_sample(inputs[0])
-        output_type, adjust = args["output_type"], args["adjust_orientation"]
+        output_type, adjust, dtype = args["output_type"], args["adjust_orientation"], args["dtype"]
         kind = image_codecs.image_format(data)
         if kind != "jpeg":
             image_codecs.check_pixels(*image_codecs.image_size(data), args["max_pixels"])
-            image = image_codecs.decode(data, output_type, adjust_orientation=adjust)
+            image = image_codecs.decode(data, output_type, adjust_orientation=adjust, dtype=dtype)
             window = self.window(*image.shape[:2], inputs, args, sample)
             return image if window is None else self._cut(image, window)
         header = image_codecs.jpeg_header_for_cpu(data)
@@ -228,12 +235,12 @@ class ImageDecoder(DecoderDeclaration, SampleOperator):
             scale = self._dct_scale(height, width)
             image = image_codecs.decode(data, output_type, min_height=-(-header.height // scale) if scale > 1 else 0,
                                         min_width=-(-header.width // scale) if scale > 1 else 0,
-                                        adjust_orientation=adjust, header=header)
+                                        adjust_orientation=adjust, header=header, dtype=dtype)
             return _scaled_extent(image, height, width, scale)
         self._check_window(window, height, width)
         scale = self._dct_scale(*window[2:])
         image = image_codecs.decode_jpeg_window(data, output_type, window, scale, adjust_orientation=adjust,
-                                                header=header)
+                                                header=header, dtype=dtype)
         return _scaled_extent(image, *window[2:], scale)
 
     def _check_window(self, window, height: int, width: int) -> None:
@@ -388,9 +395,10 @@ registry.register_schema(OpSchema(
         "same adjust_orientation, and image_type as their output_type), read from its header without "
         "decoding. On the CPU only, as in DALI.",
     args=(Arg("adjust_orientation", "bool", True, "The shape as displayed: the EXIF orientation applied, as the "
-              "decoders apply it (JPEG, PNG, WebP; TIFF's always, as OpenCV decodes it)."),
-          Arg("image_type", "image_type", types.RGB, "The colour space decoded to: 1 channel for GRAY, else 3.",
-              choices=(types.RGB, types.BGR, types.GRAY, types.YCbCr)),
+              "decoders apply it (JPEG, PNG, WebP, TIFF)."),
+          Arg("image_type", "image_type", types.RGB, "The colour space decoded to: 1 channel for GRAY, the file's "
+              "own channels for ANY_DATA, else 3.", choices=(types.RGB, types.BGR, types.GRAY, types.YCbCr,
+                                                             types.ANY_DATA)),
           Arg("dtype", "dtype", types.INT64, "Element type of the shape.", aliases=("type",),
               choices=(types.INT32, types.INT64, types.UINT32, types.UINT64, types.FLOAT, types.FLOAT64))),
     also_named=(("experimental.peek_image_shape", "experimental.PeekImageShape"),)))
@@ -403,8 +411,11 @@ class PeekImageShape(SampleOperator):
         return OutputSpec(self.args["dtype"].numpy, 1, "", (3,))
 
     def run(self, inputs, args, sample, out=None):
-        height, width = image_codecs.decoded_size(encoded_sample(inputs[0]), args["adjust_orientation"])
-        return np.array([height, width, args["image_type"].channels], dtype=args["dtype"].numpy)
+        data = encoded_sample(inputs[0])
+        height, width = image_codecs.decoded_size(data, args["adjust_orientation"])
+        image_type = args["image_type"]
+        channels = image_codecs.stored_channels(data) if image_type is types.ANY_DATA else image_type.channels
+        return np.array([height, width, channels], dtype=args["dtype"].numpy)
 
 
 # The CPU workers' share of a JPEG when cpu_decoder_load is not given, from a model of what each

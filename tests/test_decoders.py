@@ -501,3 +501,15 @@ def test_a_jpeg_cut_inside_its_frame_header_is_a_decode_error(progressive):
     for cut in range(frame + 4, frame + 12):
         with pytest.raises(image_codecs.DecodeError):
             image_codecs.decode(data[:cut].copy(), types.RGB)
+
+
+def test_random_area_given_as_one_value_is_that_share_and_empty_ranges_are_refused():
+    """DALI's single-or-pair arguments: random_area=a is [a, a]; ranges low > high are refused."""
+    sample = np.frombuffer(encode(smooth_image(40, 60), "PNG"), np.uint8)
+    windows = run_operator(fn.decoders.image_random_crop, [sample] * 4, random_area=0.3, random_aspect_ratio=1.0)
+    for window in windows:
+        side = math.sqrt(0.3 * 40 * 60)  # square windows of 30% of the area
+        assert abs(window.shape[0] - side) <= 1 and abs(window.shape[1] - side) <= 1
+    for name, values in (("random_area", (0.5, 0.3)), ("random_aspect_ratio", (2.0, 1.0))):
+        with pytest.raises(ValueError, match=f"image_random_crop.*{name}.*empty"):
+            run_operator(fn.decoders.image_random_crop, [sample], **{name: values})

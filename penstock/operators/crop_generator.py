@@ -22,14 +22,24 @@ F32 = np.float32
 INPUT_TYPES = tuple(np.dtype(name) for name in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "int64"))
 
 
-def _ordered_ranges(static: dict, per_sample: frozenset) -> None:
+# The ranges of a random window, shared by random_crop_generator, decoders.image_random_crop and
+# random_resized_crop (DALI's RandomCropAttr), documented once.
+RANGE_ARGS = (
+    Arg("random_area", "floats", (0.08, 1.0), "Range [min, max] of the window's share of the image's area "
+        "(one value: that share).", length=(1, 2)),
+    Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "Range [min, max] of the window's width / height "
+        "(one value: that ratio), drawn uniformly on a log scale.", length=(1, 2), min=1e-30),
+)
+
+
+def ordered_ranges(static: dict, per_sample: frozenset) -> None:
     for name in ("random_area", "random_aspect_ratio"):
-        low, high = _range(static[name])
+        low, high = value_range(static[name])
         if low > high:
             raise ArgError(f"argument '{name}': the range [{low}, {high}] is empty")
 
 
-def _range(values: tuple) -> tuple[float, float]:
+def value_range(values: tuple) -> tuple[float, float]:
     """One value stands for both ends (DALI's single-or-pair arguments)."""
     return (values[0], values[-1])
 
@@ -41,13 +51,10 @@ registry.register_schema(OpSchema(
         "outputs, the anchor and the shape, each (y, x): a window of a random share of the area and a random "
         "aspect ratio (width / height), chosen as DALI chooses it. Feed them to slice (axes=[0, 1]) or to a "
         "decoder's window.",
-    args=(Arg("random_area", "floats", (0.08, 1.0), "Range [min, max] of the window's share of the image's area "
-              "(one value: that share).", length=(1, 2)),
-          Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "Range [min, max] of the window's width / height "
-              "(one value: that ratio), drawn uniformly on a log scale.", length=(1, 2), min=1e-30),
+    args=(*RANGE_ARGS,
           Arg("num_attempts", "int", 10, "Draws of a window before falling back to the whole image (clamped to the "
               "ratio range and shrunk to the largest area).", min=0)),
-    checks=(_ordered_ranges,)))
+    checks=(ordered_ranges,)))
 
 
 def crop_window(height: int, width: int, blocks, attempts: int, area_range, ratio_range) -> tuple[tuple, tuple]:
@@ -120,5 +127,5 @@ class RandomCropGenerator(SampleOperator):
         if shape.ndim != 1 or len(shape) not in (2, 3):
             raise ValueError(f"expected an image shape of 2 or 3 values (HW or HWC), got an array of shape {shape.shape}")
         anchor, size = crop_window(int(np.int32(shape[0])), int(np.int32(shape[1])), sample.params, args["num_attempts"],
-                                   _range(args["random_area"]), _range(args["random_aspect_ratio"]))
+                                   value_range(args["random_area"]), value_range(args["random_aspect_ratio"]))
         return np.array(anchor, np.int32), np.array(size, np.int32)

@@ -19,7 +19,7 @@ from penstock import devices, distributed, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image, image_codecs, image_headers
-from penstock.operators import geometry
+from penstock.operators import crop_generator, geometry
 from penstock.operators.tensors import _slice_windows as slice_windows  # slice's window arithmetic, shared
 from penstock.schema import Arg, ArgError, OpSchema, given
 
@@ -81,10 +81,7 @@ DECODER_ARGS = (
 )
 
 RANDOM_CROP_ARGS = (
-    Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "Range [min, max] of the crop's width/height.",
-        length=(2,), min=0.0),
-    Arg("random_area", "floats", (0.08, 1.0), "Range [min, max] of the crop's share of the image area.",
-        length=(2,), min=0.0, max=1.0),
+    *crop_generator.RANGE_ARGS,
     Arg("num_attempts", "int", 10, "Tries to find a window that fits before falling back to a "
         "centred crop of the image's shape clamped to the aspect range.", min=1),
 )
@@ -130,7 +127,7 @@ _decoder_schema("decoders.image", "decoders.Image",
 _decoder_schema("decoders.image_random_crop", "decoders.ImageRandomCrop",
                 "Decodes a random window of each image (the RandomResizedCrop window: a random area and "
                 "aspect ratio), chosen from the image's header before decoding so that only the window "
-                "is produced.", RANDOM_CROP_ARGS)
+                "is produced.", RANDOM_CROP_ARGS, checks=(crop_generator.ordered_ranges,))
 _decoder_schema("decoders.image_crop", "decoders.ImageCrop",
                 "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS,
                 checks=geometry.WINDOW_REQUIRED)
@@ -152,10 +149,11 @@ def random_crop_window(height: int, width: int, draws: np.ndarray, aspect_range,
     aspect range, centred (torchvision's and DALI's fallback).
     """
     area = height * width
-    low_area, high_area = area_range
+    low_area, high_area = crop_generator.value_range(area_range)
+    aspect_range = crop_generator.value_range(aspect_range)
     log_low, log_high = math.log(aspect_range[0]), math.log(aspect_range[1])
     for area_draw, ratio_draw, y_draw, x_draw in draws:
-        target_area = area * (low_area + (high_area - low_area) * area_draw)
+        target_area = max(0.0, area * (low_area + (high_area - low_area) * area_draw))
         ratio = math.exp(log_low + (log_high - log_low) * ratio_draw)
         crop_width = int(round(math.sqrt(target_area * ratio)))
         crop_height = int(round(math.sqrt(target_area / ratio)))

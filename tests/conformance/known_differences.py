@@ -53,7 +53,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'random_resized_crop[interp_type=INTERP_CUBIC]': 'std 28.089638263562204 (DALI 17.936479341955977)',
     'random_resized_crop[random_area=0.05,1.0]': 'std 27.781752970769467 (DALI 14.934266233823086)',
     'random_resized_crop[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('random_resized_crop failed: ValueError: random_resized_crop: expected an HWC image (3 dimensions), g...",
-    'random_resized_crop[random_area=0.3]': 'DALI accepts, penstock refuses: ValueError("random_resized_crop: argument \'random_area\': expected 2 values, got 1")',
     # gaussian_blur
     # laplacian
     # filter
@@ -145,7 +144,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'decoders.image_crop[rounding=truncate]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'rounding\'; it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, crop_pos_y, crop_w, device, dev',
     'decoders.image_crop_wh[crop_d=3.0]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_d\' (did you mean \'crop_w\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, crop_pos',
     'decoders.image_crop_wh[crop_pos_z=0.5]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_pos_z\' (did you mean \'crop_pos_y\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, ',
-    'decoders.image_random_crop[random_area=0.3]': 'DALI accepts, penstock refuses: ValueError("decoders.image_random_crop: argument \'random_area\': expected 2 values, got 1")',
     'readers.file[tensor_init_bytes=1024]': 'DALI accepts, penstock refuses: TypeError("readers.file: unknown argument \'tensor_init_bytes\'; it takes bytes_per_sample_hint, case_sensitive_filter, device, dir_filters, dont_use_mmap, file_filters, file_list, file_root, files, initial_fill, labels, lazy_init, name, num_shards, pad_last_batch, pref',
     'readers.file_shards[base]': 'output 0: shapes [(210,), (916,), (828,), (312,), (210,), (916,), (774,), (242,), (855,)], DALI [(210,), (916,), (828,), (312,), (774,), (242,), (855,), (210,), (916,)]',
     'readers.file_shards[shard_id=0]': 'output 0: shapes [(774,), (242,), (855,), (774,), (242,), (855,), (210,), (916,), (828,)], DALI [(774,), (242,), (855,), (210,), (916,), (828,), (312,), (774,), (242,)]',

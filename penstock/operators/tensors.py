@@ -22,6 +22,8 @@ LAYOUT_ARG = Arg("layout", "str", "", "Layout of the output ('' keeps none).")
 # the element types DALI takes for per-sample arguments (argument inputs) and slice's anchor and shape inputs
 INT32, FLOAT32 = (np.dtype(np.int32),), (np.dtype(np.float32),)
 ANCHOR_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32))
+INTEGER_TYPES = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+                                            np.uint64))
 
 
 def _shapes(xp, args, sample):
@@ -57,7 +59,7 @@ def _reshaped(args, shape: tuple) -> list:
             raise ValueError(f"src_dims {list(src_dims)} name dimensions a {ndim}-dimensional sample "
                              "does not have (-1 adds one of extent 1)")
         left_out = [dim for dim in range(ndim) if dim not in src_dims and shape[dim] != 1]
-        if args["rel_shape"] is None and left_out:
+        if args["rel_shape"] is None and args["shape"] is None and left_out:
             raise ValueError(f"src_dims {list(src_dims)} leave out dimension {left_out[0]} of extent "
                              f"{shape[left_out[0]]} (only extents of 1 may be left out)")
     if args["shape"] is not None:
@@ -93,30 +95,62 @@ def _reshape(xp, args, sample):
     return sample.reshape(tuple(shape))
 
 
+def _type_name(dtype) -> str:
+    return np.dtype(dtype).name if isinstance(dtype, np.dtype) else np.dtype(types.to_numpy_dtype(dtype)).name
+
+
 def _reinterpret(xp, args, sample):
-    """The sample's bytes as ``dtype`` (a type of another size changes the last axis, as numpy's
-    view does), then reshaped as reshape does."""
-    if args["dtype"] is not None:
-        target = _int_type(xp, args["dtype"].numpy)
-        source_size = sample.dtype.itemsize
-        target_size = np.dtype(args["dtype"].numpy).itemsize
-        if source_size != target_size and (sample.ndim == 0 or sample.shape[-1] * source_size % target_size):
-            raise ValueError(f"a sample of shape {tuple(sample.shape)} and type {sample.dtype} does not hold a whole "
-                             f"number of {np.dtype(args['dtype'].numpy).name} values in its last axis; give a shape")
-        if sample.ndim == 0:
-            sample = sample.reshape(1)
-        sample = (np.ascontiguousarray(sample) if xp is np else sample.contiguous()).view(target)
-    return _reshape(xp, args, sample)
+    """The sample's bytes as ``dtype``, shaped as DALI shapes them: a shape or rel_shape (of the input's
+    extents) gives the output's extents in the new type, which must hold the same bytes; else (the
+    input's shape, or src_dims') the last axis holds as many bytes as before."""
+    source_size = sample.dtype.itemsize if xp is np else sample.element_size()
+    target = sample.dtype if args["dtype"] is None else _int_type(xp, args["dtype"].numpy)
+    target_size = np.dtype(args["dtype"].numpy).itemsize if args["dtype"] is not None else source_size
+    shape, size = _reshaped(args, tuple(sample.shape)), int(np.prod(sample.shape)) * source_size
+    if args["shape"] is None and args["rel_shape"] is None:
+        if target_size != source_size:
+            if not shape or shape[-1] * source_size % target_size:
+                raise ValueError(f"the last axis of a sample of shape {tuple(shape)} and type {_type_name(sample.dtype)} "
+                                 f"does not hold a whole number of {np.dtype(args['dtype'].numpy).name} values; "
+                                 "give a shape")
+            shape[-1] = shape[-1] * source_size // target_size
+    else:
+        if -1 in shape:
+            others = int(np.prod([extent for extent in shape if extent != -1]))
+            if others == 0:
+                raise ValueError(f"cannot infer the extent of {tuple(shape)} for a sample of shape "
+                                 f"{tuple(sample.shape)}")
+            shape[shape.index(-1)] = size // (others * target_size)
+        if int(np.prod(shape)) * target_size != size:
+            raise ValueError(f"a sample of shape {tuple(sample.shape)} holds {size} bytes, the shape {tuple(shape)} "
+                             f"of {target_size}-byte elements {int(np.prod(shape)) * target_size}")
+    flat = (np.ascontiguousarray(sample) if xp is np else sample.contiguous()).reshape(-1)
+    return flat.view(target).reshape(tuple(shape))
+
+
+def _kept_dims(axes, ndim: int) -> list[int]:
+    """The dimensions squeeze keeps, found as DALI finds them: walking the dimensions and the sorted
+    axes together, so that a negative axis (first once sorted) stops any from being removed and
+    axes past the end are passed over."""
+    axes = sorted(axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axes {tuple(axes)} name a dimension twice")
+    kept, next_axis = [], 0
+    for dim in range(ndim):
+        if next_axis < len(axes) and axes[next_axis] == dim:
+            next_axis += 1
+        else:
+            kept.append(dim)
+    return kept
 
 
 def _squeeze(xp, args, sample):
-    axes = {_axis(axis, sample.ndim, "axis") for axis in args["axes"]}
-    for axis in sorted(axes, reverse=True):
-        if sample.shape[axis] != 1:
-            raise ValueError(f"axis {axis} of a sample of shape {tuple(sample.shape)} has size "
-                             f"{sample.shape[axis]}, not 1")
-        sample = sample.reshape(tuple(sample.shape[:axis]) + tuple(sample.shape[axis + 1:]))
-    return sample
+    kept = _kept_dims(args["axes"], sample.ndim)
+    removed = [dim for dim in range(sample.ndim) if dim not in kept and sample.shape[dim] != 1]
+    if removed:
+        raise ValueError(f"axis {removed[0]} of a sample of shape {tuple(sample.shape)} has size "
+                         f"{sample.shape[removed[0]]}, not 1")
+    return sample.reshape(tuple(sample.shape[dim] for dim in kept))
 
 
 def _expand_dims(xp, args, sample):
@@ -475,8 +509,10 @@ def _declare_reshape(impl, inputs):
             raise ValueError(f"{impl.name}: layout '{args['layout']}' has {len(args['layout'])} axes for "
                              f"{ndim}-dimensional outputs")
         layout = args["layout"]
+    elif ndim is None:  # a shape given per sample: DALI keeps the input's layout (and fails where it does not fit)
+        layout = spec.layout
     else:
-        layout = spec.layout if ndim is not None and len(spec.layout) == ndim else ""
+        layout = spec.layout if len(spec.layout) == ndim else ""
     dtype = spec.dtype if args.get("dtype") is None else np.dtype(args["dtype"].numpy)
     return OutputSpec(dtype, ndim, layout)
 
@@ -486,9 +522,10 @@ def _declare_squeeze(impl, inputs):
     if impl.args["axis_names"] is not None:
         impl.args = {**impl.args, "axes": _named_axes(impl, layout, impl.args["axis_names"])}
     ndim = len(layout) or inputs[0].ndim
-    removed = {axis % ndim for axis in impl.args["axes"]} if ndim else set()
-    return OutputSpec(inputs[0].dtype, ndim - len(removed) if ndim else None,
-                      "".join(name for axis, name in enumerate(layout) if axis not in removed))
+    if ndim is None:
+        return OutputSpec(inputs[0].dtype, None, "")
+    kept = _kept_dims(impl.args["axes"], ndim)
+    return OutputSpec(inputs[0].dtype, len(kept), "".join(layout[dim] for dim in kept) if layout else "")
 
 
 def _declare_expand_dims(impl, inputs):
@@ -578,8 +615,6 @@ def _one_shape_form(static: dict, per_sample: frozenset) -> None:
     named = [name for name in ("shape", "rel_shape") if supplied(name)]
     if len(named) > 1:
         raise ArgError("the shape input, 'shape' and 'rel_shape' exclude each other; give one")
-    if supplied("shape") and supplied("src_dims"):
-        raise ArgError("'src_dims' goes with 'rel_shape' or alone, not with 'shape'")
     if not any(supplied(name) for name in ("shape", "rel_shape", "src_dims", "dtype")) \
             and static.get("layout") is None:
         raise ArgError("give a new shape (the shape input, 'shape', 'rel_shape' or 'src_dims'), 'layout'"
@@ -629,11 +664,13 @@ def _one_hot_type(static: dict, per_sample: frozenset) -> None:
 
 
 RESHAPE_ARGS = (Arg("shape", "ints", None, "The new shape (one negative extent: the rest of the volume); also the "
-                    "second input.", per_sample=True),
+                    "second input (of any integer type).", per_sample=True, input_types=INTEGER_TYPES),
                 Arg("rel_shape", "floats", None, "The new shape as factors of the input's extents (of those of "
-                    "src_dims where given; one negative factor: the rest of the volume).", per_sample=True),
+                    "src_dims where given; one negative factor: the rest of the volume).", per_sample=True,
+                    input_types=FLOAT32),
                 Arg("src_dims", "ints", None, "The input's dimensions in the output's order (-1 adds one of extent "
-                    "1; dimensions left out must have extent 1)."),
+                    "1; dimensions left out must have extent 1); with shape, only checked to name dimensions of "
+                    "the input."),
                 Arg("layout", "str", None, "Layout of the output (default: the input's where the number of "
                     "dimensions stays, else none; '' clears it)."))
 JOIN_LIMIT = 999  # inputs of cat and stack, as DALI's
@@ -655,7 +692,8 @@ OPERATORS = {
                                                "the input's)."), *RESHAPE_ARGS),
                     "Each sample's bytes read as another type (``dtype``: a type of another size changes the last "
                     "axis's extent, as numpy's view does) and/or with another shape, as reshape gives."),
-    "squeeze": (_squeeze, (1, 1), (Arg("axes", "ints", None, "Axes of extent 1 to remove.", min=0),
+    "squeeze": (_squeeze, (1, 1), (Arg("axes", "ints", None, "Axes of extent 1 to remove (as DALI: a negative "
+                                   "axis leaves every axis, and axes past the last are passed over)."),
                                    _axis_names_arg("The axes to remove by layout name (instead of axes).")),
                 "Each sample without the given axes of extent 1; the layout loses their names."),
     "expand_dims": (_expand_dims, (1, 1), (Arg("axes", "ints", REQUIRED, "Where the new axes of extent 1 go (indices "

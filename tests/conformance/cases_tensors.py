@@ -53,10 +53,11 @@ SPECS = [
     }),
     Spec("reinterpret", (tensors([(2, 4), (3, 4)], "uint8"),), {"dtype": "types.INT16"}, grid={
         "dtype": ["types.UINT8", "types.FLOAT"],
-        "shape": [(-1,), (4, 2)], "rel_shape": [(1.0, 0.5)], "src_dims": [(1, 0)], "layout": ["AB"],
+        "shape": [(-1,), (4, 2), (2, -1), (4, 4)], "rel_shape": [(1.0, 0.5), (0.5, 1.0), (1.0, 1.0)],
+        "src_dims": [(1, 0), (-1, 0, 1)], "layout": ["AB"],
     }),
     Spec("squeeze", (tensors([(1, 3, 1), (1, 4, 1)]),), {"axes": (0,)}, grid={
-        "axes": [(0, 2), (1,), (-1,)], "axis_names": ["A"],
+        "axes": [(0, 2), (1,), (-1,), (2, -1), (2, 5), (2, 2)], "axis_names": ["A"],
         "@input": {"layout": (tensors([(1, 3, 1), (1, 4, 1)], layout="ABC"),)},
     }),
     Spec("expand_dims", (tensors([(3,), (4,)], layout="W"),), {"axes": (0,)}, grid={

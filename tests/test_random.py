@@ -274,7 +274,7 @@ def test_per_sample_parameters_give_the_numbers_of_fixed_ones():
         probability = fn.external_source(source=lambda: [np.float32(0.3)] * 3, batch=True)
         return (fn.random.coin_flip(probability=0.3, shape=(40,), seed=9),
                 fn.random.coin_flip(probability=probability, shape=(40,), seed=9),
-                fn.random.normal(mean=1.0, seed=10), fn.random.normal(mean=fn.random.uniform(range=(1, 1)), seed=10))
+                fn.random.normal(mean=1.0, seed=10), fn.random.normal(mean=fn.random.uniform(values=(1.0,)), seed=10))
     fixed_flips, flips, fixed_normal, normal = _generated(build, SHAPED)
     for fixed, per_sample in ((fixed_flips, flips), (fixed_normal, normal)):
         for a, b in zip(fixed, per_sample):
@@ -287,3 +287,23 @@ def test_eager_calls_take_the_shape_like_input():
     values = eager.random.uniform(samples, range=(5.0, 6.0))
     assert [np.asarray(value).shape for value in values] == [(2, 3), (4,)]
     assert all(np.all((np.asarray(value) >= 5.0) & (np.asarray(value) < 6.0)) for value in values)
+
+
+@pytest.mark.parametrize("range_,dtype,low,high", [
+    ((0.2, 3.7), types.UINT16, 0, 3),  # ends truncated: [0, 3)
+    ((-200.0, 100.0), types.INT8, 56, 100),  # -200 wraps to 56
+    ((-1.0, 1.0), types.UINT8, 1, 255),  # -1 wraps to 255: [255, 1) draws 1..255
+])
+def test_uniform_integer_range_ends_cast_first(range_, dtype, low, high):
+    # as DALI: the range's ends are cast to the integer type (C++: truncated, wrapped), then the
+    # drawn values are rounded, so the two ends come half as often as the values between
+    values = draw(lambda: fn.random.uniform(range=range_, dtype=dtype, shape=(100,)), iterations=4).ravel()
+    assert values.min() == low and values.max() == high
+    counts = np.bincount(values.astype(np.int64) - low)
+    inner = counts[1:-1].mean()
+    assert abs(counts[0] / inner - 0.5) < 0.2 and abs(counts[-1] / inner - 0.5) < 0.2
+
+
+def test_uniform_empty_range_refused():
+    with pytest.raises(ValueError, match="random.uniform.*'range'"):
+        fn.random.uniform(range=(1.0, 1.0))

@@ -17,6 +17,7 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import (ArrayColumn, BatchOperator, OutputSpec, SampleContext, SampleOperator, SourceBatch,
                                SourceOperator, keyed_stream, random_stream)
+from penstock.operators.erase_paste import cast_as_cpp
 from penstock.schema import Arg, ArgError, OpSchema
 
 SHAPE_ARG = Arg("shape", "ints", None, "Shape of each sample's values (fixed, or per sample); default a scalar, or "
@@ -51,8 +52,8 @@ def _schema(name, class_name, doc, args, default_dtype, checks=()):
 def _check_range(static: dict, per_sample: frozenset) -> None:
     if "range" not in per_sample:
         low, high = static.get("range")
-        if high < low:
-            raise ArgError(f"argument 'range' must be [low, high] with low <= high, got {static['range']}")
+        if high <= low:
+            raise ArgError(f"argument 'range' must be [low, high) with low < high, got {static['range']}")
     if static.get("values") is not None and not static["values"]:
         raise ArgError("argument 'values' must hold at least one value")
     if "values" in per_sample and "range" in per_sample:
@@ -231,8 +232,11 @@ def _uniform(xp, u, args):
         table = xp.as_tensor(values, dtype=u.dtype, device=u.device)
         return table[xp.clamp((u * len(values)).long(), max=len(values) - 1)]
     low, high = args["range"]
-    if high < low:
-        raise ValueError(f"range {list(args['range'])} must be [low, high] with low <= high")
+    if high <= low:
+        raise ValueError(f"random.uniform: argument 'range': {list(args['range'])} must be [low, high) with low < high")
+    dtype = np.dtype(args["dtype"].numpy)
+    if dtype.kind in "iu":  # DALI casts the ends to the output type first (C++: truncated, wrapped)
+        low, high = (float(cast_as_cpp(np.float64(end), dtype)) for end in (low, high))
     return low + (high - low) * u
 
 

@@ -408,3 +408,20 @@ def test_random_values_per_sample_lie_in_their_ranges(name, low, high):
         lows, highs = np.broadcast_to(low, len(samples)), np.broadcast_to(high, len(samples))
         for sample, lo, hi in zip(samples, lows, highs):
             assert lo <= sample.min() and sample.max() <= hi, (library, sample, lo, hi)
+
+
+CONSTANTS = {
+    "fdata": lambda fn, t, x: fn.constant(fdata=[1.0, 2.5], device="cpu"),
+    "idata in uint8": lambda fn, t, x: fn.constant(idata=[1, 300, -1], dtype=t.UINT8, device="cpu"),
+    "fdata and idata refused": lambda fn, t, x: fn.constant(fdata=[1.0], idata=[1], device="cpu"),
+    "layout of the shape": lambda fn, t, x: fn.constant(fdata=[1.0, 2.0, 3.0, 4.0], shape=[2, 2], layout="HW",
+                                                        device="cpu"),
+    "layout of other axes refused": lambda fn, t, x: fn.constant(fdata=[1.0, 2.0], layout="HW", device="cpu"),
+    "float64 refused": lambda fn, t, x: fn.constant(fdata=[1.0, 2.0], dtype=t.FLOAT64, device="cpu"),
+    "float16": lambda fn, t, x: fn.constant(fdata=[1.0, 2.0], dtype=t.FLOAT16, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTANTS))
+def test_constant(name):
+    _same(lambda fn, t, x: (x, CONSTANTS[name](fn, t, x)), IMAGES, "HWC")

@@ -966,6 +966,24 @@ registry.register_schema(OpSchema(
           LAYOUT_ARG)))
 
 
+CONSTANT_TYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                             np.int64, np.uint64, np.float32, np.float16))
+
+
+def _check_dali_constant(args) -> None:
+    """fdata or idata, not both; a layout of one name per axis; DALI's element types."""
+    if args["fdata"] is not None and args["idata"] is not None:
+        raise ValueError("constant: arguments 'fdata' and 'idata' exclude each other; give one")
+    values = args["fdata"] if args["fdata"] is not None else args["idata"]
+    ndim = len(args["shape"]) if args["shape"] is not None else 1
+    if args["layout"] and len(args["layout"]) != ndim:
+        raise ValueError(f"constant: layout '{args['layout']}' has {len(args['layout'])} axes for "
+                         f"{ndim}-dimensional outputs ({len(values)} values)")
+    if args["dtype"] is not None and np.dtype(args["dtype"].numpy) not in CONSTANT_TYPES:
+        raise TypeError(f"constant: dtype {np.dtype(args['dtype'].numpy).name} is not an output type; it takes "
+                        f"{', '.join(t.name for t in CONSTANT_TYPES)}")
+
+
 @registry.register("constant", "cpu")
 class Constant(SourceOperator):
     fits_any_batch = True
@@ -976,6 +994,8 @@ class Constant(SourceOperator):
             else args["idata"]
         if data is None:
             raise ValueError("constant: give value, fdata or idata")
+        if args["value"] is None:  # DALI's arguments, with DALI's rules
+            _check_dali_constant(args)
         default = np.float32 if args["fdata"] is not None else np.int32 if args["idata"] is not None else None
         dtype = args["dtype"].numpy if args["dtype"] is not None else default
         # converted as DALI converts: rounded to nearest and saturated (idata=-1 as uint8 is 0)

@@ -108,10 +108,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # paste
     # cast_float
     # constant
-    'constant[idata=5]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'constant[idata=1,2,3,4]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'constant[layout=HW]': 'DALI refuses (RuntimeError: error when building pipeline), penstock accepts',
-    'constant[dtype=FLOAT64]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # full
     'full[shape=]': "DALI accepts, penstock refuses: PipelineError('full failed: ValueError: a fill value of shape (1,) does not broadcast to the shape ()')",
     # slice

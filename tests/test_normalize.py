@@ -25,8 +25,9 @@ def reference_cmn(image, crop=None, pos=(0.5, 0.5), mean=(0.0,), std=(1.0,), sca
     """numpy: crop slice, flip, (x - mean) / std * scale + shift in float64, pad, transpose, convert."""
     if crop is not None:
         height, width = crop
-        top = math.floor(pos[0] * (image.shape[0] - height) + 0.5)
-        left = math.floor(pos[1] * (image.shape[1] - width) + 0.5)
+        # DALI's window start: the position a float32 (0.7 is 0.69999999), times the slack, to nearest
+        top = math.floor(float(np.float32(pos[0])) * (image.shape[0] - height) + 0.5)
+        left = math.floor(float(np.float32(pos[1])) * (image.shape[1] - width) + 0.5)
         image = image[top:top + height, left:left + width]
     if mirror:
         image = image[:, ::-1]
@@ -133,17 +134,25 @@ def test_crop_mirror_normalize_ragged_output_without_crop_is_not_dense():
         batch.as_array()
 
 
-def test_crop_mirror_normalize_rejects_wrong_channel_counts_and_zero_std():
-    with pytest.raises(penstock.PipelineError, match="'mean' has 2 values for 3-channel"):
+def test_crop_mirror_normalize_rejects_wrong_channel_counts():
+    with pytest.raises(penstock.PipelineError, match="mean, std and fill_values give 2 values per channel for 3"):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0))
-    with pytest.raises(ValueError, match="crop_mirror_normalize: argument 'std' must not contain 0"):
-        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], std=(1.0, 0.0, 1.0))  # at the call
     with pytest.raises(ValueError, match="crop_mirror_normalize: arguments 'mean' and 'std' have 2 and 3"):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0), std=(1.0, 2.0, 3.0))
-    zero = np.zeros(3, np.float32)  # a per-sample std of 0 can only be seen when the sample runs
-    with pytest.raises(penstock.PipelineError, match="'std' must not contain 0"):
-        run_operator(lambda images: fn.crop_mirror_normalize(
-            images, std=fn.external_source(source=lambda: [zero], batch=True)), [noise_image(8, 8)])
+    with pytest.raises(ValueError, match="crop_mirror_normalize: give the window's crop_h and crop_w together"):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], crop_w=3.0)
+
+
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_crop_mirror_normalize_std_of_zero_gives_infinities(per_sample):
+    image = noise_image(8, 8)
+    std = (1.0, 0.0, 2.0)
+    given = (lambda images: fn.external_source(source=lambda: [np.float32(std)], batch=True)) if per_sample else None
+    (output,) = run_operator(lambda images: fn.crop_mirror_normalize(
+        images, mean=(1.0, 128.0, 3.0), std=given(images) if per_sample else std, output_layout="HWC"), [image])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (image.astype(np.float32) - np.float32([1.0, 128.0, 3.0])) * (np.float32(1) / np.float32(std))
+    np.testing.assert_array_equal(output, expected)
 
 
 # ---- normalize -------------------------------------------------------------------------------------------

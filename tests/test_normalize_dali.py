@@ -186,3 +186,93 @@ def test_normalize_of_other_dimensions(dims):
     for axes in [(0,), tuple(range(dims)), (dims - 1,)]:
         _same(lambda fn, types, x: fn.normalize(x, axes=axes, ddof=1), samples)
         _same(lambda fn, types, x: fn.normalize(x, axes=axes, batch=True), [samples[0], samples[0] * 2])
+
+
+# ---- crop_mirror_normalize ------------------------------------------------------------------------------
+def _images(channels=3, dtype=np.uint8, layout="HWC", seed=0):
+    rng = np.random.default_rng(seed)
+    images = [rng.integers(0, 255, (height, width, channels)).astype(dtype) for height, width in ((6, 8), (5, 7))]
+    return [np.ascontiguousarray(image.transpose(2, 0, 1)) for image in images] if layout == "CHW" else images
+
+
+WINDOW = {"crop": (4, 5), "crop_pos_x": 0.3, "crop_pos_y": 0.7}
+NORMALIZED = {"mean": (10.0, 20.0, 30.0), "std": (2.0, 3.0, 4.0)}
+OUTSIDE = {"crop": (8, 10), "out_of_bounds_policy": "pad"}
+
+
+@pytest.mark.parametrize("input_layout", ["HWC", "CHW"])
+@pytest.mark.parametrize("output_layout", ["HWC", "CHW", "WHC", "HCW", "CWH", "WCH", "", "HW", "NHWC", "FHWC"])
+def test_cmn_layouts(input_layout, output_layout):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, output_layout=output_layout, mirror=1, **WINDOW,
+                                                        **NORMALIZED), _images(layout=input_layout), input_layout)
+
+
+def test_cmn_of_images_without_layout():
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, **WINDOW), _images())
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32", "uint32", "int64", "float32",
+                                   "float16", "float64", "bool"])
+def test_cmn_input_types(dtype):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, **WINDOW, **NORMALIZED), _images(dtype=dtype), "HWC")
+
+
+@pytest.mark.parametrize("dtype", ["UINT8", "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT",
+                                   "FLOAT16", "FLOAT64", "BOOL"])
+@pytest.mark.parametrize("input_dtype", ["uint8", "float32"])
+def test_cmn_output_types(dtype, input_dtype):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, dtype=getattr(types, dtype), scale=20.0, shift=100.0,
+                                                        **WINDOW, **NORMALIZED),
+          _images(dtype=input_dtype), "HWC", tolerance=1e-3)
+
+
+CMN_CASES = {
+    "fill, normalized inside": {**OUTSIDE, "fill_values": 7.0, "mean": 10.0, "std": 2.0},
+    "fill per channel": {**OUTSIDE, "fill_values": (1.0, 2.0, 3.0), **NORMALIZED},
+    "two fill values for three channels": {**OUTSIDE, "fill_values": (1.0, 2.0)},
+    "two fill values with three means": {**OUTSIDE, "fill_values": (1.0, 2.0), **NORMALIZED},
+    "fill to uint8": {**OUTSIDE, "fill_values": 7.5, "mean": 10.0, "dtype": "UINT8"},
+    "fill to int8": {**OUTSIDE, "fill_values": -3.7, "mean": 10.0, "dtype": "INT8"},
+    "fill mirrored": {**OUTSIDE, "fill_values": (1.0, 2.0, 3.0), "crop_pos_x": 0.0, "mirror": 1},
+    "trim": {"crop": (8, 10), "out_of_bounds_policy": "trim_to_shape", **NORMALIZED},
+    "outside, refused": {"crop": (8, 10)},
+    "pad_output": {"pad_output": True, **NORMALIZED}, "pad_output, one mean": {"pad_output": True, "mean": 10.0},
+    "pad_output, one fill": {**OUTSIDE, "pad_output": True, "fill_values": 5.0},
+    "pad_output, three fills": {**OUTSIDE, "pad_output": True, "fill_values": (5.0, 6.0, 7.0)},
+    "pad_output, four fills": {**OUTSIDE, "pad_output": True, "fill_values": (5.0, 6.0, 7.0, 8.0)},
+    "two means": {"mean": (1.0, 2.0)}, "means and stds of other counts": {"mean": (1.0, 2.0), "std": (1.0, 2.0, 3.0)},
+    "std 0": {"std": 0.0, "dtype": "UINT8"}, "a std of 0": {"std": (1.0, 0.0, 2.0)},
+    "scale and shift": {"scale": 64.0, "shift": 128.0, **NORMALIZED, "dtype": "UINT8"},
+    "mirror 2": {"mirror": 2}, "crop_w alone": {"crop_w": 3.0}, "crop_h alone": {"crop_h": 3.0},
+    "crop_h and crop_w": {"crop_h": 3.0, "crop_w": 2.0},
+}
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW"])
+@pytest.mark.parametrize("case", CMN_CASES)
+def test_cmn_arguments(case, layout):
+    arguments = dict(CMN_CASES[case])
+    dtype = arguments.pop("dtype", "FLOAT")
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, dtype=getattr(types, dtype), output_layout="HWC",
+                                                        **{**({} if "crop_w" in arguments or "crop_h" in arguments
+                                                              else {"crop": (4, 5)}), **arguments}),
+          _images(layout=layout), layout)
+
+
+@pytest.mark.parametrize("channels", [1, 2, 4, 5])
+@pytest.mark.parametrize("pad_output", [False, True])
+def test_cmn_channel_counts(channels, pad_output):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, pad_output=pad_output, mean=3.0, std=2.0, **WINDOW),
+          _images(channels), "HWC")
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, pad_output=pad_output, mean=[float(c) for c in
+                                                                                         range(channels)], **WINDOW),
+          _images(channels), "HWC")
+
+
+def test_cmn_per_sample_mean_std_and_mirror():
+    def build(fn, types, x):
+        mean = fn.external_source(source=lambda: [np.float32([1, 2, 3]), np.float32([4, 5, 6])], batch=True)
+        std = fn.external_source(source=lambda: [np.float32([2]), np.float32([0.5])], batch=True)
+        mirror = fn.external_source(source=lambda: [np.int32(0), np.int32(3)], batch=True)
+        return fn.crop_mirror_normalize(x, mean=mean, std=std, mirror=mirror, **WINDOW)
+    _same(build, _images(), "HWC")

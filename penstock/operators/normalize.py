@@ -10,39 +10,51 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator, arg_column, distinct_args
 from penstock.kernels import cpu_image
-from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_image, crop_size, declare_hwc, with_crop_of
+from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_placement, crop_size, declare_hwc, with_crop_of
 from penstock.operators.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
 
 
-def _check_mean_std(static: dict, per_sample: frozenset) -> None:
-    mean, std = static.get("mean"), static.get("std", static.get("stddev"))
-    if "std" in static and std is not None and any(value == 0 for value in std):
-        raise ArgError("argument 'std' must not contain 0")
+# DALI's input and output types of crop_mirror_normalize
+CMN_INPUT_TYPES = (types.UINT8, types.INT16, types.UINT16, types.INT32, types.FLOAT, types.FLOAT16)
+CMN_OUTPUT_TYPES = (types.FLOAT, types.FLOAT16, types.UINT8, types.INT8)
+CMN_LAYOUTS = ("HWC", "CHW")  # input layouts (an input without one is read as HWC)
+
+
+def _check_cmn(static: dict, per_sample: frozenset) -> None:
+    """As DALI: mean and std of one value each, or one per channel (the other of one value); the
+    window as crop, or as crop_h and crop_w together."""
+    mean, std = static.get("mean"), static.get("std")
     if mean and std and len(mean) != len(std) and 1 not in (len(mean), len(std)):
         raise ArgError(f"arguments 'mean' and 'std' have {len(mean)} and {len(std)} values; give one value "
                        "or one per channel for each")
+    if given(static, per_sample, "crop_h") != given(static, per_sample, "crop_w"):
+        raise ArgError("give the window's crop_h and crop_w together (or crop)")
+
 
 registry.register_schema(OpSchema(
     name="crop_mirror_normalize", class_name="CropMirrorNormalize",
     doc="Crops, mirrors (per sample), normalizes ((x - mean) / std * scale + shift), converts the type "
-        "and the layout of HWC images in one pass.",
+        "and permutes the layout of HWC or CHW images in one pass. Takes uint8, int16, uint16, int32, float32 "
+        "and float16 images.",
     args=(
         *CROP_ARGS,
         Arg("mean", "floats", (0.0,), "Subtracted from each channel (one value or one per channel).",
             per_sample=True),
-        Arg("std", "floats", (1.0,), "Divides each channel after the mean (one value or one per channel).",
-            per_sample=True),
+        Arg("std", "floats", (1.0,), "Divides each channel after the mean (one value or one per channel); 0 "
+            "gives infinities.", per_sample=True),
         Arg("scale", "float", 1.0, "Multiplies the normalized value."),
         Arg("shift", "float", 0.0, "Added after scale."),
-        Arg("mirror", "int", 0, "1 flips the sample left-right.", per_sample=True, choices=(0, 1)),
-        Arg("dtype", "dtype", types.FLOAT, "Output type (FLOAT, FLOAT16, UINT8, ...).", aliases=("output_dtype",)),
-        Arg("output_layout", "layout", "CHW", "'CHW' (types.NCHW) or 'HWC' (types.NHWC).",
-            choices=("CHW", "HWC")),
-        Arg("pad_output", "bool", False, "Pad 3-channel output with a fourth channel of zeros."),
+        Arg("mirror", "int", 0, "Not 0: flips the sample left-right.", per_sample=True),
+        Arg("dtype", "dtype", types.FLOAT, "Output type: FLOAT, FLOAT16, UINT8 or INT8.", aliases=("output_dtype",),
+            choices=CMN_OUTPUT_TYPES),
+        Arg("output_layout", "layout", "CHW", "A permutation of the input's layout ('CHW', 'HWC', 'WHC', ...); "
+            "'' keeps the input's."),
+        Arg("pad_output", "bool", False, "Pad the channels to the next power of two (3 to 4), with fill_values "
+            "under out_of_bounds_policy='pad', else zeros."),
         Arg("image_type", "image_type", None, "Accepted for DALI compatibility; channels come from the data."),
     ),
-    checks=(_check_mean_std,),
+    checks=(_check_cmn,),
     input_names=("images",)))
 
 # DALI's input and output types of normalize
@@ -101,20 +113,71 @@ registry.register_schema(OpSchema(
     input_names=("input",)))
 
 
-class _TableCache:
-    """Lookup tables by (mean, std, scale, shift, channels, dtype); shared by worker threads."""
+def check_type(dtype, allowed: tuple, op_name: str) -> None:
+    if dtype is not None and np.dtype(dtype) not in [kind.numpy for kind in allowed]:
+        raise TypeError(f"{op_name}: takes {', '.join(kind.name.lower() for kind in allowed)} data, got "
+                        f"{np.dtype(dtype).name}")
 
-    def __init__(self, op_name: str):
-        self._op_name = op_name
+
+def padded_channels(channels: int, args: dict) -> int:
+    """The output's channels: with pad_output, the next power of two (DALI's rule: 3 gives 4)."""
+    return 1 << (channels - 1).bit_length() if args["pad_output"] and channels > 1 else channels
+
+
+def cmn_channel_values(args: dict, out_channels: int, op_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DALI's per-channel values: (means, multipliers, fills) with out = (x - mean) * multiplier
+    (mean holding shift, multiplier scale / std), both empty where they change nothing, and the
+    fill of the window outside the image and of padded channels (fill_values under
+    out_of_bounds_policy 'pad', else 0), in the output's units, one per output channel. Given, they
+    hold one value (for all) or one per output channel, as DALI; other counts are refused."""
+    mean, std, scale, shift = args["mean"], args["std"], args["scale"], args["shift"]
+    count = max(len(mean), len(std))
+    with np.errstate(divide="ignore", invalid="ignore"):  # std 0 gives infinities, as DALI
+        stds = np.float64([std[c % len(std)] for c in range(count)])
+        means = np.float64([mean[c % len(mean)] for c in range(count)]) - shift * (stds / np.float64(scale))
+        multipliers = np.float64(scale) / stds
+    means, multipliers = means.astype(np.float32), multipliers.astype(np.float32)
+    if not means.any() and (multipliers == 1).all():
+        means = multipliers = np.zeros(0, np.float32)
+    if args["pad_output"] and count > 1 and out_channels > count:  # padded channels: mean 0, multiplier 0
+        extra = np.zeros(out_channels - count, np.float32)
+        means, multipliers = np.concatenate([means, extra]), np.concatenate([multipliers, extra])
+    fills = np.float32(args["fill_values"] if args["out_of_bounds_policy"] == "pad" else ())
+    per_channel = max(len(means), len(fills), 1)
+    if per_channel not in (1, out_channels):
+        raise ValueError(f"{op_name}: mean, std and fill_values give {per_channel} values per channel for "
+                         f"{out_channels} output channels; give one value, or one per channel")
+    if len(means) == 1:
+        means, multipliers = np.repeat(means, out_channels), np.repeat(multipliers, out_channels)
+    if len(fills) <= 1:
+        fills = np.repeat(fills if len(fills) else np.zeros(1, np.float32), out_channels)
+    else:
+        fills = np.concatenate([fills, np.zeros(out_channels - len(fills), np.float32)])
+    return means, multipliers, fills
+
+
+def _convert_fill(fills: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Fill values in the output type as DALI writes them: converted, not normalized; towards zero
+    for integer types (saturated, where DALI's conversion is undefined)."""
+    return numeric.saturate(np.trunc(fills) if np.dtype(dtype).kind in "iu" else fills, dtype)
+
+
+class _TableCache:
+    """Lookup tables of uint8 inputs by (means, multipliers, dtype); shared by worker threads."""
+
+    def __init__(self):
         self._tables: dict = {}
         self._lock = threading.Lock()
 
-    def get(self, mean, std, scale, shift, channels, dtype) -> np.ndarray:
-        key = (mean, std, scale, shift, channels, dtype.str)
+    def get(self, means: np.ndarray, multipliers: np.ndarray, channels: int, dtype) -> np.ndarray:
+        key = (means.tobytes(), multipliers.tobytes(), channels, np.dtype(dtype).str)
         table = self._tables.get(key)
         if table is None:
-            multipliers, addends = numeric.normalization_affine(mean, std, scale, shift, channels, self._op_name)
-            table = numeric.saturate(cpu_image.affine_table(multipliers, addends), dtype)
+            values = np.arange(256, dtype=np.float32)[:, None]
+            if len(means):
+                with np.errstate(invalid="ignore"):
+                    values = (values - means[:channels]) * multipliers[:channels]
+            table = numeric.saturate(np.broadcast_to(values, (256, channels)), dtype).reshape(1, 256, channels)
             with self._lock:
                 if len(self._tables) > 64:
                     self._tables.clear()
@@ -122,80 +185,97 @@ class _TableCache:
         return table
 
 
-def _normalized_shape(image_shape: tuple, args: dict) -> tuple | None:
-    """The output shape for an HWC image of ``image_shape``; None where the data decides it (a
-    window trimmed to the image)."""
+def _output_shape(image_shape: tuple, layout: str, permutation: tuple, args: dict) -> tuple | None:
+    """The output shape for an image of ``image_shape`` (in ``layout``); None where the data decides
+    it (a window trimmed to the image)."""
     if args["out_of_bounds_policy"] == "trim_to_shape":
         return None
-    height, width = crop_size(args) or image_shape[:2]
-    channels = image_shape[2] + (1 if args["pad_output"] and image_shape[2] == 3 else 0)
-    return (channels, height, width) if args["output_layout"] == "CHW" else (height, width, channels)
+    height, width, channels = (image_shape[1], image_shape[2], image_shape[0]) if layout == "CHW" else image_shape
+    height, width = crop_size(args) or (height, width)
+    hwc = (height, width, padded_channels(channels, args))
+    return tuple(hwc[axis] for axis in permutation)
 
 
 class CropMirrorNormalizeDeclaration:
+    """Resolves the input's layout (HWC, CHW; none reads as HWC) and the output's permutation of it, once."""
+
+    layout, permutation = "HWC", (2, 0, 1)
+
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        args = self.args
-        channels = inputs[0].known_channels
-        if channels is not None:  # mean and std against the channels the input declares
-            for name in ("mean", "std"):
-                values = args[name]
-                if values is not None and len(values) not in (1, channels):
-                    raise ValueError(f"{self.name}: argument '{name}' has {len(values)} values for "
-                                     f"{channels}-channel images; give one, or one per channel")
-            channels += 1 if args["pad_output"] and channels == 3 else 0
-        shape = _normalized_shape(inputs[0].shape, args) if inputs[0].shape else None
-        return inputs[0].but(dtype=args["dtype"].numpy, ndim=3, layout=args["output_layout"], shape=shape,
-                             channels=channels)
+        spec = inputs[0]
+        declare_hwc(spec, self.name)
+        check_type(spec.dtype, CMN_INPUT_TYPES, self.name)
+        layout = spec.layout or "HWC"
+        if layout not in CMN_LAYOUTS:
+            raise ValueError(f"{self.name}: takes HWC or CHW images; got the layout {spec.layout!r}")
+        output_layout = self.args["output_layout"] or layout
+        if sorted(output_layout) != sorted(layout):
+            raise ValueError(f"{self.name}: output_layout {output_layout!r} is not a permutation of the input's "
+                             f"layout {layout!r}")
+        self.layout, self.permutation = layout, tuple("HWC".index(axis) for axis in output_layout)
+        channels = spec.known_channels if spec.layout else None
+        if channels is not None:
+            channels = padded_channels(channels, self.args)
+            cmn_channel_values(self.args, channels, self.name)  # refuses argument counts that do not fit
+        shape = _output_shape(spec.shape, layout, self.permutation, self.args) if spec.shape else None
+        return spec.but(dtype=self.args["dtype"].numpy, ndim=3, layout=output_layout, shape=shape,
+                        channels=channels)
 
 
 @registry.register("crop_mirror_normalize", "cpu")
 class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
     def __init__(self, args, context):
         super().__init__(args, context)
-        self._tables = _TableCache(self.name)
+        self._tables = _TableCache()
 
     def output_spec(self, inputs, args):
-        shape = _normalized_shape(inputs[0].shape, args) if inputs[0].ndim == 3 else None
+        shape = _output_shape(inputs[0].shape, self.layout, self.permutation, args) if inputs[0].ndim == 3 else None
         return None if shape is None else (shape, args["dtype"].numpy)
 
     def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
+        image = np.asarray(inputs[0])
         check_hwc(image, self.name)
-        window = crop_image(image, args, self.name)
-        channels = window.shape[2]
-        dtype = args["dtype"].numpy
-        pad = args["pad_output"] and channels == 3
-        if out is None:
-            out_channels = channels + (1 if pad else 0)
-            shape = (out_channels, *window.shape[:2]) if args["output_layout"] == "CHW" else (*window.shape[:2], out_channels)
-            out = np.empty(shape, dtype)
-        if window.dtype == np.uint8 and args["output_layout"] == "CHW" and window.size:
+        check_type(image.dtype, CMN_INPUT_TYPES, self.name)
+        hwc = image.transpose(1, 2, 0) if self.layout == "CHW" else image
+        height, width, channels = hwc.shape
+        placement = crop_placement(height, width, args) or (0, 0, height, width)
+        top, left, window_height, window_width = cpu_image.fit_window(
+            *placement, height, width, args["out_of_bounds_policy"], self.name)
+        out_channels = padded_channels(channels, args)
+        means, multipliers, fills = cmn_channel_values(args, out_channels, self.name)
+        dtype = np.dtype(args["dtype"].numpy)
+        bottom, right = min(top + window_height, height), min(left + window_width, width)
+        inside = hwc[max(top, 0):bottom, max(left, 0):right]
+        whole = inside.shape[:2] == (window_height, window_width)
+        if self.permutation == (2, 0, 1) and whole and image.dtype == np.uint8 and inside.size:
             # each channel's plane looked up straight into its plane of the output: no HWC result to
             # transpose (an eighth of the time)
-            table = self._tables.get(args["mean"], args["std"], args["scale"], args["shift"], channels, dtype)
-            cpu_image.lookup_planes(window, table, out[:channels], mirror=bool(args["mirror"]))
-            if pad:
-                out[channels] = 0
+            if out is None:
+                out = np.empty((out_channels, window_height, window_width), dtype)
+            table = self._tables.get(means, multipliers, channels, dtype)
+            cpu_image.lookup_planes(inside, table, out[:channels], mirror=bool(args["mirror"]))
+            out[channels:] = _convert_fill(fills[channels:], dtype)[:, None, None]
             return out
-        if window.dtype == np.uint8:
-            table = self._tables.get(args["mean"], args["std"], args["scale"], args["shift"], channels, dtype)
-            normalized = cpu_image.normalize_uint8(window, table)
+        if image.dtype == np.uint8 and inside.size:
+            values = cpu_image.normalize_uint8(inside, self._tables.get(means, multipliers, channels, dtype))
+        elif len(means):
+            with np.errstate(invalid="ignore"):  # infinity times 0 (std 0) is NaN, as DALI
+                values = numeric.saturate((inside.astype(np.float32) - means[:channels]) * multipliers[:channels], dtype)
         else:
-            multipliers, addends = numeric.normalization_affine(args["mean"], args["std"], args["scale"],
-                                                                args["shift"], channels, self.name)
-            values = window.astype(np.float32) * np.float32(multipliers) + np.float32(addends)
-            normalized = numeric.saturate(values, dtype)
+            values = numeric.saturate(inside, dtype)
+        if whole and out_channels == channels:
+            result = values
+        else:
+            result = np.empty((window_height, window_width, out_channels), dtype)
+            result[...] = _convert_fill(fills, dtype)
+            result[max(-top, 0):max(-top, 0) + inside.shape[0], max(-left, 0):max(-left, 0) + inside.shape[1],
+                   :channels] = values
         if args["mirror"]:
-            normalized = normalized[:, ::-1]
-        if args["output_layout"] == "CHW":
-            out[:channels] = normalized.transpose(2, 0, 1)
-            if pad:
-                out[channels] = 0
-        else:
-            out[:, :, :channels] = normalized
-            if pad:
-                out[:, :, channels] = 0
+            result = result[:, ::-1]
+        result = result.transpose(self.permutation)
+        if out is None:
+            return np.ascontiguousarray(result)
+        out[...] = result
         return out
 
 
@@ -205,6 +285,8 @@ AFFINE_ARGS = ("mean", "std", "scale", "shift")
 @registry.register("crop_mirror_normalize", "gpu", requires=devices.gpu_problem)
 class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
+        if self.layout != "HWC" or self.permutation not in ((2, 0, 1), (0, 1, 2)):
+            raise ValueError(f"{self.name}: the GPU form takes HWC images to CHW or HWC")
         plan = geometry_plan(inputs[0])
         channels = plan.channels
         if any(crop_size(a) is not None for a in distinct_args(args, ("crop", "crop_h", "crop_w"))):
@@ -227,16 +309,10 @@ class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, B
             pad_channels=first["pad_output"] and channels == 3)
 
 
-def check_normalize_type(dtype, op_name: str) -> None:
-    if dtype is not None and np.dtype(dtype) not in [kind.numpy for kind in NORMALIZE_TYPES]:
-        raise TypeError(f"{op_name}: takes {', '.join(kind.name.lower() for kind in NORMALIZE_TYPES)} data, got "
-                        f"{np.dtype(dtype).name}")
-
-
 class NormalizeDeclaration:
     def declare_outputs(self, inputs):
         """Resolves axis_names from the input's layout, once."""
-        check_normalize_type(inputs[0].dtype, self.name)
+        check_type(inputs[0].dtype, NORMALIZE_TYPES, self.name)
         if self.args["axis_names"] is not None:
             layout, names = inputs[0].layout, self.args["axis_names"]
             if not layout or any(name not in layout for name in names):
@@ -361,7 +437,7 @@ class Normalize(NormalizeDeclaration, SampleOperator):
         return object.__new__(NormalizeBatch if args["batch"] else cls)
 
     def run(self, inputs, args, sample, out=None):
-        check_normalize_type(inputs[0].dtype, self.name)
+        check_type(inputs[0].dtype, NORMALIZE_TYPES, self.name)
         (result,) = normalize_samples(np, [np.asarray(inputs[0])], [args])
         return numeric.saturate(result, args["dtype"].numpy)
 
@@ -369,7 +445,7 @@ class Normalize(NormalizeDeclaration, SampleOperator):
 class NormalizeBatch(Normalize, WholeBatchOperator):
     def run_batch(self, inputs, args, params):
         for sample in inputs[0]:
-            check_normalize_type(sample.dtype, self.name)
+            check_type(sample.dtype, NORMALIZE_TYPES, self.name)
         return [numeric.saturate(result, a["dtype"].numpy)
                 for result, a in zip(normalize_samples(np, [np.asarray(s) for s in inputs[0]], args), args)]
 

@@ -53,14 +53,15 @@ def object_boxes(mask, runs=30, **arguments):
     @pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=6)
     def pipe():
         return fn.segmentation.random_object_bbox(fn.external_source(source=lambda: [mask] * 8, batch=True),
-                                                  format="start_end", output_class=True, **arguments)
+                                                  format="start_end", output_class=not arguments.get("ignore_class"),
+                                                  **arguments)
     built = pipe()
     built.build()
     found = []
     for _ in range(runs):
-        starts, ends, labels = built.run()
-        found.extend((tuple(np.asarray(starts.at(i))), tuple(np.asarray(ends.at(i))), int(np.asarray(labels.at(i))))
-                     for i in range(8))
+        starts, ends, *labels = built.run()  # no labels with ignore_class: they are the background's
+        found.extend((tuple(np.asarray(starts.at(i))), tuple(np.asarray(ends.at(i))),
+                      int(np.asarray(labels[0].at(i))) if labels else 0) for i in range(8))
     built.close()
     return found
 
@@ -120,3 +121,22 @@ def test_roi_random_crop_errors_name_the_problem(arguments, message):
     import penstock
     with pytest.raises((ValueError, penstock.PipelineError), match=message):
         roi_starts(1, **arguments)
+
+
+def test_random_object_bbox_class_rules():
+    # class_weights alone weigh the labels 0, 1, ... skipping the background (here 0): label 2
+    mask = np.zeros((6, 8), np.uint8)
+    mask[0:2, 0:3], mask[3:6, 4:8] = 1, 2
+    assert set(object_boxes(mask, runs=2, class_weights=(0.0, 1.0))) == {((3, 4), (6, 8), 2)}
+    # classes given without a background: 0 is one of them, so the background is -1 and 0 an object
+    assert set(object_boxes(mask, runs=2, classes=(0,))) == {((0, 0), (6, 8), 0)}
+    # a class with no blob that passes the threshold drops out: the other is drawn
+    assert set(object_boxes(mask, runs=2, threshold=(3, 3))) == {((3, 4), (6, 8), 2)}
+
+
+def test_random_object_bbox_volumes_and_types():
+    volume = np.zeros((3, 5, 6), np.int16)
+    volume[1:3, 1:2, 2:5] = 4
+    assert set(object_boxes(volume, runs=1)) == {((1, 1, 2), (3, 2, 5), 4)}
+    with pytest.raises(RuntimeError, match="random_object_bbox"):
+        object_boxes(volume.astype(np.float32), runs=1)

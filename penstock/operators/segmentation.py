@@ -102,47 +102,98 @@ class RandomMaskPixel(SampleStreams, SampleOperator):
 
 
 # ---- random_object_bbox -------------------------------------------------------------------------------
-def object_boxes(plane: np.ndarray, selected: np.ndarray) -> np.ndarray:
-    """(start_y, start_x, end_y, end_x, pixels) of each 8-connected blob of ``selected`` in a 2-D plane."""
-    import cv2
-    count, _, stats, _ = cv2.connectedComponentsWithStats(selected.astype(np.uint8), connectivity=8)
-    stats = stats[1:]  # label 0 is what is not selected
-    return np.stack([stats[:, 1], stats[:, 0], stats[:, 1] + stats[:, 3], stats[:, 0] + stats[:, 2],
-                     stats[:, 4]], 1).reshape(-1, 5)
+MASK_TYPES = tuple(np.dtype(name) for name in ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32"))
+MASK_MAX_NDIM = 6
+
+
+def object_boxes(selected: np.ndarray) -> np.ndarray:
+    """(start..., end..., elements) of each connected blob of ``selected`` (neighbours along every axis
+    and diagonal). Planes (at most two axes longer than 1) go through OpenCV, which loads fast;
+    volumes through scipy."""
+    planar = [axis for axis, size in enumerate(selected.shape) if size != 1]
+    if len(planar) <= 2:
+        import cv2
+        plane = selected.reshape([selected.shape[axis] for axis in planar] + [1] * (2 - len(planar)))
+        _, _, stats, _ = cv2.connectedComponentsWithStats(plane.astype(np.uint8), connectivity=8)
+        stats = stats[1:]  # label 0 is what is not selected
+        boxes = np.zeros((len(stats), 2 * selected.ndim + 1), np.int64)
+        boxes[:, selected.ndim:2 * selected.ndim] = selected.shape
+        for index, axis in enumerate(planar):  # cv2's stats: x, y, width, height, area
+            boxes[:, axis] = stats[:, 1 - index]
+            boxes[:, selected.ndim + axis] = stats[:, 1 - index] + stats[:, 3 - index]
+        boxes[:, -1] = stats[:, 4]
+        return boxes
+    from scipy import ndimage
+    labels, count = ndimage.label(selected, structure=np.ones((3,) * selected.ndim, bool))
+    sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
+    return np.array([[part.start for part in box] + [part.stop for part in box] + [size]
+                     for box, size in zip(ndimage.find_objects(labels), sizes)],
+                    np.int64).reshape(-1, 2 * selected.ndim + 1)
+
+
+def class_table(args: dict) -> tuple[list[int], list[float], int]:
+    """(classes, weights, background) as DALI: class_weights alone name classes 0, 1, ... skipping the
+    background; classes alone weigh 1 each; a background not given that is one of the classes becomes
+    one less than the smallest."""
+    given_background = args["background"] is not None
+    background = int(args["background"]) if given_background else 0
+    classes = [int(c) for c in np.ravel(args["classes"])] if args["classes"] is not None else None
+    weights = [float(w) for w in np.ravel(args["class_weights"])] if args["class_weights"] is not None else None
+    if classes is not None:
+        if background in classes:
+            if given_background:
+                raise ValueError(f"segmentation.random_object_bbox: class label {background} is the background "
+                                 "label; give another background or leave it out of 'classes'")
+            background = min(classes) - 1
+        if weights is not None and len(weights) != len(classes):
+            raise ValueError(f"segmentation.random_object_bbox: arguments 'classes' and 'class_weights' must have "
+                             f"one value per class, got {len(classes)} and {len(weights)}")
+    elif weights is not None:
+        classes, label = [], 0
+        for _ in weights:
+            label += label == background
+            classes.append(label)
+            label += 1
+    return classes, weights if weights is not None or classes is None else [1.0] * len(classes), background
 
 
 def random_object_bbox(mask: np.ndarray, args: dict, rng: np.random.Generator) -> tuple:
     mask = np.asarray(mask)
-    planar = [axis for axis, size in enumerate(mask.shape) if size != 1]
-    if len(planar) > 2:
-        raise ValueError(f"segmentation.random_object_bbox: takes 2-D masks (other axes of size 1), got shape "
-                         f"{mask.shape}")
-    plane = mask.reshape([mask.shape[axis] for axis in planar] + [1] * (2 - len(planar)))
-    background = args["background"]
-    classes = [int(c) for c in args["classes"]] if args["classes"] is not None else \
-        sorted(int(v) for v in np.unique(plane) if v != background)
-    present = [c for c in classes if (plane == c).any()]
+    if mask.dtype not in MASK_TYPES:
+        raise TypeError(f"segmentation.random_object_bbox: takes masks of {', '.join(t.name for t in MASK_TYPES)}, "
+                        f"got {mask.dtype}")
+    if not 1 <= mask.ndim <= MASK_MAX_NDIM:
+        raise ValueError(f"segmentation.random_object_bbox: takes masks of 1 to {MASK_MAX_NDIM} dimensions, got "
+                         f"shape {mask.shape}")
+    classes, weights, background = class_table(args)
     start, end, label = np.zeros(mask.ndim, np.int64), np.array(mask.shape, np.int64), background
-    if present and rng.random() < args["foreground_prob"]:
-        if args["ignore_class"]:
-            selected, label = np.isin(plane, present), background
-        else:
-            weights = np.asarray(args["class_weights"], np.float64) if args["class_weights"] is not None else None
-            if weights is not None:
-                weights = np.array([weights[classes.index(c)] for c in present])
-                weights = weights / weights.sum() if weights.sum() > 0 else None
-            label = present[rng.choice(len(present), p=weights)]
-            selected = plane == label
-        blobs = object_boxes(plane, selected)
+    ndim = mask.ndim
+
+    def pick(selected):
+        blobs = object_boxes(selected)
         if args["threshold"] is not None:
-            least = np.broadcast_to(np.asarray(args["threshold"], np.float64), (2,))
-            blobs = blobs[np.all(blobs[:, 2:4] - blobs[:, 0:2] >= least, axis=1)]
+            least = np.broadcast_to(np.asarray(args["threshold"], np.float64), (ndim,))
+            blobs = blobs[np.all(blobs[:, ndim:2 * ndim] - blobs[:, :ndim] >= least, axis=1)]
         if args["k_largest"] is not None:
-            blobs = blobs[np.argsort(-blobs[:, 4], kind="stable")[:args["k_largest"]]]
-        if len(blobs):
-            blob = blobs[rng.integers(len(blobs))]
-            for index, axis in enumerate(planar):
-                start[axis], end[axis] = blob[index], blob[2 + index]
+            blobs = blobs[np.argsort(-blobs[:, -1], kind="stable")[:args["k_largest"]]]
+        return blobs[rng.integers(len(blobs))] if len(blobs) else None
+
+    if rng.random() < args["foreground_prob"]:
+        blob = None
+        if args["ignore_class"]:
+            blob = pick(mask != background)
+        else:
+            present = set(np.unique(mask).tolist()) - {background}
+            if classes is None:
+                classes, weights = sorted(present), [1.0] * len(present)
+            weights = np.array([w if c in present else 0.0 for c, w in zip(classes, weights)])
+            while blob is None and weights.sum() > 0:  # a class without a blob that fits drops out
+                index = rng.choice(len(classes), p=weights / weights.sum())
+                blob = pick(mask == classes[index])
+                label = classes[index] if blob is not None else background
+                weights[index] = 0.0
+        if blob is not None:
+            start, end = blob[:ndim], blob[ndim:2 * ndim]
     if args["format"] == "anchor_shape":
         outputs = [start.astype(np.int32), (end - start).astype(np.int32)]
     elif args["format"] == "start_end":
@@ -157,14 +208,18 @@ def random_object_bbox(mask: np.ndarray, args: dict, rng: np.random.Generator) -
 registry.register_schema(OpSchema(
     name="segmentation.random_object_bbox", class_name="segmentation.RandomObjectBBox",
     doc="The box of a random object of a label mask: with probability foreground_prob a label is drawn "
-        "(uniformly, or by class_weights) among those present, its 8-connected blobs found (filtered by "
-        "threshold and k_largest) and one drawn; else, or when there is none, the whole mask. Outputs, by "
+        "(uniformly, or by class_weights) among those present, its connected blobs found (neighbours along "
+        "axes and diagonals; masks of 1 to 6 dimensions of bool or integers up to 32 bits), filtered by "
+        "threshold and k_largest, and one drawn (a label with none that fits drops out and another is "
+        "drawn); else, or when there is none, the whole mask. Outputs, by "
         "format: anchor and shape, start and end, or one box [start..., end...] (int32, the mask's axis "
         "order), and the label with output_class.",
-    args=(Arg("background", "int", 0, "The label of no object.", per_sample=True),
+    args=(Arg("background", "int", None, "The label of no object (default 0, or one less than the smallest of "
+              "classes when 0 is one of them).", per_sample=True),
           Arg("classes", "ints", None, "The labels to draw from (default: every label present but background).",
               per_sample=True),
-          Arg("class_weights", "floats", None, "The weight of each of classes.", per_sample=True),
+          Arg("class_weights", "floats", None, "The weight of each of classes (without classes: of the labels 0, "
+              "1, ... but the background).", per_sample=True),
           Arg("foreground_prob", "float", 1.0, "How often an object is drawn (else the whole mask).",
               per_sample=True, min=0.0, max=1.0),
           Arg("format", "str", "anchor_shape", "'anchor_shape', 'start_end' or 'box'.",
@@ -175,8 +230,15 @@ registry.register_schema(OpSchema(
               per_sample=True),
           Arg("output_class", "bool", False, "Also output the drawn label."),
           Arg("cache_objects", "bool", False, "Accepted for DALI compatibility; blobs are found each time.")),
-    num_inputs=(1, 1), input_names=("mask",),
+    num_inputs=(1, 1), input_names=("mask",), checks=(lambda static, per_sample: _ignore_class_alone(static, per_sample),),
     num_outputs=lambda static: (2 if static["format"] != "box" else 1) + bool(static["output_class"])))
+
+
+def _ignore_class_alone(static: dict, per_sample: frozenset) -> None:
+    clashing = [name for name in ("classes", "class_weights") if name in per_sample or static[name] is not None]
+    clashing += ["output_class"] if static["output_class"] else []
+    if static["ignore_class"] and clashing:
+        raise ArgError(f"argument 'ignore_class' cannot be given with '{clashing[0]}'")
 
 
 @registry.register("segmentation.random_object_bbox", "cpu")

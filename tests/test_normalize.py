@@ -297,3 +297,9 @@ def test_cast_uint8_to_float_is_exact():
     images = ragged_images(3, smooth=False, seed=41)
     check_operator(fn.cast, images, lambda image: image.astype(np.float16), out_dtype=np.float16, dtype=types.FLOAT16)
     check_operator(fn.cast, images, lambda image: image.astype(np.float32), out_dtype=np.float32, dtype=np.float32)
+
+
+def test_crop_mirror_normalize_names_the_layouts_it_takes():
+    with pytest.raises(ValueError, match='crop_mirror_normalize: the layout "ABC" does not match any of the allowed '
+                                         'layouts: HWC, CHW'):
+        run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], layout="ABC")

@@ -276,3 +276,8 @@ def test_cmn_per_sample_mean_std_and_mirror():
         mirror = fn.external_source(source=lambda: [np.int32(0), np.int32(3)], batch=True)
         return fn.crop_mirror_normalize(x, mean=mean, std=std, mirror=mirror, **WINDOW)
     _same(build, _images(), "HWC")
+
+
+@pytest.mark.parametrize("layout", ["ABC", "HWD", "WHC"])
+def test_cmn_refuses_other_input_layouts(layout):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, **WINDOW), _images(), layout)

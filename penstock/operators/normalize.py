@@ -207,7 +207,8 @@ class CropMirrorNormalizeDeclaration:
         check_type(spec.dtype, CMN_INPUT_TYPES, self.name)
         layout = spec.layout or "HWC"
         if layout not in CMN_LAYOUTS:
-            raise ValueError(f"{self.name}: takes HWC or CHW images; got the layout {spec.layout!r}")
+            raise ValueError(f'{self.name}: the layout "{spec.layout}" does not match any of the allowed layouts: '
+                             f'{", ".join(CMN_LAYOUTS)}')
         output_layout = self.args["output_layout"] or layout
         if sorted(output_layout) != sorted(layout):
             raise ValueError(f"{self.name}: output_layout {output_layout!r} is not a permutation of the input's "

@@ -196,8 +196,10 @@ def test_large_shrinks_match_dali():
 
 # ---- crop ---------------------------------------------------------------------------------------------
 def crop_anchor(size: int, crop: int, position: float) -> int:
-    """DALI's anchor: round(position * (size - crop)), halves up; negative when the crop is larger."""
-    return round_half_up(position * (size - crop))
+    """DALI's anchor: position (a float32) * (size - crop), rounded to nearest with halves away from
+    zero; negative when the crop is larger."""
+    start = float(np.float32(position)) * (size - crop)
+    return int(math.copysign(math.floor(abs(start) + 0.5), start))
 
 
 def reference_crop(image: np.ndarray, height: int, width: int, pos_y: float, pos_x: float, fill=0) -> np.ndarray:
@@ -222,7 +224,7 @@ def test_crop_positions(pos_x, pos_y):
 
 def test_crop_square_and_separate_sizes():
     images = ragged_images(3, smooth=False, seed=10, min_side=25, max_side=60)
-    check_operator(fn.crop, images, lambda image: reference_crop(image, 16, 16, 0.5, 0.5), crop=16)
+    check_operator(fn.crop, images, lambda image: reference_crop(image, 16, 16, 0.5, 0.5), crop=(16, 16))
     check_operator(fn.crop, images, lambda image: reference_crop(image, 12, 21, 0.3, 0.6),
                    crop_h=12, crop_w=21, crop_pos_x=0.6, crop_pos_y=0.3)
 

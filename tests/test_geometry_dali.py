@@ -177,3 +177,104 @@ def test_warp_perspective_refuses_as_dali(case):
     kwargs = {"lanczos": dict(interp_type="INTERP_LANCZOS3"), "dtype": dict(dtype="FLOAT")}.get(case, {})
     _same(lambda fn, types, x: fn.experimental.warp_perspective(x, matrix=HOMOGRAPHY, **_with_types(types, kwargs)),
           _images(channels=5 if case == "five channels" else 3))
+
+
+# ---- crop and its window arguments ------------------------------------------------------------------
+WINDOWS = {
+    "fractional sizes truncated": dict(crop=(4.7, 5.2)),
+    "separate sizes truncated": dict(crop_w=3.7, crop_h=2.2),
+    "rounded start (float32 position)": dict(crop=(4, 4), crop_pos_x=0.3, crop_pos_y=0.9),
+    "truncated start": dict(crop=(4, 4), crop_pos_x=0.3, crop_pos_y=0.9, rounding="truncate"),
+    "padded, negative start rounded away from zero": dict(crop=(10, 10), out_of_bounds_policy="pad"),
+    "padded, negative start truncated": dict(crop=(11, 11), crop_pos_x=0.25, crop_pos_y=0.75,
+                                             out_of_bounds_policy="pad", rounding="truncate"),
+    "fills per channel": dict(crop=(8, 9), crop_pos_x=0.0, out_of_bounds_policy="pad", fill_values=(1, 2, 3)),
+    "trimmed": dict(crop=(20, 3), crop_pos_y=0.3, out_of_bounds_policy="trim_to_shape"),
+    "a size of 0 or less keeps the image's": dict(crop=(0, 3)),
+    "negative height": dict(crop_w=3, crop_h=-1),
+    "no window": dict(),
+}
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW"])
+@pytest.mark.parametrize("case", list(WINDOWS))
+def test_crop_windows_match_dali(case, layout):
+    images = _images() if layout == "HWC" else [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in _images()]
+    _same(lambda fn, types, x: fn.crop(x, **WINDOWS[case]), images, layout=layout)
+
+
+def test_crop_reads_an_image_without_layout_as_hwc():
+    _same(lambda fn, types, x: fn.crop(x, crop=(3, 3)), _images(), layout=None)
+
+
+def test_crop_per_sample_window_truncated():
+    sizes = [np.float32([2.7, 3.9]), np.float32([4.2, 1.5]), np.float32([5, 5]), np.float32([1, 6.6])]
+    _same(lambda fn, types, x: fn.crop(x, crop=fn.external_source(source=lambda: sizes, batch=True)), _images())
+
+
+@pytest.mark.parametrize("kwargs", [dict(crop=(4,)), dict(crop=16), dict(crop_w=3.0), dict(crop_h=3.0),
+                                    dict(crop=(3, 3), crop_w=2.0, crop_h=2.0), dict(crop=(3, 3), rounding="floor"),
+                                    dict(crop=(3, 3), crop_pos_x=1.2)], ids=str)
+def test_crop_refuses_as_dali(kwargs):
+    _same(lambda fn, types, x: fn.crop(x, **kwargs), _images())
+
+
+def test_crop_refuses_images_without_channels():
+    _same(lambda fn, types, x: fn.crop(x, crop=(3, 3)), [np.ascontiguousarray(i[:, :, 0]) for i in _images()],
+          layout="HW")
+
+
+@pytest.mark.parametrize("case", ["truncated start", "fractional sizes truncated", "padded, negative start truncated"])
+def test_crop_mirror_normalize_windows_match_dali(case):
+    _same(lambda fn, types, x: fn.crop_mirror_normalize(x, **WINDOWS[case]), _images(), atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs", [dict(crop=(4, 4), crop_pos_y=0.9, crop_pos_x=0.3, rounding="truncate"),
+                                    dict(crop=(4.7, 3.2)), dict()], ids=str)
+def test_decoded_windows_match_dali(kwargs):
+    import cv2
+    image = np.random.default_rng(4).integers(0, 255, (9, 7, 3)).astype(np.uint8)
+    encoded = np.frombuffer(cv2.imencode(".png", image)[1].tobytes(), np.uint8)
+    _same(lambda fn, types, x: fn.decoders.image_crop(x, **kwargs), [encoded, encoded], layout=None)
+
+
+# ---- resize_crop_mirror -----------------------------------------------------------------------------
+RESIZED_WINDOWS = {
+    "centre": dict(),
+    "mirror horizontally": dict(mirror=1),
+    "mirror vertically": dict(mirror=2),
+    "mirror both": dict(mirror=3),
+    "window past the edges repeats them": dict(crop=(14, 14)),
+    "window past the edges, mirrored": dict(crop=(14, 14), mirror=3, crop_pos_x=0.2),
+    "truncated start": dict(crop_pos_x=0.3, crop_pos_y=0.9, rounding="truncate"),
+    "rounded start": dict(crop_pos_x=0.3, crop_pos_y=0.9),
+    "flipped by a negative size": dict(resize_x=-10),
+    "a window size of 0 keeps the resized one": dict(crop=(0, 4)),
+    "nearest": dict(interp_type="INTERP_NN"),
+    "cubic, mirrored": dict(interp_type="INTERP_CUBIC", mirror=1),
+    "not_smaller": dict(mode="not_smaller", size=(8, 9), resize_x=None, resize_y=None),
+}
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW"])
+@pytest.mark.parametrize("case", list(RESIZED_WINDOWS))
+def test_resize_crop_mirror_matches_dali(case, layout):
+    kwargs = {k: v for k, v in {"resize_x": 10, "resize_y": 12, "crop": (6, 5), **RESIZED_WINDOWS[case]}.items()
+              if v is not None}
+    images = _images() if layout == "HWC" else [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in _images()]
+    # the resampling of a window that starts between source pixels may round a level apart (as resize's
+    # of such a region); the window's place, size and flips are exact
+    _same(lambda fn, types, x: fn.resize_crop_mirror(x, **_with_types(types, kwargs)), images, layout=layout, atol=1.0)
+
+
+def test_resize_crop_mirror_per_sample_mirror():
+    mirrors = [np.int32(m) for m in (0, 1, 2, 3)]
+    _same(lambda fn, types, x: fn.resize_crop_mirror(
+        x, resize_x=10, resize_y=12, crop=(6, 5), mirror=fn.external_source(source=lambda: mirrors, batch=True)),
+        _images())
+
+
+@pytest.mark.parametrize("kwargs", [dict(crop_w=4), dict(crop_h=3), dict(resize_x=None, resize_y=None)], ids=str)
+def test_resize_crop_mirror_refuses_as_dali(kwargs):
+    kwargs = {k: v for k, v in {"resize_x": 10, "resize_y": 12, **kwargs}.items() if v is not None}
+    _same(lambda fn, types, x: fn.resize_crop_mirror(x, **kwargs), _images())

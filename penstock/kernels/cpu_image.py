@@ -51,9 +51,13 @@ def _set_log_level(level) -> None:
         logging.setLogLevel(level)
 
 
-def crop_anchor(in_size: int, crop_size: int, position: float) -> int:
-    """Where a crop starts: DALI's ``round(position * (in_size - crop_size))``."""
-    return int(math.floor(position * (in_size - crop_size) + 0.5))
+def crop_anchor(in_size: int, crop_size: int, position: float, rounding: str = "round") -> int:
+    """Where a crop starts: DALI's ``position * (in_size - crop_size)`` (the position a float32), to
+    nearest with halves away from zero ('round') or towards zero ('truncate')."""
+    start = float(np.float32(position)) * (in_size - crop_size)
+    if rounding == "truncate":
+        return int(start)
+    return int(math.copysign(math.floor(abs(start) + 0.5), start))
 
 
 def fit_window(top: int, left: int, height: int, width: int, in_height: int, in_width: int, policy: str,

@@ -130,7 +130,7 @@ _decoder_schema("decoders.image_random_crop", "decoders.ImageRandomCrop",
                 "is produced.", RANDOM_CROP_ARGS, checks=(crop_generator.ordered_ranges,))
 _decoder_schema("decoders.image_crop", "decoders.ImageCrop",
                 "Decodes a fixed-size window of each image placed by crop_pos_x / crop_pos_y.", geometry.WINDOW_ARGS,
-                checks=geometry.WINDOW_REQUIRED)
+                checks=geometry.WINDOW_CHECKS)
 _decoder_schema("decoders.image_slice", "decoders.ImageSlice",
                 "Decodes a window of each image, as slice cuts one out of the decoded image: the anchor and "
                 "shape as the second and third inputs (floating point: fractions of the extent unless "

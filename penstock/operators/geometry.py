@@ -15,26 +15,31 @@ from penstock.kernels import cpu_image
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
 
-# Window arguments shared by crop, crop_mirror_normalize and decoders.image_crop, documented once.
+# Window arguments shared by crop, crop_mirror_normalize, resize_crop_mirror and decoders.image_crop,
+# documented once; without a window the whole image is kept.
 WINDOW_ARGS = (
-    Arg("crop", "floats", None, "Window size (height, width) in pixels; one value means a square.",
-        per_sample=True, length=(1, 2)),
-    Arg("crop_w", "float", 0.0, "Window width in pixels (with crop_h, instead of crop).", per_sample=True, min=0.0),
-    Arg("crop_h", "float", 0.0, "Window height in pixels (with crop_w, instead of crop).", per_sample=True, min=0.0),
-    Arg("crop_pos_x", "float", 0.5, "Horizontal window position, 0 (left edge) to 1 (right edge).",
-        per_sample=True, min=0.0, max=1.0),
+    Arg("crop", "floats", None, "Window size (height, width) in pixels, truncated; a size of 0 or less keeps "
+        "the image's.", per_sample=True, length=(2,)),
+    Arg("crop_w", "float", 0.0, "Window width in pixels, truncated (with crop_h, instead of crop).", per_sample=True),
+    Arg("crop_h", "float", 0.0, "Window height in pixels, truncated (with crop_w, instead of crop).", per_sample=True),
+    Arg("crop_pos_x", "float", 0.5, "Horizontal window position, 0 (left edge) to 1 (right edge): the window "
+        "starts at crop_pos_x * (width - window width).", per_sample=True, min=0.0, max=1.0),
     Arg("crop_pos_y", "float", 0.5, "Vertical window position, 0 (top edge) to 1 (bottom edge).",
         per_sample=True, min=0.0, max=1.0),
+    Arg("rounding", "str", "round", "How the window's start becomes a whole pixel: 'round' (to nearest, halves "
+        "away from zero) or 'truncate' (towards zero).", choices=("round", "truncate")),
 )
 
 
 def _one_window_form(static: dict, per_sample: frozenset) -> None:
     if given(static, per_sample, "crop") and (given(static, per_sample, "crop_h") or given(static, per_sample, "crop_w")):
         raise ArgError("give the window as crop=(height, width) or as crop_h and crop_w, not both")
+    if given(static, per_sample, "crop_h") != given(static, per_sample, "crop_w"):
+        raise ArgError("give crop_w and crop_h together")
 
 
-# the checks of a call that cuts a window of a fixed size (crop, decoders.image_crop)
-WINDOW_REQUIRED = (require_one_of("crop", ("crop_h", "crop_w"), what="the window size"), _one_window_form)
+# the checks of a call that takes WINDOW_ARGS
+WINDOW_CHECKS = (_one_window_form,)
 
 CROP_ARGS = (
     *WINDOW_ARGS,
@@ -124,10 +129,11 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="crop", class_name="Crop",
-    doc="Cuts a (height, width) window out of HWC images, placed by crop_pos_x / crop_pos_y.",
+    doc="Cuts a (height, width) window out of HWC or CHW images (without a layout: HWC), placed by "
+        "crop_pos_x / crop_pos_y; without a window the image is kept whole.",
     args=(*CROP_ARGS, Arg("image_type", "image_type", None, "Accepted for DALI compatibility."),
           Arg("dtype", "dtype", None, "Output type; default the input's.")),
-    checks=WINDOW_REQUIRED,
+    checks=WINDOW_CHECKS,
     input_names=("images",)))
 
 registry.register_schema(OpSchema(
@@ -420,14 +426,21 @@ def _resized_sizes(sizes: list, args: list) -> list:
 
 
 def crop_size(args) -> tuple[int, int] | None:
-    """The window's (height, width); None where not given, or given per sample and read from the
+    """The window's (height, width) as DALI reads it (truncated; 0 or less: the image's size along
+    that axis); None where no window is given, or where it is given per sample and read from the
     operator's build-time arguments (which hold no per-sample ones)."""
     crop = args.get("crop")
     if crop:
-        return int(round(crop[0])), int(round(crop[-1]))
-    if args.get("crop_h") and args.get("crop_w"):
-        return int(round(args["crop_h"])), int(round(args["crop_w"]))
+        return int(crop[0]), int(crop[1])
+    if args.get("crop_h") or args.get("crop_w"):
+        return int(args.get("crop_h") or 0), int(args.get("crop_w") or 0)
     return None
+
+
+def fixed_crop_size(args) -> tuple[int, int] | None:
+    """The window's (height, width) when it does not depend on the image: both sizes given, positive."""
+    size = crop_size(args)
+    return size if size is not None and min(size) > 0 else None
 
 
 def crop_placement(image_height: int, image_width: int, args: dict) -> tuple[int, int, int, int] | None:
@@ -435,18 +448,24 @@ def crop_placement(image_height: int, image_width: int, args: dict) -> tuple[int
     size = crop_size(args)
     if size is None:
         return None
-    height, width = size
-    top = cpu_image.crop_anchor(image_height, height, args["crop_pos_y"])
-    left = cpu_image.crop_anchor(image_width, width, args["crop_pos_x"])
+    height, width = (size if size > 0 else extent for size, extent in zip(size, (image_height, image_width)))
+    top = cpu_image.crop_anchor(image_height, height, args["crop_pos_y"], args["rounding"])
+    left = cpu_image.crop_anchor(image_width, width, args["crop_pos_x"], args["rounding"])
     return top, left, height, width
 
 
-def crop_image(image: np.ndarray, args: dict, op_name: str) -> np.ndarray:
-    """The window of crop / crop_mirror_normalize; the image itself when no window is asked for."""
-    placement = crop_placement(image.shape[0], image.shape[1], args)
+CROP_LAYOUTS = ("HWC", "CHW")
+
+
+def crop_image(image: np.ndarray, args: dict, op_name: str, layout: str = "HWC") -> np.ndarray:
+    """The window of crop / crop_mirror_normalize in an HWC or CHW image; the image itself when no
+    window is asked for."""
+    hwc = image.transpose(1, 2, 0) if layout == "CHW" else image
+    placement = crop_placement(hwc.shape[0], hwc.shape[1], args)
     if placement is None:
         return image
-    return cpu_image.crop_window(image, *placement, args["fill_values"], args["out_of_bounds_policy"], op_name)
+    window = cpu_image.crop_window(hwc, *placement, args["fill_values"], args["out_of_bounds_policy"], op_name)
+    return window.transpose(2, 0, 1) if layout == "CHW" else window
 
 
 def _crop_args_shared(args) -> bool:
@@ -497,12 +516,20 @@ def with_crop_of(plan, args: list, op_name: str):
 
 
 class CropDeclaration:
+    _layout = "HWC"
+
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        size = None if self.args["out_of_bounds_policy"] == "trim_to_shape" else crop_size(self.args)
-        channels = inputs[0].shape[2] if inputs[0].shape else None
-        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
-                             shape=(*size, channels) if size and channels else None)
+        spec = inputs[0]
+        declare_hwc(spec, self.name)
+        layout = spec.layout or "HWC"  # as DALI reads an image without a layout
+        if layout not in CROP_LAYOUTS:
+            raise ValueError(f"{self.name}: takes the layouts {', '.join(CROP_LAYOUTS)}; got {layout!r}")
+        self._layout = layout
+        size = None if self.args["out_of_bounds_policy"] == "trim_to_shape" else fixed_crop_size(self.args)
+        channels = (spec.shape[2] if layout == "HWC" else spec.shape[0]) if spec.shape else None
+        shape = ((*size, channels) if layout == "HWC" else (channels, *size)) if size and channels else None
+        return spec.but(dtype=self.args["dtype"].numpy if self.args["dtype"] else spec.dtype, ndim=3, layout=layout,
+                        shape=shape)
 
 
 @registry.register("crop", "cpu")
@@ -510,7 +537,7 @@ class Crop(CropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         check_hwc(image, self.name)
-        result = crop_image(image, args, self.name)
+        result = crop_image(image, args, self.name, self._layout)
         dtype = args["dtype"].numpy if args["dtype"] else image.dtype
         return np.array(result, dtype=dtype, copy=True)
 
@@ -518,6 +545,8 @@ class Crop(CropDeclaration, SampleOperator):
 @registry.register("crop", "gpu", requires=devices.gpu_problem)
 class CropGpu(ExtendsImagePlan, CropDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
+        if self._layout != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
         plan = with_crop_of(geometry_plan(inputs[0]), args, self.name)
         if args[0]["dtype"] is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(args[0]["dtype"]))

@@ -16,10 +16,11 @@ from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
 from penstock.operators.decoders import RANDOM_CROP_ARGS, random_crop_window
-from penstock.operators.geometry import (INTERP_ARGS, WARP_INTERPOLATIONS, _one_size_form, border_value, check_hwc,
-                                         crop_placement, declare_hwc, declare_hwc_layout, resample_filters, resampled_dtype,
-                                         resize_filter, resize_window, resized_shape, RESIZE_ARGS, WINDOW_ARGS,
-                                         fixed_resize_size, warp_size, warped_dtype)
+from penstock.operators.geometry import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_ARGS, WINDOW_CHECKS,
+                                         _one_size_form, border_value, check_hwc, crop_placement, crop_size,
+                                         declare_hwc, declare_hwc_layout, fixed_crop_size, fixed_resize_size,
+                                         image_layout, resample_filters, resampled_dtype, resize_filter, resize_window,
+                                         resized_shape, spatial_axes, warp_size, warped_dtype)
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
 from penstock.schema import ArgError, Arg, OpSchema
 
@@ -317,18 +318,23 @@ class RandomResizedCropGpu(ExtendsImagePlan, RandomResizedCropDeclaration, Batch
 
 registry.register_schema(OpSchema(
     name="resize_crop_mirror", class_name="ResizeCropMirror",
-    doc="Resizes HWC images (resize_x / resize_y / resize_shorter / resize_longer / size, as resize), "
-        "cuts a window (crop, crop_pos_x, crop_pos_y) and mirrors it horizontally where ``mirror`` is 1: "
-        "one resampling on both devices.",
+    doc="Resizes HWC or CHW images (resize_x / resize_y / resize_shorter / resize_longer / size, as resize), "
+        "cuts a window (crop, crop_pos_x, crop_pos_y, as crop) and mirrors it (``mirror``: bit 1 "
+        "horizontally, bit 2 vertically): one resampling of the input region under the window, as DALI, so "
+        "a window reaching outside the resized image repeats its edge.",
     args=(
         *RESIZE_ARGS,
         *WINDOW_ARGS,
-        Arg("mirror", "int", 0, "1 flips the sample left-right.", per_sample=True, choices=(0, 1)),
+        Arg("mirror", "int", 0, "Bit mask of the flips: 1 horizontal, 2 vertical, 3 both. (As DALI, the bits "
+            "count the layout's axes from the innermost spatial one: of a CHW image, 1 flips it vertically.)",
+            per_sample=True, min=0),
         Arg("dtype", "dtype", None, "Output type; default the input's.", choices=(None, types.UINT8, types.FLOAT)),
         *INTERP_ARGS,
     ),
-    checks=(_one_size_form,),
+    checks=(*RESIZE_CHECKS, *WINDOW_CHECKS),
     input_names=("images",)))
+
+RESIZE_CROP_MIRROR_LAYOUTS = ("HWC", "CHW")
 
 
 def _crop_after_resize(height: int, width: int, args: dict) -> tuple[int, int, int, int]:
@@ -336,36 +342,72 @@ def _crop_after_resize(height: int, width: int, args: dict) -> tuple[int, int, i
     return crop_placement(height, width, args) or (0, 0, height, width)
 
 
+def mirrored_axes(layout: str, mirror: int) -> tuple[bool, ...]:
+    """Whether each spatial axis of ``layout`` (outermost first) is flipped by resize_crop_mirror's
+    ``mirror``: DALI tests bit (spatial count - 1 - the axis's place in the layout)."""
+    axes = spatial_axes(layout)
+    return tuple(len(axes) - 1 - axis >= 0 and bool(mirror >> (len(axes) - 1 - axis) & 1) for axis in axes)
+
+
+def resize_crop_mirror_window(in_sizes, args: dict, layout: str) -> tuple[list, list, list]:
+    """DALI's fused resize_crop_mirror: (output size, source start, source end) per spatial axis: the
+    window, placed in the resized image, mapped back onto the resize's source region; flipped axes
+    swap their start and end."""
+    sizes, lo, hi = resize_window(in_sizes, args)
+    lo, hi = ([float(np.float32(value)) for value in ends] for ends in (lo, hi))  # DALI keeps them as float32
+    top, left, height, width = _crop_after_resize(sizes[0], sizes[1], args)
+    flips = mirrored_axes(layout, args["mirror"])
+    out, starts, ends = [], [], []
+    for d, (anchor, extent) in enumerate(((top, height), (left, width))):
+        ratio = (hi[d] - lo[d]) / sizes[d]
+        start, end = anchor * ratio + lo[d], (anchor + extent) * ratio + lo[d]
+        if flips[d]:
+            start, end = end, start
+        out.append(extent)
+        starts.append(start)
+        ends.append(end)
+    return out, starts, ends
+
+
 class ResizeCropMirrorDeclaration:
+    _layout = "HWC"
+
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        channels = inputs[0].shape[2] if inputs[0].shape else None
-        crop = self.args.get("crop")  # absent when per sample
-        size = (int(round(crop[0])), int(round(crop[-1]))) if crop else fixed_resize_size(self.args)
-        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
-                             shape=(*size, channels) if size and channels else None)
+        spec = inputs[0]
+        self._layout = image_layout(spec.layout, spec.ndim, RESIZE_CROP_MIRROR_LAYOUTS, {3: "HWC"}, self.name) \
+            or "HWC"
+        channels = spec.shape[self._layout.index("C")] if spec.shape else None
+        size = self._fixed_size()
+        shape = ((*size, channels) if self._layout == "HWC" else (channels, *size)) if size and channels else None
+        return spec.but(dtype=self.args["dtype"].numpy if self.args["dtype"] else spec.dtype, ndim=3,
+                        layout=self._layout, shape=shape)
+
+    def _fixed_size(self):
+        """The output (height, width) when it does not depend on the input or on per-sample values."""
+        if any(name not in self.args for name in ("crop", "crop_h", "crop_w")):  # given per sample
+            return None
+        if crop_size(self.args) is not None:
+            return fixed_crop_size(self.args)
+        return fixed_resize_size(self.args)
 
 
 @registry.register("resize_crop_mirror", "cpu")
 class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
-        sizes, lo, hi = resize_window(image.shape[:2], args)
-        resized = cpu_image.resample(image, (0, 1), sizes, lo, hi, *resample_filters(args), args["antialias"],
-                                     resampled_dtype(image, args, self.name))
-        height, width = sizes
-        top, left, crop_height, crop_width = _crop_after_resize(height, width, args)
-        window = resized[max(top, 0):top + crop_height, max(left, 0):left + crop_width]
-        if window.shape[:2] != (crop_height, crop_width):
-            raise ValueError(f"{self.name}: the window {crop_height}x{crop_width} at ({top}, {left}) reaches "
-                             f"outside the {height}x{width} resized image")
-        return np.ascontiguousarray(window[:, ::-1] if args["mirror"] else window)
+        if image.ndim != 3:
+            raise ValueError(f"{self.name}: expected {self._layout} images (3 dimensions), got shape {image.shape}")
+        axes = spatial_axes(self._layout)
+        sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, self._layout)
+        return cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args["antialias"],
+                                  resampled_dtype(image, args, self.name))
 
 
 @registry.register("resize_crop_mirror", "gpu", requires=devices.gpu_problem)
 class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
+        if self._layout != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
         plan = geometry_plan(inputs[0])
         if plan.resized:
             plan = plan_of(plan.materialize()[0])
@@ -379,7 +421,7 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
             if top < 0 or left < 0 or top + height > full_h or left + width > full_w:
                 raise ValueError(f"{self.name}: the window {height}x{width} at ({top}, {left}) reaches outside the "
                                  f"{full_h}x{full_w} resized image")
-        plan = plan.with_crop(windows).with_flips([(0, a["mirror"]) for a in args])
+        plan = plan.with_crop(windows).with_flips([mirrored_axes("HWC", a["mirror"]) for a in args])
         if first and first["dtype"] is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(first["dtype"]))
         return plan

@@ -136,7 +136,8 @@ def test_drop_gives_every_shard_the_same_number_of_steps(one_file):
 
 @pytest.mark.parametrize("policy", [FILL, DROP, PARTIAL])
 def test_auto_reset_starts_the_next_epoch_by_itself(one_file, policy):
-    pipes = id_pipelines(one_file, 10, 4, num_shards=2, stick_to_shard=True)  # the same data each epoch
+    # the same data each epoch (without padding the shard's last batch reads on into its next pass, as DALI's)
+    pipes = id_pipelines(one_file, 10, 4, num_shards=2, stick_to_shard=True, pad_last_batch=True)
     iterator = GenericIterator(pipes, ["ids"], reader_name="Reader", last_batch_policy=policy, auto_reset=True)
     epochs = [one_epoch(iterator) for _ in range(3)]
     for steps in epochs[1:]:
@@ -147,7 +148,7 @@ def test_auto_reset_starts_the_next_epoch_by_itself(one_file, policy):
 
 
 def test_reset_mid_epoch_skips_to_the_next_epoch(one_file):
-    (pipe,) = id_pipelines(one_file, 10, 4)
+    (pipe,) = id_pipelines(one_file, 10, 4, pad_last_batch=True)  # each epoch from the data set's start
     iterator = GenericIterator(pipe, ["ids"], reader_name="Reader", last_batch_policy=PARTIAL)
     assert iterator.next()[0]["ids"].ravel().tolist() == [0, 1, 2, 3]
     iterator.reset()

@@ -152,17 +152,30 @@ def test_epoch_size_and_reader_meta(flat_root):
     assert meta["number_of_shards"] == 3 and meta["shard_id"] == 1
     assert meta["shard_size"] == 3  # shards of 3, 3 and 4 samples
     assert meta["batches_per_epoch"] == 1  # the largest shard (4) fits one batch of 4
-    assert meta["epoch_size_padded"] == 12
+    assert meta["epoch_size_padded"] == 10  # DALI's: the data set, padded only under pad_last_batch
+    padded = reader_pipeline(batch_size=4, file_root=root, files=names, num_shards=3, shard_id=1, pad_last_batch=True)
+    assert padded.reader_meta("Reader")["epoch_size_padded"] == 12  # 3 shards of the largest's 4 samples
     pipe.close()
 
 
 # ---- epochs and shuffling ------------------------------------------------------------------------
-def test_without_shuffle_every_epoch_is_in_file_order(flat_root):
+def read_batches(pipe, count: int) -> list[list[int]]:
+    """The labels of ``count`` batches, padding included."""
+    batches = []
+    for _ in range(count):
+        _, labels = pipe.run()
+        batches.append([int(np.asarray(label)[0]) for label in labels])
+    return batches
+
+
+def test_without_shuffle_the_reader_goes_round_the_data_set(flat_root):
+    """As DALI's readers: a short last batch is filled with the next epoch's first samples, and the
+    next epoch goes on from there."""
     root, names = flat_root
     pipe = reader_pipeline(batch_size=4, file_root=root, files=names)
-    epochs = read_epochs(pipe, 2)
+    batches = read_batches(pipe, 6)
     pipe.close()
-    assert epochs == [list(range(10))] * 2
+    assert batches == np.resize(np.arange(10), (6, 4)).tolist()
 
 
 def test_random_shuffle_permutes_each_epoch_differently_and_per_seed(flat_root):
@@ -195,20 +208,23 @@ def test_short_last_batch_is_padded_and_marked(flat_root, pad_last_batch):
     pipe.close()
     assert [(info.epoch, info.valid, info.last) for info in infos] == [
         (0, 4, False), (0, 4, False), (0, 2, True), (1, 4, False)]
-    # padding repeats the epoch's last sample, or else takes the epoch's first samples
+    # padding repeats the epoch's last sample, and the next epoch starts at its beginning; or else the
+    # batch is filled with the next epoch's first samples, and the next epoch goes on after them
     assert batches[2] == ([8, 9, 9, 9] if pad_last_batch else [8, 9, 0, 1])
-    assert batches[3] == [0, 1, 2, 3]  # the next epoch starts at its beginning either way
+    assert batches[3] == ([0, 1, 2, 3] if pad_last_batch else [2, 3, 4, 5])
 
 
 # ---- shards ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("stick_to_shard", [False, True])
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 4])
-def test_shards_partition_the_data_every_epoch(flat_root, num_shards, stick_to_shard):
+def test_padded_shards_partition_the_data_every_epoch(flat_root, num_shards, stick_to_shard):
+    """With pad_last_batch (without it a shard's short last batch reads on into the next shard, as in
+    DALI: tests/test_readers_dali.py)."""
     root, names = flat_root
     per_shard = []
     for shard_id in range(num_shards):
         pipe = reader_pipeline(batch_size=3, file_root=root, files=names, num_shards=num_shards,
-                               shard_id=shard_id, stick_to_shard=stick_to_shard)
+                               shard_id=shard_id, stick_to_shard=stick_to_shard, pad_last_batch=True)
         per_shard.append(read_epochs(pipe, 2))
         pipe.close()
     for epoch in range(2):
@@ -226,20 +242,19 @@ def test_shards_partition_the_data_every_epoch(flat_root, num_shards, stick_to_s
 
 @pytest.mark.parametrize("num_shards", [1, 3])
 def test_shuffle_after_epoch_permutes_the_whole_data_set_the_same_on_every_shard(flat_root, num_shards):
-    """As DALI's LoaderBase: the first epoch in file order, each later one a permutation of the whole
-    data set that every shard takes its part of (so the shards still partition it)."""
+    """As DALI's: every epoch a permutation of the whole data set (the first one too), of which
+    each shard takes its own part (so the shards still partition it)."""
     root, names = flat_root
     per_shard = []
     for shard_id in range(num_shards):
         pipe = reader_pipeline(batch_size=2, file_root=root, files=names, num_shards=num_shards, shard_id=shard_id,
-                               shuffle_after_epoch=True, shuffle_after_epoch_seed=11)
+                               shuffle_after_epoch=True, shuffle_after_epoch_seed=11, pad_last_batch=True)
         per_shard.append(read_epochs(pipe, 3))
         pipe.close()
     epochs = [[label for shard in per_shard for label in shard[epoch]] for epoch in range(3)]
-    assert epochs[0] == list(range(10))
-    for epoch in epochs[1:]:
+    for epoch in epochs:
         assert sorted(epoch) == list(range(10))
-    assert epochs[1] != epochs[0] and epochs[2] != epochs[1]
+    assert len({tuple(epoch) for epoch in epochs + [list(range(10))]}) == 4
     with pytest.raises(ValueError, match="readers.file.*'shuffle_after_epoch' and 'stick_to_shard' exclude"):
         reader_pipeline(file_root=root, files=names, shuffle_after_epoch=True, stick_to_shard=True)
 

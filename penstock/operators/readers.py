@@ -154,14 +154,21 @@ def read_file_list(file_list: str, file_root: str | None, labelled: bool = True)
 
 
 class ShardedEpochs:
-    """Which samples each batch holds: epochs aligned to batches, shards partitioning the data.
+    """Which samples each batch holds: DALI's sample stream, cut into epochs of batches.
 
-    Every sample of the shard appears exactly once per epoch; a short last batch is padded and the
-    padding counted, so that iterators can keep, drop or trim it.
+    A reader goes through its shard, then (unless it sticks to it) the next shard, the one after
+    that and so on, wrapping around the data set, as DALI's readers do. With ``pad_last_batch`` each
+    pass over a shard is padded, by repeating its last sample, to the largest shard's size and then
+    to whole batches, and is one epoch. Without it the passes follow one another with no gap, so a
+    short last batch is filled with the next pass's first samples, and the next epoch goes on after
+    them (shuffled passes excepted: each epoch is then one whole pass). An epoch is
+    ``batches_per_epoch`` batches (enough for the largest shard): its first samples, as many as its
+    shard holds, are its real data, and the rest are marked as padding, for iterators to keep, drop
+    or trim.
     """
 
     def __init__(self, total: int, batch_size: int, shard_id: int, num_shards: int, stick_to_shard: bool,
-                 shuffle: bool, pad_last_batch: bool, seed: int, name: str, shuffle_data_set_seed: int | None = None):
+                 shuffle: bool, pad_last_batch: bool, seed: int, name: str, data_set_order=None):
         if shard_id >= num_shards:
             raise ValueError(f"{name}: shard_id ({shard_id}) must be less than num_shards ({num_shards})")
         if total < num_shards:
@@ -169,49 +176,76 @@ class ShardedEpochs:
         self.total, self.batch_size = total, batch_size
         self.shard_id, self.num_shards, self.stick_to_shard = shard_id, num_shards, stick_to_shard
         self.shuffle, self.pad_last_batch, self.seed = shuffle, pad_last_batch, seed
-        # shuffle_after_epoch: the whole data set permuted after each epoch, the same permutation on
-        # every shard (the seed is shared), so that the shards still partition it
-        self.shuffle_data_set_seed = shuffle_data_set_seed
-        largest_shard = max(self.shard_bounds(k)[1] - self.shard_bounds(k)[0] for k in range(num_shards))
-        self.batches_per_epoch = -(-largest_shard // batch_size)
+        # shuffle_after_epoch: pass -> the data set's order in that pass (the same on every shard,
+        # so that the shards still partition it); None: the data set's own order
+        self.data_set_order = data_set_order
+        self.largest_shard = -(-total // num_shards)  # DALI's num_samples: what pad_last_batch pads to
+        self.batches_per_epoch = -(-self.largest_shard // batch_size)
         self.epoch, self.batch_in_epoch = 0, 0
-        self._order = self._epoch_order(0)
-        self._orders = {0: self._order}  # of this epoch and the two before it, which batches in flight may be of
+        self._orders = {0: self._epoch_samples(0)}  # of this epoch and the two before it, which batches in
+        self._order = self._orders[0]               # flight may be of: (samples, how many are real)
         self._ends: dict[int, int] = {}  # epoch -> samples of its order still in it, once some were lent out
         self._lock = threading.Lock()  # lend() is called by another thread than next_batch()
 
     def shard_bounds(self, shard: int) -> tuple[int, int]:
         return self.total * shard // self.num_shards, self.total * (shard + 1) // self.num_shards
 
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        shard = self.shard_id if self.stick_to_shard else (self.shard_id + epoch) % self.num_shards
-        start, stop = self.shard_bounds(shard)
-        order = np.arange(start, stop)
-        if self.shuffle_data_set_seed is not None and epoch > 0:
-            permutation = keyed_stream([self.shuffle_data_set_seed & (2**64 - 1), epoch])
-            order = permutation.permutation(self.total)[start:stop]
+    def _shard_of_pass(self, number: int) -> int:
+        return self.shard_id if self.stick_to_shard else (self.shard_id + number) % self.num_shards
+
+    def _pass_samples(self, number: int) -> np.ndarray:
+        """The samples of the reader's ``number``-th pass over a shard, in reading order."""
+        start, stop = self.shard_bounds(self._shard_of_pass(number))
+        order = np.arange(start, stop) if self.data_set_order is None else self.data_set_order(number)[start:stop]
         if self.shuffle:
-            keyed_stream([self.seed & (2**64 - 1), epoch]).shuffle(order)
+            keyed_stream([self.seed & (2**64 - 1), number]).shuffle(order)
         return order
+
+    def _epoch_samples(self, epoch: int) -> tuple[np.ndarray, int]:
+        """(the samples of the epoch's batches, how many of them are the epoch's own)."""
+        length = self.batches_per_epoch * self.batch_size
+        if self.pad_last_batch:
+            order = self._pass_samples(epoch)
+            return np.concatenate([order, np.full(length - len(order), order[-1], order.dtype)]), len(order)
+        if self.shuffle or self.data_set_order is not None:
+            # a shuffled epoch is a whole permutation of its shard: the next one's first samples fill
+            # its last batch, and that epoch still starts at its beginning
+            number, start = epoch, 0
+        else:  # the passes back to back, each epoch `length` samples of them after the one before
+            number, start = self._pass_at(epoch * length)
+        parts, held = [], 0
+        while held < start + length:
+            parts.append(self._pass_samples(number))
+            held += len(parts[-1])
+            number += 1
+        return np.concatenate(parts)[start:start + length], min(self._pass_size(epoch), length)
+
+    def _pass_at(self, position: int) -> tuple[int, int]:
+        """(the pass that holds the stream's ``position``-th sample, where in that pass it is)."""
+        passes = 1 if self.stick_to_shard else self.num_shards  # the passes after which shard sizes repeat
+        cycle = sum(self._pass_size(number) for number in range(passes))
+        number, position = passes * (position // cycle), position % cycle
+        while position >= self._pass_size(number):
+            number, position = number + 1, position - self._pass_size(number)
+        return number, position
+
+    def _pass_size(self, number: int) -> int:
+        start, stop = self.shard_bounds(self._shard_of_pass(number))
+        return stop - start
 
     def next_batch(self) -> tuple[np.ndarray, EpochInfo]:
         with self._lock:
+            samples, own = self._order
             begin = self.batch_in_epoch * self.batch_size
-            indices = self._order[begin:begin + self.batch_size]
-            valid = len(indices)
-            if valid < self.batch_size:
-                if self.pad_last_batch or len(self._order) == 0:
-                    filler = np.full(self.batch_size - valid, self._order[-1])
-                else:
-                    filler = np.resize(self._order, self.batch_size - valid)
-                indices = np.concatenate([indices, filler])
+            indices = samples[begin:begin + self.batch_size]
+            valid = max(0, min(own - begin, self.batch_size))
             info = EpochInfo(self.epoch, valid, self.batch_in_epoch + 1 == self.batches_per_epoch, self.batch_in_epoch)
             self.batch_in_epoch += 1
             if info.last:
                 self.epoch, self.batch_in_epoch = self.epoch + 1, 0
                 self._orders = {epoch: order for epoch, order in self._orders.items() if epoch >= self.epoch - 2}
                 self._ends = {epoch: end for epoch, end in self._ends.items() if epoch >= self.epoch - 2}
-                self._order = self._orders[self.epoch] = self._epoch_order(self.epoch)
+                self._order = self._orders[self.epoch] = self._epoch_samples(self.epoch)
             return indices, info
 
     def lend(self, epoch: int, position: int) -> int | None:
@@ -219,14 +253,14 @@ class ShardedEpochs:
         epoch (see Reader.lend). Batches keep their samples as the order gave them: the batches
         that hold samples lent out pad them out (``epoch_end``)."""
         with self._lock:
-            order = self._orders.get(epoch)
-            if order is None:
+            if epoch not in self._orders:
                 raise RuntimeError(f"the order of epoch {epoch} is no longer kept")
-            end = self._ends.get(epoch, len(order))
+            samples, own = self._orders[epoch]
+            end = self._ends.get(epoch, own)
             if end - 1 < position:
                 return None
             self._ends[epoch] = end - 1
-            return None if end - 1 == position else int(order[end - 1])
+            return None if end - 1 == position else int(samples[end - 1])
 
     def epoch_end(self, epoch: int) -> int | None:
         with self._lock:
@@ -243,7 +277,7 @@ class ShardedEpochs:
         with self._lock:
             self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
             self._ends = {int(epoch): int(end) for epoch, end in state.get("ends", {}).items()}
-            self._orders = {epoch: self._epoch_order(epoch) for epoch in {self.epoch, *self._ends}}
+            self._orders = {epoch: self._epoch_samples(epoch) for epoch in {self.epoch, *self._ends}}
             self._order = self._orders[self.epoch]
 
     def shard_size(self) -> int:
@@ -307,18 +341,23 @@ class ShardedReader(Reader):
 
     def reader_meta(self) -> dict:
         return {"epoch_size": len(self.paths),
-                "epoch_size_padded": self.epochs.batches_per_epoch * self.context.batch_size * self.epochs.num_shards,
+                "epoch_size_padded": self.epochs.largest_shard * self.epochs.num_shards if self.epochs.pad_last_batch
+                else len(self.paths),
                 "number_of_shards": self.epochs.num_shards, "shard_id": self.epochs.shard_id,
                 "pad_last_batch": self.epochs.pad_last_batch, "stick_to_shard": self.epochs.stick_to_shard,
                 "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}
 
 
 def sharded_epochs(args: dict, context, total: int, name: str) -> ShardedEpochs:
-    """The ShardedEpochs of a reader from its READER_ARGS."""
+    """The ShardedEpochs of a reader from its READER_ARGS. shuffle_after_epoch permutes the whole
+    data set before each pass, and keeps the reader on its shard (the permutation moves the samples
+    between shards), as DALI's."""
     shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], name)
-    return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"],
-                         args["random_shuffle"], args["pad_last_batch"], context.seed, name,
-                         args["shuffle_after_epoch_seed"] if args["shuffle_after_epoch"] else None)
+    permuted = args.get("shuffle_after_epoch", False)
+    seed = args.get("shuffle_after_epoch_seed")
+    order = (lambda number: keyed_stream([seed & (2**64 - 1), number]).permutation(total)) if permuted else None
+    return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"] or permuted,
+                         args["random_shuffle"], args["pad_last_batch"], context.seed, name, order)
 
 
 @registry.register("readers.file", "cpu")

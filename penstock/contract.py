@@ -101,6 +101,22 @@ class BuildContext:
     num_inputs: int | None = None  # how many data inputs the node has (None: not known)
 
 
+class LayoutNotKnown(ValueError):
+    """A declaration needs its input's layout (to find axes by name) and it is not known when the
+    pipeline is built: feed_input may still name it before the first run."""
+
+
+def named_axes(op_name: str, layout: str, names: str, what: str = "axis_names") -> tuple[int, ...]:
+    """The indices of the axes ``names`` (layout letters) in the input's ``layout``."""
+    if not layout:
+        raise LayoutNotKnown(f"{op_name}: {what} '{names}' need the input's layout, and it is not known; "
+                             "give the source a layout (or feed_input(..., layout=)), or give axes instead")
+    if any(name not in layout for name in names):
+        raise ValueError(f"{op_name}: {what} '{names}' are not all in the input's layout '{layout}'; "
+                         "give axes instead")
+    return tuple(layout.index(name) for name in names)
+
+
 @dataclass(frozen=True)
 class OutputSpec:
     """What one output holds for every sample, known before anything runs: the element type

@@ -14,7 +14,8 @@ import numpy as np
 from penstock import checkpoints, devices, distributed, optimize, registry, types
 from penstock import graph as graph_module
 from penstock.batch import Batch
-from penstock.contract import BatchOperator, BuildContext, EpochInfo, FedSource, OutputSpec, Reader, SourceOperator
+from penstock.contract import (BatchOperator, BuildContext, EpochInfo, FedSource, LayoutNotKnown, OutputSpec, Reader,
+                               SourceOperator)
 from penstock.executor import Executor, IterationResult, Source, Step
 from penstock.graph import DataNode, Graph
 from penstock.kernels import cpu_image
@@ -277,9 +278,18 @@ class Pipeline:
         """What each pipeline output holds, declared operator by operator from the sources on,
         before anything runs: inputs an operator cannot take fail here, naming it."""
         specs: dict[tuple[int, int], OutputSpec] = {}
+        self._layout_wanted = []
         for node in self._nodes:
             inputs = tuple(specs[(dep.op_node.index, dep.index)] for dep in node.inputs)
-            declared = self._impls[node.index].declare_outputs(inputs)
+            try:
+                declared = self._impls[node.index].declare_outputs(inputs)
+            except LayoutNotKnown as error:
+                if not self._uses_feed_input():
+                    raise
+                # as in DALI, the layout may come with the data (feed_input(..., layout=)): the
+                # declaration is made again then, and run() refuses to start without it
+                self._layout_wanted.append(error)
+                declared = OutputSpec(None, None, "")
             if isinstance(declared, OutputSpec):
                 declared = (declared,) * len(node.outputs)
             if len(declared) != len(node.outputs):
@@ -347,6 +357,8 @@ class Pipeline:
         if feeds:
             self._feed_ahead()
             self._check_fed()
+            if self._layout_wanted:
+                raise self._layout_wanted[0]
         self._last_result = self._executor.next()
         for index, (batch, node) in enumerate(zip(self._last_result.outputs, self._outputs)):
             batch.name = f"output {index} ({node.name})"
@@ -413,10 +425,11 @@ class Pipeline:
         if not impl.fed:
             raise TypeError(f"feed_input: {node.name} has a source of its own; feed_input is for an "
                             "external_source made without one")
-        impl.feed(data, layout)
-        if layout is not None:
+        if layout is not None:  # declared again before the data goes in: operators find axes by name
+            impl.name_layout(layout)
             self._output_specs = self._declare_outputs()
             self._executor.set_output_layouts(self._output_layouts())
+        impl.feed(data)
 
     def reset(self) -> None:
         """After a source signalled its end (StopIteration), lets the pipeline start over."""

@@ -219,6 +219,37 @@ def test_feed_input_end_stops_the_pipeline_and_reset_starts_over():
     pipe.close()
 
 
+class NamedAxesFeedPipeline(FeedPipeline):
+    """Axes found by name in a layout that only feed_input gives."""
+
+    def define_graph(self):
+        self.data = self.source()
+        return fn.slice(self.data, [1, 0], [2, 3], axis_names="WH"), fn.reductions.sum(self.data, axis_names="C")
+
+
+def test_feed_input_layout_resolves_axis_names():
+    batches = hwc_batches(2)
+    pipe = NamedAxesFeedPipeline(batches, layout="HWC", batch_size=3, num_threads=1, device_id=None)
+    for batch in batches:
+        window, channel_sums = pipe.run()
+        np.testing.assert_array_equal(window.as_array(), batch[:, 0:3, 1:3])  # anchor and shape (x, y)
+        np.testing.assert_array_equal(channel_sums.as_array(), batch.sum(axis=-1, dtype=np.uint64))
+        assert window.layout() == "HWC" and channel_sums.layout() == "HW"
+    pipe.close()
+
+
+def test_axis_names_without_any_layout_are_refused_naming_the_operator():
+    pipe = NamedAxesFeedPipeline(hwc_batches(1), layout=None, batch_size=3, num_threads=1, device_id=None)
+    with pytest.raises(ValueError, match="slice: axis_names 'WH' need the input's layout"):
+        pipe.run()
+    pipe.close()
+    with pytest.raises(ValueError, match="slice: axis_names 'WH' need the input's layout"):
+        with Pipeline(batch_size=1, num_threads=1, device_id=None) as pipe:
+            source = fn.external_source(lambda: [np.zeros((4, 4, 3), np.uint8)], batch=True)
+            pipe.set_outputs(fn.slice(source, [0, 0], [2, 2], axis_names="WH"))
+        pipe.build()
+
+
 def test_feed_input_by_name_and_without_iter_setup():
     pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
     with pipe:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator
+from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator, named_axes
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
@@ -82,9 +82,7 @@ def _permute(xp, args, samples: list) -> list:
 def _declare_pad(impl, inputs):
     layout, names = inputs[0].layout, impl.args["axis_names"]
     if names is not None:
-        if not layout or any(name not in layout for name in names):
-            raise ValueError(f"pad: axis_names '{names}' are not all in the input's layout '{layout or 'unknown'}'")
-        impl.args = {**impl.args, "axes": tuple(layout.index(name) for name in names)}
+        impl.args = {**impl.args, "axes": named_axes(impl.name, layout, names)}
     return inputs[0].but(shape=None)
 
 

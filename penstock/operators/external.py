@@ -278,13 +278,15 @@ class ExternalSource(FedSource):
             raise TypeError(f"{self._where}: 'source' gave no iterator: {error}") from None
 
     # ---- feed_input ---------------------------------------------------------------------------
-    def feed(self, data, layout) -> None:
+    def name_layout(self, layout) -> None:
+        """The layout feed_input gives the samples fed from now on."""
+        self._fed_layout = types.layout_string(layout)
+
+    def feed(self, data) -> None:
         if self.num_outputs != 1:
             raise ValueError("external_source: feed_input works with single-output sources")
         self._fed.put(self._checked([split_batch(data, f"feed_input of {self._where}")])[0])
         self._fed_batches += 1
-        if layout is not None:
-            self._fed_layout = types.layout_string(layout)
 
     def has_data_for(self, iteration: int) -> bool:
         return self._fed_batches > iteration or (self.args["repeat_last"] and self._fed_batches > 0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, OutputSpec, SampleOperator, SourceBatch, SourceOperator
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator, SourceBatch, SourceOperator, named_axes
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
 
 LAYOUT_ARG = Arg("layout", "str", "", "Layout of the output ('' keeps none).")
@@ -462,19 +462,11 @@ def _cast_like(xp, args, sample, like):
     return numeric.saturate_tensor(sample, like.dtype)
 
 
-def _named_axes(impl, layout: str, names: str, what: str = "axis_names") -> tuple:
-    """The indices of layout ``names`` in the input's layout."""
-    if not layout or any(name not in layout for name in names):
-        raise ValueError(f"{impl.name}: {what} '{names}' are not all in the input's layout '{layout or 'unknown'}'; "
-                         "give axes instead")
-    return tuple(layout.index(name) for name in names)
-
-
 def _declare_slice(impl, inputs):
     """Resolves the sliced axes from the input's layout, once (axis_names first, as in DALI)."""
     layout, names = inputs[0].layout, impl.args["axis_names"]
     if names is not None:
-        axes = _named_axes(impl, layout, names)
+        axes = named_axes(impl.name, layout, names)
     elif "axes" not in impl.args:  # given per sample
         axes = None
     elif impl.args["axes"] is not None:
@@ -520,7 +512,7 @@ def _declare_reshape(impl, inputs):
 def _declare_squeeze(impl, inputs):
     layout = inputs[0].layout
     if impl.args["axis_names"] is not None:
-        impl.args = {**impl.args, "axes": _named_axes(impl, layout, impl.args["axis_names"])}
+        impl.args = {**impl.args, "axes": named_axes(impl.name, layout, impl.args["axis_names"])}
     ndim = len(layout) or inputs[0].ndim
     if ndim is None:
         return OutputSpec(inputs[0].dtype, None, "")
@@ -554,7 +546,7 @@ def _joined_layout(impl, inputs) -> str:
 def _declare_cat(impl, inputs):
     layout = _joined_layout(impl, inputs)
     if impl.args["axis_name"] is not None:
-        impl.args = {**impl.args, "axis": _named_axes(impl, layout, impl.args["axis_name"], "axis_name")[0]}
+        impl.args = {**impl.args, "axis": named_axes(impl.name, layout, impl.args["axis_name"], "axis_name")[0]}
     return OutputSpec(inputs[0].dtype, inputs[0].ndim, layout)
 
 
@@ -584,7 +576,7 @@ def _declare_reduction(impl, inputs):
     spec, args = inputs[0], impl.args
     kind = impl.name.split(".")[1]
     if args["axis_names"] is not None:
-        impl.args = args = {**args, "axes": _named_axes(impl, spec.layout, args["axis_names"])}
+        impl.args = args = {**args, "axes": named_axes(impl.name, spec.layout, args["axis_names"])}
     if spec.dtype is not None:
         dtype = _reduction_type(kind, args, spec.dtype, gpu=isinstance(impl, BatchOperator))
     elif args.get("dtype") is not None:

@@ -139,7 +139,7 @@ def test_crop_mirror_normalize_rejects_wrong_channel_counts():
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0))
     with pytest.raises(ValueError, match="crop_mirror_normalize: arguments 'mean' and 'std' have 2 and 3"):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], mean=(1.0, 2.0), std=(1.0, 2.0, 3.0))
-    with pytest.raises(ValueError, match="crop_mirror_normalize: give the window's crop_h and crop_w together"):
+    with pytest.raises(ValueError, match="crop_mirror_normalize: give crop_w and crop_h together"):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], crop_w=3.0)
 
 

@@ -10,9 +10,10 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator, arg_column, distinct_args
 from penstock.kernels import cpu_image
-from penstock.operators.geometry import CROP_ARGS, check_hwc, crop_placement, crop_size, declare_hwc, with_crop_of
+from penstock.operators.geometry import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, declare_hwc,
+                                         with_crop_of)
 from penstock.operators.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
 # DALI's input and output types of crop_mirror_normalize
@@ -21,15 +22,12 @@ CMN_OUTPUT_TYPES = (types.FLOAT, types.FLOAT16, types.UINT8, types.INT8)
 CMN_LAYOUTS = ("HWC", "CHW")  # input layouts (an input without one is read as HWC)
 
 
-def _check_cmn(static: dict, per_sample: frozenset) -> None:
-    """As DALI: mean and std of one value each, or one per channel (the other of one value); the
-    window as crop, or as crop_h and crop_w together."""
+def _check_mean_std(static: dict, per_sample: frozenset) -> None:
+    """As DALI: mean and std of one value each, or one per channel (the other of one value)."""
     mean, std = static.get("mean"), static.get("std")
     if mean and std and len(mean) != len(std) and 1 not in (len(mean), len(std)):
         raise ArgError(f"arguments 'mean' and 'std' have {len(mean)} and {len(std)} values; give one value "
                        "or one per channel for each")
-    if given(static, per_sample, "crop_h") != given(static, per_sample, "crop_w"):
-        raise ArgError("give the window's crop_h and crop_w together (or crop)")
 
 
 registry.register_schema(OpSchema(
@@ -54,7 +52,7 @@ registry.register_schema(OpSchema(
             "under out_of_bounds_policy='pad', else zeros."),
         Arg("image_type", "image_type", None, "Accepted for DALI compatibility; channels come from the data."),
     ),
-    checks=(_check_cmn,),
+    checks=(*WINDOW_CHECKS, _check_mean_std),
     input_names=("images",)))
 
 # DALI's input and output types of normalize
@@ -191,8 +189,8 @@ def _output_shape(image_shape: tuple, layout: str, permutation: tuple, args: dic
     if args["out_of_bounds_policy"] == "trim_to_shape":
         return None
     height, width, channels = (image_shape[1], image_shape[2], image_shape[0]) if layout == "CHW" else image_shape
-    height, width = crop_size(args) or (height, width)
-    hwc = (height, width, padded_channels(channels, args))
+    window = crop_placement(height, width, args)
+    hwc = (*(window[2:] if window else (height, width)), padded_channels(channels, args))
     return tuple(hwc[axis] for axis in permutation)
 
 

@@ -278,3 +278,44 @@ def test_resize_crop_mirror_per_sample_mirror():
 def test_resize_crop_mirror_refuses_as_dali(kwargs):
     kwargs = {k: v for k, v in {"resize_x": 10, "resize_y": 12, **kwargs}.items() if v is not None}
     _same(lambda fn, types, x: fn.resize_crop_mirror(x, **kwargs), _images())
+
+
+# ---- random_resized_crop --------------------------------------------------------------------------------
+SQUARES = [np.random.default_rng(5).integers(0, 256, (12, 12, 3), dtype=np.uint8),
+           np.random.default_rng(6).integers(0, 256, (7, 7, 3), dtype=np.uint8)]
+WHOLE = dict(random_area=1.0, random_aspect_ratio=1.0)  # one window only: the whole square image
+
+
+@pytest.mark.parametrize("kwargs", [dict(size=(5, 6)), dict(size=(7.6, 8.4)), dict(size=9, interp_type="INTERP_CUBIC"),
+                                    dict(size=(5, 6), dtype="FLOAT")], ids=str)
+def test_random_resized_crop_of_a_whole_image_matches_dali(kwargs):
+    _same(lambda fn, types, x: fn.random_resized_crop(x, **WHOLE, **_with_types(types, kwargs)), SQUARES)
+
+
+@pytest.mark.parametrize("layout", ["CHW", None])
+def test_random_resized_crop_layouts_as_dali(layout):
+    images = [np.ascontiguousarray(i.transpose(2, 0, 1)) for i in SQUARES] if layout == "CHW" else SQUARES
+    _same(lambda fn, types, x: fn.random_resized_crop(x, size=(5, 6), **WHOLE), images, layout=layout)
+
+
+@pytest.mark.parametrize("kwargs", [dict(random_area=(0.9, 0.1)), dict(random_aspect_ratio=(2.0, 0.5))], ids=str)
+def test_random_resized_crop_refuses_empty_ranges(kwargs):
+    _same(lambda fn, types, x: fn.random_resized_crop(x, size=(5, 6), **kwargs), SQUARES)
+
+
+def _window_statistics(library, kwargs):
+    """The mean of the outputs' standard deviations over many noise images: it falls as the windows grow
+    (the filter averages more pixels), so it measures the windows' size distribution."""
+    rng = np.random.default_rng(8)
+    noise = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((40, 50, 3), (30, 30, 3), (50, 35, 3))] * 40
+    outputs = _run(library, lambda fn, types, x: fn.random_resized_crop(x, size=(8, 8), **_with_types(types, kwargs)),
+                   noise, "HWC")
+    return np.mean([sample.astype(np.float64).std() for sample in outputs[0][0]])
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(interp_type="INTERP_CUBIC"), dict(random_area=(0.05, 1.0)),
+                                    dict(random_aspect_ratio=(0.5, 2.0), antialias=False)], ids=str)
+def test_random_resized_crop_windows_as_dali_draws_them(kwargs):
+    # different random numbers, the same distribution: 120 windows agree within a few percent
+    want, got = _window_statistics("dali", kwargs), _window_statistics("penstock", kwargs)
+    assert abs(got - want) <= 0.06 * want, f"mean std {got} (DALI {want})"

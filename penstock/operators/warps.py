@@ -15,7 +15,8 @@ from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
-from penstock.operators.decoders import RANDOM_CROP_ARGS, random_crop_window
+from penstock.operators import crop_generator
+from penstock.operators.decoders import RANDOM_CROP_ARGS
 from penstock.operators.geometry import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_ARGS, WINDOW_CHECKS,
                                          _one_size_form, border_value, check_hwc, crop_placement, crop_size,
                                          declare_hwc, declare_hwc_layout, fixed_crop_size, fixed_resize_size,
@@ -251,16 +252,17 @@ for _name, _suffix in (("warp_affine", "WarpAffine"), ("experimental.warp_perspe
 # ---- random_resized_crop and resize_crop_mirror ------------------------------------------------
 registry.register_schema(OpSchema(
     name="random_resized_crop", class_name="RandomResizedCrop",
-    doc="Cuts a random window of each HWC image (its area a random share of the image's, its aspect "
-        "ratio random, as torchvision's RandomResizedCrop and DALI) and resizes it to ``size``.",
+    doc="Cuts a random window of each HWC or CHW image (its area a random share of the image's, its aspect "
+        "ratio random, chosen as DALI's random_crop_generator chooses it) and resizes it to ``size``; the "
+        "filter reads past the window's edges where the image goes on.",
     args=(
-        Arg("size", "floats", None, "Output (height, width); one value means a square.", length=(1, 2), min=1.0,
-            nullable=False),
+        Arg("size", "floats", None, "Output (height, width), truncated; one value means a square.", length=(1, 2),
+            min=1.0, nullable=False),
         *RANDOM_CROP_ARGS,
         *INTERP_ARGS,
         Arg("dtype", "dtype", None, "Output type; default the input's.", choices=(None, types.UINT8, types.FLOAT)),
     ),
-    checks=(lambda static, per_sample: _require_size(static),),
+    checks=(lambda static, per_sample: _require_size(static), crop_generator.ordered_ranges),
     input_names=("images",)))
 
 
@@ -270,16 +272,34 @@ def _require_size(static: dict) -> None:
 
 
 def _output_size(args: dict) -> tuple[int, int]:
+    """The output (height, width): ``size`` truncated, as DALI reads it."""
     size = args["size"]
-    return int(round(size[0])), int(round(size[-1]))
+    return int(size[0]), int(size[-1])
+
+
+RANDOM_RESIZED_CROP_LAYOUTS = ("HWC", "CHW")
+
+
+def random_window(height: int, width: int, draws, args: dict) -> tuple[int, int, int, int]:
+    """(top, left, height, width) of random_resized_crop's window: DALI's RandomCropGenerator's."""
+    (top, left), (crop_height, crop_width) = crop_generator.crop_window(
+        height, width, draws, args["num_attempts"], crop_generator.value_range(args["random_area"]),
+        crop_generator.value_range(args["random_aspect_ratio"]))
+    return top, left, crop_height, crop_width
 
 
 class RandomResizedCropDeclaration:
+    _layout = "HWC"
+
     def declare_outputs(self, inputs):
-        declare_hwc(inputs[0], self.name)
-        channels = inputs[0].shape[2] if inputs[0].shape else None
-        return inputs[0].but(dtype=self.args["dtype"].numpy if self.args["dtype"] else inputs[0].dtype, ndim=3,
-                             shape=(*_output_size(self.args), channels) if channels else None)
+        spec = inputs[0]
+        self._layout = image_layout(spec.layout, spec.ndim, RANDOM_RESIZED_CROP_LAYOUTS, {3: "HWC"}, self.name) \
+            or "HWC"
+        channels = spec.shape[self._layout.index("C")] if spec.shape else None
+        size = _output_size(self.args)
+        return spec.but(dtype=self.args["dtype"].numpy if self.args["dtype"] else spec.dtype, ndim=3,
+                        layout=self._layout,
+                        shape=((*size, channels) if self._layout == "HWC" else (channels, *size)) if channels else None)
 
     def draw(self, rng, count):
         return UniformBlocks.draw(rng, count, self.args["num_attempts"])
@@ -289,23 +309,25 @@ class RandomResizedCropDeclaration:
 class RandomResizedCrop(RandomResizedCropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
-        top, left, height, width = random_crop_window(image.shape[0], image.shape[1], sample.params,
-                                                      args["random_aspect_ratio"], args["random_area"])
+        if image.ndim != 3:
+            raise ValueError(f"{self.name}: expected {self._layout} images (3 dimensions), got shape {image.shape}")
+        axes = spatial_axes(self._layout)
+        top, left, height, width = random_window(image.shape[axes[0]], image.shape[axes[1]], sample.params, args)
         # the window is the source region of the resampling: its filter reads past the window's edges
-        return cpu_image.resample(image, (0, 1), _output_size(args), (top, left), (top + height, left + width),
+        return cpu_image.resample(image, axes, _output_size(args), (top, left), (top + height, left + width),
                                   *resample_filters(args), args["antialias"], resampled_dtype(image, args, self.name))
 
 
 @registry.register("random_resized_crop", "gpu", requires=devices.gpu_problem)
 class RandomResizedCropGpu(ExtendsImagePlan, RandomResizedCropDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
+        if self._layout != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
         plan = geometry_plan(inputs[0])
         if plan.resized:
             plan = plan_of(plan.materialize()[0])
         first = args[0] if args else None
-        windows = [random_crop_window(h, w, batch.params[i], a["random_aspect_ratio"], a["random_area"])
-                   for i, ((h, w), a) in enumerate(zip(plan.sizes, args))]
+        windows = [random_window(h, w, batch.params[i], a) for i, ((h, w), a) in enumerate(zip(plan.sizes, args))]
         size = _output_size(first) if first else (0, 0)
         shrinking = bool(windows) and size[0] * size[1] < windows[0][2] * windows[0][3]
         plan = plan.with_crop(windows).with_resize([size] * len(windows),

@@ -8,7 +8,7 @@ import pytest
 from conftest import gpu_or_emulated, smooth_image
 from helpers_data import make_class_tree
 
-from penstock.compat.dali import fn, ops, pipeline_def, types
+from penstock.compat.dali import fn, math, ops, pipeline_def, types
 from penstock.compat.dali.pipeline import Pipeline
 from penstock.compat.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
 
@@ -157,7 +157,7 @@ def test_an_arithmetic_pipeline(tmp_path):
         scale = fn.random.uniform(range=[1.0, 2.0])
         on = data.gpu() if device == "gpu" else data
         centred = (on - fn.reductions.mean(data)) * scale
-        clipped = fn.math.clamp(centred, -1.5, 1.5)
+        clipped = math.clamp(centred, -1.5, 1.5)
         return clipped, on ** 2 // 3, on > 0, scale
     (cpu, gpu) = _run_both(define)
     for index, sample in enumerate(VALUES):

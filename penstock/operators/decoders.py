@@ -510,6 +510,10 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         self._windows = self.cpu_class(args, context)
         self._engine = None
         self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
+        # the GPU's decoders make 8-bit RGB, BGR or gray: other outputs are decoded by the CPU
+        # workers and uploaded
+        self._decoded_on_cpu = self._emulated or args["dtype"] is not types.UINT8 or \
+            args["output_type"] not in (types.RGB, types.BGR, types.GRAY)
         self._cpu_load = args["cpu_decoder_load"]  # None: automatic_cpu_share, per image
         # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
         self._spare_cores = distributed.default_threads() - PIPELINE_CORES
@@ -557,7 +561,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         """The automatic share keeps the machine's spare cores busy: as many workers as its cores
         per pipeline, even where num_threads asks for fewer (DALI's examples ask for 4), which the
         share of large JPEGs would leave the pipeline waiting for."""
-        if self._cpu_load is not None or self._spare_cores <= 0 or self._emulated:
+        if self._cpu_load is not None or self._spare_cores <= 0 or self._decoded_on_cpu:
             return 0
         return min(self._spare_cores + PIPELINE_CORES, MAX_SHARE_WORKERS)  # the machine's cores per pipeline
 
@@ -575,7 +579,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     def prepare(self, inputs, args, sample):
         """On a CPU worker (thread or process): an EncodedImage (the data, its size and window); the
         decoded window itself when the GPU is emulated on the CPU."""
-        if self._emulated:
+        if self._decoded_on_cpu:
             return np.asarray(self._windows.run(inputs, args, sample))
         return self.encoded(inputs, args, sample)
 
@@ -620,8 +624,9 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
         import torch
         from penstock.kernels.image_plan import ImagePlan
         prepared = inputs[0]
-        if self._emulated:  # copies: the images may lie in worker processes' rings, written over after the batch
-            return ImagePlan.of([torch.from_numpy(np.array(image)) for image in prepared])
+        if self._decoded_on_cpu:  # copies: the images may lie in worker processes' rings, written over after the batch
+            images = [torch.from_numpy(np.array(image)) for image in prepared]
+            return ImagePlan.of(images if self._emulated else [image.to(batch.device) for image in images])
         if self._engine is None:
             self._engine = self._new_engine(batch.device, batch.run_call)
         def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
@@ -636,7 +641,7 @@ class MixedDecoder(DecoderDeclaration, BatchOperator):
     def open(self, device, run_call):
         """nvImageCodec's instance and nvJPEG's hardware decoder take a second or two to make: made
         while the CPU stage reads and parses the first batch, not after."""
-        if self._engine is None and not self._emulated and device is not None and device.type == "cuda":
+        if self._engine is None and not self._decoded_on_cpu and device is not None and device.type == "cuda":
             self._engine = self._new_engine(device, run_call)
 
     def _new_engine(self, device, run_call):

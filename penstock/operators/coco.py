@@ -21,7 +21,7 @@ import numpy as np
 
 from penstock import limits, registry
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers import (READER_ARGS, ShardedReader, load_npy, read_bytes, sharded_epochs,
+from penstock.operators.readers import (SAMPLE_READER_ARGS, ShardedReader, load_npy, read_bytes, sharded_epochs,
                                         shuffle_after_epoch_alone)
 from penstock.schema import Arg, ArgError, OpSchema, require_one_of
 
@@ -76,7 +76,7 @@ registry.register_schema(OpSchema(
             "save_preprocessed_annotations_dir (a JSON file and .npy arrays of numbers; the masks too with "
             "polygon_masks or pixelwise_masks)."),
         Arg("save_preprocessed_annotations_dir", "path", "", "Where save_preprocessed_annotations writes."),
-        *READER_ARGS,
+        *SAMPLE_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=_outputs,

@@ -31,29 +31,53 @@ READER_ARGS = (
         "distributed job (torch.distributed or torchrun; penstock.distributed), else 0.", min=0),
     Arg("num_shards", "int", None, "Into how many contiguous parts the data set is split. Default: the "
         "distributed job's world size, else 1.", min=1),
-    Arg("stick_to_shard", "bool", False, "Read the same shard every epoch; otherwise shard k reads part "
-        "(k + epoch) % num_shards in each epoch."),
-    Arg("shuffle_after_epoch", "bool", False, "Permute the whole data set after each epoch (the first epoch in "
-        "file order; the same permutation on every shard, so shards still partition it). Excludes "
-        "random_shuffle and stick_to_shard, as in DALI."),
-    Arg("shuffle_after_epoch_seed", "int", 0, "Seed of those permutations (the same on every shard)."),
-    Arg("pad_last_batch", "bool", False, "Pad a short last batch by repeating the epoch's last sample; "
-        "otherwise the batch is filled with the epoch's first samples. Either way the padding is "
-        "marked, and iterators drop or keep it by their last_batch_policy."),
+    Arg("stick_to_shard", "bool", False, "Read the same shard every epoch; otherwise, as DALI's readers, "
+        "go on to the next shard after each (shard k reads part (k + epoch) % num_shards)."),
+    Arg("pad_last_batch", "bool", False, "Pad each epoch's shard, by repeating its last sample, to the "
+        "largest shard's size and then to whole batches. Otherwise, as in DALI, a short last batch is "
+        "filled with the next epoch's first samples, and the next epoch goes on after them (with shuffling, "
+        "it starts at its beginning). Either way the samples past the shard's are marked as padding, and "
+        "iterators drop or keep them by their last_batch_policy."),
     Arg("skip_cached_images", "bool", False, "Accepted for DALI compatibility; has no effect."),
     Arg("dont_use_mmap", "bool", False, "Accepted for DALI compatibility; files are read with plain reads."),
     Arg("read_ahead", "bool", False, "Accepted for DALI compatibility; the OS reads ahead."),
     Arg("prefetch_queue_depth", "int", 1, "Accepted for DALI compatibility; see the pipeline's own.", min=1),
     Arg("lazy_init", "bool", False, "Accepted for DALI compatibility; the file list is made at build."),
+    Arg("tensor_init_bytes", "int", 1048576, "Accepted for DALI compatibility (its first allocation per "
+        "sample).", min=0),
+)
+SHUFFLE_AFTER_EPOCH_SEED = Arg("shuffle_after_epoch_seed", "int", 0, "Seed of those permutations (the same on "
+                               "every shard).")
+# readers of files, one sample each (readers.file, numpy, coco)
+SAMPLE_READER_ARGS = READER_ARGS + (
+    Arg("shuffle_after_epoch", "bool", False, "Permute the whole data set before each epoch (the same "
+        "permutation on every shard, so that the shards still partition it); the reader keeps to its "
+        "shard. Excludes random_shuffle and stick_to_shard, as in DALI."),
+    SHUFFLE_AFTER_EPOCH_SEED,
+)
+# readers of a few files of many samples each (readers.mxnet, tfrecord, webdataset)
+RECORD_READER_ARGS = READER_ARGS + (
+    Arg("shuffle_after_epoch", "bool", False, "Permute the order of the files before each epoch, each "
+        "file's samples kept in their order (the same permutation on every shard, so that the shards "
+        "still partition the samples); the reader keeps to its shard. Goes with random_shuffle; excludes "
+        "stick_to_shard, as in DALI."),
+    SHUFFLE_AFTER_EPOCH_SEED,
 )
 
+
 def shuffle_after_epoch_alone(static: dict, per_sample: frozenset) -> None:
-    """A check of every reader: shuffle_after_epoch permutes the whole data set, which neither a
-    shuffle within the shard nor a shard kept every epoch goes with."""
+    """A check of the readers of SAMPLE_READER_ARGS: shuffle_after_epoch permutes the whole data set,
+    which neither a shuffle within the shard nor a shard kept every epoch goes with."""
     if static["shuffle_after_epoch"]:
         for other in ("random_shuffle", "stick_to_shard"):
             if static[other]:
                 raise ArgError(f"'shuffle_after_epoch' and '{other}' exclude each other")
+
+
+def shuffle_after_epoch_moving(static: dict, per_sample: frozenset) -> None:
+    """A check of the readers of RECORD_READER_ARGS: shuffle_after_epoch moves files between shards."""
+    if static["shuffle_after_epoch"] and static["stick_to_shard"]:
+        raise ArgError("'shuffle_after_epoch' and 'stick_to_shard' exclude each other")
 
 
 FILE_SCHEMA = registry.register_schema(OpSchema(
@@ -73,7 +97,7 @@ FILE_SCHEMA = registry.register_schema(OpSchema(
         Arg("dir_filters", "strs", None, "Globs the names of the class folders match: only those are classes "
             "(labelled in their sorted order). Default: every sub-folder."),
         Arg("case_sensitive_filter", "bool", False, "Match file_filters and dir_filters case-sensitively."),
-        *READER_ARGS,
+        *SAMPLE_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=2,
@@ -348,14 +372,23 @@ class ShardedReader(Reader):
                 "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}
 
 
-def sharded_epochs(args: dict, context, total: int, name: str) -> ShardedEpochs:
-    """The ShardedEpochs of a reader from its READER_ARGS. shuffle_after_epoch permutes the whole
-    data set before each pass, and keeps the reader on its shard (the permutation moves the samples
-    between shards), as DALI's."""
+def sharded_epochs(args: dict, context, total: int, name: str, file_of=None) -> ShardedEpochs:
+    """The ShardedEpochs of a reader from its READER_ARGS. shuffle_after_epoch permutes the data set
+    before each pass, and keeps the reader on its shard (the permutation moves the samples between
+    shards), as DALI's: the samples, or with ``file_of`` (the file of each sample, the samples of a
+    file adjacent) the files, each file's samples kept in order."""
     shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], name)
     permuted = args.get("shuffle_after_epoch", False)
-    seed = args.get("shuffle_after_epoch_seed")
-    order = (lambda number: keyed_stream([seed & (2**64 - 1), number]).permutation(total)) if permuted else None
+    order = None
+    if permuted:
+        seed = args["shuffle_after_epoch_seed"] & (2**64 - 1)
+        if file_of is None:
+            order = lambda number: keyed_stream([seed, number]).permutation(total)  # noqa: E731
+        else:
+            file_of = np.asarray(file_of)
+            files = [np.flatnonzero(file_of == number) for number in range(int(file_of.max()) + 1)]
+            order = lambda number: np.concatenate(  # noqa: E731
+                [files[k] for k in keyed_stream([seed, number]).permutation(len(files))])
     return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"] or permuted,
                          args["random_shuffle"], args["pad_last_batch"], context.seed, name, order)
 
@@ -438,7 +471,7 @@ registry.register_schema(OpSchema(
         Arg("register_buffers", "bool", True, "Accepted for DALI compatibility (its 'gpu' form's buffers)."),
         Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
             "page cache."),
-        *READER_ARGS,
+        *SAMPLE_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=1,
@@ -642,7 +675,6 @@ registry.register_schema(OpSchema(
     num_outputs=1,
     input_names=(),
     is_source=True,
-    checks=(shuffle_after_epoch_alone,),
 ))
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from penstock import limits, registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers import READER_ARGS, ShardedReader, sharded_epochs, shuffle_after_epoch_alone
+from penstock.operators.readers import (RECORD_READER_ARGS, ShardedReader, sharded_epochs,
+                                        shuffle_after_epoch_moving)
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
@@ -42,7 +43,8 @@ class RecordFileReader(ShardedReader):
         if not self.records:
             raise ValueError(f"{name}: no records in {self.files}")
         self.paths = [f"{self.files[number]} (record at byte {offset})" for number, offset, _ in self.records]
-        self.epochs = sharded_epochs(args, self.context, len(self.records), name)
+        self.epochs = sharded_epochs(args, self.context, len(self.records), name,
+                                     [number for number, _, _ in self.records])
 
     def read_at(self, number: int, offset: int, size: int, where: str) -> bytes:
         descriptors = self.__dict__.setdefault("_descriptors", {})
@@ -134,14 +136,14 @@ registry.register_schema(OpSchema(
         Arg("features", "any", REQUIRED, "Feature name -> what to read (penstock.tfrecord)."),
         Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
             "page cache."),
-        *READER_ARGS,
+        *RECORD_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=lambda static: len(static["features"]),
     output_names=lambda static: tuple(static["features"]),
     input_names=(),
     is_source=True,
-    checks=(_tfrecord_files, shuffle_after_epoch_alone),
+    checks=(_tfrecord_files, shuffle_after_epoch_moving),
 ))
 
 
@@ -206,13 +208,13 @@ registry.register_schema(OpSchema(
             choices=("", "empty", "skip", "error")),
         Arg("dtypes", "dtypes", None, "Per output, the element type its bytes are read as (default uint8); "
             "a file's size must be a multiple of the type's."),
-        *READER_ARGS,
+        *RECORD_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=lambda static: len(static["ext"]),
     input_names=(),
     is_source=True,
-    checks=(_webdataset_args, shuffle_after_epoch_alone),
+    checks=(_webdataset_args, shuffle_after_epoch_moving),
 ))
 
 
@@ -450,7 +452,8 @@ class WebdatasetReader(RecordFileReader):
                              f"{list(args['ext'])}")
         dtypes = args["dtypes"]
         self.dtypes = [dtype.numpy for dtype in dtypes] if dtypes is not None else [np.dtype(np.uint8)] * len(wanted)
-        self.epochs = sharded_epochs(args, context, len(self.samples), "readers.webdataset")
+        self.epochs = sharded_epochs(args, context, len(self.samples), "readers.webdataset",
+                                     [number for number, _ in self.samples])
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, parts = self.samples[index]
@@ -565,13 +568,13 @@ registry.register_schema(OpSchema(
         Arg("path", "paths", REQUIRED, "The RecordIO files."),
         Arg("index_path", "paths", None, "One index file per RecordIO file ('key offset' per record, as im2rec "
             "writes)."),
-        *READER_ARGS,
+        *RECORD_READER_ARGS,
     ),
     num_inputs=(0, 0),
     num_outputs=2,
     input_names=(),
     is_source=True,
-    checks=(one_index_each, shuffle_after_epoch_alone),
+    checks=(one_index_each, shuffle_after_epoch_moving),
 ))
 
 

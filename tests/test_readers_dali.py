@@ -1,0 +1,128 @@
+"""The readers against DALI itself: the samples each batch holds over several epochs (shards,
+sticking, padding), reader_meta, and the arguments each reader takes."""
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+from nvidia.dali import fn as dali_fn  # noqa: E402
+from nvidia.dali import pipeline_def as dali_pipeline_def  # noqa: E402
+
+from penstock.compat.dali import fn, pipeline_def  # noqa: E402
+
+SAMPLES = 7
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """7 samples holding their own number: files, .npy files, and webdataset archives of 2, 3, 1 and
+    1 samples."""
+    root = tmp_path_factory.mktemp("readers")
+    files, archives = [], []
+    for number in range(SAMPLES):
+        files.append(str(root / f"file{number}.bin"))
+        with open(files[-1], "wb") as handle:
+            handle.write(bytes([number]) * (number + 1))
+        os.makedirs(root / "npy", exist_ok=True)
+        np.save(root / "npy" / f"array{number}.npy", np.full((1,), number, np.int32))
+    first = 0
+    for part, count in enumerate((2, 3, 1, 1)):
+        archives.append(str(root / f"part{part}.tar"))
+        with tarfile.open(archives[-1], "w", format=tarfile.USTAR_FORMAT) as tar:
+            for number in range(first, first + count):
+                info = tarfile.TarInfo(f"sample{number}.bin")
+                info.size = 1
+                tar.addfile(info, io.BytesIO(bytes([number])))
+        first += count
+    return {"files": files, "npy": str(root / "npy"), "archives": archives}
+
+
+def reader(library, kind: str, data: dict, **args):
+    if kind == "file":
+        return library.readers.file(files=data["files"], labels=list(range(SAMPLES)), name="Reader", **args)[1]
+    if kind == "numpy":
+        return library.readers.numpy(file_root=data["npy"], name="Reader", **args)
+    return library.readers.webdataset(paths=data["archives"], ext=["bin"], name="Reader", **args)
+
+
+def batches(library, kind: str, data: dict, batch_size: int, count: int, **args) -> tuple[list, dict]:
+    """The sample numbers of ``count`` batches, and the reader's epoch_size and epoch_size_padded."""
+    define = dali_pipeline_def if library is dali_fn else pipeline_def
+
+    @define(batch_size=batch_size, num_threads=1, device_id=None, seed=5)
+    def pipeline():
+        return reader(library, kind, data, **args)
+
+    pipe = pipeline()
+    pipe.build()
+    numbers = []
+    for _ in range(count):
+        (out,) = pipe.run()
+        numbers.append([int(np.asarray(out[i]).ravel()[0]) for i in range(batch_size)])
+    meta = pipe.reader_meta("Reader")
+    return numbers, {key: meta[key] for key in ("epoch_size", "epoch_size_padded")}
+
+
+SHARDINGS = [(1, 0), (2, 0), (2, 1), (3, 0), (3, 2)]
+
+
+@pytest.mark.parametrize("kind", ["file", "numpy", "webdataset"])
+@pytest.mark.parametrize("batch_size", [1, 3, 4])
+@pytest.mark.parametrize("num_shards,shard_id", SHARDINGS)
+@pytest.mark.parametrize("stick_to_shard", [False, True])
+@pytest.mark.parametrize("pad_last_batch", [False, True])
+def test_the_samples_of_each_batch_over_epochs_are_dalis(data, kind, batch_size, num_shards, shard_id,
+                                                         stick_to_shard, pad_last_batch):
+    args = {"num_shards": num_shards, "shard_id": shard_id, "stick_to_shard": stick_to_shard,
+            "pad_last_batch": pad_last_batch}
+    count = 3 * -(-SAMPLES // batch_size) + 1  # three epochs and more
+    assert batches(fn, kind, data, batch_size, count, **args) == batches(dali_fn, kind, data, batch_size, count,
+                                                                        **args)
+
+
+@pytest.mark.parametrize("kind", ["file", "numpy", "webdataset"])
+def test_every_reader_takes_tensor_init_bytes(data, kind):
+    assert batches(fn, kind, data, 3, 1, tensor_init_bytes=1024) == \
+        batches(dali_fn, kind, data, 3, 1, tensor_init_bytes=1024)
+
+
+@pytest.mark.parametrize("pad_last_batch", [False, True])
+def test_shuffle_after_epoch_of_webdataset_permutes_archives_and_goes_with_random_shuffle(data, pad_last_batch):
+    """Each pass of a shard reads its part of the archives in a new order, each archive's samples in
+    theirs; random_shuffle may shuffle them further (DALI takes both)."""
+    archives = [[0, 1], [2, 3, 4], [5], [6]]
+    for shard_id in range(2):
+        numbers, _ = batches(fn, "webdataset", data, 4, 6, shuffle_after_epoch=True, num_shards=2, shard_id=shard_id,
+                             pad_last_batch=pad_last_batch)
+        passes = [numbers[k] + numbers[k + 1] for k in range(0, 6, 2)]
+        for read in passes:
+            own = read[:3 + shard_id]  # shards of 3 and 4 samples
+            for archive in archives:  # an archive's samples in order, those of the shard's part together
+                held = [number for number in own if number in archive]
+                assert held == sorted(held)
+        assert len({tuple(read) for read in passes}) > 1
+    shuffled, _ = batches(fn, "webdataset", data, 7, 2, shuffle_after_epoch=True, random_shuffle=True)
+    assert all(sorted(batch) == list(range(SAMPLES)) for batch in shuffled)
+    for library in (fn, dali_fn):
+        with pytest.raises(Exception, match="stick_to_shard"):
+            batches(library, "webdataset", data, 3, 1, shuffle_after_epoch=True, stick_to_shard=True)
+
+
+@pytest.mark.parametrize("kind", ["file", "numpy"])
+def test_shuffle_after_epoch_of_files_excludes_random_shuffle(data, kind):
+    for library in (fn, dali_fn):
+        with pytest.raises(Exception, match="random_shuffle"):
+            batches(library, kind, data, 3, 1, shuffle_after_epoch=True, random_shuffle=True)
+
+
+@pytest.mark.parametrize("argument", ["shuffle_after_epoch", "shuffle_after_epoch_seed"])
+def test_readers_sequence_has_no_shuffle_after_epoch(argument):
+    value = True if argument == "shuffle_after_epoch" else 7
+    for library in (fn, dali_fn):
+        with pytest.raises((TypeError, KeyError), match=argument):
+            library.readers.sequence(file_root="/nonexistent", sequence_length=2, **{argument: value})

@@ -449,7 +449,12 @@ def current_graph(op_name: str) -> Graph:
 def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     """Validates a call of ``schema`` and adds it to the current graph; returns its output node(s).
     Without ``device``, an operator runs on the GPU when any of its data inputs is there (DALI's
-    placement), else on the CPU."""
+    placement), else on the CPU. Lists of data nodes among the inputs are DALI's multiple input
+    sets: one operator for each position of the lists."""
+    input_sets = _input_sets(schema.name, tuple(inputs))
+    if input_sets is not None:
+        results = [invoke(schema, one_set, kwargs) for one_set in input_sets]
+        return results[0] if len(results) == 1 else _output_sets(results)
     graph = current_graph(schema.name)
     inputs, kwargs = _argument_inputs(schema, tuple(inputs), kwargs)
     for value in (*inputs, *kwargs.values()):
@@ -479,6 +484,30 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
     if schema.listed_outputs_arg is not None and static.get(schema.listed_outputs_arg) is not None:
         return list(outputs) if isinstance(outputs, tuple) else [outputs]
     return outputs
+
+
+def _input_sets(op_name: str, inputs: tuple) -> list[tuple] | None:
+    """DALI's multiple input sets: where inputs are lists holding data nodes, the inputs of each
+    operator, the other inputs repeated ([a, [x, y]] -> (a, x), (a, y)); None where there are none."""
+    def is_set(value):
+        return isinstance(value, list) and any(isinstance(item, DataNode) for item in value)
+    lengths = {len(value) for value in inputs if is_set(value)}
+    if not lengths:
+        return None
+    if len(lengths) > 1:
+        raise ValueError(f"{op_name}: the lists of inputs (multiple input sets) have different lengths "
+                         f"{sorted(lengths)}; give lists of one length")
+    (count,) = lengths
+    return [tuple(value[position] if is_set(value) else value for value in inputs) for position in range(count)]
+
+
+def _output_sets(results: list) -> list:
+    """The outputs of the operators of several input sets, as DALI groups them: a list of the
+    operators' outputs where each has one, else one list per output position."""
+    results = [list(result) if isinstance(result, (tuple, list)) else [result] for result in results]
+    if len(results[0]) == 1:
+        return [result[0] for result in results]
+    return [[result[position] for result in results] for position in range(len(results[0]))]
 
 
 def _argument_inputs(schema: OpSchema, inputs: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -99,6 +99,11 @@ PROGRAMS = {
     "subscript_out_of_range": lambda lib: _run(lib, lambda fn, types: _feed(fn)[5]),
     "subscript_too_many": lambda lib: _run(lib, lambda fn, types: _feed(fn)[0, 0, 0, 0]),
     "subscript_ellipsis": lambda lib: _run(lib, lambda fn, types: _feed(fn)[..., 0]),
+    "input_sets": lambda lib: _outputs(_run(lib, lambda fn, types: (
+        *fn.flip([_feed(fn), _feed(fn, RAGGED, "HW")], horizontal=1), *fn.cat([_feed(fn)] * 2, _feed(fn), axis=0)))),
+    "input_sets_of_one": lambda lib: _outputs(_run(lib, lambda fn, types: fn.flip([_feed(fn)], horizontal=1))),
+    "input_sets_of_lengths_that_differ": lambda lib: _run(lib, lambda fn, types: fn.cat(
+        [_feed(fn)] * 2, [_feed(fn)] * 3)),
 }
 
 

@@ -126,3 +126,61 @@ def test_readers_sequence_has_no_shuffle_after_epoch(argument):
     for library in (fn, dali_fn):
         with pytest.raises((TypeError, KeyError), match=argument):
             library.readers.sequence(file_root="/nonexistent", sequence_length=2, **{argument: value})
+
+
+def build(library, make):
+    define = dali_pipeline_def if library is dali_fn else pipeline_def
+
+    @define(batch_size=1, num_threads=1, device_id=None)
+    def pipeline():
+        return make(library)
+
+    pipe = pipeline()
+    pipe.build()
+    return pipe
+
+
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+def test_readers_numpy_takes_use_o_direct_only_without_mmap(data, dont_use_mmap):
+    def make(library):
+        return library.readers.numpy(file_root=data["npy"], use_o_direct=True, dont_use_mmap=dont_use_mmap)
+    if dont_use_mmap:
+        assert int(np.asarray(build(fn, make).run()[0][0])[0]) == int(np.asarray(build(dali_fn, make).run()[0][0])[0])
+        return
+    with pytest.raises(Exception, match="use_o_direct"):
+        build(dali_fn, make)
+    with pytest.raises(ValueError, match="readers.numpy.*'use_o_direct' needs 'dont_use_mmap=True'"):
+        build(fn, make)
+
+
+@pytest.fixture(scope="module")
+def coco_set(tmp_path_factory):
+    import json
+
+    from helpers_data import write_jpeg
+    root = tmp_path_factory.mktemp("coco")
+    write_jpeg(str(root / "a.jpg"), 8, 8)
+    with open(root / "annotations.json", "w") as handle:
+        json.dump({"images": [{"id": 1, "file_name": "a.jpg", "height": 8, "width": 8}],
+                   "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4], "iscrowd": 0,
+                                    "area": 16}],
+                   "categories": [{"id": 1, "name": "one"}]}, handle)
+    return str(root)
+
+
+@pytest.mark.parametrize("args,named", [
+    ({"skip_cached_images": True}, "skip_cached_images"),
+    ({"save_preprocessed_annotations_dir": "index"}, "save_preprocessed_annotations"),
+    ({"save_preprocessed_annotations": True}, "save_preprocessed_annotations"),
+    ({"preprocessed_annotations": "index"}, "annotations_file"),
+])
+def test_readers_coco_refuses_what_dali_refuses(coco_set, args, named):
+    args = {name: os.path.join(coco_set, value) if isinstance(value, str) else value for name, value in args.items()}
+
+    def make(library):
+        return library.readers.coco(file_root=coco_set, annotations_file=os.path.join(coco_set, "annotations.json"),
+                                    **args)[0]
+    with pytest.raises(Exception, match=named):
+        build(dali_fn, make)
+    with pytest.raises(ValueError, match=f"readers.coco.*{named}"):
+        build(fn, make)

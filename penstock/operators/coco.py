@@ -35,8 +35,13 @@ def _exclusive(static: dict, per_sample: frozenset) -> None:
         raise ArgError("'polygon_masks' and 'pixelwise_masks' exclude each other")
     if static["preprocessed_annotations"] and static["images"] is not None:
         raise ArgError("'images' selects from an annotations file; it cannot be used with 'preprocessed_annotations'")
-    if static["save_preprocessed_annotations"] and not static["save_preprocessed_annotations_dir"]:
-        raise ArgError("'save_preprocessed_annotations' needs 'save_preprocessed_annotations_dir'")
+    if bool(static["save_preprocessed_annotations"]) != bool(static["save_preprocessed_annotations_dir"]):
+        raise ArgError("'save_preprocessed_annotations' and 'save_preprocessed_annotations_dir' go together, as in "
+                       "DALI")
+    if static["preprocessed_annotations"] and static["annotations_file"]:
+        raise ArgError("'preprocessed_annotations' replaces 'annotations_file'; give one")
+    if static["skip_cached_images"]:
+        raise ArgError("'skip_cached_images' is not supported, as in DALI")
 
 
 def _outputs(args: dict) -> int:

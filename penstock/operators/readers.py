@@ -74,6 +74,13 @@ def shuffle_after_epoch_alone(static: dict, per_sample: frozenset) -> None:
                 raise ArgError(f"'shuffle_after_epoch' and '{other}' exclude each other")
 
 
+def o_direct_without_mmap(static: dict, per_sample: frozenset) -> None:
+    """A check of the readers that take use_o_direct (readers.numpy, tfrecord): DALI's reads with
+    O_DIRECT only where it was told not to map the files."""
+    if static["use_o_direct"] and not static["dont_use_mmap"]:
+        raise ArgError("'use_o_direct' needs 'dont_use_mmap=True', as in DALI")
+
+
 def shuffle_after_epoch_moving(static: dict, per_sample: frozenset) -> None:
     """A check of the readers of RECORD_READER_ARGS: shuffle_after_epoch moves files between shards."""
     if static["shuffle_after_epoch"] and static["stick_to_shard"]:
@@ -469,8 +476,8 @@ registry.register_schema(OpSchema(
         Arg("cache_header_information", "bool", False, "Accepted for DALI compatibility; each file's header "
             "is read with its data."),
         Arg("register_buffers", "bool", True, "Accepted for DALI compatibility (its 'gpu' form's buffers)."),
-        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
-            "page cache."),
+        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility (with dont_use_mmap=True, as "
+            "DALI's); files are read through the page cache."),
         *SAMPLE_READER_ARGS,
     ),
     num_inputs=(0, 0),
@@ -478,7 +485,8 @@ registry.register_schema(OpSchema(
     input_names=(),
     is_source=True,
     checks=(require_one_of("file_root", "file_list", "files", what="the files to read"),
-            lambda static, per_sample: _one_list(static), _one_roi_form, shuffle_after_epoch_alone),
+            lambda static, per_sample: _one_list(static), _one_roi_form, shuffle_after_epoch_alone,
+            o_direct_without_mmap),
 ))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from penstock import limits, registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers import (RECORD_READER_ARGS, ShardedReader, sharded_epochs,
+from penstock.operators.readers import (RECORD_READER_ARGS, ShardedReader, o_direct_without_mmap, sharded_epochs,
                                         shuffle_after_epoch_moving)
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -134,8 +134,8 @@ registry.register_schema(OpSchema(
         Arg("index_path", "paths", None, "One index file per TFRecord file ('offset size' per record, as "
             "tfrecord2idx writes)."),
         Arg("features", "any", REQUIRED, "Feature name -> what to read (penstock.tfrecord)."),
-        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility; files are read through the "
-            "page cache."),
+        Arg("use_o_direct", "bool", False, "Accepted for DALI compatibility (with dont_use_mmap=True, as "
+            "DALI's); files are read through the page cache."),
         *RECORD_READER_ARGS,
     ),
     num_inputs=(0, 0),
@@ -143,7 +143,7 @@ registry.register_schema(OpSchema(
     output_names=lambda static: tuple(static["features"]),
     input_names=(),
     is_source=True,
-    checks=(_tfrecord_files, shuffle_after_epoch_moving),
+    checks=(_tfrecord_files, shuffle_after_epoch_moving, o_direct_without_mmap),
 ))
 
 

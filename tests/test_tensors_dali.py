@@ -425,3 +425,38 @@ CONSTANTS = {
 @pytest.mark.parametrize("name", list(CONSTANTS))
 def test_constant(name):
     _same(lambda fn, t, x: (x, CONSTANTS[name](fn, t, x)), IMAGES, "HWC")
+
+
+def _counting(shape):
+    return np.arange(1, int(np.prod(shape)) + 1, dtype=np.float32).reshape(shape)
+
+
+# (fill value's shape, output shape): numpy's broadcasting, a fill larger than an output extent of 1,
+# a 1-D fill tiled in order against a last extent of 1, scalars, and shapes that do not broadcast
+FULL_SHAPES = [((1,), ()), ((2, 3), ()), ((2, 1), (2, 3)), ((2, 3), (4, 2, 3)), ((2,), (3, 1)), ((3,), (4, 1)),
+               ((1, 1, 3), (3, 2, 1)), ((3, 3), (3, 1)), ((3, 3), (3, 3, 1)), ((2, 1, 3), (3, 1)),
+               ((3, 1, 3), (1, 3, 1)), ((3, 2, 2), (2, 1)), ((2, 3), (2, 1, 1)), ((2,), (3,)), ((2,), (1, 3))]
+
+
+@pytest.mark.parametrize("fill_shape, shape", FULL_SHAPES)
+def test_full_spreads_the_fill_value_as_dali(fill_shape, shape):
+    fill = _counting(fill_shape)
+    _same(lambda fn, t, x: fn.full(fn.external_source(source=lambda: [fill, fill + 10], batch=True), shape=shape),
+          IMAGES)
+
+
+@pytest.mark.parametrize("build", [
+    lambda fn, t, x: fn.full(fn.external_source(source=lambda: [np.int16([[5], [7]])] * 2, batch=True)),
+    lambda fn, t, x: fn.full(fn.external_source(source=lambda: [np.int16([[5], [7]])] * 2, batch=True),
+                             shape=_per_sample(fn, [[2, 1], [2, 3]], np.int32)),
+    lambda fn, t, x: fn.full(fn.external_source(source=lambda: [np.int16([5, 7])] * 2, batch=True), shape=(1,),
+                             layout="X"),
+    lambda fn, t, x: fn.full(fn.external_source(source=lambda: [np.int16([5, 7])] * 2, batch=True), shape=(2,),
+                             layout="XY"),
+    lambda fn, t, x: fn.full(fn.external_source(source=lambda: [np.int16([5, 7])] * 2, batch=True), layout="X"),
+    lambda fn, t, x: fn.full_like(x, fn.external_source(source=lambda: [np.float32([[1.7], [300]])] * 2,
+                                                        batch=True)),
+], ids=["no shape: a scalar", "shape per sample", "layout", "layout of other axes refused",
+        "layout for a scalar refused", "full_like"])
+def test_full_shapes_and_layouts(build):
+    _same(build, [np.zeros((2, 3), np.uint8)] * 2, "HW")

@@ -757,19 +757,47 @@ OPERATORS["cast_like"] = (_cast_like, (2, 2), (), "The first input cast to the e
 # ---- full, full_like, zeros_like, ones_like: arrays filled with a value --------------------------------
 def _filled(xp, shape, value, dtype, near):
     """An array of ``shape`` and ``dtype`` (numpy's, or torch's on the GPU) holding ``value`` (a number,
-    or an array broadcast to the shape, numpy-style), converted as cast converts; ``near``: a sample
-    whose device it goes to."""
+    or an array spread over the shape as DALI spreads it: see _fill_positions), converted as cast
+    converts; ``near``: a sample whose device it goes to."""
     shape = tuple(int(size) for size in shape)
     if xp is np:
         fill = numeric.saturate(np.asarray(value), dtype)
-        broadcast = np.broadcast_to
-    else:
-        fill = value if isinstance(value, xp.Tensor) else xp.as_tensor(value, device=near.device)
-        fill, broadcast = numeric.saturate_tensor(fill, dtype), xp.broadcast_to
-    try:
-        return broadcast(fill, shape).clone() if xp is not np else broadcast(fill, shape).copy()
-    except (ValueError, RuntimeError):
-        raise ValueError(f"a fill value of shape {tuple(fill.shape)} does not broadcast to the shape {shape}") from None
+        return fill.reshape(-1)[_fill_positions(fill.shape, shape)]
+    fill = value if isinstance(value, xp.Tensor) else xp.as_tensor(value, device=near.device)
+    fill = numeric.saturate_tensor(fill, dtype)
+    positions = xp.as_tensor(_fill_positions(tuple(fill.shape), shape), device=fill.device)
+    return fill.reshape(-1)[positions]
+
+
+def _fill_positions(fill_shape: tuple, shape: tuple) -> np.ndarray:
+    """For each element of an output of ``shape``, the index in the flattened fill value it takes, as
+    DALI 2.4's full and full_like pick it (numpy's broadcasting where the shapes fit it; where an
+    output extent of 1 meets a larger fill extent, DALI's kernel walks the fill value as if its
+    extents there were 1, and a 1-D fill value against a last output extent of 1 is repeated in
+    order)."""
+    ndim = max(len(fill_shape), len(shape))
+    fill = (1,) * (ndim - len(fill_shape)) + tuple(fill_shape)
+    out = (1,) * (ndim - len(shape)) + tuple(shape)
+    if any(f != o and 1 not in (f, o) for f, o in zip(fill, out)):
+        raise ValueError(f"a fill value of shape {tuple(fill_shape)} does not broadcast to the shape {shape} (each "
+                         "extent, counted from the last, must match or be 1)")
+    size, volume = int(np.prod(fill_shape)), int(np.prod(shape))
+    if volume == 0:
+        return np.zeros(shape, np.int64)
+    if size == 0:
+        raise ValueError(f"an empty fill value (shape {tuple(fill_shape)}) cannot fill the shape {shape}")
+    significant = list(fill_shape)
+    while significant and significant[0] == 1:
+        significant.pop(0)
+    if len(significant) == 1 and significant[0] > 1 and shape and shape[-1] == 1:
+        return np.arange(volume).reshape(shape) % size
+    walked = [1 if o == 1 else f for f, o in zip(fill, out)]
+    positions = np.zeros(out, np.int64)
+    for axis in range(ndim):
+        if fill[axis] != 1:
+            steps = np.arange(out[axis]) * int(np.prod(walked[axis + 1:]))
+            positions += steps.reshape([-1 if other == axis else 1 for other in range(ndim)])
+    return (positions % size).reshape(shape)
 
 
 def _element_type(xp, dtype, default):
@@ -780,7 +808,10 @@ def _element_type(xp, dtype, default):
 
 
 def _full(xp, args, fill):
-    return _filled(xp, args["shape"] if args["shape"] is not None else fill.shape, fill, fill.dtype, fill)
+    shape = tuple(args["shape"]) if args["shape"] is not None else ()
+    if args["layout"] and len(args["layout"]) != len(shape):
+        raise ValueError(f"layout '{args['layout']}' has {len(args['layout'])} axes for outputs of shape {shape}")
+    return _filled(xp, shape, fill, fill.dtype, fill)
 
 
 def _full_like(xp, args, like, fill):
@@ -803,16 +834,17 @@ def _declare_full(impl, inputs):
     if "shape" not in impl.args:  # given per sample: its length is known when it arrives
         return OutputSpec(inputs[0].dtype, None, impl.args["layout"])
     shape = impl.args["shape"]
-    return OutputSpec(inputs[0].dtype, len(shape) if shape is not None else inputs[0].ndim, impl.args["layout"])
+    return OutputSpec(inputs[0].dtype, len(shape) if shape is not None else 0, impl.args["layout"])
 
 
 LIKE_DTYPE = Arg("dtype", "dtype", None, "Element type of the output (default: the input's).")
-OPERATORS["full"] = (_full, (1, 1), (Arg("shape", "ints", None, "The shape of each output sample (default: the "
-                                         "fill value's).", min=0, per_sample=True), LAYOUT_ARG),
-                     "Each sample of the fill value (a number or an array, broadcast numpy-style) spread over "
+OPERATORS["full"] = (_full, (1, 1), (Arg("shape", "ints", None, "The shape of each output sample (default: a "
+                                         "scalar).", min=0, per_sample=True), LAYOUT_ARG),
+                     "Each sample of the fill value (a number or an array, broadcast numpy-style where the "
+                     "shapes fit; as DALI, an output extent of 1 may meet a larger fill extent) spread over "
                      "``shape``, in the fill value's type.")
 OPERATORS["full_like"] = (_full_like, (2, 2), (), "An array of the first input's shape, type and layout holding the "
-                          "second (the fill value, broadcast numpy-style and converted as cast converts).")
+                          "second (the fill value, spread as full spreads it and converted as cast converts).")
 OPERATORS["zeros_like"] = (_constant_like(0), (1, 1), (LIKE_DTYPE,), "Zeros in the input's shape, type (or "
                            "``dtype``) and layout.")
 OPERATORS["ones_like"] = (_constant_like(1), (1, 1), (LIKE_DTYPE,), "Ones in the input's shape, type (or "

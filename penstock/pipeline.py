@@ -143,9 +143,8 @@ class Pipeline:
         """The pipeline's outputs: DataNodes (made in this pipeline's definition, or by operators
         called outside any pipeline, which then join this one), or constants (numbers, lists,
         arrays, types.Constant), each a batch of that value, as in DALI."""
-        flat = _flatten_outputs(outputs)
         with self:
-            flat = [_constant_output(position, node) for position, node in enumerate(flat)]
+            flat = [_constant_output(position, node) for position, node in enumerate(outputs)]
         if not flat:
             raise ValueError("Pipeline: the pipeline has no outputs")
         self._graph.adopt(flat)
@@ -596,17 +595,6 @@ def check_pipeline_arguments(arguments: dict, where: str = "Pipeline") -> None:
                                                             f"got {value!r}")
 
 
-def _flatten_outputs(outputs) -> list:
-    """The outputs, with lists and tuples of DataNodes spread out (a list of numbers is one constant output)."""
-    flat = []
-    for item in outputs:
-        if isinstance(item, (list, tuple)) and _holds_node(item):
-            flat.extend(_flatten_outputs(item))
-        else:
-            flat.append(item)
-    return flat
-
-
 def _holds_node(items) -> bool:
     return any(isinstance(item, (DataNode, graph_module.Undefined)) or
                isinstance(item, (list, tuple)) and _holds_node(item) for item in items)
@@ -618,14 +606,17 @@ def _constant_output(position: int, output):
         raise NameError(f"Pipeline: output {position}: {output.message}")
     if isinstance(output, DataNode):
         return output
+    if isinstance(output, (list, tuple)) and _holds_node(output):
+        raise TypeError(f"Illegal pipeline output type. The output {position} contains a nested `DataNode`. "
+                        "Missing list/tuple expansion (*) is the likely cause.")
     value, dtype = (output.value, output.dtype) if isinstance(output, types.Constant) else (output, None)
     try:
         node = graph_module.constant_batch(value, dtype, device="cpu")
     except (TypeError, ValueError):
         node = None
     if not isinstance(node, DataNode):
-        raise TypeError(f"Pipeline: output {position} must be a DataNode (an operator's result) or a constant "
-                        f"(a number, a list of numbers, an array), got {type(output).__name__}")
+        raise TypeError(f"Illegal output type. The output {position} is a `{type(output)}`: an output is a "
+                        "DataNode (an operator's result) or a constant (a number, a list of numbers, an array)")
     return node
 
 
@@ -636,18 +627,25 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
     makes ``pipe(data_dir, batch_size=64)`` return a Pipeline; pipeline arguments given at the call
     override the decorator's. The function returns the pipeline's outputs.
     """
-    unknown = set(pipeline_kwargs) - set(PIPELINE_ARGS)
-    if unknown:
-        name = sorted(unknown)[0]
-        from penstock.schema import closest
-        raise TypeError(f"pipeline_def: unknown pipeline argument '{name}'{closest(name, PIPELINE_ARGS)}")
     check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
 
     def decorate(func: Callable) -> Callable[..., Pipeline]:
+        if getattr(func, "_penstock_converted", False):
+            raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
         function_parameters = inspect.signature(func).parameters
+        variadic = [p.name for p in function_parameters.values() if p.kind == inspect.Parameter.VAR_KEYWORD]
 
         @functools.wraps(func)
         def create(*args, **kwargs) -> Pipeline:
+            if variadic:  # it would take pipeline arguments of any name, added to Pipeline later or not
+                raise TypeError(f"pipeline_def: using variadic keyword argument `**{variadic[0]}` in a "
+                                f"graph-defining function is not allowed ({func.__name__})")
+            # as DALI, names the decorator was given are checked when a pipeline is made
+            unknown = sorted(set(pipeline_kwargs) - set(PIPELINE_ARGS))
+            if unknown:
+                from penstock.schema import closest
+                raise TypeError(f"pipeline_def: unknown pipeline argument '{unknown[0]}'"
+                                f"{closest(unknown[0], PIPELINE_ARGS)}")
             own = {name: kwargs.pop(name) for name in list(kwargs)
                    if name in PIPELINE_ARGS and name not in function_parameters}
             pipe = Pipeline(**{**pipeline_kwargs, **own})
@@ -659,7 +657,7 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
                 outputs = define(*args, **kwargs)
             if outputs is None:
                 raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
-            pipe.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else (outputs,)))
+            pipe.set_outputs(*(outputs if isinstance(outputs, tuple) else (outputs,)))  # a list is one output
             return pipe
 
         pipeline_parameters = [
@@ -671,6 +669,7 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
         keyword_only = [p for p in own_parameters if p.kind == inspect.Parameter.KEYWORD_ONLY]
         positional = [p for p in own_parameters if p.kind != inspect.Parameter.KEYWORD_ONLY]
         create.__signature__ = inspect.Signature(positional + keyword_only + pipeline_parameters)
+        create._is_pipeline_def = True
         return create
 
     return decorate(fn) if fn is not None else decorate

@@ -74,7 +74,7 @@ def test_pipeline_def_function_argument_may_shadow_a_pipeline_argument():
 def test_pipeline_def_without_parentheses_and_with_tuple_outputs():
     @pipeline_def
     def pipeline():
-        return [fn.random.coin_flip(), (fn.random.uniform(), fn.random.normal())]
+        return fn.random.coin_flip(), fn.random.uniform(), fn.random.normal()
 
     pipe = pipeline(batch_size=2, num_threads=1, device_id=None, seed=SEED)
     outputs = pipe.run()
@@ -82,9 +82,33 @@ def test_pipeline_def_without_parentheses_and_with_tuple_outputs():
     pipe.close()
 
 
+def test_outputs_holding_data_nodes_in_lists_are_refused_as_in_dali():
+    """A tuple is the outputs; a list is one output, which cannot hold data nodes (a forgotten *)."""
+    @pipeline_def
+    def listed():
+        return [fn.random.coin_flip(), fn.random.uniform()]
+
+    with pytest.raises(TypeError, match="output 0 contains a nested `DataNode`"):
+        listed(batch_size=2, num_threads=1, device_id=None)
+    with pytest.raises(TypeError, match="output 1 contains a nested `DataNode`"):
+        with Pipeline(batch_size=2, num_threads=1, device_id=None) as pipe:
+            pipe.set_outputs(fn.random.coin_flip(), (fn.random.uniform(), fn.random.normal()))
+
+
 def test_pipeline_def_errors_name_the_problem():
+    @pipeline_def(batch_szie=4)  # as in DALI, the decorator takes any name: making a pipeline checks them
+    def misspelt():
+        return fn.random.coin_flip()
+
     with pytest.raises(TypeError, match="unknown pipeline argument 'batch_szie'.*did you mean 'batch_size'"):
-        pipeline_def(batch_szie=4)
+        misspelt()
+
+    @pipeline_def
+    def variadic(**kwargs):
+        return fn.random.coin_flip()
+
+    with pytest.raises(TypeError, match=r"variadic keyword argument `\*\*kwargs`.*not allowed"):
+        variadic(batch_size=2, device_id=None)
 
     @pipeline_def(batch_size=2, device_id=None)
     def nothing():

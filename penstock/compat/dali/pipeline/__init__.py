@@ -8,6 +8,8 @@ def do_not_convert(func=None):
     (penstock.conditionals): its `if` statements keep Python's meaning. As a decorator, with or
     without parentheses."""
     def mark(function):
+        if getattr(function, "_is_pipeline_def", False):
+            raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
         function._penstock_converted = True  # what penstock.conditionals.convert skips
         return function
     return mark if func is None else mark(func)

@@ -171,7 +171,7 @@ def test_resize_sequences_volumes_and_planar_images_match_dali(layout, shape, kw
 
 
 def test_resize_refuses_images_without_channels():
-    with pytest.raises(Exception, match="resize: takes the layouts"):
+    with pytest.raises(Exception, match='resize: the layout "HW" does not match any of the allowed layouts'):
         penstock_outputs("resize", [np.zeros((4, 4), np.uint8)], layout="HW", resize_x=3)
 
 
@@ -413,5 +413,5 @@ def test_flip_reads_a_sample_without_layout_as_dali_does():
 
 @pytest.mark.parametrize("layout", ["HW", "NHWC", "WHC"])
 def test_flip_refuses_other_layouts(layout):
-    with pytest.raises(ValueError, match=f"flip: takes the layouts .*got '{layout}'"):
+    with pytest.raises(ValueError, match=f'flip: the layout "{layout}" does not match any of the allowed layouts'):
         run_operator(fn.flip, [np.zeros((2,) * len(layout), np.uint8)], layout=layout)

@@ -319,3 +319,39 @@ def test_random_resized_crop_windows_as_dali_draws_them(kwargs):
     # different random numbers, the same distribution: 120 windows agree within a few percent
     want, got = _window_statistics("dali", kwargs), _window_statistics("penstock", kwargs)
     assert abs(got - want) <= 0.06 * want, f"mean std {got} (DALI {want})"
+
+
+# ---- what both refuse, and how penstock words it ------------------------------------------------------
+@pytest.mark.parametrize("op", ["warp_affine", "experimental.warp_perspective"])
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+def test_warp_matrices_given_per_sample_are_float32(op, dtype):
+    matrix = np.eye(3, dtype=dtype)[:2 if op == "warp_affine" else 3]
+
+    def build(fn, types, x):
+        operator = fn.warp_affine if op == "warp_affine" else fn.experimental.warp_perspective
+        return operator(x, matrix=fn.external_source(source=lambda: [matrix] * 4, batch=True))
+    _same(build, _images())
+
+
+def test_a_window_outside_the_image_is_refused_in_dalis_words():
+    from penstock.compat.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        return fn.crop(fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)], batch=True, layout="HWC"),
+                       crop=(8, 8))
+    with pytest.raises(RuntimeError, match="Slice can't be placed out of bounds with current policy."):
+        pipe().run()
+
+
+@pytest.mark.parametrize("op", ["crop", "flip", "resize_crop_mirror", "rotate"])
+def test_layouts_refused_in_dalis_words(op):
+    from penstock.compat.dali import fn, pipeline_def
+    kwargs = {"crop": dict(crop=(2, 2)), "flip": {}, "resize_crop_mirror": dict(resize_x=3), "rotate": dict(angle=3)}
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def pipe():
+        data = fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)], batch=True, layout="ABC")
+        return getattr(fn, op)(data, **kwargs[op])
+    with pytest.raises(ValueError, match='the layout "ABC" does not match any of the allowed layouts'):
+        pipe().run()

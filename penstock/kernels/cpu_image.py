@@ -67,8 +67,9 @@ def fit_window(top: int, left: int, height: int, width: int, in_height: int, in_
     if top >= 0 and left >= 0 and top + height <= in_height and left + width <= in_width:
         return top, left, height, width
     if policy == "error":
-        raise ValueError(f"{op_name}: the crop window {height}x{width} at ({top}, {left}) falls outside the "
-                         f"{in_height}x{in_width} image; pass out_of_bounds_policy='pad' or 'trim_to_shape'")
+        raise ValueError(f"{op_name}: the window {height}x{width} at ({top}, {left}) falls outside the {in_height}x"
+                         f"{in_width} image. Slice can't be placed out of bounds with current policy. Pass "
+                         "out_of_bounds_policy='pad' or 'trim_to_shape'.")
     if policy == "trim_to_shape":
         top0, left0 = max(top, 0), max(left, 0)
         return top0, left0, max(0, min(top + height, in_height) - top0), max(0, min(left + width, in_width) - left0)

@@ -32,7 +32,8 @@ WINDOW_ARGS = (
 
 
 def _one_window_form(static: dict, per_sample: frozenset) -> None:
-    if given(static, per_sample, "crop") and (given(static, per_sample, "crop_h") or given(static, per_sample, "crop_w")):
+    separate = given(static, per_sample, "crop_h") or given(static, per_sample, "crop_w")
+    if given(static, per_sample, "crop") and separate:
         raise ArgError("give the window as crop=(height, width) or as crop_h and crop_w, not both")
     if given(static, per_sample, "crop_h") != given(static, per_sample, "crop_w"):
         raise ArgError("give crop_w and crop_h together")
@@ -163,6 +164,12 @@ def _check_permutation(perm) -> None:
         raise ArgError(f"argument 'perm': {tuple(perm)} is not a permutation of 0..{len(perm) - 1}")
 
 
+def layout_refused(op_name: str, layout: str, accepted: tuple) -> ValueError:
+    """The error of an image operator given a layout it does not take (worded as DALI's)."""
+    return ValueError(f'{op_name}: the layout "{layout}" does not match any of the allowed layouts '
+                      f'({", ".join(accepted)})')
+
+
 def image_layout(layout: str, ndim: int | None, accepted: tuple, defaults: dict, op_name: str) -> str:
     """The layout an image operator reads its input in: its own, one of ``accepted``, or for none
     the default for its number of dimensions (DALI's); '' while the dimensions are not known."""
@@ -174,7 +181,7 @@ def image_layout(layout: str, ndim: int | None, accepted: tuple, defaults: dict,
                              f"without a layout, got {ndim}")
         return defaults[ndim]
     if layout not in accepted:
-        raise ValueError(f"{op_name}: takes the layouts {', '.join(accepted)}; got {layout!r}")
+        raise layout_refused(op_name, layout, accepted)
     if ndim is not None and ndim != len(layout):
         raise ValueError(f"{op_name}: a sample of {ndim} dimensions in the layout {layout!r}")
     return layout
@@ -328,7 +335,7 @@ def declare_hwc_layout(spec: OutputSpec, op_name: str) -> OutputSpec:
     without one as HWC and gives its output that layout)."""
     declare_hwc(spec, op_name)
     if spec.layout not in ("", "HWC"):
-        raise ValueError(f"{op_name}: takes HWC images; got the layout {spec.layout!r}")
+        raise layout_refused(op_name, spec.layout, ("HWC",))
     return spec.but(layout="HWC")
 
 
@@ -523,7 +530,7 @@ class CropDeclaration:
         declare_hwc(spec, self.name)
         layout = spec.layout or "HWC"  # as DALI reads an image without a layout
         if layout not in CROP_LAYOUTS:
-            raise ValueError(f"{self.name}: takes the layouts {', '.join(CROP_LAYOUTS)}; got {layout!r}")
+            raise layout_refused(self.name, layout, CROP_LAYOUTS)
         self._layout = layout
         size = None if self.args["out_of_bounds_policy"] == "trim_to_shape" else fixed_crop_size(self.args)
         channels = (spec.shape[2] if layout == "HWC" else spec.shape[0]) if spec.shape else None
@@ -568,7 +575,7 @@ def flip_layout(layout: str, ndim: int | None, op_name: str) -> str:
                 return candidate
         raise ValueError(f"{op_name}: takes samples of 3 to 5 dimensions ({', '.join(FLIP_LAYOUTS)}), got {ndim}")
     if layout not in FLIP_LAYOUTS:
-        raise ValueError(f"{op_name}: takes the layouts {', '.join(FLIP_LAYOUTS)}; got {layout!r}")
+        raise layout_refused(op_name, layout, FLIP_LAYOUTS)
     return layout
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from penstock import devices, numeric, registry, types
+from penstock import devices, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
 from penstock.operators import crop_generator
 from penstock.operators.decoders import RANDOM_CROP_ARGS
-from penstock.operators.geometry import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_ARGS, WINDOW_CHECKS,
-                                         _one_size_form, border_value, check_hwc, crop_placement, crop_size,
-                                         declare_hwc, declare_hwc_layout, fixed_crop_size, fixed_resize_size,
-                                         image_layout, resample_filters, resampled_dtype, resize_filter, resize_window,
-                                         resized_shape, spatial_axes, warp_size, warped_dtype)
+from penstock.operators.geometry import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_ARGS,
+                                         WINDOW_CHECKS, border_value, check_hwc, crop_placement, crop_size,
+                                         declare_hwc_layout, fixed_crop_size, fixed_resize_size, image_layout,
+                                         layout_refused, resample_filters, resampled_dtype, resize_filter,
+                                         resize_window, resized_shape, spatial_axes, warp_size, warped_dtype)
 from penstock.operators.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
 from penstock.schema import ArgError, Arg, OpSchema
 
@@ -58,7 +58,8 @@ registry.register_schema(OpSchema(
         "fill_value, or without one the edge pixels repeated. The output type is the input's or float32 "
         "(of float32 images, any of the four).",
     args=(
-        Arg("matrix", "any", None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23).", per_sample=True),
+        Arg("matrix", "any", None, "The 2x3 matrix (M11, M12, M13, M21, M22, M23); per sample, float32.",
+            per_sample=True, input_types=(np.float32,)),
         Arg("fill_value", "float", None, "Value of samples outside the input; None repeats the edge pixels.",
             nullable=True),
         Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR.",
@@ -73,13 +74,14 @@ registry.register_schema(OpSchema(
 registry.register_schema(OpSchema(
     name="experimental.warp_perspective", class_name="experimental.WarpPerspective",
     doc="Samples HW, HWC or CHW images (up to 4 channels; uint8, uint16, int16 or float32; the output of "
-        "the input's type) through a perspective map (a 3x3 homography; the output pixel at (x, y) takes the input at (u / w, v / w), "
-        "(u, v, w) = matrix @ (x, y, 1)), as DALI (OpenCV's warpPerspective on the CPU). ``pixel_origin`` "
-        "'corner' (default) puts the origin at the top-left pixel's corner, 'center' at its centre "
-        "(OpenCV's convention). Give the matrix as 9 values or a 3x3 array, per sample, as ``matrix=`` or "
+        "the input's type) through a perspective map (a 3x3 homography; the output pixel at (x, y) takes the "
+        "input at (u / w, v / w), (u, v, w) = matrix @ (x, y, 1)), as DALI (OpenCV's warpPerspective on the "
+        "CPU). ``pixel_origin`` 'corner' (default) puts the origin at the top-left pixel's corner, 'center' at "
+        "its centre (OpenCV's convention). Give the matrix as 9 values or a 3x3 array, per sample, as ``matrix=`` or "
         "the second input. An input without a layout is HW or HWC, by its number of dimensions.",
     args=(
-        Arg("matrix", "any", None, "The 3x3 matrix, row by row.", per_sample=True),
+        Arg("matrix", "any", None, "The 3x3 matrix, row by row; per sample, float32.", per_sample=True,
+            input_types=(np.float32,)),
         Arg("border_mode", "str", "constant", "Samples outside the input: 'constant' (fill_value), "
             "'replicate', 'reflect', 'reflect_101' or 'wrap'.", choices=BORDER_MODES),
         Arg("fill_value", "floats", (), "Value(s) of samples outside the input with border_mode 'constant' "
@@ -150,7 +152,7 @@ def perspective_layout(spec: OutputSpec, op_name: str) -> str:
     if not spec.layout:
         return {2: "HW", 3: "HWC"}.get(spec.ndim, "")
     if spec.layout not in PERSPECTIVE_LAYOUTS:
-        raise ValueError(f"{op_name}: takes the layouts {', '.join(PERSPECTIVE_LAYOUTS)}; got {spec.layout!r}")
+        raise layout_refused(op_name, spec.layout, PERSPECTIVE_LAYOUTS)
     return spec.layout
 
 
@@ -217,8 +219,9 @@ class WarpPerspective(WarpDeclaration, SampleOperator):
         if args["pixel_origin"] == "corner":  # to OpenCV's coordinates, in float32 as DALI
             matrix = _translation(-0.5, -0.5).astype(np.float32) @ matrix @ _translation(0.5, 0.5).astype(np.float32)
         planes = image if layout == "CHW" else [image]
+        fills = np.broadcast_to(fill, (channels,))
         warped = [cpu_image.perspective_warp(plane, matrix, height, width, args["interp_type"], args["border_mode"],
-                                             np.broadcast_to(fill, (channels,)), args["inverse_map"]) for plane in planes]
+                                             fills, args["inverse_map"]) for plane in planes]
         return np.stack(warped) if layout == "CHW" else warped[0]
 
 

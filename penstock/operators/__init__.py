@@ -6,7 +6,7 @@ from penstock.operators import warps  # noqa: F401,E402
 from penstock.operators import color, color_nonlinear, augment_step  # noqa: F401,E402
 from penstock.operators import filters, noise  # noqa: F401,E402
 from penstock.operators import distortions, erase_paste, mixing, transforms  # noqa: F401,E402
-from penstock.operators import coco, record_readers  # noqa: F401,E402
+from penstock.operators import coco, lmdb_readers, record_readers  # noqa: F401,E402
 from penstock.operators import boxes  # noqa: F401,E402
 from penstock.operators import segmentation, subscript  # noqa: F401,E402
 from penstock.operators import crop_generator, file_io, image_extras, sequences  # noqa: F401,E402

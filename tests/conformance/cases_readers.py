@@ -108,3 +108,144 @@ SPECS = [
          grid={"dont_use_mmap": [True], "use_o_direct": [True],
                "@input": {"missing": (Later(lambda: paths(["nope.jpg"] * 3, image_tree()["root"])),)}}),
 ]
+
+
+# ---- readers.caffe and readers.caffe2: LMDB databases of protobuf records written here ----------------
+import os  # noqa: E402
+
+from conformance.samples import _once, encode, folder, picture  # noqa: E402
+
+
+def varint(value: int) -> bytes:
+    """``value`` as a protobuf varint (negative values as their 64-bit two's complement)."""
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def proto_field(number: int, wire: int, payload) -> bytes:
+    """One field: a varint (wire 0) of the int ``payload``, else the bytes ``payload`` (length-delimited
+    for wire 2, as they are for the fixed-size wires 1 and 5)."""
+    key = varint(number << 3 | wire)
+    if wire == 0:
+        return key + varint(payload)
+    return key + (varint(len(payload)) + payload if wire == 2 else payload)
+
+
+def datum(channels=None, height=None, width=None, data=None, label=None, encoded=None) -> bytes:
+    """A Caffe Datum with the fields given."""
+    numbers = [(1, channels), (2, height), (3, width), (5, label), (7, None if encoded is None else int(encoded))]
+    message = b"".join(proto_field(number, 0, value) for number, value in numbers if value is not None)
+    return message + (proto_field(4, 2, data) if data is not None else b"")
+
+
+STRING_TENSOR, BYTE_TENSOR, FLOAT_TENSOR, INT32_TENSOR, INT64_TENSOR = 4, 3, 1, 2, 10  # TensorProto.DataType
+
+
+def tensor_proto(dims=(), data_type=None, floats=None, ints=None, raw=None, strings=(), longs=None) -> bytes:
+    """A Caffe2 TensorProto with the fields given (numbers packed, as Caffe2 writes them)."""
+    message = b"".join(proto_field(1, 0, extent) for extent in dims)
+    if data_type is not None:
+        message += proto_field(2, 0, data_type)
+    if floats is not None:
+        message += proto_field(3, 2, np.asarray(floats, "<f4").tobytes())
+    if ints is not None:
+        message += proto_field(4, 2, b"".join(varint(int(value)) for value in ints))
+    if raw is not None:
+        message += proto_field(5, 2, raw)
+    message += b"".join(proto_field(6, 2, string) for string in strings)
+    if longs is not None:
+        message += proto_field(10, 2, b"".join(varint(int(value)) for value in longs))
+    return message
+
+
+def tensor_protos(*tensors: bytes) -> bytes:
+    return b"".join(proto_field(1, 2, message) for message in tensors)
+
+
+def lmdb_database(path: str, records: dict) -> str:
+    import lmdb
+    environment = lmdb.open(path, map_size=1 << 22)
+    with environment.begin(write=True) as transaction:
+        for key, value in records.items():
+            transaction.put(key, value)
+    environment.close()
+    return path
+
+
+@_once
+def caffe_lmdb():
+    """Caffe databases of 5 records each, keys written out of order: JPEG Datums (one without a label,
+    one without its 'encoded' field) and raw ones of several sizes and channel counts."""
+    root = folder("caffe")
+    images = [picture(6 + key, 8 - key, 3 if key % 2 else 1, key) for key in range(5)]
+    raw = lmdb_database(os.path.join(root, "raw"), {
+        b"%03d" % (4 - key): datum(image.shape[2], image.shape[0], image.shape[1], image.tobytes(), label=key - 2,
+                                   encoded=False) for key, image in enumerate(images)})
+    encoded = lmdb_database(os.path.join(root, "encoded"), {
+        b"k%d" % key: datum(3, 8, 8, encode(picture(8, 8 + key, 3, key), ".jpg").tobytes(),
+                            label=None if key == 2 else 10 * key, encoded=True if key != 3 else None)
+        for key in range(5)})
+    return {"raw": raw, "encoded": encoded, "two": [raw, encoded]}
+
+
+@_once
+def caffe2_lmdb():
+    """Caffe2 databases of 5 records of 5 tensors: the image (raw BYTE pixels, or an encoded STRING),
+    a label (INT32, or FLOAT), FLOAT and INT64 tensors, and a box (4 INT32 values)."""
+    root = folder("caffe2")
+
+    def records(image, label):
+        return {b"r%d" % key: tensor_protos(
+            image(key), label(key), tensor_proto(data_type=FLOAT_TENSOR, floats=[0.5 * key, 2.0][:1 + key % 2]),
+            tensor_proto(data_type=INT64_TENSOR, longs=[2**40 + key, -key]),
+            tensor_proto(data_type=INT32_TENSOR, ints=[key, key + 1, 2 * key, 9])) for key in range(5)}
+
+    def raw_image(key):
+        image = picture(5 + key, 7, 3 if key else 1, key)
+        return tensor_proto(dims=image.shape if key else image.shape[:2], data_type=BYTE_TENSOR, raw=image.tobytes())
+
+    raw = lmdb_database(os.path.join(root, "raw"), records(
+        raw_image, lambda key: tensor_proto(data_type=INT32_TENSOR, ints=[(3 * key) % 5])))
+    encoded = lmdb_database(os.path.join(root, "encoded"), records(
+        lambda key: tensor_proto(data_type=STRING_TENSOR,
+                                 strings=[encode(picture(8, 6 + key, 3, key), ".jpg").tobytes()]),
+        lambda key: tensor_proto(floats=[key + 0.25])))
+    return {"raw": raw, "encoded": encoded}
+
+
+C2 = on_disk(caffe2_lmdb, "raw")
+SPECS += [
+    *reader_specs("readers.caffe", {"path": on_disk(caffe_lmdb, "raw")}, compare=Close(atol=0), grid={
+        "path": {"encoded": on_disk(caffe_lmdb, "encoded"), "list": Later(lambda: [caffe_lmdb()["raw"]])},
+        "image_available": [False], "label_available": [False],
+    }),
+    Spec("readers.caffe", (), {"path": on_disk(caffe_lmdb, "encoded")}, name="readers.caffe_encoded", batch_size=3,
+         iterations=3, grid={"path": {"two": on_disk(caffe_lmdb, "two")}}),
+    # label_type 2 (dense): the label as stored; the two further tensors and the box after them
+    *reader_specs("readers.caffe2", {"path": C2, "label_type": 2, "additional_inputs": 2, "bbox": True},
+                  compare=Close(atol=0), grid={
+        "path": {"encoded": on_disk(caffe2_lmdb, "encoded")}, "label_type": [0],
+    }),
+    Spec("readers.caffe2", (), {"path": C2, "label_type": 2, "additional_inputs": 2, "bbox": True},
+         name="readers.caffe2_refused", base=False, batch_size=3, grid={
+             "label_type": [4],  # the label read as the first further tensor, the box left over
+             "bbox": [False],  # the box tensor goes past the outputs
+             "image_available": [False],  # the image is no label
+             "additional_inputs": [1],  # no box after the one further tensor
+         }, refused=("4", "False", "1")),
+    # sparse labels: the tensor after the label skipped, the box fills the extra output
+    Spec("readers.caffe2", (), {"path": C2, "label_type": 1, "num_labels": 5, "additional_inputs": 1},
+         name="readers.caffe2_sparse", batch_size=3, iterations=2, grid={
+             "num_labels": [3],  # labels past it
+             "additional_inputs": [2],  # the extra output left without data
+         }, refused=("3", "2")),
+    # weighted sparse labels: the weights are the FLOAT tensor, read again as the first further one
+    Spec("readers.caffe2", (), {"path": C2, "label_type": 3, "num_labels": 5, "additional_inputs": 2},
+         name="readers.caffe2_weighted", batch_size=3, iterations=2, grid={"additional_inputs": [1]},
+         refused=("1",)),
+]

@@ -117,6 +117,7 @@ class Pipeline:
         self._fingerprint = None
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
+        self._given_outputs: tuple | None = None
         self._executor: Executor | None = None
         self._impls: dict[int, Any] = {}
         self._first_run = True
@@ -143,12 +144,15 @@ class Pipeline:
         """The pipeline's outputs: DataNodes (made in this pipeline's definition, or by operators
         called outside any pipeline, which then join this one), or constants (numbers, lists,
         arrays, types.Constant), each a batch of that value, as in DALI."""
+        self._given_outputs = outputs  # taken when the pipeline is built, where DALI checks them
+
+    def _take_outputs(self, outputs: tuple) -> None:
         with self:
             flat = [_constant_output(position, node) for position, node in enumerate(outputs)]
         if not flat:
             raise ValueError("Pipeline: the pipeline has no outputs")
         self._graph.adopt(flat)
-        self._outputs = flat
+        self._outputs, self._given_outputs = flat, None
 
     def iter_setup(self) -> None:
         """Override in a subclass to feed inputs (``feed_input``) before each iteration."""
@@ -158,14 +162,16 @@ class Pipeline:
         with self._build_lock:
             if self._executor is not None:
                 return
-            if self._outputs is None:
+            if self._given_outputs is not None:
+                self._take_outputs(self._given_outputs)
+            elif self._outputs is None:
                 define_graph = self.define_graph
                 if self._enable_conditionals:
                     from penstock import conditionals
                     define_graph = conditionals.convert(type(self).define_graph).__get__(self)
                 with self:
                     outputs = define_graph()
-                self.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else (outputs,)))
+                self._take_outputs(tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,))
             self._executor = self._make_executor()
             cpu_image.claim_opencv()
             self._claims_opencv = True

@@ -89,10 +89,11 @@ def test_outputs_holding_data_nodes_in_lists_are_refused_as_in_dali():
         return [fn.random.coin_flip(), fn.random.uniform()]
 
     with pytest.raises(TypeError, match="output 0 contains a nested `DataNode`"):
-        listed(batch_size=2, num_threads=1, device_id=None)
+        listed(batch_size=2, num_threads=1, device_id=None).build()
+    with Pipeline(batch_size=2, num_threads=1, device_id=None) as pipe:
+        pipe.set_outputs(fn.random.coin_flip(), (fn.random.uniform(), fn.random.normal()))
     with pytest.raises(TypeError, match="output 1 contains a nested `DataNode`"):
-        with Pipeline(batch_size=2, num_threads=1, device_id=None) as pipe:
-            pipe.set_outputs(fn.random.coin_flip(), (fn.random.uniform(), fn.random.normal()))
+        pipe.build()  # where DALI checks the outputs
 
 
 def test_pipeline_def_errors_name_the_problem():

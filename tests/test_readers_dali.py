@@ -184,3 +184,54 @@ def test_readers_coco_refuses_what_dali_refuses(coco_set, args, named):
         build(dali_fn, make)
     with pytest.raises(ValueError, match=f"readers.coco.*{named}"):
         build(fn, make)
+
+
+def source_infos(library, make, count: int = 2) -> list[str]:
+    define = dali_pipeline_def if library is dali_fn else pipeline_def
+
+    @define(batch_size=count, num_threads=1, device_id=None)
+    def pipeline():
+        return library.get_property(make(library), key="source_info")
+
+    pipe = pipeline()
+    pipe.build()
+    (out,) = pipe.run()
+    return [bytes(np.asarray(out[i])).decode() for i in range(count)]
+
+
+@pytest.mark.parametrize("form", ["files", "absolute", "file_list", "tree", "numpy_root", "numpy_files", "numpy_list",
+                                  "webdataset", "webdataset_index"])
+def test_source_info_names_the_sample_as_dali(data, tmp_path, form):
+    """As the reader was given it: relative to file_root, or as listed; './name' for arrays found in
+    file_root; archive:offset:name of a webdataset sample's (first) file."""
+    root = os.path.dirname(data["files"][0])
+    names = [os.path.basename(path) for path in data["files"]]
+    (tmp_path / "class").mkdir()
+    for name in names[:2]:
+        os.link(os.path.join(root, name), tmp_path / "class" / name)
+    (tmp_path / "list.txt").write_text("".join(f"{name} {k}\n" for k, name in enumerate(names)))
+    (tmp_path / "arrays.txt").write_text("array0.npy\narray1.npy\n")
+    with open(tmp_path / "part.idx", "w") as index:  # wds2idx's v1.2 form, names given
+        index.write("v1.2 2\n")
+        for number, offset in ((0, 0), (1, 1024)):
+            index.write(f"bin {offset} 1 sample{number}.bin\n")
+    makes = {
+        "files": lambda library: library.readers.file(files=names, file_root=root)[0],
+        "absolute": lambda library: library.readers.file(files=data["files"])[0],
+        "file_list": lambda library: library.readers.file(file_list=str(tmp_path / "list.txt"), file_root=root)[0],
+        "tree": lambda library: library.readers.file(file_root=str(tmp_path), file_filters=["*.bin"])[0],
+        "numpy_root": lambda library: library.readers.numpy(file_root=data["npy"]),
+        "numpy_files": lambda library: library.readers.numpy(file_root=data["npy"], files=["array1.npy", "array2.npy"]),
+        "numpy_list": lambda library: library.readers.numpy(file_root=data["npy"],
+                                                            file_list=str(tmp_path / "arrays.txt")),
+        "webdataset": lambda library: library.readers.webdataset(paths=data["archives"][:1], ext=["bin"]),
+        "webdataset_index": lambda library: library.readers.webdataset(
+            paths=data["archives"][:1], ext=["bin"], index_paths=[str(tmp_path / "part.idx")]),
+    }
+    assert source_infos(fn, makes[form]) == source_infos(dali_fn, makes[form])
+
+
+def test_source_info_of_readers_coco_is_the_annotations_file_name(coco_set):
+    def make(library):
+        return library.readers.coco(file_root=coco_set, annotations_file=os.path.join(coco_set, "annotations.json"))[0]
+    assert source_infos(fn, make, 1) == source_infos(dali_fn, make, 1) == ["a.jpg"]

@@ -790,7 +790,8 @@ class CocoReader(ShardedReader):
             raise ValueError(f"readers.coco: 'image_ids' outputs int32 ids, and {self.source} has image ids from "
                              f"{self.index.ids.min()} to {self.index.ids.max()}")
         root = args["file_root"] or ""
-        self.paths = [os.path.join(root, name) for name in self.index.files]
+        self.sources = list(self.index.files)  # source_info: the file_name as the annotations give it (DALI's)
+        self.paths = [os.path.join(root, name) for name in self.sources]
         missing = _missing_files(self.paths)
         if missing:
             raise FileNotFoundError(f"readers.coco: {len(missing)} images that {self.source} lists are not files, "

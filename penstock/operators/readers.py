@@ -158,8 +158,9 @@ def list_folder_tree(file_root: str, file_filters, case_sensitive: bool, dir_fil
 
 
 def read_file_list(file_list: str, file_root: str | None, labelled: bool = True) -> tuple[list, list] | list:
-    """(paths, labels) from a file of 'path label' lines; without ``labelled``, the paths of a file
-    of one path per line (readers.numpy's)."""
+    """(names, labels) from a file of 'path label' lines; without ``labelled``, the names of a file
+    of one path per line (readers.numpy's). Names are the paths as written; list_base() gives what
+    they are relative to."""
     name = "readers.file" if labelled else "readers.numpy"
     try:
         with open(file_list) as handle:
@@ -167,7 +168,7 @@ def read_file_list(file_list: str, file_root: str | None, labelled: bool = True)
     except OSError as error:
         raise FileNotFoundError(f"{name}: cannot read file_list '{file_list}': {error.strerror}") from None
     if not labelled:
-        return [os.path.join(file_root or os.path.dirname(file_list), line.strip()) for line in lines if line.strip()]
+        return [line.strip() for line in lines if line.strip()]
     paths, labels = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -180,8 +181,13 @@ def read_file_list(file_list: str, file_root: str | None, labelled: bool = True)
         except ValueError:
             raise ValueError(f"readers.file: line {number} of '{file_list}' should be 'path label', "
                              f"got {line!r}") from None
-        paths.append(os.path.join(file_root or os.path.dirname(file_list), path))
+        paths.append(path)
     return paths, labels
+
+
+def list_base(file_list: str, file_root: str | None) -> str:
+    """The folder the paths in a file_list are relative to: file_root, else the list's own."""
+    return file_root or os.path.dirname(file_list)
 
 
 class ShardedEpochs:
@@ -341,19 +347,23 @@ def read_bytes(path: str) -> np.ndarray:
 
 class ShardedReader(Reader):
     """A reader of ``self.paths`` (one sample each) whose batches ``self.epochs`` (ShardedEpochs)
-    chooses: sharding, shuffling, padding and lending are the same for every such reader."""
+    chooses: sharding, shuffling, padding and lending are the same for every such reader. Each
+    sample's source_info is its entry of ``self.sources``, DALI's form of where the sample came from
+    (a path as the reader was given it, say), else of ``self.paths``."""
 
     paths: list
+    sources: list | None = None
     epochs: ShardedEpochs
 
     def next_batch(self, iteration: int) -> SourceBatch:
         indices, info = self.epochs.next_batch()
         indices = np.asarray(indices).tolist()  # Python ints: cheaper to hand to worker processes
-        return SourceBatch(indices, info, [self.paths[i] for i in indices])
+        sources = self.paths if self.sources is None else self.sources
+        return SourceBatch(indices, info, [sources[i] for i in indices])
 
     def lend(self, epoch: int, position: int) -> tuple | None:
         index = self.epochs.lend(epoch, position)
-        return None if index is None else (index, self.paths[index])
+        return None if index is None else (index, (self.paths if self.sources is None else self.sources)[index])
 
     def epoch_end(self, epoch: int) -> int | None:
         return self.epochs.epoch_end(epoch)
@@ -404,7 +414,9 @@ def sharded_epochs(args: dict, context, total: int, name: str, file_of=None) -> 
 class FileReader(ShardedReader):
     def __init__(self, args, context):
         super().__init__(args, context)
-        self.paths, self.labels = self._list_files(args)
+        self.sources, self.labels = self._list_files(args)
+        base = list_base(args["file_list"], args["file_root"]) if args["file_list"] is not None else args["file_root"]
+        self.paths = [os.path.join(base, name) if base else name for name in self.sources]
         if not self.paths:
             where = args["file_root"] or args["file_list"] or "files"
             raise ValueError(f"readers.file: no files found in '{where}'")
@@ -412,9 +424,10 @@ class FileReader(ShardedReader):
 
     @staticmethod
     def _list_files(args) -> tuple[list, np.ndarray]:
+        """(the files as given: relative to file_root, or to a file_list's base; their labels)."""
         root, file_list, files = args["file_root"], args["file_list"], args["files"]
         if files is not None:
-            paths = [os.path.join(root, path) if root else path for path in files]
+            paths = list(files)
             labels = list(args["labels"]) if args["labels"] is not None else list(range(len(paths)))
             if len(labels) != len(paths):
                 raise ValueError(f"readers.file: {len(labels)} labels for {len(paths)} files")
@@ -423,6 +436,7 @@ class FileReader(ShardedReader):
         elif root is not None:
             paths, labels = list_folder_tree(root, args["file_filters"] or FILE_EXTENSIONS,
                                              args["case_sensitive_filter"], args["dir_filters"])
+            paths = [os.path.relpath(path, root) for path in paths]
         return paths, np.asarray(labels, dtype=np.int32).reshape(-1, 1)
 
     def load(self, index, sample: SampleContext) -> tuple:
@@ -492,16 +506,16 @@ registry.register_schema(OpSchema(
 
 def list_numpy_files(file_root: str, file_filter: str) -> list[str]:
     """The files of ``file_root`` whose names match ``file_filter``, then those of each immediate
-    sub-folder, each folder's in sorted order (DALI's discovery for its numpy reader)."""
+    sub-folder, each folder's in sorted order (DALI's discovery for its numpy reader), relative to
+    file_root as DALI names them ('./name', 'folder/name')."""
     if not os.path.isdir(file_root):
         raise FileNotFoundError(f"readers.numpy: file_root '{file_root}' is not a folder")
-    folders = [file_root] + [entry.path for entry in sorted(os.scandir(file_root), key=lambda entry: entry.name)
-                             if entry.is_dir()]
+    folders = ["."] + sorted(entry.name for entry in os.scandir(file_root) if entry.is_dir())
     matches = name_matcher([file_filter], case_sensitive=True)
     paths = []
     for folder in folders:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
-        paths.extend(os.path.join(folder, name) for name in names if matches(name))
+        names = sorted(entry.name for entry in os.scandir(os.path.join(file_root, folder)) if entry.is_file())
+        paths.extend(f"{folder}/{name}" for name in names if matches(name))
     return paths
 
 
@@ -618,11 +632,12 @@ class NumpyReader(ShardedReader):
         super().__init__(args, context)
         root, file_list, files = args["file_root"], args["file_list"], args["files"]
         if files is not None:
-            self.paths = [os.path.join(root, path) if root else path for path in files]
+            self.sources, base = list(files), root
         elif file_list is not None:
-            self.paths = read_file_list(file_list, root, labelled=False)
-        else:
-            self.paths = list_numpy_files(root, args["file_filter"])
+            self.sources, base = read_file_list(file_list, root, labelled=False), list_base(file_list, root)
+        else:  # named as DALI's discovery names them: './name' in file_root, 'folder/name' below it
+            self.sources, base = list_numpy_files(root, args["file_filter"]), root
+        self.paths = [os.path.join(base, name) if base else name for name in self.sources]
         if not self.paths:
             where = f"'{root}' (file_filter '{args['file_filter']}')" if files is None and file_list is None \
                 else f"'{file_list}'" if file_list is not None else "files"
@@ -733,6 +748,7 @@ class SequenceReader(ShardedReader):
                              f"{(args['sequence_length'] - 1) * args['stride'] + 1} frames, what a sequence of "
                              f"{args['sequence_length']} frames {args['stride']} apart needs")
         self.paths = [f"{frames[0]} (a sequence of {len(frames)} frames)" for frames in self.sequences]
+        self.sources = [""] * len(self.sequences)  # DALI's sequences carry no source_info
         self.epochs = sharded_epochs(args, context, len(self.sequences), "readers.sequence")
 
     def load(self, index, sample: SampleContext) -> tuple:

@@ -43,6 +43,7 @@ class RecordFileReader(ShardedReader):
         if not self.records:
             raise ValueError(f"{name}: no records in {self.files}")
         self.paths = [f"{self.files[number]} (record at byte {offset})" for number, offset, _ in self.records]
+        self.sources = [f"{self.files[number]} at index {offset}" for number, offset, _ in self.records]  # DALI's
         self.epochs = sharded_epochs(args, self.context, len(self.records), name,
                                      [number for number, _, _ in self.records])
 
@@ -364,9 +365,9 @@ def tar_components(path: str) -> list[tuple[str, str, int, int]]:
     return components
 
 
-def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]]:
-    """Per sample, its files' (extension, data offset, size), from a wds2idx index file: as many
-    samples as its first line says, each file inside the archive."""
+def index_components(path: str, archive: str) -> list[list[tuple[str, int, int, str]]]:
+    """Per sample, its files' (extension, data offset, size, name), from a wds2idx index file: as
+    many samples as its first line says, each file inside the archive (v1.1 names none: '')."""
     try:
         with open(path) as handle:
             lines = handle.read().splitlines()
@@ -389,11 +390,12 @@ def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]
             raise ValueError(f"readers.webdataset: index '{path}', line {number}: expected groups of {width} "
                              f"fields, got {len(fields)}")
         try:
-            files = [(fields[k], int(fields[k + 1]), int(fields[k + 2])) for k in range(0, len(fields), width)]
+            files = [(fields[k], int(fields[k + 1]), int(fields[k + 2]), fields[k + 3] if width == 4 else "")
+                     for k in range(0, len(fields), width)]
         except ValueError:
             raise ValueError(f"readers.webdataset: index '{path}', line {number}: offsets and sizes are "
                              f"integers, got {line!r}") from None
-        for extension, offset, size in files:
+        for extension, offset, size, _ in files:
             if not 0 <= offset <= archive_size:
                 raise ValueError(f"readers.webdataset: index '{path}', line {number}: the '{extension}' file's offset "
                                  f"{offset} is outside '{archive}' ({archive_size:,} bytes)")
@@ -406,13 +408,13 @@ def index_components(path: str, archive: str) -> list[list[tuple[str, int, int]]
     return samples
 
 
-def _grouped(components) -> list[tuple[str, list[tuple[str, int, int]]]]:
-    """Adjacent files of one key as one sample: (key, [(extension, offset, size), ...])."""
+def _grouped(components) -> list[tuple[str, list[tuple[str, int, int, str]]]]:
+    """Adjacent files of one key as one sample: (key, [(extension, offset, size, name), ...])."""
     samples = []
     for key, extension, offset, size in components:
         if not samples or samples[-1][0] != key:
             samples.append((key, []))
-        samples[-1][1].append((extension, offset, size))
+        samples[-1][1].append((extension, offset, size, f"{key}.{extension}"))
     return samples
 
 
@@ -424,7 +426,7 @@ class WebdatasetReader(RecordFileReader):
         sensitive = args["case_sensitive_extensions"]
         wanted = [[option if sensitive else option.lower() for option in group] for group in options]
         behavior = args["missing_component_behavior"] or "empty"
-        self.files, self.samples, self.paths = list(args["paths"]), [], []
+        self.files, self.samples, self.paths, self.sources = list(args["paths"]), [], [], []
         for number, archive in enumerate(self.files):
             if not os.path.isfile(archive):
                 raise FileNotFoundError(f"readers.webdataset: '{archive}' is not a file")
@@ -435,18 +437,21 @@ class WebdatasetReader(RecordFileReader):
                 grouped = _grouped(tar_components(archive))
             for key, files in grouped:
                 found = {}
-                for extension, offset, size in files:
-                    found.setdefault(extension if sensitive else extension.lower(), (offset, size))
+                for extension, offset, size, name in files:
+                    found.setdefault(extension if sensitive else extension.lower(), (offset, size, name))
                 parts = [next((found[option] for option in group if option in found), None) for group in wanted]
                 if None in parts and behavior != "empty":
                     if behavior == "skip":
                         continue
                     missing = [args["ext"][k] for k, part in enumerate(parts) if part is None]
                     raise ValueError(f"readers.webdataset: sample '{key}' of '{archive}' has no file for ext "
-                                     f"{missing} (its files: {[extension for extension, _, _ in files]}); "
+                                     f"{missing} (its files: {[extension for extension, *_ in files]}); "
                                      "missing_component_behavior='empty' or 'skip' allow it")
                 self.samples.append((number, parts))
                 self.paths.append(f"{archive}:{key}")
+                # DALI's source_info names one file of the sample (that of its first output): archive:offset:name
+                offset, _, name = next(part for part in parts + [(0, 0, "")] if part is not None)
+                self.sources.append(f"{archive}:{offset}:{name}")
         if not self.samples:
             raise ValueError(f"readers.webdataset: no samples in {self.files} with files for ext "
                              f"{list(args['ext'])}")
@@ -462,7 +467,7 @@ class WebdatasetReader(RecordFileReader):
             if part is None:
                 outputs.append(np.zeros(0, dtype))
                 continue
-            offset, size = part
+            offset, size, _ = part
             where = f"{self.paths[index]}, the file of ext '{self.args['ext'][output]}'"
             data = self.read_at(number, offset, size, where)
             if size % dtype.itemsize:

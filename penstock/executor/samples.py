@@ -278,7 +278,8 @@ def _per_sample_value(impl, name: str, value):
                         f"values, got {array.dtype.name}")
     if arg.kind == "tensor":
         return array
-    plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints")) \
+    # one value stays a list for sequences and arrays of any shape (a 1x1 filter is not a number)
+    plain = array.item() if array.ndim == 0 or (array.size == 1 and arg.kind not in ("floats", "ints", "any")) \
         else array.tolist()
     try:
         return arg.convert(plain)

@@ -21,12 +21,16 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.operators.gpu_plan import tensors_of
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, closest
 
 # DALI's border names -> the rule each means (the morphology operators take OpenCV's names too)
 BORDER_RULES = {"reflect_101": "reflect_101", "reflect_1001": "reflect_1001", "wrap": "wrap", "clamp": "clamp",
                 "constant": "constant", "replicate": "clamp", "reflect": "reflect_1001"}
-FILTER_BORDERS = ("reflect_101", "reflect_1001", "wrap", "clamp", "constant")
+# filter's border names (any letter case), as DALI 2.4 parses them -> the rule each means
+FILTER_BORDERS = {"reflect_101": "reflect_101", "reflect101": "reflect_101", "101": "reflect_101",
+                  "reflect_1001": "reflect_1001", "reflect1001": "reflect_1001", "1001": "reflect_1001",
+                  "reflect": "reflect_1001", "wrap": "wrap", "clamp": "clamp", "edge": "clamp",
+                  "constant": "constant", "const": "constant", "fill": "constant", "pad": "constant"}
 MORPHOLOGY_BORDERS = ("constant", "replicate", "reflect", "reflect_101", "wrap")
 # numpy's names of the same rules, for padding on the CPU
 _NUMPY_PADS = {"reflect_101": "reflect", "reflect_1001": "symmetric", "wrap": "wrap", "clamp": "edge",
@@ -232,13 +236,19 @@ def _check_filter(args: dict) -> None:
     anchor_of(args["anchor"], weights.shape)
 
 
+def _check_filter_border(static: dict, per_sample: frozenset) -> None:
+    if static["border"].lower() not in FILTER_BORDERS:
+        raise ArgError(f"argument 'border': expected one of {', '.join(map(repr, FILTER_BORDERS))} (any letter "
+                       f"case), got {static['border']!r}{closest(static['border'].lower(), list(FILTER_BORDERS))}")
+
+
 def filter_window(args: dict, op_name: str) -> Window:
     _checked(op_name, _check_filter, args)
     weights = np.asarray(args["filter"], dtype=np.float32)
     valid = args["mode"] == "valid"
     anchor = (0, 0) if valid else anchor_of(args["anchor"], weights.shape)
     fill = args["fill_value"] if args["fill_value"] is not None else 0.0
-    return Window(weights, anchor, args["border"], float(fill), valid=valid)
+    return Window(weights, anchor, FILTER_BORDERS[args["border"].lower()], float(fill), valid=valid)
 
 
 def _check_morphology(args: dict) -> None:
@@ -354,12 +364,13 @@ registry.register_schema(OpSchema(
               "(default 0).", per_sample=True, nullable=True),
           Arg("anchor", "ints", (-1,), "The filter's element (row, column) placed on each output pixel: one "
               "value or one per axis; -1 means the middle (size // 2).", per_sample=True, length=(1, 2), min=-1),
-          Arg("border", "str", "reflect_101", "Pixels outside the image: 'reflect_101' (dcb|abcd|cba), "
-              "'reflect_1001' (cba|abcd|dcb), 'wrap', 'clamp' or 'constant' (fill_value).",
-              choices=FILTER_BORDERS),
+          Arg("border", "str", "reflect_101", "Pixels outside the image: 'reflect_101' (dcb|abcd|cba; also "
+              "'reflect101', '101'), 'reflect_1001' (cba|abcd|dcb; also 'reflect1001', '1001', 'reflect'), 'wrap', "
+              "'clamp' (also 'edge') or 'constant' (fill_value; also 'const', 'fill', 'pad'), in any letter case, "
+              "as DALI."),
           Arg("mode", "str", "same", "'same' (output of the input's size) or 'valid'.", choices=("same", "valid")),
           DTYPE_ARG),
-    checks=(_static_check(("filter", "anchor"), _check_filter),),
+    checks=(_static_check(("filter", "anchor"), _check_filter), _check_filter_border),
     argument_inputs=("filter", "fill_value"),
     also_named=(("experimental.filter", "experimental.Filter"),),
     input_names=("data",)))
@@ -454,6 +465,9 @@ class FilterDeclaration:
     input_types: tuple = ()  # () takes every type
     spatial_counts = (2,)
     layouts: tuple = ()  # DALI's list where it has one (without a layout: HW or HWC by the dimensions)
+    # integer outputs round halves to even on the CPU too (filter: DALI converts with OpenCV's rounding),
+    # else away from zero (DALI's own CPU kernels)
+    halves_to_even = False
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
@@ -500,6 +514,8 @@ class FilterDeclaration:
             rows = planes if axes.spatial == 2 else planes[:, None]  # one spatial axis: a row
             result = np.stack([apply_window(plane, window, self.name) for plane in rows])
             result = result if axes.spatial == 2 else result[:, 0]
+        if self.halves_to_even and out_type.kind in "iu":
+            result = np.rint(result)
         return axes.restore(numeric.saturate(result, out_type), sample.shape)
 
 
@@ -585,6 +601,7 @@ class LaplacianRule(SeparableRule):
 
 class FilterRule:
     input_types = FILTER_TYPES
+    halves_to_even = True
 
     def window(self, args, dtype, spatial):
         return filter_window(args, self.name)

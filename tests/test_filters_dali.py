@@ -1,0 +1,106 @@
+"""Filters, noise, morphology and colour operators against DALI itself: the same small programs run
+under nvidia.dali and penstock.compat.dali give the same values, types, shapes and layouts, and both
+refuse the same calls."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+dali = pytest.importorskip("nvidia.dali")
+import nvidia.dali.fn as dali_fn  # noqa: E402
+import nvidia.dali.types as dali_types  # noqa: E402
+
+import penstock.compat.dali as compat  # noqa: E402
+from penstock.compat.dali import fn as compat_fn  # noqa: E402
+from penstock.compat.dali import types as compat_types  # noqa: E402
+
+LIBRARIES = {"dali": (dali.pipeline_def, dali_fn, dali_types), "penstock": (compat.pipeline_def, compat_fn, compat_types)}
+
+
+def outputs_of(library: str, build, batches, layout=None):
+    """``build(fn, types, *inputs)``'s outputs under one library: per output, (samples, layout). The
+    first input (the data) has ``layout``."""
+    pipeline_def, fn, types = LIBRARIES[library]
+
+    @pipeline_def(batch_size=len(batches[0]), num_threads=1, device_id=None, seed=3)
+    def pipeline():
+        data = fn.external_source(source=[batches[0]], cycle=True, layout=layout)
+        return build(fn, types, data, *(fn.external_source(source=[batch], cycle=True) for batch in batches[1:]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # DALI's experimental.* names
+        pipe = pipeline()
+        pipe.build()
+        outputs = pipe.run()
+    return [([np.array(output.at(i)) for i in range(len(output))], output.layout()) for output in outputs]
+
+
+def assert_same(build, batches, layout=None, tolerance=0.0, relative=0.0):
+    expected = outputs_of("dali", build, batches, layout)
+    actual = outputs_of("penstock", build, batches, layout)
+    for (dali_samples, dali_layout), (samples, sample_layout) in zip(expected, actual):
+        assert sample_layout == dali_layout
+        for dali_sample, sample in zip(dali_samples, samples):
+            assert sample.dtype == dali_sample.dtype and sample.shape == dali_sample.shape
+            np.testing.assert_allclose(sample.astype(np.float64), dali_sample.astype(np.float64), atol=tolerance,
+                                       rtol=relative)
+
+
+def assert_both_refuse(build, batches, layout=None):
+    for library in LIBRARIES:
+        with pytest.raises(Exception):
+            outputs_of(library, build, batches, layout)
+
+
+def images(dtype, shape=(9, 11, 3), count=2, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return [rng.uniform(0, 1, shape).astype(dtype) for _ in range(count)]
+    info = np.iinfo(dtype)
+    return [rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype) for _ in range(count)]
+
+
+# ---- filter -----------------------------------------------------------------------------------
+FILTER = np.array([[0.1, 0.2, 0.0], [0.3, 0.4, 0.1]], np.float32)  # sums end in .5: rounding shows
+
+
+@pytest.mark.parametrize("border", ["101", "1001", "reflect", "reflect101", "REFLECT_1001", "edge", "const", "fill",
+                                    "pad", "Wrap", "clamp"])
+def test_filter_border_names(border):
+    def build(fn, types, data):
+        return fn.filter(data, FILTER, np.uint8(9), border=border)
+    assert_same(build, [images(np.uint8)], layout="HWC")
+
+
+@pytest.mark.parametrize("border", ["mirror", "replicate", "isolated", "transparent", ""])
+def test_filter_border_names_both_refuse(border):
+    assert_both_refuse(lambda fn, types, data: fn.filter(data, FILTER, border=border), [images(np.uint8)], "HWC")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int16, np.float32])
+@pytest.mark.parametrize("layout", ["HWC", "HW", "CHW"])
+def test_filter_rounds_as_dali(dtype, layout):
+    shape = {"HWC": (7, 8, 3), "HW": (7, 8), "CHW": (2, 7, 8)}[layout]
+    # multiples of 5: many sums end in .5, where DALI (OpenCV's conversion) rounds to even
+    data = [(sample // 5 * 5 if np.dtype(dtype).kind != "f" else sample) for sample in images(dtype, shape)]
+    assert_same(lambda fn, types, x: fn.filter(x, FILTER), [data], layout=layout, tolerance=1e-5)
+    largest = max(float(np.abs(sample.astype(np.float64)).max()) for sample in data)
+    assert_same(lambda fn, types, x: fn.filter(x, FILTER, dtype=types.FLOAT), [data], layout=layout,
+                tolerance=largest * 1e-6)  # float32 sums in another order
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.int32, np.float64])
+def test_filter_types_both_refuse(dtype):
+    assert_both_refuse(lambda fn, types, data: fn.filter(data, FILTER), [images(dtype)], "HWC")
+
+
+def test_filter_per_sample_filters_of_any_size():
+    filters = [np.full((1, 1), 0.5, np.float32), np.arange(1, 7, dtype=np.float32).reshape(2, 3) / 21,
+               np.array([[0.25], [0.5], [0.25]], np.float32)]
+    anchors = [np.array([0, 0], np.int32), np.array([1, -1], np.int32), np.array([-1, 0], np.int32)]
+
+    def build(fn, types, data, kernel, anchor):
+        return fn.filter(data, kernel, anchor=anchor, border="1001")
+    assert_same(build, [images(np.uint8, count=3), filters, anchors], layout="HWC")

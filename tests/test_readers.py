@@ -67,16 +67,22 @@ def test_folder_tree_labels_follow_sorted_class_folders(tmp_path):
     assert jpegs.at(0).dtype == np.uint8 and jpegs.at(0).ndim == 1
 
 
-def test_folder_tree_reads_nested_folders_and_skips_non_images(tmp_path):
+def test_folder_tree_reads_each_class_folder_s_own_images(tmp_path):
+    """As DALI's discovery: neither the files beside the class folders nor those in folders below
+    them, nor other files than images."""
     write_jpeg(str(tmp_path / "a" / "one.jpg"), 8, 8)
-    write_jpeg(str(tmp_path / "a" / "deeper" / "two.JPG"), 8, 8, seed=1)
+    write_jpeg(str(tmp_path / "a" / "two.JPG"), 8, 8, seed=3)
+    write_jpeg(str(tmp_path / "a" / "deeper" / "two.jpg"), 8, 8, seed=1)
     (tmp_path / "a" / "notes.txt").write_text("not an image")
     write_jpeg(str(tmp_path / "b" / "three.jpeg"), 8, 8, seed=2)
+    write_jpeg(str(tmp_path / "top.jpg"), 8, 8, seed=4)
     pipe = reader_pipeline(batch_size=3, file_root=str(tmp_path))
     assert pipe.epoch_size("Reader") == 3
-    _, labels = pipe.run()
+    jpegs, labels = pipe.run()
     pipe.close()
-    assert sorted(int(np.asarray(label)[0]) for label in labels) == [0, 0, 1]
+    assert [int(np.asarray(label)[0]) for label in labels] == [0, 0, 1]
+    assert [bytes(jpegs.at(i)) for i in range(3)] == [file_bytes(str(tmp_path / name))
+                                                      for name in ("a/one.jpg", "a/two.JPG", "b/three.jpeg")]
 
 
 def test_file_list_gives_paths_and_labels(tmp_path):

@@ -235,3 +235,15 @@ def test_source_info_of_readers_coco_is_the_annotations_file_name(coco_set):
     def make(library):
         return library.readers.coco(file_root=coco_set, annotations_file=os.path.join(coco_set, "annotations.json"))[0]
     assert source_infos(fn, make, 1) == source_infos(dali_fn, make, 1) == ["a.jpg"]
+
+
+def test_folder_tree_is_each_class_folder_s_own_files(tmp_path):
+    for name, size in (("a/one.jpg", 1), ("a/deeper/two.jpg", 2), ("b/three.jpg", 3), ("b/Four.JPG", 4),
+                       ("top.jpg", 5), ("a/notes.txt", 6)):
+        os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
+        (tmp_path / name).write_bytes(bytes(size))
+
+    def make(library):
+        return library.readers.file(file_root=str(tmp_path))[0]
+    assert source_infos(fn, make, 4) == source_infos(dali_fn, make, 4) == ["a/one.jpg", "b/Four.JPG", "b/three.jpg",
+                                                                           "a/one.jpg"]

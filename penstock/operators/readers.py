@@ -135,7 +135,7 @@ def name_matcher(patterns, case_sensitive: bool):
 
 def list_folder_tree(file_root: str, file_filters, case_sensitive: bool, dir_filters=None) -> tuple[list, list]:
     """(paths, labels) of a folder-per-class tree; classes are the sorted sub-folders (those
-    dir_filters match), each read with its own sub-folders."""
+    dir_filters match), each holding its files (its own sub-folders are not read, as in DALI)."""
     if not os.path.isdir(file_root):
         raise FileNotFoundError(f"readers.file: file_root '{file_root}' is not a folder")
     is_class = name_matcher(dir_filters, case_sensitive)
@@ -148,12 +148,11 @@ def list_folder_tree(file_root: str, file_filters, case_sensitive: bool, dir_fil
                          "files= or file_list=")
     is_wanted = name_matcher(file_filters, case_sensitive)
     paths, labels = [], []
-    for label, class_name in enumerate(classes):
-        for folder, _, names in sorted(os.walk(os.path.join(file_root, class_name))):
-            for name in sorted(names):
-                if is_wanted(name):
-                    paths.append(os.path.join(folder, name))
-                    labels.append(label)
+    for label, class_name in enumerate(classes):  # each class folder's own files: DALI goes no deeper
+        folder = os.path.join(file_root, class_name)
+        for name in sorted(entry.name for entry in os.scandir(folder) if entry.is_file() and is_wanted(entry.name)):
+            paths.append(os.path.join(folder, name))
+            labels.append(label)
     return paths, labels
 
 

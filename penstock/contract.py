@@ -99,6 +99,7 @@ class BuildContext:
     pipeline: Any = None
     node: str = ""  # the operator's node and the nodes of its inputs, in words (for error messages)
     num_inputs: int | None = None  # how many data inputs the node has (None: not known)
+    graph_node: Any = None  # the operator's node in the pipeline's graph (None outside a pipeline)
 
 
 class LayoutNotKnown(ValueError):

@@ -202,7 +202,7 @@ class Pipeline:
             # a weak reference: the executor's threads hold the implementations, and must not keep the
             # pipeline alive (its __del__ is what stops them when the user forgets close())
             context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
-                                   weakref.proxy(self), _node_in_words(node), len(node.inputs))
+                                   weakref.proxy(self), _node_in_words(node), len(node.inputs), node)
             impl = cls(node.static_args, context)
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):

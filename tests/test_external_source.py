@@ -21,7 +21,8 @@ SEED = 1234
 def source_pipeline(batch_size=3, num_threads=2, **source_args):
     @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=None, seed=SEED)
     def pipeline():
-        return fn.external_source(**source_args)
+        outputs = fn.external_source(**source_args)
+        return tuple(outputs) if isinstance(outputs, list) else outputs  # a list is one output (DALI)
 
     return pipeline()
 
@@ -267,8 +268,9 @@ def test_num_outputs_two_per_sample():
 
 
 def test_num_outputs_mismatch_is_a_clear_error():
-    pipe = source_pipeline(source=lambda: [np.zeros(1)] * 3, num_outputs=2)
-    with deadline(10), pytest.raises(ValueError, match="num_outputs=2 but the source gave list of length 3"):
+    pipe = source_pipeline(source=lambda: ([np.zeros(1)] * 3,), num_outputs=2)
+    with deadline(10), pytest.raises(ValueError, match="num_outputs=2 but the source gave a tuple without items "
+                                                       "0 to 1"):
         pipe.run()
 
 
@@ -305,7 +307,7 @@ def test_bad_dtype_argument_is_an_error_at_the_call():
         source_pipeline(source=lambda: [], dtype="not a type")
 
 
-def test_torch_tensors_and_bytes_are_accepted():
+def test_torch_tensors_are_accepted_python_values_and_bytes_refused():
     tensor_batch = torch.arange(12, dtype=torch.int16).reshape(3, 4)
     pipe = source_pipeline(source=lambda: tensor_batch)
     np.testing.assert_array_equal(pipe.run()[0].as_array(), tensor_batch.numpy())
@@ -313,15 +315,17 @@ def test_torch_tensors_and_bytes_are_accepted():
     pipe = source_pipeline(source=lambda: [torch.full((2,), i, dtype=torch.float64) for i in range(3)])
     assert pipe.run()[0].as_array().tolist() == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]
     pipe.close()
-    pipe = source_pipeline(source=lambda: [b"\x01\x02", b"\x03\x04", b"\x05\x06"])
-    (batch,) = pipe.run()
-    assert batch.dtype == types.UINT8 and batch.as_array().tolist() == [[1, 2], [3, 4], [5, 6]]
-    pipe.close()
+    for sample in (b"\x01\x02", [1, 2], 3, 2.5, True):  # as DALI: a sample needs a shape
+        pipe = source_pipeline(source=lambda: [sample] * 3)
+        with deadline(10), pytest.raises(TypeError, match=f"sample 0: a value of type {type(sample).__name__} has "
+                                                          "no shape and cannot be a sample"):
+            pipe.run()
+        pipe.close()
 
 
 def test_unusable_sample_type_is_a_clear_error():
     pipe = source_pipeline(source=lambda: [object()] * 3)
-    with deadline(10), pytest.raises(TypeError, match="cannot use a object as a sample"):
+    with deadline(10), pytest.raises(TypeError, match="a value of type object has no shape"):
         pipe.run()
 
 
@@ -438,8 +442,8 @@ def test_a_batch_of_mixed_dtypes_is_refused_naming_the_source_the_sample_and_the
     pipe.close()
 
 
-def test_python_numbers_of_mixed_kinds_are_refused_rather_than_promoted():
-    pipe = named_source(source=lambda: [1, 2.5, 3])
+def test_numpy_numbers_of_mixed_kinds_are_refused_rather_than_promoted():
+    pipe = named_source(source=lambda: [np.int64(1), np.float64(2.5), np.int64(3)])
     with deadline(10), pytest.raises(TypeError, match="sample 0 has int64 and sample 1 has float64"):
         pipe.run()
     pipe.close()
@@ -487,15 +491,15 @@ def test_each_output_of_a_multi_output_source_keeps_its_own_dtype():
     def source(iteration):
         labels = [np.zeros(1, np.int32)] * 3 if iteration == 0 else [np.zeros(1, np.int64)] * 3
         return [np.zeros(2, np.uint8)] * 3, labels
-    pipe = named_source(source=source, num_outputs=2)
+    pipe = source_pipeline(source=source, num_outputs=2)
     with deadline(10):
         images, labels = pipe.run()
         assert (images.dtype, labels.dtype) == (types.UINT8, types.INT32)
         with pytest.raises(TypeError, match="batch 1 of output 1 has dtype int64, but its first batch had int32"):
             pipe.run()
     pipe.close()
-    pipe = named_source(source=lambda: ([np.zeros(2)] * 3, [np.zeros(1, np.int32), np.zeros(1, np.int8)] * 2),
-                        num_outputs=2, batch_size=4)
+    pipe = source_pipeline(source=lambda: ([np.zeros(2)] * 3, [np.zeros(1, np.int32), np.zeros(1, np.int8)] * 2),
+                           num_outputs=2, batch_size=4)
     with deadline(10), pytest.raises(TypeError, match="sample 0 of output 1 has int32 and sample 1 has int8"):
         pipe.run()
     pipe.close()
@@ -517,7 +521,7 @@ def test_feed_input_refuses_mixed_and_changing_dtypes_where_it_is_called():
     ([np.array([1, "a"], dtype=object)] * 3, r": sample 0 has dtype object, which a pipeline cannot carry"),
     ([np.array(["a", "b"])] * 3, r": sample 0 has dtype <U1, which a pipeline cannot carry"),
     (np.array([np.zeros(2, np.uint8), np.zeros(3, np.uint8), "x"], dtype=object),  # a ragged object batch
-     r", output 0, sample 2: cannot use a str as a sample"),
+     r", output 0, sample 2: a value of type str has no shape"),
 ])
 def test_samples_a_pipeline_cannot_carry_are_refused_at_the_source(batch, message):
     pipe = named_source(source=lambda: batch)
@@ -546,7 +550,7 @@ def test_an_object_array_batch_is_checked_item_by_item():
 def test_source_and_num_outputs_may_be_positional():
     @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     def pipeline():
-        return fn.external_source(lambda: ([np.array(1, np.uint8)] * 2, [np.array([2, 3])] * 2), 2)
+        return tuple(fn.external_source(lambda: ([np.array(1, np.uint8)] * 2, [np.array([2, 3])] * 2), 2))
 
     first, second = pipeline().run()
     assert first.as_array().tolist() == [1, 1] and second.as_array().tolist() == [[2, 3], [2, 3]]

@@ -213,6 +213,37 @@ def test_what_both_refuse(arguments):
     _refused_by_both(lambda fn, types: fn.external_source(**arguments), batch_size=2, iterations=1)
 
 
+@pytest.mark.parametrize("sample", [[1, 2], (1, 2), 3, 2.5, True, b"ab", [np.zeros(2)] * 2])
+@pytest.mark.parametrize("batch", [True, False])
+def test_samples_without_a_shape_are_refused(sample, batch):
+    source = (lambda: [sample] * 2) if batch else (lambda info: sample)
+    _refused_by_both(lambda fn, types: fn.external_source(source, batch=batch), batch_size=2, iterations=1)
+
+
+def test_samples_of_one_batch_and_of_later_batches_keep_one_number_of_dimensions():
+    _refused_by_both(lambda fn, types: fn.external_source(lambda: [np.zeros(2), np.zeros((2, 2))]), batch_size=2,
+                     iterations=1)
+    _refused_by_both(lambda fn, types: fn.external_source(lambda i: [np.zeros((2,) * (i + 1), np.uint8)] * 2),
+                     batch_size=2, iterations=2)
+    _same_under_both(lambda fn, types: fn.external_source(lambda: [np.zeros((1, 2)), np.zeros((3, 0))]),
+                     batch_size=2, iterations=2)
+
+
+@pytest.mark.parametrize("value, num_outputs", [
+    ("two batches", 1), ("one batch in a tuple", 1), ("a batch", 1), ("an array batch", 1), ("three batches", 2)])
+def test_num_outputs_takes_the_first_items_of_what_the_source_gives(value, num_outputs):
+    batch = [np.arange(6, dtype=np.uint8).reshape(2, 3) + i for i in range(2)]
+    given = {"two batches": (batch, batch[::-1]), "one batch in a tuple": (batch,), "a batch": batch,
+             "an array batch": np.stack(batch), "three batches": (batch, batch[::-1], batch)}[value]
+    _same_under_both(lambda fn, types: list(fn.external_source(lambda: given, num_outputs=num_outputs)),
+                     batch_size=2, iterations=1)
+
+
+def test_a_named_source_has_no_num_outputs():
+    _refused_by_both(lambda fn, types: list(fn.external_source(lambda: ([np.zeros(1)] * 2,), num_outputs=1,
+                                                               name="x")), batch_size=2, iterations=1)
+
+
 def test_a_generator_cannot_cycle():
     _refused_by_both(lambda fn, types: fn.external_source(source=_generator_function(), cycle=True), batch_size=2)
 

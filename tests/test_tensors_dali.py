@@ -460,3 +460,34 @@ def test_full_spreads_the_fill_value_as_dali(fill_shape, shape):
         "layout for a scalar refused", "full_like"])
 def test_full_shapes_and_layouts(build):
     _same(build, [np.zeros((2, 3), np.uint8)] * 2, "HW")
+
+
+def test_source_info_only_on_what_came_from_a_readers_data():
+    """A reader's files carry their source_info through the operators that take them; its labels,
+    external_source's data and what is made only of those carry none (as in DALI)."""
+    import os
+    root = os.path.join(os.environ.get("DALI_EXTRA_PATH", "/work/dali_extra"), "db", "single", "jpeg")
+    if not os.path.isdir(root):
+        pytest.skip("DALI_extra's images are not here")
+
+    def infos(library):
+        if library == "dali":
+            from nvidia.dali import fn, pipeline_def, types
+        else:
+            from penstock.compat.dali import fn, pipeline_def, types
+
+        @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=7)
+        def pipe():
+            files, labels = fn.readers.file(file_root=root)
+            fed = fn.external_source(source=lambda: [np.zeros(2, np.uint8)] * 2)
+            images = fn.decoders.image(files)
+            made = [files, fed, images, labels, fn.cat(fed, fn.cast(labels, dtype=types.UINT8)),
+                    fn.reductions.sum(images)]
+            return tuple(fn.get_property(node, key="source_info") for node in made)
+        pipeline = pipe()
+        pipeline.build()
+        return [[bytes(np.array(batch.at(i))).decode() for i in range(len(batch))] for batch in pipeline.run()]
+    expected, got = infos("dali"), infos("penstock")
+    assert [[bool(info) for info in output] for output in got] == [[bool(info) for info in output]
+                                                                    for output in expected]
+    assert all(output == got[0] for output in got if any(output))

@@ -72,6 +72,8 @@ def _check_call(args: dict) -> None:
                        f"quietly) or 'raise' (end the epoch at each start over), got {cycle!r}")
     for name in ("dtype", "ndim", "layout"):
         per_output(args, name)
+    if args.get("name") is not None and args["num_outputs"] is not None:
+        raise ArgError("argument 'num_outputs' is not for a named source (a name names one output)")
     source = args["source"]
     if source is None:
         if cycle is not None:
@@ -193,9 +195,14 @@ class SampleInfo:
 
 
 def to_numpy(value, where: str) -> np.ndarray:
-    """A sample as a numpy array, without a copy for numpy arrays and CPU torch tensors."""
+    """A sample as a numpy array, without a copy for numpy arrays and CPU torch tensors. As in DALI, a
+    sample is something with a shape (numpy arrays and scalars, torch tensors, CuPy arrays, objects
+    with an array interface): Python numbers, lists and bytes are refused."""
     if isinstance(value, np.ndarray):
         return value
+    if not any(hasattr(value, name) for name in ("shape", "__array_interface__", "__cuda_array_interface__")):
+        raise TypeError(f"{where}: a value of type {type(value).__name__} has no shape and cannot be a sample; give numpy "
+                        "arrays, torch tensors or other arrays (np.asarray makes one)")
     module = type(value).__module__
     if module.startswith("torch"):
         if value.device.type != "cpu":
@@ -203,14 +210,7 @@ def to_numpy(value, where: str) -> np.ndarray:
         return value.detach().numpy()
     if module.startswith("cupy"):
         return value.get()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return np.frombuffer(value, dtype=np.uint8)
-    if isinstance(value, (int, float, bool, np.generic, list, tuple)):
-        return np.asarray(value)
-    if hasattr(value, "__array__"):
-        return np.asarray(value)
-    raise TypeError(f"{where}: cannot use a {type(value).__name__} as a sample; give numpy arrays, "
-                    "torch tensors, bytes or numbers")
+    return np.asarray(value)
 
 
 def split_batch(batch, where: str) -> list[np.ndarray]:
@@ -259,6 +259,7 @@ class ExternalSource(FedSource):
         # per output: the dtype of its first batch, which later batches must have (as in DALI),
         # unless dtype= declares one
         self._dtypes: list = [None if dtype is None else dtype.numpy for dtype in self._declared_types]
+        self._ndims: list = [None] * self.num_outputs  # per output: the number of dimensions of its first batch
         self._batches_checked = 0
         node = self.context.node or "external_source"
         self._where = node if node.startswith("external_source") else f"external_source '{node}'"
@@ -362,24 +363,28 @@ class ExternalSource(FedSource):
             return next(self._iterator)
 
     def _outputs_of(self, value, where: str) -> tuple:
-        if self.args["num_outputs"] is None:  # given, even as 1, the value is a sequence of outputs (DALI)
+        """The source's value for each output: with num_outputs (even 1), its items 0 to num_outputs - 1,
+        as DALI indexes it (items past them are not used)."""
+        if self.args["num_outputs"] is None:
             return (value,)
-        if isinstance(value, dict):
-            value = tuple(value.values())
-        if not isinstance(value, (tuple, list)) or len(value) != self.num_outputs:
-            raise ValueError(f"{self._where}: num_outputs={self.num_outputs} but the {where} gave "
-                             f"{type(value).__name__} of length {len(value) if hasattr(value, '__len__') else '?'}")
-        return tuple(value)
+        try:
+            return tuple(value[index] for index in range(self.num_outputs))
+        except (IndexError, KeyError, TypeError):
+            raise ValueError(f"{self._where}: num_outputs={self.num_outputs} but the {where} gave a "
+                             f"{type(value).__name__} without items 0 to {self.num_outputs - 1}") from None
 
     def _checked(self, outputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         """One batch's samples of each output, checked: element types a pipeline carries, one
-        dtype per output shared by its samples, the declared dtype or else the one of the output's
-        first batch, and the declared ndim."""
+        dtype and one number of dimensions per output shared by its samples, the declared dtype
+        or else the one of the output's first batch, the declared ndim, and the number of dimensions
+        of the output's first batch."""
         for output, samples in enumerate(outputs):
             self._check(samples, output)
         for output, samples in enumerate(outputs):
             if samples and self._dtypes[output] is None:
                 self._dtypes[output] = samples[0].dtype
+            if samples and self._ndims[output] is None:
+                self._ndims[output] = samples[0].ndim
         self._batches_checked += 1
         return outputs
 
@@ -399,6 +404,9 @@ class ExternalSource(FedSource):
             if sample.dtype != samples[0].dtype:
                 raise TypeError(f"{self._where}: the samples of a batch must share one dtype, but sample 0{which} "
                                 f"has {samples[0].dtype} and sample {index} has {sample.dtype}")
+            if sample.ndim != samples[0].ndim:
+                raise ValueError(f"{self._where}: the samples of a batch must have one number of dimensions, but "
+                                 f"sample 0{which} has {samples[0].ndim} and sample {index} has {sample.ndim}")
             if ndim is not None and sample.ndim != ndim:
                 raise ValueError(f"{self._where}: sample {index}{which} has {sample.ndim} dimensions, but "
                                  f"ndim={ndim} was declared")
@@ -410,6 +418,10 @@ class ExternalSource(FedSource):
             raise TypeError(f"{self._where}: batch {self._batches_checked}{which} has dtype {samples[0].dtype}, "
                             f"but its first batch had {first}; a source keeps the dtype of its first batch "
                             "(convert the data, or declare dtype=)")
+        if samples and self._ndims[output] is not None and samples[0].ndim != self._ndims[output]:
+            raise ValueError(f"{self._where}: batch {self._batches_checked}{which} has {samples[0].ndim}-dimensional "
+                             f"samples, but its first batch had {self._ndims[output]}-dimensional ones; a source keeps "
+                             "the number of dimensions of its first batch")
 
     def load(self, item, sample: SampleContext) -> tuple:
         return item if isinstance(item, tuple) else (item,)

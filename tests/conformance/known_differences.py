@@ -104,14 +104,10 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # brightness_contrast
     # the Python API (tests/conformance/test_api.py)
     # sources, decoders, readers, segmentation, sequences and other operators (cases_sources.py ... cases_extras.py)
-    'external_source[source=mixed_ndim]': 'DALI refuses (RuntimeError: All tensors in a batch must have the same number of dimensions), penstock accepts',
-    'external_source_batch_info[batch=False]': "DALI refuses (RuntimeError: Don't know how to extract the shape out of <class 'list'>), penstock accepts",
-    'external_source_outputs[num_outputs=1]': "DALI accepts, penstock refuses: ValueError('setting an array element with a sequence. The requested array has an inhomogeneous shape after 1 dimensions. The detected shape was (3,) + inhomogeneous part.')",
     'decoders.image_crop_wh[crop_d=3.0]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_d\' (did you mean \'crop_w\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, crop_pos',
     'decoders.image_crop_wh[crop_pos_z=0.5]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_pos_z\' (did you mean \'crop_pos_y\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, ',
     'readers.numpy_roi[roi_start=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_start\' cannot be a per-sample input (a DataNode); pass a plain value")',
     'readers.numpy_roi[roi_end=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_end\' cannot be a per-sample input (a DataNode); pass a plain value")',
-    'shapes[input=empty]': 'DALI refuses (RuntimeError: All tensors in a batch must have the same number of dimensions), penstock accepts',
     'fast_resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
     'fast_resize_crop_mirror_3d[crop_pos_z=0.0]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
     'fast_resize_crop_mirror_3d[crop_pos_z=1.0]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',

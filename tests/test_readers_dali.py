@@ -247,3 +247,16 @@ def test_folder_tree_is_each_class_folder_s_own_files(tmp_path):
         return library.readers.file(file_root=str(tmp_path))[0]
     assert source_infos(fn, make, 4) == source_infos(dali_fn, make, 4) == ["a/one.jpg", "b/Four.JPG", "b/three.jpg",
                                                                            "a/one.jpg"]
+
+
+@pytest.mark.parametrize("behavior", ["Skip", "EMPTY", "Error", "bad"])
+def test_webdataset_takes_missing_component_behavior_in_any_letter_case(data, behavior):
+    def make(library):
+        return library.readers.webdataset(paths=data["archives"], ext=["bin"], missing_component_behavior=behavior)
+    if behavior == "bad":
+        with pytest.raises(Exception, match="missing_component_behavior"):
+            build(dali_fn, make)
+        with pytest.raises(ValueError, match="readers.webdataset.*'missing_component_behavior' takes one of"):
+            build(fn, make)
+        return
+    assert [int(np.asarray(build(library, make).run()[0][0])[0]) for library in (fn, dali_fn)] == [0, 0]

@@ -174,8 +174,15 @@ WDS_TYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "i
              "float64")  # what DALI's webdataset reader takes
 
 
+MISSING_COMPONENT_BEHAVIORS = ("", "empty", "skip", "error")
+
+
 def _webdataset_args(static: dict, per_sample: frozenset) -> None:
     one_index_each(static, per_sample, "paths", "index_paths")
+    behavior = static["missing_component_behavior"]
+    if behavior.lower() not in MISSING_COMPONENT_BEHAVIORS:
+        raise ArgError(f"'missing_component_behavior' takes one of {', '.join(map(repr, MISSING_COMPONENT_BEHAVIORS))} "
+                       f"(in any letter case), got {behavior!r}")
     dtypes = static["dtypes"]
     if any(not ext or any(not option for option in ext.split(";")) for ext in static["ext"]):
         raise ArgError(f"'ext' takes one set of extensions per output, options separated by ';', got "
@@ -205,8 +212,8 @@ registry.register_schema(OpSchema(
         Arg("index_paths", "paths", None, "One index file per archive (DALI's wds2idx)."),
         Arg("case_sensitive_extensions", "bool", True, "Whether 'jpg' matches only 'jpg' (else also 'JPG')."),
         Arg("missing_component_behavior", "str", "", "A sample without a file for an output: '' or 'empty' "
-            "(an empty array), 'skip' (the sample is left out) or 'error' (refused at build, naming it).",
-            choices=("", "empty", "skip", "error")),
+            "(an empty array), 'skip' (the sample is left out) or 'error' (refused at build, naming it), in any "
+            "letter case, as DALI."),
         Arg("dtypes", "dtypes", None, "Per output, the element type its bytes are read as (default uint8); "
             "a file's size must be a multiple of the type's."),
         *RECORD_READER_ARGS,
@@ -425,7 +432,7 @@ class WebdatasetReader(RecordFileReader):
         options = [ext.split(";") for ext in args["ext"]]
         sensitive = args["case_sensitive_extensions"]
         wanted = [[option if sensitive else option.lower() for option in group] for group in options]
-        behavior = args["missing_component_behavior"] or "empty"
+        behavior = args["missing_component_behavior"].lower() or "empty"
         self.files, self.samples, self.paths, self.sources = list(args["paths"]), [], [], []
         for number, archive in enumerate(self.files):
             if not os.path.isfile(archive):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -182,8 +183,19 @@ def open_database(path: str, name: str):
     return environment
 
 
-def key_text(key: bytes) -> str:
-    return key.decode("utf-8", "backslashreplace")
+class RecordNames(Sequence):
+    """The source info of each record, '<database> at key <key>' (as DALI's), made when asked for:
+    a database may hold millions of records."""
+
+    def __init__(self, databases: list[str], keys: list[tuple[int, bytes]]):
+        self.databases, self.keys = databases, keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> str:
+        number, key = self.keys[index]
+        return f"{self.databases[number]} at key {key.decode('utf-8', 'backslashreplace')}"
 
 
 class LMDBReader(ShardedReader):
@@ -202,13 +214,13 @@ class LMDBReader(ShardedReader):
                 self.keys.extend((number, key) for key in transaction.cursor().iternext(values=False))
         if not self.keys:
             raise ValueError(f"{self.name}: no records in {self.databases}")
-        self.paths = [f"{self.databases[number]} at key {key_text(key)}" for number, key in self.keys]
+        self.paths = RecordNames(self.databases, self.keys)
         self.epochs = sharded_epochs(args, context, len(self.keys), self.name)
-        self.specs = None
+        self.specs = None  # what load checks every record's outputs against, once known
         try:
             self.specs = tuple((output.dtype, output.ndim) for output in self.load(0, None))
         except ValueError:  # a bad first record fails when it is read, as in DALI; the others tell nothing yet
-            self.specs = None
+            pass
 
     def parse(self, record: bytes, where: str) -> tuple:
         raise NotImplementedError

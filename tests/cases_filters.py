@@ -161,14 +161,16 @@ CASES = {
         lambda: [noise_image(20, 30, 3, seed=7).astype(np.float32), noise_image(17, 25, 3, seed=8).astype(np.float32)],
         image_op("experimental.median_blur", window_size=(3, 5)),
         lambda samples, _: [reduce_windows(s, (3, 5), (1, 2), "edge", np.median) for s in samples]),
+    # mask_size and anchor are (x, y), as OpenCV's ksize and anchor
     "erode": Case(noisy_images, image_op("erode", mask_size=(3, 5)),
-                  lambda samples, _: [cv2.erode(s, np.ones((3, 5), np.uint8)) for s in samples]),
+                  lambda samples, _: [cv2.erode(s, cv2.getStructuringElement(cv2.MORPH_RECT, (3, 5)))
+                                      for s in samples]),
     "dilate": Case(noisy_images, image_op("dilate", iterations=2, border_mode="replicate"),
                    lambda samples, _: [cv2.dilate(s, np.ones((3, 3), np.uint8), iterations=2,
                                                   borderType=cv2.BORDER_REPLICATE) for s in samples]),
     "experimental.erode": Case(noisy_images, image_op("experimental.erode", mask_size=(5, 3), anchor=(1, 0),
                                                       border_mode="reflect_101"),
-                               lambda samples, _: [cv2.erode(s, np.ones((5, 3), np.uint8), anchor=(0, 1),
+                               lambda samples, _: [cv2.erode(s, np.ones((3, 5), np.uint8), anchor=(1, 0),
                                                              borderType=cv2.BORDER_REFLECT_101) for s in samples]),
     "experimental.dilate": Case(noisy_images, image_op("experimental.dilate", mask_size=3, border_mode="wrap"),
                                 lambda samples, _: [reduce_windows(s, (3, 3), (1, 1), "wrap", np.max) for s in samples]),

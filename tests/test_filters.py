@@ -411,3 +411,32 @@ def test_noise_takes_one_number_a_sample_as_dali(device):
     refused = r"noise.gaussian.*'stddev': expected one number \(0-d\) a sample, got shape \(1,\)"
     with pytest.raises(Exception, match=refused):
         run(device, noisy([np.zeros(1, np.float32)] * len(IMAGES)))
+
+
+# (OpenCV's morphology has no 'wrap')
+CV_BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT,
+              "reflect_101": cv2.BORDER_REFLECT_101}
+
+
+@pytest.mark.parametrize("border", sorted(CV_BORDERS))
+@pytest.mark.parametrize("operation", ["erode", "dilate"])
+def test_morphology_sizes_and_anchors_are_x_y_as_dalis_test_against_opencv(border, operation):
+    """DALI's mask_size and anchor are (width, height) and (x, y): OpenCV's ksize and anchor."""
+    sizes = [np.array([3, 5], np.int32), np.array([4, 2], np.int32), np.array([6, 3], np.int32)]
+    anchors = [np.array([-1, -1], np.int32), np.array([3, 0], np.int32), np.array([1, 2], np.int32)]
+    samples = [noise_image(9, 12, 3, seed=4), noise_image(10, 7, 3, seed=5), noise_image(8, 8, 3, seed=6)]
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    def pipeline():
+        images = fn.external_source(source=lambda: samples, batch=True, layout="HWC")
+        size = fn.external_source(source=lambda: sizes, batch=True)
+        anchor = fn.external_source(source=lambda: anchors, batch=True)
+        return getattr(fn.experimental, operation)(images, mask_size=size, anchor=anchor, border_mode=border)
+
+    pipe = pipeline()
+    (outputs,) = pipe.run()
+    morph = cv2.erode if operation == "erode" else cv2.dilate
+    for image, size, anchor, output in zip(samples, sizes, anchors, outputs):
+        element = cv2.getStructuringElement(cv2.MORPH_RECT, tuple(int(v) for v in size))
+        expected = morph(image, element, anchor=tuple(int(v) for v in anchor), borderType=CV_BORDERS[border])
+        np.testing.assert_array_equal(np.asarray(output), expected)

@@ -251,17 +251,22 @@ def filter_window(args: dict, op_name: str) -> Window:
     return Window(weights, anchor, FILTER_BORDERS[args["border"].lower()], float(fill), valid=valid)
 
 
+def _mask_and_anchor(args: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The structuring element's (rows, columns) and anchor (row, column): DALI gives both as
+    (x, y), width first (CV-CUDA's and OpenCV's order)."""
+    width, height = per_axis(args["mask_size"], "mask_size")
+    x, y = per_axis(args["anchor"], "anchor")
+    return (height, width), anchor_of((y, x), (height, width))
+
+
 def _check_morphology(args: dict) -> None:
-    mask = per_axis(args["mask_size"], "mask_size")
-    anchor_of(args["anchor"], mask)
+    _mask_and_anchor(args)
 
 
 def morphology_window(args: dict, op_name: str, operation: str, dtype: np.dtype) -> Window:
     """A rectangle of mask_size; more iterations grow it by mask_size - 1 each (as DALI and
     OpenCV say of iterations), with the anchor scaled alike. The 'constant' border takes no part."""
-    _checked(op_name, _check_morphology, args)
-    mask = per_axis(args["mask_size"], "mask_size")
-    anchor = anchor_of(args["anchor"], mask)
+    mask, anchor = _checked(op_name, _mask_and_anchor, args)
     iterations = args["iterations"]
     size = tuple(extent + (iterations - 1) * (extent - 1) for extent in mask)
     neutral = float("inf") if operation == "min" else float("-inf")
@@ -380,10 +385,10 @@ MEDIAN_ARGS = (Arg("window_size", "ints", (3,), "Odd window size: one, or one pe
 MEDIAN_DOC = ("The median of each channel over a window around each pixel of HW, HWC, CHW, FHWC or FCHW images; "
               "outside the image the edge pixels repeat.")
 MORPHOLOGY_ARGS = (
-    Arg("mask_size", "ints", (3, 3), "Size of the rectangular structuring element: one, or one per axis "
-        "(height, width).", per_sample=True, length=(1, 2), min=1),
-    Arg("anchor", "ints", (-1, -1), "The element's pixel (row, column) placed on each output pixel; -1 means "
-        "its middle.", per_sample=True, length=(1, 2), min=-1),
+    Arg("mask_size", "ints", (3, 3), "Size of the rectangular structuring element: one, or (width, height) "
+        "as DALI.", per_sample=True, length=(1, 2), min=1),
+    Arg("anchor", "ints", (-1, -1), "The element's pixel (x, y) placed on each output pixel; -1 means "
+        "its middle (size // 2).", per_sample=True, length=(1, 2), min=-1),
     Arg("iterations", "int", 1, "Times the operation is applied: each one more grows the mask by "
         "mask_size - 1 (as DALI).", min=1),
     Arg("border_mode", "str", "constant", "Pixels outside the image: 'constant' (they take no part), "

@@ -5,6 +5,24 @@ from conformance.harness import Data, PerSample, Spec, Stats
 from conformance.samples import constant_images, f32, images
 
 GRAY = constant_images(128)
+_RNG, _N = np.random.default_rng(0), 200_000  # samples of the distributions the cases draw from
+
+
+def _within_standard_errors(population, count: int, sigmas: float = 5.0) -> Stats:
+    """Stats for two libraries' ``count`` draws each from the distribution ``population`` (a large
+    sample of it): means and standard deviations within ``sigmas`` standard errors of the difference
+    of two independent estimates (the std's from the distribution's fourth moment), the smallest and
+    largest values as near each other as draws that fall within the distribution's outer
+    20 / count quantiles almost surely are (far nearer than another range would put them)."""
+    population = np.asarray(population, np.float64)
+    std = population.std()
+    fourth = np.mean((population - population.mean()) ** 4)
+    std_error_of_std = np.sqrt(max(fourth - std ** 4, 0.0) / (4 * count)) / std if std else 0.0
+    tail = min(20 / count, 0.5)
+    range_tol = max(np.quantile(population, tail) - population.min(),
+                    population.max() - np.quantile(population, 1 - tail))
+    return Stats(mean_tol=sigmas * std * np.sqrt(2 / count),
+                 std_tol=sigmas * np.sqrt(2) * std_error_of_std, range_tol=range_tol)
 
 SPECS = [
     # one scalar a sample: a large batch, so that the batch's statistics mean something
@@ -49,12 +67,23 @@ SPECS = [
          name="noise.salt_and_pepper_scalars", compare=Stats(mean_tol=8, std_tol=8, range_tol=0), grid={
              "@input": {"chw": (Data([np.full((3, 32, 32), 128, np.uint8)] * 3, "CHW"),), "no_layout_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3),)},
              "per_channel": [True]}),
-    Spec("random.uniform", (), {"shape": (400,)}, compare=Stats(mean_tol=0.08, std_tol=0.05, range_tol=0.05), grid={
-        "range": [(2.0, 5.0), PerSample(f32(0, 1), f32(-1, 0), f32(0.2, 0.3))],
-        "values": [(1.0, 2.0, 7.0), PerSample(f32(1, 2), f32(-1), f32(0.25, 0.5))],
-        "shape": [7, (20, 20), PerSample(np.int32([400]), np.int32([4, 100]), np.int32([0]))],
-        "dtype": ["types.FLOAT64", "types.INT32", "types.UINT8"],
-    }),
+    *[Spec("random.uniform", (), {"shape": shape}, batch_size=batch_size, base=grid is None, grid=grid or {},
+           compare=_within_standard_errors(population, count))
+      for shape, batch_size, grid, population, count in [
+          ((400,), None, None, _RNG.uniform(-1, 1, _N), 1200),
+          ((400,), None, {"range": [(2.0, 5.0)]}, _RNG.uniform(2, 5, _N), 1200),
+          ((400,), None, {"range": [PerSample(f32(0, 1), f32(-1, 0), f32(0.2, 0.3))]},
+           np.concatenate([_RNG.uniform(low, high, _N) for low, high in ((0, 1), (-1, 0), (0.2, 0.3))]), 1200),
+          ((400,), None, {"values": [(1.0, 2.0, 7.0)]}, _RNG.choice([1.0, 2.0, 7.0], _N), 1200),
+          ((400,), None, {"values": [PerSample(f32(1, 2), f32(-1), f32(0.25, 0.5))]},
+           np.concatenate([_RNG.choice(values, _N) for values in ([1, 2], [-1], [0.25, 0.5])]), 1200),
+          ((400,), 300, {"shape": [7]}, _RNG.uniform(-1, 1, _N), 2100),
+          ((400,), None, {"shape": [(20, 20), PerSample(np.int32([400]), np.int32([4, 100]), np.int32([0]))]},
+           _RNG.uniform(-1, 1, _N), 1200),
+          ((400,), None, {"dtype": ["types.FLOAT64"]}, _RNG.uniform(-1, 1, _N), 1200),
+          ((400,), None, {"dtype": ["types.INT32"]}, _RNG.integers(-1, 2, _N), 1200),  # [-1, 1] as integers
+          # uint8's [-1, 1) is [255, 1) once cast: 1 to 255
+          ((4000,), None, {"dtype": ["types.UINT8"]}, _RNG.integers(1, 256, _N), 12000)]],
     Spec("random.uniform", (images(),), {}, name="random.uniform_like", compare=Stats(-1, 1), grid={}),
     Spec("random.normal", (), {"shape": (2000,)}, compare=Stats(mean_tol=0.2, std_tol=0.15), grid={
         "mean": [10.0, PerSample(f32(1), f32(2), f32(3))],

@@ -60,8 +60,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # noise.shot
     # noise.salt_and_pepper
     # random.uniform
-    'random.uniform[shape=7]': 'the same distribution as DALI; 21 values give a mean within 0.08 of DALI\'s by chance only (mean -0.047, DALI -0.128)',
-    'random.uniform[dtype=UINT8]': 'the same distribution as DALI (range cast to uint8 first: [255, 1) draws 1..255), but the case compares means within 0.08 for values of standard deviation 73 (mean 124.3, DALI 129.7)',
     # random.uniform_like
     # random.normal
     # random.normal_like

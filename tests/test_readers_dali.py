@@ -260,3 +260,34 @@ def test_webdataset_takes_missing_component_behavior_in_any_letter_case(data, be
             build(fn, make)
         return
     assert [int(np.asarray(build(library, make).run()[0][0])[0]) for library in (fn, dali_fn)] == [0, 0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8", "uint64", "bool"])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_readers_numpy_reads_arrays_of_every_dimension_as_dali(tmp_path, dtype, shape):
+    for number in range(3):
+        np.save(tmp_path / f"array{number}.npy", (np.arange(int(np.prod(shape))) + number).reshape(shape).astype(dtype))
+
+    def make(library):
+        return library.readers.numpy(file_root=str(tmp_path))
+    ours, theirs = (np.asarray(build(library, make).run()[0][0]) for library in (fn, dali_fn))
+    assert ours.shape == theirs.shape == shape and ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_readers_numpy_refuses_inconsistent_data_as_dali(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((2, 2), np.int32))
+    np.save(tmp_path / "b.npy", np.zeros((2, 2), np.float32))
+
+    def make(library):
+        return library.readers.numpy(file_root=str(tmp_path))
+    for library in (fn, dali_fn):
+        pipe = dali_pipeline_def if library is dali_fn else pipeline_def
+
+        @pipe(batch_size=2, num_threads=1, device_id=None)
+        def pipeline():
+            return make(library)
+        built = pipeline()
+        built.build()
+        with pytest.raises(RuntimeError, match="Inconsistent data"):
+            built.run()

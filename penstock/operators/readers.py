@@ -610,7 +610,7 @@ def load_npy(path: str) -> np.ndarray:
     array = data.view(header.dtype).reshape(header.shape, order="F" if header.fortran_order else "C")
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
-    return np.ascontiguousarray(array)
+    return np.require(array, requirements="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
 
 
 def _npy_header(path: str) -> tuple[np.dtype, int]:
@@ -649,9 +649,9 @@ class NumpyReader(ShardedReader):
         path = self.paths[index]
         array = load_npy(path)
         if array.dtype != self.dtype or array.ndim != self.ndim:
-            raise ValueError(f"'{path}' holds {array.ndim}-dimensional {array.dtype} arrays, the first file "
-                             f"('{self.paths[0]}') {self.ndim}-dimensional {self.dtype}: every file must hold one "
-                             "type and number of dimensions")
+            raise ValueError(f"Inconsistent data: '{path}' holds {array.ndim}-dimensional {array.dtype} arrays, the "
+                             f"first file ('{self.paths[0]}') {self.ndim}-dimensional {self.dtype}: every file must hold "
+                             "one type and number of dimensions")
         return (self._region_of(array, path) if self._region else array,)
 
     def _region_of(self, array: np.ndarray, path: str) -> np.ndarray:
@@ -663,7 +663,7 @@ class NumpyReader(ShardedReader):
                   "rel_shape": args["rel_roi_shape"], "out_of_bounds_policy": args["out_of_bounds_policy"],
                   "fill_values": (args["fill_value"],)}
         try:
-            return np.ascontiguousarray(slice_sample(np, window, array))
+            return np.require(slice_sample(np, window, array), requirements="C")
         except ValueError as error:
             raise ValueError(f"the region of interest of '{path}': {error}") from None
 

@@ -471,7 +471,12 @@ class Pipeline:
         return self._reader(name).epoch_size()
 
     def reader_meta(self, name: str | None = None) -> dict:
-        """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard."""
+        """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard
+        of the named reader; with no name, a dict of them for every reader (as DALI)."""
+        self.build()
+        if name is None:
+            return {node.static_args.get("name") or node.name: self._impls[node.index].reader_meta()
+                    for node in self._graph.nodes if isinstance(self._impls.get(node.index), Reader)}
         return self._reader(name).reader_meta()
 
     def engines(self) -> dict[str, list[str]]:

@@ -155,6 +155,7 @@ def test_epoch_size_and_reader_meta(flat_root):
     assert pipe.epoch_size("Reader") == 10  # the whole data set, all shards
     assert pipe.epoch_size() == {"Reader": 10}
     meta = pipe.reader_meta("Reader")
+    assert pipe.reader_meta() == {"Reader": meta}  # every reader's, by name
     assert meta["number_of_shards"] == 3 and meta["shard_id"] == 1
     assert meta["shard_size"] == 3  # shards of 3, 3 and 4 samples
     assert meta["batches_per_epoch"] == 1  # the largest shard (4) fits one batch of 4

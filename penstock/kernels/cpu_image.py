@@ -161,38 +161,54 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
             start = (start + tile_step).astype(f32)
         positions.append(coords)
     x, y = positions
-    in_height, in_width = image.shape[:2]
+    in_height, in_width, channels = image.shape
+    # channel planes, each sampled at every output pixel: long inner loops (HWC's are 3 long)
+    planes = np.ascontiguousarray(image.reshape(-1, channels).T)
+    x, y = x.ravel(), y.ravel()
 
+    def outside(column, row):
+        return (column < 0) | (column >= in_width) | (row < 0) | (row >= in_height)
 
-    def pixels(column, row):
-        """The input pixels at integer (column, row), clamped to the edge, and where they lie inside."""
-        inside = (column >= 0) & (column < in_width) & (row >= 0) & (row < in_height)
-        return image[np.clip(row, 0, in_height - 1), np.clip(column, 0, in_width - 1)], inside
+    def to_hwc(values):
+        return np.ascontiguousarray(values.T).reshape(height, width, channels)
 
     if nearest:
-        values, inside = pixels(np.floor(x).astype(np.int64), np.floor(y).astype(np.int64))
-        result = numeric.saturate(values, dtype)
+        column, row = np.floor(x).astype(np.intp), np.floor(y).astype(np.intp)
+        index = np.clip(row, 0, in_height - 1) * in_width + np.clip(column, 0, in_width - 1)
+        result = numeric.saturate(np.take(planes, index, axis=1), dtype)
         if border is not None:
-            result[~inside] = border
-        return result
-    x, y = (x - f32(0.5)).astype(f32), (y - f32(0.5)).astype(f32)
+            result[:, outside(column, row)] = border
+        return to_hwc(result)
+    x -= f32(0.5)
+    y -= f32(0.5)
     x0, y0 = np.floor(x), np.floor(y)
-    qx, qy = (x - x0)[..., None], (y - y0)[..., None]
+    qx, qy = x - x0, y - y0
     px = f32(1) - qx
-    x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+    x0, y0 = x0.astype(np.intp), y0.astype(np.intp)
+    columns = (np.clip(x0, 0, in_width - 1), np.clip(x0 + 1, 0, in_width - 1))
+    rows = (np.clip(y0, 0, in_height - 1) * in_width, np.clip(y0 + 1, 0, in_height - 1) * in_width)
     # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
-    border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype)
-    corners = []
-    for dy in (0, 1):
-        for dx in (0, 1):
-            values, inside = pixels(x0 + dx, y0 + dy)
-            values = values.astype(f32)
-            if border_in is not None and not inside.all():
-                values = np.where(inside[..., None], values, border_in.astype(f32))
-            corners.append(values)
-    top = corners[0] * px + corners[1] * qx
-    bottom = corners[2] * px + corners[3] * qx
-    return numeric.saturate((top + (bottom - top) * qy).astype(f32), dtype)
+    border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype).astype(f32)
+
+    planes = planes.astype(f32)  # once, not once per corner
+
+    def corner(dx, dy):
+        values = np.take(planes, rows[dy] + columns[dx], axis=1)
+        if border_in is not None:
+            values[:, outside(x0 + dx, y0 + dy)] = border_in
+        return values
+
+    # DALI's float32 steps, each rounded: s0 = s00 * px + s01 * qx, s1 likewise, s0 + (s1 - s0) * qy
+    top = corner(0, 0)
+    top *= px
+    top += corner(1, 0) * qx
+    bottom = corner(0, 1)
+    bottom *= px
+    bottom += corner(1, 1) * qx
+    bottom -= top
+    bottom *= qy
+    bottom += top
+    return to_hwc(numeric.saturate(bottom, dtype))
 
 
 _CV2_BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT,

@@ -291,3 +291,15 @@ def test_readers_numpy_refuses_inconsistent_data_as_dali(tmp_path):
         built.build()
         with pytest.raises(RuntimeError, match="Inconsistent data"):
             built.run()
+
+
+@pytest.mark.parametrize("kind", ["file", "numpy", "webdataset"])
+@pytest.mark.parametrize("args", [{}, {"num_shards": 3, "shard_id": 1, "pad_last_batch": True, "stick_to_shard": True},
+                                  {"num_shards": 2, "shard_id": 1, "shuffle_after_epoch": True}])
+def test_reader_meta_is_dalis(data, kind, args):
+    metas = []
+    for library in (fn, dali_fn):
+        meta = build(library, lambda library: reader(library, kind, data, **args)).reader_meta("Reader")
+        metas.append({key: (meta[key], type(meta[key])) for key in ("epoch_size", "epoch_size_padded", "number_of_shards",
+                                                                     "shard_id", "pad_last_batch", "stick_to_shard")})
+    assert metas[0] == metas[1]

@@ -384,7 +384,8 @@ class ShardedReader(Reader):
                 "epoch_size_padded": self.epochs.largest_shard * self.epochs.num_shards if self.epochs.pad_last_batch
                 else len(self.paths),
                 "number_of_shards": self.epochs.num_shards, "shard_id": self.epochs.shard_id,
-                "pad_last_batch": self.epochs.pad_last_batch, "stick_to_shard": self.epochs.stick_to_shard,
+                # 0 or 1, as DALI gives them (stick_to_shard also where shuffle_after_epoch implies it)
+                "pad_last_batch": int(self.epochs.pad_last_batch), "stick_to_shard": int(self.epochs.stick_to_shard),
                 "shard_size": self.epochs.shard_size(), "batches_per_epoch": self.epochs.batches_per_epoch}
 
 

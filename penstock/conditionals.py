@@ -26,8 +26,10 @@ import textwrap
 import types as pytypes
 import weakref
 
+import numpy as np
+
 from penstock import registry
-from penstock.graph import DataNode, Scope, Undefined, add_validated, current_graph
+from penstock.graph import DataNode, Scope, Undefined, add_validated, constant_batch, current_graph
 
 RUNTIME = "_penstock_conditionals"  # the name this module has inside rewritten functions
 PREFIX = "_penstock_"  # of the variables the rewriting introduces
@@ -67,30 +69,49 @@ class Branching:
                      for name, true_value, false_value in zip(names, self.values[True], self.values[False]))
 
     def merge_value(self, name: str, true_value, false_value):
+        """One variable after the conditional. As in DALI, tuples, lists and dicts merge item by item
+        (both branches must give the same structure), and Python values that differ, or meet a
+        batch, become constant batches merged per sample."""
         if true_value is false_value:
             return true_value
         if isinstance(true_value, Undefined) or isinstance(false_value, Undefined):
             return Undefined(name, self.where)
-        if isinstance(true_value, DataNode) and isinstance(false_value, DataNode):
-            return self._merge_nodes(true_value, false_value)
-        if isinstance(true_value, DataNode) or isinstance(false_value, DataNode):
-            node, other = (true_value, false_value) if isinstance(true_value, DataNode) else (false_value, true_value)
-            raise TypeError(f"variable '{name}' is a batch ({node.name}) in one branch of the conditional at "
-                            f"{self.where} and {other!r} in the other; a variable that differs per sample "
-                            "must be a batch (an operator's output) in both branches")
-        if type(true_value) in (tuple, list) and type(true_value) is type(false_value) and \
-                len(true_value) == len(false_value):
+        structures = [value for value in (true_value, false_value) if isinstance(value, (tuple, list, dict))]
+        if structures:
+            if len(structures) == 1 or type(true_value) is not type(false_value) or \
+                    len(true_value) != len(false_value) or \
+                    (isinstance(true_value, dict) and true_value.keys() != false_value.keys()):
+                raise ValueError("Divergent data found in different branches of `if/else` control flow statement. "
+                                 "Variables in all code paths are merged into common output batches. The values "
+                                 "assigned to a given variable need to have the same nesting structure in every "
+                                 f"code path (both `if` branches): at {self.where}, variable '{name}' is "
+                                 f"{true_value!r} in one branch and {false_value!r} in the other (tuples and lists "
+                                 "need one length, dicts the same keys)")
+            if isinstance(true_value, dict):
+                return {key: self.merge_value(f"{name}[{key!r}]", true_value[key], false_value[key])
+                        for key in true_value}
             return type(true_value)(self.merge_value(f"{name}[{i}]", a, b)
                                     for i, (a, b) in enumerate(zip(true_value, false_value)))
+        if not isinstance(true_value, DataNode) and not isinstance(false_value, DataNode):
+            try:
+                if type(true_value) is type(false_value) and np.array_equal(true_value, false_value):
+                    return true_value
+            except Exception:
+                pass
+        return self._merge_nodes(*(self._as_batch(name, value, true_value, false_value)
+                                   for value in (true_value, false_value)))
+
+    def _as_batch(self, name: str, value, true_value, false_value) -> DataNode:
+        """A branch's value as a batch: a constant batch of a Python value (made before the split)."""
+        if isinstance(value, DataNode):
+            return value
+        self.graph.scope = self.parent
         try:
-            equal = bool(true_value == false_value)
-        except Exception:
-            equal = False
-        if equal:
-            return true_value
-        raise ValueError(f"variable '{name}' is {true_value!r} in one branch of the conditional at {self.where} "
-                         f"and {false_value!r} in the other; Python values cannot differ per sample (make it "
-                         "a batch, or set it outside the `if`)")
+            return constant_batch(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"variable '{name}' is {true_value!r} in one branch of the conditional at {self.where} "
+                            f"and {false_value!r} in the other; values that differ per sample must be batches or "
+                            "numbers and arrays (which become constant batches)") from None
 
     def _merge_nodes(self, true_value: DataNode, false_value: DataNode) -> DataNode:
         parts = []
@@ -252,6 +273,9 @@ def _rewrite(function) -> pytypes.CodeType:
             raise TypeError(f"cannot rewrite {function!r}: its source is not a function definition")
         definition.decorator_list = []  # the function object is already what its decorators made
         ast.increment_lineno(tree, first)
+    for node in ast.walk(definition):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = _returns_as_results(node.body)
     definition = _Rewriter(os.path.basename(filename)).visit(definition)
     free = function.__code__.co_freevars
     module = ast.parse(f"def {PREFIX}factory({', '.join((RUNTIME, *free))}):\n    return {PREFIX}function")
@@ -262,11 +286,14 @@ def _rewrite(function) -> pytypes.CodeType:
     if isinstance(definition, ast.Lambda):
         factory.body[0].value = definition
     else:
-        factory.body[0].value.id = definition.name
+        # defined under another name: the function's own name in its body (a recursive call) stays
+        # the global it is, not a variable of the factory
+        definition.name = f"{PREFIX}function"
         factory.body.insert(0, definition)
     namespace: dict = {}
     exec(compile(ast.fix_missing_locations(module), filename, "exec"), function.__globals__, namespace)
-    return namespace[f"{PREFIX}factory"](*[None] * (1 + len(free))).__code__
+    code = namespace[f"{PREFIX}factory"](*[None] * (1 + len(free))).__code__
+    return code.replace(co_name=function.__code__.co_name, co_qualname=function.__code__.co_qualname)
 
 
 def _lambda_definition(function, source: str) -> ast.Lambda:
@@ -370,6 +397,71 @@ class _Rewriter(ast.NodeTransformer):
         return [filled.visit(statement) for statement in replacement]
 
 
+# ---- `return` in branches -----------------------------------------------------------------------
+RESULT = f"{PREFIX}result"  # the variable a function's returns in `if` branches assign (merged as the user's)
+
+
+def _returns_as_results(block: list) -> list:
+    """The block with its `if`s that return in every branch made into `if`s that assign RESULT, and
+    one `return RESULT` after them, so a per-sample condition merges what the branches return (as
+    DALI's rewriting does). ``if c: return a`` followed by statements that return is read as
+    ``if c: return a else: <those statements>``. Blocks that return any other way stay as written."""
+    block = list(block)
+    for position, statement in enumerate(block):
+        if not isinstance(statement, ast.If) or not _returns_in(statement):
+            continue
+        statement.body = _returns_as_results(statement.body)
+        statement.orelse = _returns_as_results(statement.orelse)
+        rest = block[position + 1:]
+        if not statement.orelse and rest and _always_returns(statement.body) and _always_returns(rest):
+            statement.orelse, block = _returns_as_results(rest), block[:position + 1]
+        if position == len(block) - 1 and _always_returns([statement]) and _returns_only_at_ends([statement]):
+            _assign_results([statement])
+            return block + [ast.copy_location(ast.Return(ast.Name(RESULT, ast.Load())), statement)]
+    return block
+
+
+def _returns_in(node) -> bool:
+    class Finder(_Scoped):
+        found = False
+
+        def visit_Return(self, node):
+            self.found = True
+    finder = Finder()
+    finder.visit(node)
+    return finder.found
+
+
+def _always_returns(block: list) -> bool:
+    """Every way through the block ends in a `return` (its last statement, or an `if` whose
+    branches both always return)."""
+    if not block:
+        return False
+    last = block[-1]
+    if isinstance(last, ast.Return):
+        return True
+    return isinstance(last, ast.If) and _always_returns(last.body) and _always_returns(last.orelse)
+
+
+def _returns_only_at_ends(block: list) -> bool:
+    *head, last = block
+    if any(_returns_in(statement) for statement in head):
+        return False
+    if isinstance(last, ast.If):
+        return _returns_only_at_ends(last.body) and _returns_only_at_ends(last.orelse)
+    return True
+
+
+def _assign_results(block: list) -> None:
+    last = block[-1]
+    if isinstance(last, ast.Return):
+        value = last.value if last.value is not None else ast.Constant(None)
+        block[-1] = ast.copy_location(ast.Assign([ast.Name(RESULT, ast.Store())], value), last)
+    else:
+        _assign_results(last.body)
+        _assign_results(last.orelse)
+
+
 def _recorded(branching: str, branch: bool, names: list[str]) -> list[str]:
     """Lines that record each variable's value at the end of a branch (NOT_SET when unbound)."""
     lines = [f"    {PREFIX}values = []"]
@@ -429,7 +521,7 @@ def _assigned_names(block: list) -> set[str]:
             self.names: set[str] = set()
 
         def visit_Name(self, node):
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and not node.id.startswith(PREFIX):
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and (not node.id.startswith(PREFIX) or node.id == RESULT):
                 self.names.add(node.id)
 
         def visit_alias(self, node):

@@ -254,26 +254,57 @@ def test_a_variable_set_in_one_branch_only_names_it_where_used():
         pipe()
 
 
-def test_differing_python_values_and_early_returns_are_refused_at_the_call():
-    @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)
+def test_differing_python_values_and_returns_in_branches_merge_per_sample():
+    """As in DALI: Python values that differ between the branches become constant batches merged per
+    sample, and returns in branches return what each sample's branch returns."""
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
     def differing():
-        x = fn.external_source(source=lambda: [np.int32(1), np.int32(2)], batch=True)
+        x = fn.external_source(source=lambda: [np.int32(value) for value in (1, 2, 3, 0)], batch=True)
         if x > 1:
             scale = 2
         else:
-            scale = 3
+            scale = np.int32(3)
         return x * scale
-    with pytest.raises(ValueError, match="variable 'scale' is 2 in one branch"):
-        differing()
+
+    (scaled,) = differing().run()
+    np.testing.assert_array_equal(scaled.as_array(), [3, 4, 6, 0])
+
+    def sign_times_ten(x, depth):
+        if depth == 0:
+            return x * 10
+        if x > 1:
+            return sign_times_ten(x, depth - 1) + 1
+        return -sign_times_ten(x, depth - 1)
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def returning():
+        x = fn.external_source(source=lambda: [np.int32(value) for value in (1, 2, 3, 0)], batch=True)
+        return sign_times_ten(x, 2)
+
+    (out,) = returning().run()
+    np.testing.assert_array_equal(out.as_array(), [10, 22, 32, 0])
+
+
+def test_structures_that_differ_and_returns_inside_loops_are_refused_at_the_call():
+    @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)
+    def divergent():
+        x = fn.external_source(source=lambda: [np.int32(1), np.int32(2)], batch=True)
+        pair = (x, x)
+        if x > 1:
+            pair = (x,)
+        return pair[0]
+    with pytest.raises(ValueError, match="Divergent data found in different branches"):
+        divergent()
 
     @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)
-    def returning():
+    def looping():
         x = fn.external_source(source=lambda: [np.int32(1), np.int32(2)], batch=True)
-        if x > 1:
-            return x
+        for _ in range(2):
+            if x > 1:
+                return x
         return -x
     with pytest.raises(TypeError, match=r"the `if` at test_conditionals.py:\d+ .* contain `return`"):
-        returning()
+        looping()
 
 
 def test_conditions_on_the_gpu_are_refused():

@@ -396,18 +396,21 @@ def sharded_epochs(args: dict, context, total: int, name: str, file_of=None) -> 
     file adjacent) the files, each file's samples kept in order."""
     shard_id, num_shards = distributed.shard(args["shard_id"], args["num_shards"], name)
     permuted = args.get("shuffle_after_epoch", False)
-    order = None
-    if permuted:
-        seed = args["shuffle_after_epoch_seed"] & (2**64 - 1)
-        if file_of is None:
-            order = lambda number: keyed_stream([seed, number]).permutation(total)  # noqa: E731
-        else:
-            file_of = np.asarray(file_of)
-            files = [np.flatnonzero(file_of == number) for number in range(int(file_of.max()) + 1)]
-            order = lambda number: np.concatenate(  # noqa: E731
-                [files[k] for k in keyed_stream([seed, number]).permutation(len(files))])
+    seed = args.get("shuffle_after_epoch_seed", 0) & (2**64 - 1)
+    files = None
+    if permuted and file_of is not None:  # each file's samples, a run of adjacent ones
+        file_of = np.asarray(file_of)
+        starts = np.searchsorted(file_of, np.arange(int(file_of.max()) + 2))
+        files = [np.arange(start, stop) for start, stop in zip(starts[:-1], starts[1:])]
+
+    def data_set_order(number: int) -> np.ndarray:
+        if files is None:
+            return keyed_stream([seed, number]).permutation(total)
+        return np.concatenate([files[k] for k in keyed_stream([seed, number]).permutation(len(files))])
+
     return ShardedEpochs(total, context.batch_size, shard_id, num_shards, args["stick_to_shard"] or permuted,
-                         args["random_shuffle"], args["pad_last_batch"], context.seed, name, order)
+                         args["random_shuffle"], args["pad_last_batch"], context.seed, name,
+                         data_set_order if permuted else None)
 
 
 @registry.register("readers.file", "cpu")

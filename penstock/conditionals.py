@@ -373,13 +373,13 @@ class _Rewriter(ast.NodeTransformer):
             return node
         self.count += 1
         branching = f"{PREFIX}if{self.count}"
-        saved = {name: f"{PREFIX}if{self.count}_{name}" for name in names}
+        saved = {name: f"{PREFIX}if{self.count}_{name.replace('.', '_dot_')}" for name in names}
         names_tuple = ", ".join(names)
         lines = [f"{branching} = {RUNTIME}.condition(__test__, {self.where(node)!r})",
                  f"if not {RUNTIME}.is_branching({branching}):",
                  f"    if {branching}:", "        __body__", "    else:", "        __orelse__", "else:"]
         for name in names:
-            lines += ["    try:", f"        {saved[name]} = {name}", "    except NameError:",
+            lines += ["    try:", f"        {saved[name]} = {name}", "    except (NameError, AttributeError):",
                       f"        {saved[name]} = {RUNTIME}.NOT_SET"]
         lines += [f"    {branching}.enter(True)", "    __body__"]
         lines += _recorded(branching, True, names)
@@ -466,7 +466,7 @@ def _recorded(branching: str, branch: bool, names: list[str]) -> list[str]:
     """Lines that record each variable's value at the end of a branch (NOT_SET when unbound)."""
     lines = [f"    {PREFIX}values = []"]
     for name in names:
-        lines += ["    try:", f"        {PREFIX}values.append({name})", "    except NameError:",
+        lines += ["    try:", f"        {PREFIX}values.append({name})", "    except (NameError, AttributeError):",
                   f"        {PREFIX}values.append({RUNTIME}.NOT_SET)"]
     return lines + [f"    {branching}.record({branch}, tuple({PREFIX}values))"]
 
@@ -524,6 +524,12 @@ def _assigned_names(block: list) -> set[str]:
             if isinstance(node.ctx, (ast.Store, ast.Del)) and (not node.id.startswith(PREFIX) or node.id == RESULT):
                 self.names.add(node.id)
 
+        def visit_Attribute(self, node):
+            # an attribute the block sets (obj.a = ...), merged as a variable is, as in DALI
+            if isinstance(node.ctx, ast.Store) and _dotted(node):
+                self.names.add(_dotted(node))
+            self.generic_visit(node)
+
         def visit_alias(self, node):
             self.names.add((node.asname or node.name).split(".")[0])
 
@@ -534,6 +540,16 @@ def _assigned_names(block: list) -> set[str]:
     for statement in block:
         finder.visit(statement)
     return finder.names
+
+
+def _dotted(node) -> str:
+    """``a.b.c`` for an attribute of a plain name's attributes, '' for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
 
 
 def _leaves_block(block: list) -> str:

@@ -285,6 +285,27 @@ def test_differing_python_values_and_returns_in_branches_merge_per_sample():
     np.testing.assert_array_equal(out.as_array(), [10, 22, 32, 0])
 
 
+def test_attributes_set_in_branches_merge_per_sample():
+    class Pair:
+        first = second = np.int32(0)
+
+    def split(x, pair):
+        if x > 0:
+            pair.first = -x
+        else:
+            pair.second = x * 2
+        return pair.first, pair.second
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: [np.int32(value) for value in (1, -2, 3, 0)], batch=True)
+        return split(x, Pair())
+
+    first, second = pipe().run()
+    np.testing.assert_array_equal(first.as_array(), [-1, 0, -3, 0])
+    np.testing.assert_array_equal(second.as_array(), [0, -4, 0, 0])
+
+
 def test_structures_that_differ_and_returns_inside_loops_are_refused_at_the_call():
     @pipeline_def(enable_conditionals=True, batch_size=2, num_threads=1, device_id=None)
     def divergent():

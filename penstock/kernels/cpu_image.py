@@ -160,25 +160,20 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
             coords[:, first:last] = np.add.accumulate(steps, axis=1, dtype=f32)
             start = (start + tile_step).astype(f32)
         positions.append(coords)
-    x, y = positions
+    x, y = (coords.ravel() for coords in positions)
     in_height, in_width, channels = image.shape
-    # channel planes, each sampled at every output pixel: long inner loops (HWC's are 3 long)
-    planes = np.ascontiguousarray(image.reshape(-1, channels).T)
-    x, y = x.ravel(), y.ravel()
+    pixels = np.ascontiguousarray(image).reshape(-1, channels)
 
     def outside(column, row):
         return (column < 0) | (column >= in_width) | (row < 0) | (row >= in_height)
 
-    def to_hwc(values):
-        return np.ascontiguousarray(values.T).reshape(height, width, channels)
-
     if nearest:
         column, row = np.floor(x).astype(np.intp), np.floor(y).astype(np.intp)
         index = np.clip(row, 0, in_height - 1) * in_width + np.clip(column, 0, in_width - 1)
-        result = numeric.saturate(np.take(planes, index, axis=1), dtype)
+        result = numeric.saturate(np.take(pixels, index, axis=0), dtype)
         if border is not None:
-            result[:, outside(column, row)] = border
-        return to_hwc(result)
+            result[outside(column, row)] = border
+        return result.reshape(height, width, channels)
     x -= f32(0.5)
     y -= f32(0.5)
     x0, y0 = np.floor(x), np.floor(y)
@@ -190,10 +185,9 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
     # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
     border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype).astype(f32)
 
-    planes = planes.astype(f32)  # once, not once per corner
-
     def corner(dx, dy):
-        values = np.take(planes, rows[dy] + columns[dx], axis=1)
+        """The corner's pixels as float32 channel planes (long inner loops below; HWC's are 3 long)."""
+        values = np.array(np.take(pixels, rows[dy] + columns[dx], axis=0).T, dtype=f32, order="C")
         if border_in is not None:
             values[:, outside(x0 + dx, y0 + dy)] = border_in
         return values
@@ -208,7 +202,7 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
     bottom -= top
     bottom *= qy
     bottom += top
-    return to_hwc(numeric.saturate(bottom, dtype))
+    return np.ascontiguousarray(numeric.saturate(bottom, dtype).T).reshape(height, width, channels)
 
 
 _CV2_BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT,

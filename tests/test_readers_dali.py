@@ -303,3 +303,31 @@ def test_reader_meta_is_dalis(data, kind, args):
         metas.append({key: (meta[key], type(meta[key])) for key in ("epoch_size", "epoch_size_padded", "number_of_shards",
                                                                      "shard_id", "pad_last_batch", "stick_to_shard")})
     assert metas[0] == metas[1]
+
+
+@pytest.mark.parametrize("text,labels", [("x.bin\t3\ny.bin 4\n", [3, 4]), ("x.bin  3 \r\n\ny.bin   4\n", [3, 4]),
+                                         ("x.bin\ny.bin 4\n", None), ("x.bin -3\ny.bin 4\n", None)])
+def test_file_list_lines_are_parsed_as_dali(tmp_path, text, labels):
+    (tmp_path / "x.bin").write_bytes(b"x")
+    (tmp_path / "y.bin").write_bytes(b"yy")
+    (tmp_path / "list.txt").write_bytes(text.encode())
+
+    def make(library):
+        return tuple(library.readers.file(file_list=str(tmp_path / "list.txt")))
+    if labels is None:
+        with pytest.raises(Exception, match="Incorrect format of the list file"):
+            build(dali_fn, make)
+        with pytest.raises(ValueError, match=r"readers.file: line 1 of '.*list.txt' should be 'path label'"):
+            build(fn, make)
+        return
+    for library in (fn, dali_fn):
+        pipe = dali_pipeline_def if library is dali_fn else pipeline_def
+
+        @pipe(batch_size=2, num_threads=1, device_id=None)
+        def pipeline():
+            return make(library)
+        built = pipeline()
+        built.build()
+        files, read = built.run()
+        assert [int(np.asarray(read[i])[0]) for i in range(2)] == labels
+        assert [len(np.asarray(files[i])) for i in range(2)] == [1, 2]

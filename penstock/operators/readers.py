@@ -172,15 +172,14 @@ def read_file_list(file_list: str, file_root: str | None, labelled: bool = True)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        path, _, label = line.strip().rpartition(" ")
-        if not path:
-            path, label = label, "0"
-        try:
-            labels.append(int(label))
-        except ValueError:
-            raise ValueError(f"readers.file: line {number} of '{file_list}' should be 'path label', "
-                             f"got {line!r}") from None
-        paths.append(path)
+        # as DALI parses a line: the digits at its end, after white space, are the label; all before
+        # that white space, spaces included, is the path
+        match = re.fullmatch(r"(.*\S)\s+(\d+)\s*", line)
+        if match is None:
+            raise ValueError(f"readers.file: line {number} of '{file_list}' should be 'path label' (a label of "
+                             f"digits, after white space), got {line!r}")
+        paths.append(match[1])
+        labels.append(int(match[2]))
     return paths, labels
 
 

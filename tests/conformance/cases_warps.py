@@ -62,7 +62,7 @@ SPECS = [
     Spec("resize_crop_mirror", (images(),), {"resize_x": 10, "resize_y": 12, "crop": (6, 5)},
          compare=RESAMPLED, grid={
              "@input": {"f32_hwc": IMAGE_INPUTS["f32_hwc"], "u8_gray": IMAGE_INPUTS["u8_gray"],
-                        "u8_fhwc": IMAGE_INPUTS["u8_fhwc"]},
+                        "u8_fhwc": IMAGE_INPUTS["u8_fhwc"], "u8_chw": IMAGE_INPUTS["u8_chw"]},
              "mirror": [1, 2, 3, PerSample(np.int32(0), np.int32(1), np.int32(2))],
              "crop": [(12, 10), (14, 14), PerSample(f32(3, 3), f32(5, 4), f32(6, 6))],
              "crop_pos_x": [0.0, 1.0, 0.3, PerSample(f32(0), f32(0.5), f32(1))],
@@ -102,7 +102,7 @@ SPECS = [
     Spec("experimental.warp_perspective", (images(),),
          {"matrix": (1.0, 0.1, 0.5, 0.2, 0.9, -1.0, 0.01, 0.02, 1.0)}, compare=RESAMPLED, grid={
              "@input": {"f32_hwc": IMAGE_INPUTS["f32_hwc"], "u8_gray": IMAGE_INPUTS["u8_gray"],
-                        "u8_hw": IMAGE_INPUTS["u8_hw"]},
+                        "u8_hw": IMAGE_INPUTS["u8_hw"], "u8_chw": IMAGE_INPUTS["u8_chw"]},
              "matrix": [PerSample(np.eye(3, dtype=np.float32), 2 * np.eye(3, dtype=np.float32),
                                   f32([1, 0, 1], [0, 1, 1], [0, 0, 1]))],
              "size": [(10, 12), PerSample(f32(4, 5), f32(9, 3), f32(3, 3))],
@@ -147,7 +147,8 @@ SPECS = [
     Spec("random_resized_crop", (images(sizes=((40, 50), (30, 30), (50, 35))),), {"size": (8, 8)},
          compare=Stats(0, 255, mean_tol=12, std_tol=10), iterations=20, grid={
              "@input": {"f32_hwc": (images("float32", sizes=((40, 50), (30, 30), (50, 35))),),
-                        "u8_fhwc": (images(layout="FHWC", sizes=((40, 50), (30, 30), (50, 35))),)},
+                        "u8_fhwc": (images(layout="FHWC", sizes=((40, 50), (30, 30), (50, 35))),),
+                        "u8_chw": (images(layout="CHW", sizes=((40, 50), (30, 30), (50, 35))),)},
              "size": [(4, 10), 6],
              "random_area": [(0.5, 0.5), (0.05, 1.0), 0.3],
              "random_aspect_ratio": [(1.0, 1.0), (0.5, 2.0)],

@@ -331,3 +331,17 @@ def test_file_list_lines_are_parsed_as_dali(tmp_path, text, labels):
         files, read = built.run()
         assert [int(np.asarray(read[i])[0]) for i in range(2)] == labels
         assert [len(np.asarray(files[i])) for i in range(2)] == [1, 2]
+
+
+@pytest.mark.parametrize("text", ["array0.npy\narray1.npy\n", "array0.npy  \narray1.npy\n", " array0.npy\narray1.npy\n"])
+def test_numpy_file_list_lines_are_paths_verbatim_as_dali(data, tmp_path, text):
+    (tmp_path / "list.txt").write_text(text)
+
+    def make(library):
+        return library.readers.numpy(file_list=str(tmp_path / "list.txt"), file_root=data["npy"])
+    if text.startswith("array0.npy\n"):
+        assert [int(np.asarray(build(library, make).run()[0][0])[0]) for library in (fn, dali_fn)] == [0, 0]
+        return
+    for library in (fn, dali_fn):  # the path with its spaces names no file
+        with pytest.raises(Exception, match="array0.npy"):
+            build(library, make).run()

@@ -167,7 +167,7 @@ def read_file_list(file_list: str, file_root: str | None, labelled: bool = True)
     except OSError as error:
         raise FileNotFoundError(f"{name}: cannot read file_list '{file_list}': {error.strerror}") from None
     if not labelled:
-        return [line.strip() for line in lines if line.strip()]
+        return [line for line in lines if line]  # verbatim, spaces included, as DALI reads them
     paths, labels = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -8,7 +8,7 @@ import pytest
 from cases_detection import ANCHORS, random_boxes, ssd_encode, xywh_to_ltrb
 from conftest import gpu_or_emulated
 
-from penstock import fn, pipeline_def
+from penstock import fn, pipeline_def, types
 
 
 
@@ -90,14 +90,15 @@ def test_box_encoder_without_offsets_gives_centres_and_sizes():
     assert (encoded_labels[1] == 0).all()  # no boxes: every anchor is background
 
 
-@pytest.mark.parametrize("counts", [[4, 0, 1, 3], [2, 2, 2], [0, 0]])
-def test_the_gpu_encodes_ragged_boxes_moved_with_gpu_as_the_cpu_does(counts):
-    """.gpu() keeps ragged boxes and labels packed in one buffer: the GPU form pads them from it."""
+@pytest.mark.parametrize("counts, labels_shape", [([4, 0, 1, 3], (-1, 1)), ([2, 2, 2], (-1,)), ([0, 0], (-1, 1)),
+                                                  ([1, 1], (-1,))])
+def test_the_gpu_encodes_ragged_boxes_moved_with_gpu_as_the_cpu_does(counts, labels_shape):
+    """.gpu() keeps ragged boxes and labels packed in one buffer: the GPU form pads them from it
+    (labels [N, 1] as readers.coco gives them, or [N]; single boxes as [4])."""
     boxes = [xywh_to_ltrb(random_boxes(count, seed)) for seed, count in enumerate(counts)]
-    labels = [np.arange(1, len(b) + 1, dtype=np.int32) for b in boxes]
-    labels[1::2] = [label.reshape(-1, 1) for label in labels[1::2]]  # [N, 1] as readers.coco gives, or [N]
-    if counts[2:3] == [1]:
-        boxes[2] = boxes[2].reshape(4)  # a single box as [4]
+    labels = [np.arange(1, len(b) + 1, dtype=np.int32).reshape(labels_shape) for b in boxes]
+    if counts == [1, 1]:
+        boxes = [box.reshape(4) for box in boxes]
 
     def encode(b, l, device):
         if device == "gpu":
@@ -150,7 +151,7 @@ def test_the_gpu_names_the_sample_whose_boxes_and_labels_differ_in_number():
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda b: fn.bb_flip(fn.reshape(b, shape=[-1, 2])), "bb_flip: takes boxes as a [N, 4] array"),
+    (lambda b: fn.bb_flip(fn.cast(b, dtype=types.FLOAT64)), "bb_flip: expected float32 boxes, got float64"),
     (lambda b: fn.coord_transform(b, M=[1, 2, 3]), "coord_transform: M of 3 values"),
 ])
 def test_boxes_of_the_wrong_shape_say_so(build, message):
@@ -284,7 +285,6 @@ def test_boxes_outside_the_image_are_refused():
 
 @pytest.mark.parametrize("angle", [30.0, -45.0, 90.0, 135.0, 180.0])
 def test_rotated_boxes_hold_what_rotate_turns(angle):
-    from penstock import types
     height, width = 60, 90
     mask = np.zeros((height, width, 1), np.uint8)
     mask[10:30, 20:50] = 255

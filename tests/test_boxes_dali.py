@@ -109,3 +109,28 @@ def test_paste(kwargs):
 def test_paste_types_and_layouts(dtype, layout):
     _same(lambda fn, types, x: fn.paste(x, ratio=2, fill_value=3), [sample.astype(dtype) for sample in HWC],
           layout=layout)
+
+
+# ---- coord_flip, bb_flip -------------------------------------------------------------------------------
+POINTS = {"1-D": [np.float32([[0.1], [0.7]])] * 2, "2-D": [np.float32([[0.1, 0.2], [0.7, 0.9]])] * 2,
+          "3-D": [np.float32([[0.1, 0.2, 0.3], [0.7, 0.9, 0.4]])] * 2, "flat": [np.float32([0.1, 0.2])] * 2,
+          "float64": [np.float64([[0.1, 0.2]])] * 2, "4 coordinates": [np.float32([[1, 2, 3, 4]])] * 2}
+
+
+@pytest.mark.parametrize("layout", ["", "x", "yx", "xyz", "zyx", "yzx", "zy", "abx"])
+@pytest.mark.parametrize("points", list(POINTS))
+def test_coord_flip_layouts(points, layout):
+    _same(lambda fn, t, p: fn.coord_flip(p, layout=layout, flip_y=1, flip_z=1, center_x=0.1, center_y=0.2,
+                                         center_z=0.3), POINTS[points])
+
+
+BOXES = {"[N, 4]": [np.float32([[0.1, 0.2, 0.3, 0.4], [-0.5, 0.2, 1.5, 0.4]])] * 2,
+         "[N, 6]": [np.float32(np.arange(12).reshape(2, 6) / 20), np.float32([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])],
+         "flat": [np.float32(np.arange(8) / 10)] * 2, "[1, 2, 4]": [np.float32(np.arange(8).reshape(1, 2, 4) / 10)] * 2,
+         "float64": [np.float64([[0.1, 0.2, 0.3, 0.4]])] * 2}
+
+
+@pytest.mark.parametrize("ltrb", [False, True])
+@pytest.mark.parametrize("boxes", list(BOXES))
+def test_bb_flip_takes_boxes_one_after_another(boxes, ltrb):
+    _same(lambda fn, t, b: fn.bb_flip(b, ltrb=ltrb, vertical=1), BOXES[boxes])

@@ -54,17 +54,24 @@ class PastedBoxesDeclaration:
 
 # ---- bb_flip --------------------------------------------------------------------------------------
 def _bb_flip(xp, args, boxes):
-    boxes = check_boxes(xp, boxes, "bb_flip")
-    out = _copy(xp, boxes)
+    """Boxes of 4 values one after another in a float32 array of any shape (kept), flipped as DALI
+    flips them: read as corners (x, y, x + w, y + h without ltrb), each flipped axis's corners
+    become 1 - the other's, written back (w = right - left), all in float32. Values past the last
+    whole box are no box: zeros."""
+    if boxes.dtype != (np.float32 if xp is np else xp.float32):
+        raise TypeError(f"bb_flip: expected float32 boxes, got {boxes.dtype}")
+    count = (boxes.size if xp is np else boxes.numel()) // 4
+    flat = boxes.reshape(-1)
+    corners = flat[:count * 4].reshape(count, 4)
+    low, high = corners[:, :2], corners[:, 2:] if args["ltrb"] else corners[:, :2] + corners[:, 2:]
+    low, high = _copy(xp, low), _copy(xp, high)
     for axis, flip in ((0, args["horizontal"]), (1, args["vertical"])):
-        if not flip:
-            continue
-        if args["ltrb"]:  # the far edge becomes the near one
-            out[:, axis] = 1.0 - boxes[:, axis + 2]
-            out[:, axis + 2] = 1.0 - boxes[:, axis]
-        else:
-            out[:, axis] = 1.0 - boxes[:, axis] - boxes[:, axis + 2]
-    return out
+        if flip:
+            low[:, axis], high[:, axis] = 1.0 - high[:, axis], 1.0 - low[:, axis]
+    out = xp.zeros_like(flat)
+    out[:count * 4] = (xp.concatenate if xp is np else xp.cat)(
+        [low, high if args["ltrb"] else high - low], 1).reshape(-1)
+    return out.reshape(boxes.shape)
 
 
 register_array_operator(
@@ -72,8 +79,9 @@ register_array_operator(
     (Arg("horizontal", "int", 1, "Flip horizontally (per sample: 0 or 1).", per_sample=True, min=0, max=1),
      Arg("vertical", "int", 0, "Flip vertically (per sample: 0 or 1).", per_sample=True, min=0, max=1),
      Arg("ltrb", "bool", False, "Boxes as [left, top, right, bottom]; else [x, y, width, height].")),
-    "Flips boxes in relative coordinates ([0, 1]) horizontally and/or vertically, as flip does to the image.",
-    declaration=BoxesDeclaration, input_names=("boxes",))
+    "Flips boxes in relative coordinates ([0, 1]) horizontally and/or vertically, as flip does to the image: "
+    "float32 boxes, 4 values each, one after another (any shape, kept).",
+    declaration=PastedBoxesDeclaration, input_names=("boxes",))
 
 
 # ---- bbox_paste -----------------------------------------------------------------------------------
@@ -123,38 +131,40 @@ registry.get_schema("bbox_paste").class_name = "BBoxPaste"
 
 
 # ---- coord_flip and coord_transform -----------------------------------------------------------------
-def _coordinates(xp, coordinates, op_name: str, most: int):
-    if coordinates.ndim == 1:
-        coordinates = coordinates.reshape(1, -1)
-    if coordinates.ndim != 2 or not 1 <= coordinates.shape[1] <= most:
-        raise ValueError(f"{op_name}: takes points as a [N, D] array (D: 1 to {most}), got shape "
-                         f"{tuple(coordinates.shape)}")
-    return _float32(xp, coordinates)
-
-
 def _coord_flip(xp, args, coordinates):
-    coordinates = _coordinates(xp, coordinates, "coord_flip", 3)
+    """Points [N, D] (float32, D up to 3) flipped as DALI flips them: x, y and z are the columns the
+    layout names (without one: x, xy or xyz), an axis the points have too few coordinates for keeps
+    its place in 'xyz' (so a layout may name more axes than the points have), and where two axes
+    land on one column the later one's flip and centre win."""
+    if coordinates.dtype != (np.float32 if xp is np else xp.float32):
+        raise TypeError(f"coord_flip: expected float32 points, got {coordinates.dtype}")
+    if coordinates.ndim != 2 or coordinates.shape[1] > 3:
+        raise ValueError(f"coord_flip: takes points as a [N, D] array (D: up to 3), got shape "
+                         f"{tuple(coordinates.shape)}")
     dimensions = coordinates.shape[1]
     layout = args["layout"] or "xyz"[:dimensions]
-    if len(layout) != dimensions or set(layout) - set("xyz"):
-        raise ValueError(f"coord_flip: layout {layout!r} does not describe points of {dimensions} coordinates "
-                         "(use 'x', 'xy', 'xyz' or a permutation)")
+    flips, centres = {}, {}
+    for rank, name in enumerate("xyz"):
+        column = layout.find(name) if dimensions > rank else rank
+        if column < 0:
+            raise ValueError(f"coord_flip: layout {layout!r} has no '{name}' for points of {dimensions} coordinates")
+        flips[column], centres[column] = args[f"flip_{name}"], 2.0 * np.float32(args[f"center_{name}"])
     out = _copy(xp, coordinates)
-    for name in "xyz":
-        if name in layout and args[f"flip_{name}"]:
-            axis = layout.index(name)
-            out[:, axis] = 2.0 * args[f"center_{name}"] - coordinates[:, axis]
+    for column in range(dimensions):
+        if flips.get(column, False):  # a column no axis lands on stays
+            out[:, column] = float(centres[column]) - coordinates[:, column]
     return out
 
 
 register_array_operator(
     "coord_flip", _coord_flip, (1, 1),
-    (Arg("layout", "str", "", "The coordinates' order, e.g. 'xy' (default: 'x', 'xy' or 'xyz' by their count)."),
+    (Arg("layout", "str", "", "The coordinates' order, e.g. 'xy' (default: 'x', 'xy' or 'xyz' by their count; "
+         "it may name more axes than the points have)."),
      *(Arg(f"flip_{name}", "int", 1 if name == "x" else 0, f"Flip the {name} coordinate (per sample: 0 or 1).",
            per_sample=True, min=0, max=1) for name in "xyz"),
      *(Arg(f"center_{name}", "float", 0.5, f"The {name} coordinate of the flip's centre.", per_sample=True)
        for name in "xyz")),
-    "Flips points [N, D] about a centre on the chosen axes: x becomes 2 * center - x.",
+    "Flips float32 points [N, D] (D up to 3) about a centre on the chosen axes: x becomes 2 * center - x.",
     declaration=BoxesDeclaration, input_names=("coordinates",))
 
 

@@ -69,10 +69,7 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # transforms.rotation
     'transforms.rotation[angle=per_sample]': 'DALI refuses (RuntimeError: error in pipeline), penstock accepts',
     # coord_flip
-    'coord_flip[layout=xyz]': 'DALI accepts, penstock refuses: PipelineError("coord_flip failed: ValueError: coord_flip: layout \'xyz\' does not describe points of 2 coordinates (u...',
-    'coord_flip[layout=zyx]': 'DALI accepts, penstock refuses: PipelineError("coord_flip failed: ValueError: coord_flip: layout \'zyx\' does not describe points of 2 coordinates (u...',
     # bb_flip
-    'bb_flip[input=3d]': "DALI accepts, penstock refuses: PipelineError('bb_flip failed: ValueError: bb_flip: takes boxes as a [N, 4] array, got shape (2, 6)')",
     # crop
     'crop[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('crop failed: ValueError: crop: expected an HWC image (3 dimensions), got shape (2, 6, 8, 3)')",
     'crop[input=u8_dhwc]': "DALI accepts, penstock refuses: PipelineError('crop failed: ValueError: crop: expected an HWC image (3 dimensions), got shape (6, 6, 8, 3)')",

@@ -244,12 +244,13 @@ def test_one_hot(name):
     ([np.array([2], np.int32), np.array([1], np.int32)], None, None),
     ([np.array([2], np.int32), np.array([1], np.int32)], None, 0),
     ([np.array([[0, 1], [2, 0]], np.int32)], "HW", 1),
+    ([np.array([[0, 1], [2, 0]], np.int32)], None, None),  # a new axis's name needs a layout
+    ([np.array([[[1]]], np.int32)] * 2, None, None),  # but for scalars
 ])
 def test_one_hot_scalars_and_axes(samples, layout, axis):
     extra = {} if axis is None else {"axis": axis}
     _same(lambda fn, t, x: fn.one_hot(x, num_classes=3, **extra), samples, layout)
-    if layout:
-        _same(lambda fn, t, x: fn.one_hot(x, num_classes=3, axis_name="C", **extra), samples, layout)
+    _same(lambda fn, t, x: fn.one_hot(x, num_classes=3, axis_name="C", **extra), samples, layout)
 
 
 REDUCTION_TYPES = [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64, np.float32]

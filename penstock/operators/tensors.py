@@ -193,6 +193,9 @@ def _one_hot(xp, args, sample):
     axis = 0 if scalar else sample.ndim if args["axis"] in (None, -1) else args["axis"]
     if not 0 <= axis <= sample.ndim:
         raise ValueError(f"axis {args['axis']} is outside [-1, {sample.ndim}] for a {sample.ndim}-dimensional sample")
+    if args["axis_name"] is not None and not scalar and sample.ndim and not args["input_layout"]:
+        raise ValueError(f"Input layout mismatch: axis_name '{args['axis_name']}' goes into the input's layout, "
+                         f"and the {sample.ndim}-dimensional input has none")
     if xp is np:
         indices = sample.reshape(-1).astype(np.int64)  # floats truncate towards 0, as a C++ cast
         result = np.full((len(indices), classes), _cast_value(args["off_value"], dtype), dtype)
@@ -563,6 +566,7 @@ def _declare_stack(impl, inputs):
 
 def _declare_one_hot(impl, inputs):
     layout, name, axis = inputs[0].layout, impl.args["axis_name"], impl.args["axis"]
+    impl.args = {**impl.args, "input_layout": layout}  # a new axis's name needs one (but for scalars)
     dtype = np.dtype(impl.args["dtype"].numpy)
     if name is None:
         return OutputSpec(dtype, None, "")

@@ -15,7 +15,7 @@ import torch
 
 from conftest import CUDA, gpu_or_emulated, smooth_image
 from penstock import types
-from penstock.contract import BatchContext, BuildContext, SampleContext
+from penstock.contract import BatchContext, BuildContext, OutputSpec, SampleContext
 from penstock.operators import geometry, normalize
 from penstock.operators.gpu_plan import kernel_filter
 from penstock.schema import REQUIRED
@@ -47,6 +47,9 @@ def _run_cpu(cls, op_name, samples, per_sample=None, **kwargs):
     args = _args(op_name, **kwargs)
     per_sample = per_sample or [{}] * len(samples)
     impl = cls(args, CONTEXT)
+    # what building a pipeline tells the operator first: its input is of HWC images
+    impl.declare_outputs((OutputSpec(samples[0].dtype, samples[0].ndim, "HWC"[:samples[0].ndim]),))
+    args = impl.args
     return [impl.run((s,), {**args, **extra}, SampleContext(i)) for i, (s, extra) in
             enumerate(zip(samples, per_sample))]
 

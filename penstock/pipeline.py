@@ -88,6 +88,10 @@ class Pipeline:
         enable_conditionals: let ``if``/``elif``/``else``, ``and``, ``or``, ``not`` and ``x if c else
             y`` in the pipeline's definition choose per sample, on CPU batches of scalar bools
             (penstock.conditionals; as in DALI).
+        output_dtype, output_ndim: the element type (types.*) and number of dimensions each output
+            must have, one for all outputs or a list with one per output (None: any); build()
+            refuses lists of another length than the outputs, and run() raises a RuntimeError
+            naming the output whose batch differs (as in DALI).
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
@@ -99,7 +103,7 @@ class Pipeline:
                  enable_conditionals: bool = False, exec_dynamic: bool | None = None,
                  experimental_exec_dynamic: bool | None = None, stream_policy=None, concurrency=None,
                  max_streams: int | None = None, default_cuda_stream_priority: int | None = None,
-                 bytes_per_sample: int = 0, py_callback_pickler=None):
+                 bytes_per_sample: int = 0, py_callback_pickler=None, output_dtype=None, output_ndim=None):
         check_pipeline_arguments(locals())
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
@@ -118,6 +122,7 @@ class Pipeline:
         self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._given_outputs: tuple | None = None
+        self._expected_dtype, self._expected_ndim = output_dtype, output_ndim  # checked at every run
         self._executor: Executor | None = None
         self._impls: dict[int, Any] = {}
         self._first_run = True
@@ -172,6 +177,7 @@ class Pipeline:
                 with self:
                     outputs = define_graph()
                 self._take_outputs(tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,))
+            self._output_descriptions()  # the lengths checked before anything starts
             self._executor = self._make_executor()
             cpu_image.claim_opencv()
             self._claims_opencv = True
@@ -367,6 +373,7 @@ class Pipeline:
         self._last_result = self._executor.next()
         for index, (batch, node) in enumerate(zip(self._last_result.outputs, self._outputs)):
             batch.name = f"output {index} ({node.name})"
+        self._check_outputs(self._last_result.outputs)
         if feeds:
             self._fed_runs += 1
         return self._last_result.outputs
@@ -469,6 +476,37 @@ class Pipeline:
             return {node.static_args.get("name") or node.name: self._impls[node.index].epoch_size()
                     for node in self._graph.nodes if isinstance(self._impls.get(node.index), Reader)}
         return self._reader(name).epoch_size()
+
+    def output_dtype(self) -> list:
+        """The element type each output must have (None: any), as given by ``output_dtype``."""
+        self.build()
+        return self._output_descriptions()[0]
+
+    def output_ndim(self) -> list:
+        """The number of dimensions each output must have (None: any), as given by ``output_ndim``."""
+        self.build()
+        return self._output_descriptions()[1]
+
+    def _output_descriptions(self) -> tuple[list, list]:
+        count = len(self._outputs)
+        dtypes, ndims = ([value] * count if not isinstance(value, (list, tuple)) else list(value)
+                         for value in (self._expected_dtype, self._expected_ndim))
+        if not len(dtypes) == len(ndims) == count:
+            raise RuntimeError(f"Lengths of provided output descriptions do not match: output_dtype has {len(dtypes)} "
+                               f"values and output_ndim {len(ndims)}, for {count} outputs")
+        return dtypes, ndims
+
+    def _check_outputs(self, batches) -> None:
+        if self._expected_dtype is None and self._expected_ndim is None:
+            return
+        for index, (batch, dtype, ndim) in enumerate(zip(batches, *self._output_descriptions())):
+            shapes = batch.shape()
+            if ndim is not None and shapes and len(shapes[0]) != ndim:
+                raise RuntimeError(f"Number of dimensions in the output_idx={index} does not match. Expected: {ndim}. "
+                                   f"Received: {len(shapes[0])}.")
+            if dtype is not None and shapes and batch.dtype != dtype:
+                raise RuntimeError(f"Data type in the output_idx={index} does not match. Expected: {dtype}. "
+                                   f"Received: {batch.dtype}.")
 
     def reader_meta(self, name: str | None = None) -> dict:
         """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard
@@ -587,6 +625,12 @@ PIPELINE_ARGUMENT_RULES = {
                    "as a pathlib.Path"),
     "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
                 "a number of seconds >= 0, or None (0 and None: no limit)"),
+    "output_dtype": (lambda v: all(item is None or (isinstance(item, types.DALIDataType) and item != types.NO_TYPE)
+                                   for item in (v if isinstance(v, (list, tuple)) else [v])),
+                     "a type (types.UINT8, ...), a list of types and None, or None"),
+    "output_ndim": (lambda v: all(item is None or (_integer(item) and item >= 0)
+                                  for item in (v if isinstance(v, (list, tuple)) else [v])),
+                    "an int >= 0, a list of ints and None, or None"),
 }
 
 

@@ -442,3 +442,22 @@ def test_a_dropped_pipeline_frees_its_executor_without_the_cyclic_collector(work
         assert executor() is None
     finally:
         gc.enable()
+
+
+def test_output_dtype_and_ndim_are_checked_at_every_run():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        data = fn.external_source(lambda: [np.zeros((2, 3), np.uint8)] * 2, batch=True)
+        return data, fn.cast(data, dtype=types.INT32)
+
+    matching = pipe(output_dtype=[types.UINT8, None], output_ndim=2)
+    matching.run()
+    assert matching.output_dtype() == [types.UINT8, None] and matching.output_ndim() == [2, 2]
+    with pytest.raises(RuntimeError, match=r"Data type in the output_idx=1 does not match"):
+        pipe(output_dtype=types.UINT8).run()
+    with pytest.raises(RuntimeError, match=r"Number of dimensions in the output_idx=0 does not match. Expected: 3"):
+        pipe(output_ndim=[3, None]).run()
+    with pytest.raises(RuntimeError, match="Lengths of provided output descriptions do not match"):
+        pipe(output_dtype=[types.UINT8]).build()
+    with pytest.raises(ValueError, match="'output_ndim' must be an int >= 0"):
+        pipe(output_ndim=-1)

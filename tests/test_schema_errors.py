@@ -234,8 +234,9 @@ def test_pipeline_def_signature_includes_the_pipeline_arguments():
 
 
 def test_pipeline_def_rejects_an_unknown_pipeline_argument():
+    misspelt = pipeline_def(batch_sise=4)(lambda: 1)  # as in DALI, checked when a pipeline is made
     with raises(TypeError, "pipeline_def", "'batch_sise'", "did you mean 'batch_size'"):
-        pipeline_def(batch_sise=4)
+        misspelt()
 
 
 def test_operator_reference_is_generated_from_the_schemas():

@@ -200,6 +200,8 @@ class Arg:
         return self.default is REQUIRED
 
     def convert(self, value):
+        if isinstance(value, types.Constant):  # DALI's ScalarConstant given as an argument: its value
+            value = value.value
         value = CONVERTERS[self.kind](value)
         items = value if isinstance(value, tuple) else (value,)
         if self.length and len(items) not in self.length:

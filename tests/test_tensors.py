@@ -161,7 +161,7 @@ def test_slice_takes_per_sample_anchors_and_refuses_windows_outside_by_default()
     (got,) = _both_devices(build)
     assert got[0].shape == (2, 3, 3) and np.array_equal(got[0], IMAGES[0][2:4, 0:3])
     assert np.array_equal(got[1], IMAGES[1][0:3, 2:3])  # round(2.5) = 3 rows, columns [round(1.5), round(3.0))
-    with pytest.raises(penstock.PipelineError, match=r"slice failed.*window \[4, 8\) of axis 1 is outside the "
+    with pytest.raises(penstock.PipelineError, match=r"slice failed.*window \[4, 8\) of axis 1, outside the "
                                                      r"sample's extent 6.*out_of_bounds_policy"):
         _run(lambda x: fn.slice(x, start=(4, 0), shape=(4, 1)), samples=IMAGES)
 
@@ -274,3 +274,15 @@ def test_layouts_follow_the_operators():
     assert [batch.layout() for batch in outputs] == ["HWC", "HW", "FHWC", "HWC", "", "HWC", "HWCN", "HW"]
     assert [np.asarray(batch[0]).shape for batch in outputs] == [(2, 3, 1), (2, 3), (1, 2, 3, 1), (3, 2, 1), (6,),
                                                                  (2, 6, 1), (2, 3, 1, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda x: fn.slice(x, start=[0], shape=[1], axes=[6]), r"Axis 6 out of range. Expected range is \[-3, 2\] for "
+                                                              r"a 3D input"),
+    (lambda x: fn.pad(x, axes=(-4,)), r"Axis -4 out of range. Expected range is \[-3, 2\] for a 3D input"),
+    (lambda x: fn.slice(x, start=[-1], shape=[2], axes=[0]), "Slice can't be placed out of bounds with current "
+                                                              "policy. Got: the window \\[-1, 1\\) of axis 0"),
+])
+def test_axes_and_windows_out_of_range_are_refused_in_dalis_words(build, message):
+    with pytest.raises(penstock.PipelineError, match=message):
+        _run(build, [np.zeros((2, 3, 4), np.uint8)])

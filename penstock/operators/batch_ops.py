@@ -12,6 +12,7 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator, named_axes
+from penstock.operators.tensors import axis_in_range
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 
@@ -39,14 +40,12 @@ def _pad(xp, args: list, samples: list) -> list:
     largest = [max(sample.shape[axis] for sample in samples) for axis in range(ndim)]
     results = []
     for sample, sample_args in zip(samples, args):
-        axes = list(range(ndim)) if not sample_args["axes"] else list(sample_args["axes"])
-        for axis in axes:
-            if not 0 <= axis < ndim:
-                raise ValueError(f"axis {axis} of {ndim}-dimensional samples")
+        given = sample_args["axes"]
+        axes = [axis_in_range(int(axis), ndim) for axis in (given if given is not None and len(given) else range(ndim))]
         wanted = _per_axis(sample_args["shape"], len(axes), "shape", -1)
         align = _per_axis(sample_args["align"], len(axes), "align", 1)
         if any(step < 1 for step in align):
-            raise ValueError(f"'align' must be positive, got {tuple(align)}")
+            raise ValueError(f"Values of `align` argument must be positive, got {tuple(align)}")
         shape = list(sample.shape)
         for axis, size, step in zip(axes, wanted, align):
             extent = max(size if size > 0 else largest[axis], shape[axis])
@@ -97,7 +96,8 @@ def _check_pad(static: dict, per_sample: frozenset) -> None:
 
 OPERATORS = {
     "pad": (_pad, _declare_pad, (
-        Arg("axes", "ints", None, "The padded axes (default: all).", min=0),
+        Arg("axes", "ints", None, "The padded axes, in [-ndim, ndim - 1] (default, or none given: all).",
+            per_sample=True, input_types=(np.dtype(np.int32),)),
         Arg("axis_names", "str", None, "The padded axes by layout name (before axes)."),
         Arg("fill_value", "float", 0.0, "The value of the padding (saturated to the data's type).", per_sample=True),
         Arg("shape", "ints", None, "The extent of each padded axis (one value for all, or one per axis): a sample "

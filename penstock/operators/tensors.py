@@ -43,11 +43,12 @@ def _llround(value: float) -> int:
     return int(np.sign(value) * np.floor(abs(value) + 0.5))
 
 
-def _axis(axis: int, ndim: int, name: str, high: int | None = None) -> int:
+def axis_in_range(axis: int, ndim: int, name: str = "axis", high: int | None = None) -> int:
     """``axis`` in [-ndim, high] (high: ndim - 1 unless said), negative ones counted from the back."""
     high = ndim - 1 if high is None else high
     if not -ndim <= axis <= high:
-        raise ValueError(f"{name} {axis} is outside [{-ndim}, {high}] for a {ndim}-dimensional sample")
+        raise ValueError(f"{name.capitalize()} {axis} out of range. Expected range is [{-ndim}, {high}] for a "
+                         f"{ndim}D input")
     return axis + high + 1 if axis < 0 else axis
 
 
@@ -164,12 +165,12 @@ def _expand_dims(xp, args, sample):
 
 
 def _cat(xp, args, *samples):
-    axis = _axis(args["axis"] or 0, samples[0].ndim, "axis")
+    axis = axis_in_range(args["axis"] or 0, samples[0].ndim, "axis")
     return xp.concatenate(samples, axis=axis) if xp is np else xp.cat(samples, dim=axis)
 
 
 def _stack(xp, args, *samples):
-    axis = _axis(args["axis"] or 0, samples[0].ndim, "axis", high=samples[0].ndim)
+    axis = axis_in_range(args["axis"] or 0, samples[0].ndim, "axis", high=samples[0].ndim)
     return xp.stack(samples, axis=axis) if xp is np else xp.stack(samples, dim=axis)
 
 
@@ -218,7 +219,7 @@ def _one_hot(xp, args, sample):
 def _axes(args, sample) -> tuple:
     if args["axes"] is None:
         return tuple(range(sample.ndim))
-    return tuple(sorted({_axis(axis, sample.ndim, "axis") for axis in args["axes"]}))
+    return tuple(sorted({axis_in_range(axis, sample.ndim, "axis") for axis in args["axes"]}))
 
 
 def _reduction(kind: str):
@@ -325,10 +326,15 @@ def _positional(args, name: str, count: int):
     return values.tolist(), values.dtype.kind == "f" and args[flag]
 
 
+def _sliced_axes(args, ndim: int) -> list[int]:
+    """The sliced axes in [0, ndim): none given (an empty list) slices every axis, as in DALI."""
+    return [axis_in_range(axis, ndim, "axis") for axis in (args["axes"] if len(args["axes"]) else range(ndim))]
+
+
 def _slice_windows(args, shape: tuple) -> list[tuple[int, int]]:
     """(start, end) on each of ``axes``: from the anchor and shape inputs, else from start/end/shape
     or their rel_ forms."""
-    axes = [_axis(axis, len(shape), "axis") for axis in args["axes"]]
+    axes = _sliced_axes(args, len(shape))
     extents = [shape[axis] for axis in axes]
 
     def values(name, count=len(axes)):
@@ -389,7 +395,7 @@ def slice_sample(xp, args, sample):
     shape = tuple(sample.shape)
     out_shape, source, target = list(shape), [slice(None)] * len(shape), [slice(None)] * len(shape)
     padded = False
-    axes = [_axis(axis, len(shape), "axis") for axis in args["axes"]]
+    axes = _sliced_axes(args, len(shape))
     for axis, (start, end) in zip(axes, _slice_windows(args, shape)):
         extent = shape[axis]
         if end < start:
@@ -397,8 +403,9 @@ def slice_sample(xp, args, sample):
         if start < 0 or end > extent:
             policy = args["out_of_bounds_policy"]
             if policy == "error":
-                raise ValueError(f"the window [{start}, {end}) of axis {axis} is outside the sample's extent {extent} "
-                                 f"(shape {shape}); out_of_bounds_policy='pad' or 'trim_to_shape' allow it")
+                raise ValueError(f"Slice can't be placed out of bounds with current policy. Got: the window "
+                                 f"[{start}, {end}) of axis {axis}, outside the sample's extent {extent} (shape "
+                                 f"{shape}); out_of_bounds_policy='pad' or 'trim_to_shape' allow it")
             if policy == "trim_to_shape":
                 start, end = max(start, 0), min(end, extent)
             else:
@@ -560,7 +567,7 @@ def _declare_stack(impl, inputs):
         return OutputSpec(inputs[0].dtype, ndim + 1 if ndim is not None else None, "")
     if not layout and ndim != 0:
         raise ValueError(f"{impl.name}: axis_name '{name}' needs inputs with a layout (or scalars)")
-    axis = _axis(impl.args["axis"] or 0, len(layout), "axis", high=len(layout))
+    axis = axis_in_range(impl.args["axis"] or 0, len(layout), "axis", high=len(layout))
     return OutputSpec(inputs[0].dtype, len(layout) + 1, layout[:axis] + name + layout[axis:])
 
 

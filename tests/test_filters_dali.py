@@ -104,3 +104,28 @@ def test_filter_per_sample_filters_of_any_size():
     def build(fn, types, data, kernel, anchor):
         return fn.filter(data, kernel, anchor=anchor, border="1001")
     assert_same(build, [images(np.uint8, count=3), filters, anchors], layout="HWC")
+
+
+# ---- noise ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32, np.int64, np.float32])
+def test_gaussian_noise_adds_what_random_normal_draws_with_the_same_seed(library, dtype):
+    """DALI's definition (its test_noise_gaussian): noise.gaussian(x, mean, stddev, seed=s) is x plus
+    what random.normal(x, mean, stddev, seed=s) draws (float, float64 for 32- and 64-bit integers),
+    rounded (halves away from zero) and saturated to x's type; checked under both libraries (their
+    generators draw different numbers)."""
+    wide = np.dtype(dtype).kind in "iu" and np.dtype(dtype).itemsize >= 4
+    data = [sample // 2 + (2 ** 24 + 1 if wide else 0) for sample in images(dtype, (5, 6, 3), count=3)]
+
+    def build(fn, types, x, mean, stddev):
+        return (fn.noise.gaussian(x, mean=mean, stddev=stddev, seed=12345), x,
+                fn.random.normal(x, mean=mean, stddev=stddev, seed=12345, dtype=types.FLOAT64 if wide else types.FLOAT))
+    means, stddevs = [np.float32(0.5), np.float32(-3.0), np.float32(10.0)], [np.float32(30.0)] * 3
+    (noisy, layout), (inputs, _), (draws, _) = outputs_of(library, build, [data, means, stddevs], layout="HWC")
+    assert layout == "HWC"
+    for sample, source, draw in zip(noisy, inputs, draws):
+        assert sample.dtype == source.dtype and sample.shape == source.shape
+        total = source.astype(np.float64 if wide else np.float32) + draw
+        if np.dtype(dtype).kind in "iu":
+            total = np.clip(np.trunc(total + np.copysign(0.5, total)), np.iinfo(dtype).min, np.iinfo(dtype).max)
+        np.testing.assert_array_equal(sample.astype(total.dtype), total)

@@ -78,16 +78,19 @@ def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, axis:
     """The noisy values (float) of one sample, from a generator keyed by its seed; salt and pepper
     alike on every channel of a pixel (the channels on ``axis``), or element by element for None."""
     rng = keyed_stream(int(seed))
-    values = values.astype(np.float32)
+    # float32 holds 8- and 16-bit integers exactly; wider ones are computed in float64, as DALI does
+    work = np.float64 if values.dtype.kind in "iu" and values.dtype.itemsize >= 4 else np.float32
+    values = values.astype(work)
     first, second, salt, pepper = parameters
     if kind == "gaussian":
-        return values + np.float32(first) + np.float32(second) * rng.standard_normal(values.shape, np.float32)
+        # the numbers random.normal(data, mean, stddev) gives with the same seed, added (as DALI)
+        return values + (first + second * rng.standard_normal(values.shape)).astype(work)
     if kind == "shot":
         # DALI's: poisson(x / factor) * factor, which is 0 for a factor of 0
         return np.zeros_like(values) if first == 0 else rng.poisson(np.maximum(values / first, 0.0)) * first
     draw_shape = values.shape if axis is None else tuple(1 if a == axis else n for a, n in enumerate(values.shape))
     uniform = rng.random(draw_shape, np.float32)
-    return np.where(uniform < first * second, np.float32(salt), np.where(uniform < first, np.float32(pepper), values))
+    return np.where(uniform < first * second, work(salt), np.where(uniform < first, work(pepper), values))
 
 
 # DALI's noise kernels' types (gaussian_noise.h, shot_noise.h, salt_and_pepper_noise.h)
@@ -119,7 +122,9 @@ class NoiseDeclaration:
         return channel_axis(self._layout, ndim, self.name) if self.alike_channels() and ndim else None
 
     def draw(self, rng, count):
-        return rng.integers(0, 2 ** 31 - 1, count)  # one seed per sample
+        # one stream key per sample, drawn as the random generators draw theirs: an operator and
+        # random.normal given the same seed draw the same numbers
+        return rng.integers(0, 2 ** 63, count, dtype=np.int64)
 
 
 class Noise(NoiseDeclaration, SampleOperator):

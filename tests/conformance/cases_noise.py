@@ -65,7 +65,9 @@ SPECS = [
                                             "salt_val": PerSample(np.float32(200), np.float32(250), np.float32(150)),
                                             "pepper_val": PerSample(np.float32(10), np.float32(50), np.float32(100))},
          name="noise.salt_and_pepper_scalars", compare=Stats(mean_tol=8, std_tol=8, range_tol=0), grid={
-             "@input": {"chw": (Data([np.full((3, 32, 32), 128, np.uint8)] * 3, "CHW"),), "no_layout_hw": (Data([np.full((32, 32), 128, np.uint8)] * 3),)},
+             # without a layout the last axis holds the channels: each row draws once (many rows: stable statistics)
+             "@input": {"chw": (Data([np.full((3, 32, 32), 128, np.uint8)] * 3, "CHW"),),
+                        "no_layout_hw": (Data([np.full((512, 4), 128, np.uint8)] * 3),)},
              "per_channel": [True]}),
     *[Spec("random.uniform", (), {"shape": shape}, batch_size=batch_size, base=grid is None, grid=grid or {},
            compare=_within_standard_errors(population, count))

@@ -1,5 +1,5 @@
 """Cases of the sequence operators (penstock.operators.sequences), random_crop_generator
-(penstock.operators.crop_generator), io.file.read (penstock.operators.file_io), clahe and debayer
+(penstock.operators.crop_generator), io.file.read and dump_image (penstock.operators.file_io), clahe and debayer
 (penstock.operators.image_extras) for the coverage test; the operators' own tests, against numpy,
 OpenCV and DALI, are in tests/test_sequences.py, tests/test_crop_generator.py, tests/test_file_io.py
 and tests/test_image_extras.py.
@@ -55,6 +55,22 @@ def _file_contents(samples, _):
     return contents
 
 
+DUMP_SUFFIX = "penstock-dump-case"
+
+
+def _dumped(samples, _):
+    """The images as dump_image passes them on, once the PPM/PGM files it wrote hold them (the files
+    go once read)."""
+    for index, sample in enumerate(samples):
+        path = pathlib.Path(f"{index}-{DUMP_SUFFIX}-0.ppm")
+        header, width, height, levels, *values = path.read_text().split()
+        path.unlink()
+        assert header == ("P3" if sample.shape[2] == 3 else "P2") and levels == "255"
+        assert (int(height), int(width)) == sample.shape[:2]
+        np.testing.assert_array_equal(np.array(values, np.uint8).reshape(sample.shape), sample)
+    return samples
+
+
 CASES = {
     "per_frame": Case(ragged_images, _frames, lambda samples, _: samples),
     "sequence_rearrange": Case(ragged_images, lambda node, device: fn.sequence_rearrange(_frames(node, device),
@@ -69,4 +85,5 @@ CASES = {
                     lambda node, device: fn.debayer(node, blue_position=(0, 1)),
                     lambda samples, _: [cv2.cvtColor(s[:, :, 0], cv2.COLOR_BayerGB2RGB) for s in samples]),
     "io.file.read": Case(_file_paths, lambda node, device: fn.io.file.read(node), _file_contents),
+    "dump_image": Case(ragged_images, lambda node, device: fn.dump_image(node, suffix=DUMP_SUFFIX), _dumped),
 }

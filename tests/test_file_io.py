@@ -64,3 +64,23 @@ def test_same_as_dali(files):
     assert layout == expected_layout
     for array, want in zip(got, expected):
         assert array.dtype == want.dtype and np.array_equal(array, want)
+
+
+def test_dump_image_writes_dalis_files_and_passes_the_images_on(tmp_path, monkeypatch):
+    dali = pytest.importorskip("nvidia.dali")
+    images = [np.arange(60, dtype=np.uint8).reshape(4, 5, 3), np.arange(6, dtype=np.uint8).reshape(2, 3, 1)]
+    written = {}
+    for name, library in (("dali", dali), ("penstock", penstock_dali)):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+
+        @library.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+        def pipe():
+            return library.fn.dump_image(library.fn.external_source(lambda: images, batch=True, layout="HWC"),
+                                         suffix="x")
+        (out,) = pipe().run()
+        for index, image in enumerate(images):
+            np.testing.assert_array_equal(np.asarray(out.at(index)), image)
+        written[name] = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert written["penstock"] == written["dali"] and set(written["dali"]) == {"0-x-0.ppm", "1-x-0.ppm"}

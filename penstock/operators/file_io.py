@@ -42,3 +42,30 @@ class FileRead(SampleOperator):
             return np.fromfile(path, np.uint8)
         except OSError as error:
             raise OSError(f"cannot read '{path}': {error.strerror or error}") from None
+
+
+registry.register_schema(OpSchema(
+    name="dump_image", class_name="DumpImage", num_inputs=(1, 1), input_names=("input",),
+    doc="Writes each image (uint8 HWC, 1 or 3 channels) to '<index in batch>-<suffix>-0.ppm' in the working "
+        "directory as an ASCII PPM (P3) or PGM (P2) file, as DALI does, and passes it on unchanged. For debugging.",
+    args=(Arg("suffix", "str", "", "Suffix of the file names."),
+          Arg("input_layout", "str", "HWC", "Layout of the images (HWC)."))))
+
+
+@registry.register("dump_image", "cpu")
+class DumpImage(SampleOperator):
+    def declare_outputs(self, inputs):
+        spec = inputs[0]
+        if spec.dtype is not None and spec.dtype != np.uint8 or spec.ndim not in (None, 3):
+            raise ValueError(f"{self.name}: writes uint8 HWC images, got {spec.ndim}-dimensional {spec.dtype} samples")
+        return spec
+
+    def run(self, inputs, args, sample, out=None):
+        image = np.asarray(inputs[0])
+        if image.ndim != 3 or image.shape[2] not in (1, 3) or image.dtype != np.uint8:
+            raise ValueError(f"expected a uint8 HWC image of 1 or 3 channels, got {image.dtype} of shape {image.shape}")
+        height, width, channels = image.shape
+        rows = "\n".join(" ".join(map(str, row)) + " " for row in image.reshape(height, width * channels).tolist())
+        with open(f"{sample.index}-{args['suffix']}-0.ppm", "w") as file:
+            file.write(f"{'P3' if channels == 3 else 'P2'}\n{width} {height}\n255\n{rows}\n")
+        return image

@@ -496,3 +496,13 @@ def test_source_info_only_on_what_came_from_a_readers_data():
     assert [[bool(info) for info in output] for output in got] == [[bool(info) for info in output]
                                                                     for output in expected]
     assert all(output == got[0] for output in got if any(output))
+
+
+@pytest.mark.parametrize("axes, names, layout, shape", [
+    ([0, 2], "AB", "XYZ", (2, 3, 4)), ([], "", "HW", (2, 3)), ([], None, "HW", (2, 3)), ([0], "", "HW", (2, 3)),
+    ([0, 1], "", None, ()), ([0], "X", None, ()), ([4, 3], "AB", "XYZ", (2, 3, 4)), ([4], None, None, (2, 3, 4)),
+    ([2, 0, 2], "AB", "XYZ", (2, 3, 4)), ([2], "C", None, (2, 3, 4)), ([2], "", None, (2, 3, 4)),
+    ([1, 1], None, "XYZ", (2, 3, 4)), ([1], None, None, (2, 3))])
+def test_expand_dims_layouts_and_refusals(axes, names, layout, shape):
+    extra = {} if names is None else {"new_axis_names": names}
+    _same(lambda fn, t, x: fn.expand_dims(x, axes=axes, **extra), [np.zeros(shape, np.uint8)] * 2, layout)

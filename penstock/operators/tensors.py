@@ -155,11 +155,14 @@ def _squeeze(xp, args, sample):
 
 
 def _expand_dims(xp, args, sample):
+    if args["new_axis_names"] is not None and not args["input_layout"] and sample.ndim:
+        raise ValueError("Specifying ``new_axis_names`` requires an input with a proper layout (or scalars)")
     shape = list(sample.shape)
     for axis in sorted(args["axes"]):
         if axis > len(shape):
-            raise ValueError(f"axis {axis} is past the end of a {len(shape) + len(args['axes'])}-dimensional output "
-                             f"(input shape {tuple(sample.shape)})")
+            raise ValueError(f"Data has not enough dimensions to add new axes at specified indices: axis {axis} "
+                             f"is past the end of a {len(shape) + len(args['axes'])}-dimensional output (input "
+                             f"shape {tuple(sample.shape)})")
         shape.insert(axis, 1)
     return sample.reshape(tuple(shape))
 
@@ -531,15 +534,22 @@ def _declare_squeeze(impl, inputs):
 
 
 def _declare_expand_dims(impl, inputs):
+    """DALI's layouts: with new_axis_names (even ''), the input's names and the new ones in their
+    places (the input needs a layout, but for scalars; '' names no new axis: no layout); without
+    them, the input's layout where no axis is added, else none."""
     layout, names, axes = inputs[0].layout, impl.args["new_axis_names"], impl.args["axes"]
+    impl.args = {**impl.args, "input_layout": layout}
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{impl.name}: axes {tuple(axes)} name an axis twice")
     ndim = inputs[0].ndim if inputs[0].ndim is not None else len(layout) or None
     out_ndim = ndim + len(axes) if ndim is not None else None
-    if not names:
-        return OutputSpec(inputs[0].dtype, out_ndim, "")
-    if not layout:
-        raise ValueError(f"{impl.name}: new_axis_names need an input with a layout")
+    if names is None or not axes or names == "":
+        return OutputSpec(inputs[0].dtype, out_ndim, layout if not axes else "")
     if len(names) != len(axes):
         raise ValueError(f"{impl.name}: {len(names)} new_axis_names for {len(axes)} axes")
+    if not layout and ndim:
+        raise ValueError(f"{impl.name}: Specifying ``new_axis_names`` requires an input with a proper layout "
+                         "(or scalars)")
     merged, old = [], iter(layout)
     named = dict(zip(axes, names))
     for axis in range(len(layout) + len(axes)):

@@ -506,3 +506,11 @@ def test_source_info_only_on_what_came_from_a_readers_data():
 def test_expand_dims_layouts_and_refusals(axes, names, layout, shape):
     extra = {} if names is None else {"new_axis_names": names}
     _same(lambda fn, t, x: fn.expand_dims(x, axes=axes, **extra), [np.zeros(shape, np.uint8)] * 2, layout)
+
+
+@pytest.mark.parametrize("shape, layout, element_map", [
+    ((4,), "F", [1, 3]), ((4,), None, [1]), ((6, 1), "XF", [1, 3]), ((8, 10, 3), "HWC", [1]), ((6, 1), "FX", [10]),
+    ((6, 2), None, [1, 3]), ((6, 2, 2), "FHW", [0, 5]), ((3, 2), "FX", [2, 2])])
+def test_element_extract_takes_sequences(shape, layout, element_map):
+    _same(lambda fn, t, x: tuple(fn.element_extract(x, element_map=element_map)) if len(element_map) > 1 else
+          fn.element_extract(x, element_map=element_map), [np.arange(np.prod(shape), dtype=np.int16).reshape(shape)] * 2, layout)

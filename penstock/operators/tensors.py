@@ -460,11 +460,17 @@ def _slice_output(xp, dtype, window):
     return numeric.saturate_tensor(window, types.to_torch_dtype(target))
 
 
+SEQUENCE_DIMENSIONS = ("Input must have at least two dimensions - outermost for sequence and at least one for data "
+                       "elements.")
+
+
 def _element_extract(xp, args, sample):
-    count = sample.shape[0] if sample.ndim else 0
+    if sample.ndim < 2:
+        raise ValueError(f"{SEQUENCE_DIMENSIONS} Got shape {tuple(sample.shape)}")
     for index in args["element_map"]:
-        if not 0 <= index < count:
-            raise ValueError(f"element {index} of a sequence of {count} elements (shape {tuple(sample.shape)})")
+        if not index < sample.shape[0]:
+            raise ValueError(f"Index `{index}` from `element_map` is out of bounds for sample with sequence length "
+                             f"equal `{sample.shape[0]}`")
     elements = tuple(sample[index] for index in args["element_map"])
     return elements if len(elements) > 1 else elements[0]
 
@@ -612,7 +618,14 @@ def _declare_reduction(impl, inputs):
 
 
 def _declare_element_extract(impl, inputs):
+    """Sequences: samples of at least 2 dimensions (frames first), of a layout starting with 'F' where
+    they have one (as DALI)."""
     spec = inputs[0]
+    if spec.layout and spec.layout[0] != "F":
+        raise ValueError(f"{impl.name}: Input layout must describe a sequence - it must start with 'F', got "
+                         f"'{spec.layout}' instead.")
+    if spec.ndim is not None and spec.ndim < 2:
+        raise ValueError(f"{impl.name}: {SEQUENCE_DIMENSIONS} Got {spec.ndim}-dimensional samples")
     return spec.but(shape=spec.shape[1:] if spec.shape else None, layout=spec.layout[1:],
                     ndim=spec.ndim - 1 if spec.ndim else None, channels=spec.channels)
 

@@ -134,6 +134,28 @@ def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror:
             target[...] = cv2.LUT(plane, lut)
 
 
+_affine_warp = None  # the C warp's function once loaded (False where it cannot be built)
+
+
+def _affine_warp_library():
+    """kernels/csrc/affine_warp.c's function, or None where it cannot be built (the numpy path then
+    does the same float32 operations)."""
+    global _affine_warp
+    if _affine_warp is None:
+        import ctypes
+        from penstock.kernels import native
+        path = native.built("affine_warp")
+        if path is None:
+            _affine_warp = False
+        else:
+            function = ctypes.CDLL(path).penstock_affine_linear
+            pointer, integer = ctypes.c_void_p, ctypes.c_int
+            function.argtypes = [pointer, integer, integer, integer, pointer, integer, integer, pointer, pointer]
+            function.restype = None
+            _affine_warp = function
+    return _affine_warp or None
+
+
 def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool, border,
                   dtype) -> np.ndarray:
     """DALI's CPU warp of an HWC image into a (height, width) output of ``dtype``: the 2x3 float32
@@ -174,6 +196,17 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
         if border is not None:
             result[outside(column, row)] = border
         return result.reshape(height, width, channels)
+    # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
+    border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype).astype(f32)
+    native = _affine_warp_library()
+    if native is not None:  # the same float32 operations in C, without the interpreter lock
+        import ctypes
+        source = np.ascontiguousarray(image, dtype=f32)
+        output = np.empty((height, width, channels), f32)
+        edge = None if border_in is None else np.ascontiguousarray(np.broadcast_to(border_in, (channels,)))
+        native(source.ctypes.data, in_height, in_width, channels, np.ascontiguousarray(m).ctypes.data,
+               height, width, None if edge is None else edge.ctypes.data, output.ctypes.data)
+        return numeric.saturate(output, dtype)
     x -= f32(0.5)
     y -= f32(0.5)
     x0, y0 = np.floor(x), np.floor(y)
@@ -182,8 +215,6 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
     x0, y0 = x0.astype(np.intp), y0.astype(np.intp)
     columns = (np.clip(x0, 0, in_width - 1), np.clip(x0 + 1, 0, in_width - 1))
     rows = (np.clip(y0, 0, in_height - 1) * in_width, np.clip(y0 + 1, 0, in_height - 1) * in_width)
-    # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
-    border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype).astype(f32)
 
     def corner(dx, dy):
         """The corner's pixels as float32 channel planes (long inner loops below; HWC's are 3 long)."""

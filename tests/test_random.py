@@ -197,7 +197,7 @@ def _generated(build, samples, device="cpu", seed=3):
     return [[np.asarray(s) for s in (batch.as_cpu() if device == "gpu" else batch)] for batch in outputs]
 
 
-SHAPED = [np.zeros((30, 20), np.uint8), np.zeros((7, 50, 2), np.uint8), np.zeros((0,), np.uint8)]
+SHAPED = [np.zeros((30, 20), np.uint8), np.zeros((7, 50), np.uint8), np.zeros((0, 2), np.uint8)]  # one ndim a batch
 
 
 def test_shape_like_input_and_per_sample_parameters():

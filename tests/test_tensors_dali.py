@@ -514,3 +514,16 @@ def test_expand_dims_layouts_and_refusals(axes, names, layout, shape):
 def test_element_extract_takes_sequences(shape, layout, element_map):
     _same(lambda fn, t, x: tuple(fn.element_extract(x, element_map=element_map)) if len(element_map) > 1 else
           fn.element_extract(x, element_map=element_map), [np.arange(np.prod(shape), dtype=np.int16).reshape(shape)] * 2, layout)
+
+
+@pytest.mark.parametrize("shape, layout, kwargs", [
+    ((6, 2), None, {}), ((6, 2), None, {"shape": (3,)}), ((6, 2), "AB", {"shape": (2, 2)}), ((6, 2), "AB", {}),
+    ((6, 2, 2), "ABC", {"shape": (1,)}), ((6, 2), None, {"p": [0, 0, 0, 0, 0, 1.0]})])
+def test_random_choice_draws_elements_along_the_outer_axis(shape, layout, kwargs):
+    """Shapes, types and layouts as DALI's; each draw one of the input's elements."""
+    data = [np.arange(np.prod(shape), dtype=np.int16).reshape(shape)] * 2
+    _same(lambda fn, t, x: fn.random.choice(x, **kwargs), data, layout, values=False)
+    (samples, _), = _run("penstock", lambda fn, t, x: fn.random.choice(x, **kwargs), data, layout)
+    rows = {row.tobytes() for row in data[0]}
+    for sample in samples:
+        assert all(draw.tobytes() in rows for draw in sample.reshape(-1, *shape[1:]))

@@ -87,7 +87,8 @@ def _check_probabilities(static: dict, per_sample: frozenset) -> None:
 
 registry.register_schema(OpSchema(
     name="random.choice", class_name="random.Choice", num_inputs=(1, 2), input_names=("input", "shape_like"),
-    doc="Per sample, values drawn from its input: a scalar n draws from 0..n-1, a 1-D array from its elements; "
+    doc="Per sample, values drawn from its input: a scalar n draws from 0..n-1, an array from its elements along "
+        "its outer axis (each draw of shape input.shape[1:]); "
         f"``p`` gives their probabilities (default: equal); a second input's shapes give the output's.",
     args=(Arg("p", "floats", None, "The probability of each value (per sample too).", per_sample=True), SHAPE_ARG),
     checks=(_check_probabilities,)))
@@ -290,6 +291,19 @@ class Choice(CpuGenerator):
         spec = inputs[0]
         return spec.dtype if spec.dtype is not None and (spec.ndim != 0 or spec.dtype.kind in "iu") else None
 
+    def declare_outputs(self, inputs):
+        """Each draw is an element of the input (along its outer axis): the output has the drawn
+        shape and the element's axes, and, as DALI, the input's layout where it keeps all its axes
+        or all but the outer one."""
+        spec, data = super().declare_outputs(inputs), inputs[0]
+        data_ndim = data.ndim if data.ndim is not None else len(data.layout) or None
+        element_ndim = max(data_ndim - 1, 0) if data_ndim is not None else None
+        ndim = spec.ndim + element_ndim if spec.ndim is not None and element_ndim is not None else None
+        layout = ""
+        if data.layout and ndim is not None:
+            layout = data.layout if ndim == data_ndim else data.layout[1:] if ndim == data_ndim - 1 else ""
+        return OutputSpec(spec.dtype, ndim, layout)
+
     def output_spec(self, inputs, args):
         return None
 
@@ -299,10 +313,10 @@ class Choice(CpuGenerator):
             if data.dtype.kind not in "iu" or int(data) < 1:
                 raise ValueError(f"a scalar input must be a positive integer n (draws from 0..n-1), got {data!r}")
             values = np.arange(int(data), dtype=data.dtype)
-        elif data.ndim == 1 and len(data):
-            values = data
+        elif len(data):
+            values = data  # its elements along the outer axis
         else:
-            raise ValueError(f"the input must be a scalar n or a non-empty 1-D array of values, got shape {data.shape}")
+            raise ValueError(f"the input must be a scalar n or a non-empty array of values, got shape {data.shape}")
         p = args["p"]
         if p is not None and len(p) != len(values):
             raise ValueError(f"'p' has {len(p)} probabilities for {len(values)} values")

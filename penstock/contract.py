@@ -594,7 +594,13 @@ class ArrayColumn(BatchColumn):
         self.present[index] = False
         self.others[index] = value
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int | slice):
+        if isinstance(index, slice):  # the first samples, as a source's batch is cut to the others' size
+            start, stop, _ = index.indices(len(self))
+            column = ArrayColumn.__new__(ArrayColumn)
+            column.array, column.present = self.array[start:stop], self.present[start:stop]
+            column.others = {i - start: value for i, value in self.others.items() if start <= i < stop}
+            return column
         if self.present[index]:
             return self.array[index, ...]
         return self.others.get(index)

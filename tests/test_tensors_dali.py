@@ -527,3 +527,26 @@ def test_random_choice_draws_elements_along_the_outer_axis(shape, layout, kwargs
     rows = {row.tobytes() for row in data[0]}
     for sample in samples:
         assert all(draw.tobytes() in rows for draw in sample.reshape(-1, *shape[1:]))
+
+
+@pytest.mark.parametrize("alpha, beta", [(1e-44, 1e-43), (3e-37, 5e-37), (0.003, 0.002), (1e35, 0.8), (0.0, 1.0),
+                                         (1.0, -0.1), (1e100, 5.0)])
+def test_random_beta_takes_any_positive_float32(alpha, beta):
+    _same(lambda fn, t, x: fn.random.beta(alpha=alpha, beta=beta, shape=(50,)), IMAGES, values=False)
+
+
+def test_generators_follow_the_size_of_the_batches_other_sources_give():
+    def sizes(library):
+        dali_, fn = (__import__("nvidia.dali", fromlist=["fn"]), __import__("nvidia.dali.fn", fromlist=["fn"])) \
+            if library == "dali" else (__import__("penstock.compat.dali", fromlist=["fn"]),
+                                       __import__("penstock.compat.dali.fn", fromlist=["fn"]))
+
+        @dali_.pipeline_def(batch_size=4, num_threads=1, device_id=None, seed=7)
+        def pipe():
+            fed = fn.external_source(lambda i: [np.zeros(1)] * (4 if i == 0 else 2), batch=True)
+            alpha = fn.random.uniform(range=[1, 2])
+            return alpha, fn.random.beta(alpha=alpha, shape=(2,)), fn.random.normal(shape=(3,)), fed
+        pipeline = pipe()
+        pipeline.build()
+        return [[len(output) for output in pipeline.run()] for _ in range(2)]
+    assert sizes("penstock") == sizes("dali") == [[4] * 4, [2] * 4]

@@ -73,10 +73,30 @@ _schema("random.uniform", "random.Uniform", "Per-sample values drawn uniformly f
 _schema("random.normal", "random.Normal", f"Per-sample values from a normal distribution ({SHAPE_LIKE_DOC}).",
         (Arg("mean", "float", 0.0, "Mean of the distribution (per sample too).", per_sample=True, scalar=True),
          Arg("stddev", "float", 1.0, "Standard deviation (per sample too).", min=0.0, per_sample=True, scalar=True)), types.FLOAT)
+def positive_float32(name: str, value) -> float:
+    """``value`` where it is a positive float32 (denormals too, as DALI), else a ValueError."""
+    with np.errstate(over="ignore"):
+        single = np.float32(value)
+    if not (single > 0 and np.isfinite(single)):
+        raise ValueError(f"The `{name}` must be a positive float32, got {value!r}")
+    return float(value)
+
+
+def _check_beta(static: dict, per_sample: frozenset) -> None:
+    for name in ("alpha", "beta"):
+        if name not in per_sample:
+            try:
+                positive_float32(name, static[name])
+            except ValueError as error:
+                raise ArgError(f"argument '{name}': {error}") from None
+
+
 _schema("random.beta", "random.Beta", f"Per-sample values from a beta distribution ({SHAPE_LIKE_DOC}).",
-        (Arg("alpha", "float", 1.0, "The first shape parameter (per sample too).", min=1e-30, per_sample=True, scalar=True),
-         Arg("beta", "float", 1.0, "The second shape parameter (per sample too).", min=1e-30, per_sample=True, scalar=True)),
-        types.FLOAT)
+        (Arg("alpha", "float", 1.0, "The first shape parameter, a positive float32 (per sample too).", per_sample=True,
+             scalar=True),
+         Arg("beta", "float", 1.0, "The second shape parameter, a positive float32 (per sample too).", per_sample=True,
+             scalar=True)),
+        types.FLOAT, checks=(_check_beta,))
 
 
 def _check_probabilities(static: dict, per_sample: frozenset) -> None:
@@ -173,6 +193,7 @@ class RandomSource(RandomGenerator, SourceOperator):
     """The batch's values at once: the same numbers as the per-sample form, whose draw this is."""
 
     items_are_values = True
+    fits_any_batch = True  # as DALI's generators, it follows the size of the batches other sources give
 
     def next_batch(self, iteration: int) -> SourceBatch:
         shape = (self.context.batch_size, *self.fixed_shape())
@@ -265,7 +286,8 @@ class BetaForm:
     def variates_of(self, inputs, args, params):
         if self.fixed_shape() is not None:
             return np.asarray(params)
-        return keyed_stream(int(params)).beta(args["alpha"], args["beta"], self.sample_shape(inputs, args))
+        alpha, beta = (positive_float32(name, args[name]) for name in ("alpha", "beta"))
+        return keyed_stream(int(params)).beta(alpha, beta, self.sample_shape(inputs, args))
 
     @staticmethod
     def values(xp, variates, args):

@@ -274,7 +274,7 @@ def test_per_sample_values_are_converted_and_checked_for_every_sample(device):
 
     with gpu_or_emulated() if device == "gpu" else contextlib.nullcontext():
         for factors in ([np.float32(0.5), np.float32(1.5), np.float32(2)],  # one column of numbers
-                        [np.float32(0.5), np.array([1.5], np.float32), np.array(2, np.float32)]):  # one by one
+                        [np.array([0.5], np.float32), np.array([1.5], np.float32), np.array([2], np.float32)]):  # 1-element
             assert [int(output[0, 0, 0]) for output in run(factors)] == [50, 150, 200]
         # as DALI, a negative factor is taken (and saturates to 0)
         assert [int(output[0, 0, 0]) for output in run([np.float32(0.5), np.float32(-1.0), np.float32(1.0)])] \

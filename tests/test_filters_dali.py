@@ -129,3 +129,20 @@ def test_gaussian_noise_adds_what_random_normal_draws_with_the_same_seed(library
         if np.dtype(dtype).kind in "iu":
             total = np.clip(np.trunc(total + np.copysign(0.5, total)), np.iinfo(dtype).min, np.iinfo(dtype).max)
         np.testing.assert_array_equal(sample.astype(total.dtype), total)
+
+
+# ---- colour -----------------------------------------------------------------------------------
+SPACES = ["RGB", "BGR", "GRAY", "YCbCr"]
+
+
+@pytest.mark.parametrize("source", SPACES)
+@pytest.mark.parametrize("target", SPACES)
+def test_color_space_conversion_as_dali(source, target):
+    if source == target:
+        pytest.skip("no conversion")
+    channels = 1 if source == "GRAY" else 3
+    data = images(np.uint8, (32, 32, channels), count=2)
+
+    def build(fn, types, x):
+        return fn.color_space_conversion(x, image_type=getattr(types, source), output_type=getattr(types, target))
+    assert_same(build, [data], layout="HWC")

@@ -300,6 +300,9 @@ class ColorSpaceMaps(ColorOperator):
         return matrix[None], offset[None]
 
 
+OPENCV_GRAY = {(types.RGB, types.GRAY): cv2.COLOR_RGB2GRAY, (types.BGR, types.GRAY): cv2.COLOR_BGR2GRAY}
+
+
 @registry.register("color_space_conversion", "cpu")
 class ColorSpaceConversion(ColorSpaceMaps, LinearColorCpu):
     def run(self, inputs, args, sample, out=None):
@@ -308,7 +311,12 @@ class ColorSpaceConversion(ColorSpaceMaps, LinearColorCpu):
         source, target = args["image_type"], args["output_type"]
         if source is types.HSV:
             image = hsv_to_rgb_image(image)
-        if self.linear_steps()[0] != self.linear_steps()[1]:
+        steps = self.linear_steps()
+        if steps in OPENCV_GRAY:
+            # DALI's CPU takes these from OpenCV, whose fixed-point rule rounds some values up a level
+            gray = cv2.cvtColor(np.ascontiguousarray(image).reshape(-1, image.shape[-2], 3), OPENCV_GRAY[steps])
+            image = gray.reshape(*image.shape[:-1], 1)
+        elif steps[0] != steps[1]:
             matrices, offsets = self.color_maps([args], image.shape[-1], image.dtype, image.dtype)
             image = apply_color(image, matrices[0], offsets[0], image.dtype)
         if target is types.HSV:

@@ -28,9 +28,13 @@ YIQ_TO_RGB = np.linalg.inv(RGB_TO_YIQ)
 RGB_BGR = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # swaps R and B; its own inverse
 
 LUMA = np.array([0.299, 0.587, 0.114])  # RGB -> GRAY
-YCBCR_FROM_RGB = np.array([[0.257, 0.504, 0.098], [-0.148, -0.291, 0.439], [0.439, -0.368, -0.071]])
-RGB_FROM_YCBCR = np.array([[1.164, 0.0, 1.596], [1.164, -0.392, -0.813], [1.164, 2.017, 0.0]])  # of (Y-16, Cb-128, Cr-128)
-Y_SCALE = 0.257 + 0.504 + 0.098  # Y of a grey pixel, over its grey level
+# DALI's ITU-R BT.601 coefficients, to its digits (rounded ones move values by a level)
+YCBCR_FROM_RGB = np.array([[0.25678823529, 0.50412941176, 0.09790588235],
+                           [-0.14822289945, -0.29099278682, 0.43921568627],
+                           [0.43921568627, -0.36778831435, -0.07142737192]])
+Y_SCALE = 219 / 255  # Y of a grey pixel, over its grey level
+RGB_FROM_YCBCR = np.array([[1 / Y_SCALE, 0.0, 1.5960267848], [1 / Y_SCALE, -0.39176228842, -0.81296764538],
+                           [1 / Y_SCALE, 2.0172321417, 0.0]])  # of (Y-16, Cb-128, Cr-128)
 
 
 def full_range(dtype: np.dtype) -> float:
@@ -144,8 +148,8 @@ def _from_rgb(space: types.DALIImageType, dtype) -> tuple[np.ndarray, np.ndarray
 
 def conversion_map(source: types.DALIImageType, target: types.DALIImageType, dtype) -> tuple[np.ndarray, np.ndarray]:
     """(matrix [K', K], offset [K']) from one linear colour space to another for values of
-    ``dtype``. GRAY <-> YCbCr are DALI's direct rules (Y = 0.859 * gray + 16, chroma 128; gray =
-    (Y - 16) / 0.859); the rest go through RGB."""
+    ``dtype``. GRAY <-> YCbCr are DALI's direct rules (Y = 219 / 255 * gray + 16, chroma 128; gray =
+    (Y - 16) * 255 / 219); the rest go through RGB."""
     offsets = _ycbcr_offsets(dtype)
     if (source, target) == (types.GRAY, types.YCbCr):
         return np.array([[Y_SCALE], [0.0], [0.0]]), offsets

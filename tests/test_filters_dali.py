@@ -146,3 +146,17 @@ def test_color_space_conversion_as_dali(source, target):
     def build(fn, types, x):
         return fn.color_space_conversion(x, image_type=getattr(types, source), output_type=getattr(types, target))
     assert_same(build, [data], layout="HWC")
+
+
+@pytest.mark.parametrize("quality", [-5, 0, 1, 30, 100, 101, 1000])
+def test_jpeg_compression_distortion_takes_any_quality_as_dali(quality):
+    """DALI takes qualities outside 1..100 as the nearest end."""
+    data = images(np.uint8, (16, 24, 3))
+    assert_same(lambda fn, types, x: fn.jpeg_compression_distortion(x, quality=quality), [data], layout="HWC")
+
+
+def test_jpeg_compression_distortion_quality_per_sample():
+    qualities = [np.int32(0), np.int32(50), np.int32(150)]
+    data = images(np.uint8, (16, 24, 3), count=3)
+    assert_same(lambda fn, types, x, quality: fn.jpeg_compression_distortion(x, quality=quality), [data, qualities],
+                layout="HWC")

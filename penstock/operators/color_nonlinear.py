@@ -43,7 +43,8 @@ registry.register_schema(OpSchema(
     name="jpeg_compression_distortion", class_name="JpegCompressionDistortion",
     doc="Encodes each uint8 RGB image (HWC, or each frame of FHWC sequences) as JPEG at ``quality`` and decodes it "
         "again: the artifacts of JPEG compression. Encoded with OpenCV (libjpeg-turbo, 4:2:0 chroma subsampling).",
-    args=(Arg("quality", "int", 50, "JPEG quality, 1 (worst) to 100.", per_sample=True, min=1, max=100),),
+    args=(Arg("quality", "int", 50, "JPEG quality, 1 (worst) to 100; values outside are taken as the nearest end, "
+              "as DALI.", per_sample=True),),
     input_names=("images",)))
 
 
@@ -236,7 +237,8 @@ def distort_jpeg(image: np.ndarray, quality: int, op_name: str) -> np.ndarray:
     if image.ndim == 4:
         return np.stack([distort_jpeg(frame, quality, op_name) for frame in image])
     bgr = np.ascontiguousarray(image[:, :, ::-1])
-    ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    quality = min(max(int(quality), 1), 100)
+    ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
         raise RuntimeError(f"{op_name}: OpenCV could not encode a {image.shape} image as JPEG")
     return np.ascontiguousarray(cv2.imdecode(encoded, cv2.IMREAD_COLOR)[:, :, ::-1])

@@ -160,3 +160,20 @@ def test_jpeg_compression_distortion_quality_per_sample():
     data = images(np.uint8, (16, 24, 3), count=3)
     assert_same(lambda fn, types, x, quality: fn.jpeg_compression_distortion(x, quality=quality), [data, qualities],
                 layout="HWC")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16, np.float64])
+def test_filter_values_other_than_float32_per_sample_both_refuse(dtype):
+    kernels = [np.full((3, 3), 0.1, dtype)] * 2
+    assert_both_refuse(lambda fn, types, x, kernel: fn.filter(x, kernel), [images(np.uint8), kernels], "HWC")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16])
+def test_filter_constants_other_than_float_both_refuse(dtype):
+    kernel = np.full((3, 3), 1, dtype)
+    assert_both_refuse(lambda fn, types, x: fn.filter(x, kernel), [images(np.uint8)], "HWC")
+
+
+def test_filter_float64_constant_is_taken_as_float32():
+    kernel = np.arange(9, dtype=np.float64).reshape(3, 3) / 45
+    assert_same(lambda fn, types, x: fn.filter(x, kernel), [images(np.uint8)], layout="HWC")

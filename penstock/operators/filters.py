@@ -21,7 +21,7 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.operators.gpu_plan import tensors_of
-from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, closest
+from penstock.schema import REQUIRED, Arg, ArgError, ArgTypeError, OpSchema, closest
 
 # DALI's border names -> the rule each means (the morphology operators take OpenCV's names too)
 BORDER_RULES = {"reflect_101": "reflect_101", "reflect_1001": "reflect_1001", "wrap": "wrap", "clamp": "clamp",
@@ -229,7 +229,11 @@ def separable_volume(volume: np.ndarray, terms: Terms) -> np.ndarray:
 
 
 def _check_filter(args: dict) -> None:
-    weights = np.asarray(args["filter"], dtype=np.float64) if args["filter"] is not None else None
+    given = args["filter"]
+    if isinstance(given, np.ndarray) and given.dtype not in (np.float32, np.float64):
+        # DALI takes float32 filters (its constants make float64 arrays float32)
+        raise ArgTypeError(f"argument 'filter': expected float32 values, got {given.dtype}")
+    weights = np.asarray(given, dtype=np.float64) if given is not None else None
     if weights is None or weights.ndim != 2 or weights.size == 0:
         shape = "nothing" if weights is None else f"an array of shape {weights.shape}"
         raise ArgError(f"argument 'filter': expected a non-empty 2-D array (rows, columns of the filter), got {shape}")
@@ -364,7 +368,8 @@ registry.register_schema(OpSchema(
         "keeps the input's size and the anchor places the filter; in mode 'valid' only the pixels whose "
         "filter lies inside the image are computed (the anchor does not apply). Types: uint8, uint16, int16 and "
         "float." + LAYOUTS_DOC,
-    args=(Arg("filter", "any", REQUIRED, "The 2-D filter (rows, columns).", per_sample=True),
+    args=(Arg("filter", "any", REQUIRED, "The 2-D filter (rows, columns) of float32 values.", per_sample=True,
+              input_types=(np.dtype(np.float32),)),
           Arg("fill_value", "float", None, "What pixels outside the image read with border 'constant' "
               "(default 0).", per_sample=True, nullable=True),
           Arg("anchor", "ints", (-1,), "The filter's element (row, column) placed on each output pixel: one "

@@ -17,8 +17,9 @@ def _run(library: str, build, inputs, layout):
 
     @pipeline_def(batch_size=len(inputs[0]) if inputs else 3, num_threads=1, device_id=None, seed=7)
     def pipe():
-        data = [fn.external_source(source=lambda batch=batch: batch, batch=True, layout=layout if k == 0 else None)
-                for k, batch in enumerate(inputs)]
+        # a callable without parameters: one with a parameter (even a default) is given the iteration
+        data = [fn.external_source(source=(lambda given: lambda: given)(batch), batch=True,
+                                   layout=layout if k == 0 else None) for k, batch in enumerate(inputs)]
         return build(fn, types, *data)
     try:
         pipeline = pipe()
@@ -125,7 +126,8 @@ def test_coord_flip_layouts(points, layout):
 
 
 BOXES = {"[N, 4]": [np.float32([[0.1, 0.2, 0.3, 0.4], [-0.5, 0.2, 1.5, 0.4]])] * 2,
-         "[N, 6]": [np.float32(np.arange(12).reshape(2, 6) / 20), np.float32([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])],
+         # whole boxes only: DALI leaves the values past the last whole box unwritten
+         "[N, 6]": [np.float32(np.arange(12).reshape(2, 6) / 20), np.float32(np.arange(24).reshape(4, 6) / 30)],
          "flat": [np.float32(np.arange(8) / 10)] * 2, "[1, 2, 4]": [np.float32(np.arange(8).reshape(1, 2, 4) / 10)] * 2,
          "float64": [np.float64([[0.1, 0.2, 0.3, 0.4]])] * 2}
 
@@ -134,3 +136,16 @@ BOXES = {"[N, 4]": [np.float32([[0.1, 0.2, 0.3, 0.4], [-0.5, 0.2, 1.5, 0.4]])] *
 @pytest.mark.parametrize("boxes", list(BOXES))
 def test_bb_flip_takes_boxes_one_after_another(boxes, ltrb):
     _same(lambda fn, t, b: fn.bb_flip(b, ltrb=ltrb, vertical=1), BOXES[boxes])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(crop_shape=(10,), roi_start=(1,), roi_end=(2,), in_shape=(4,)), "Cropping shape can't be bigger than the "
+                                                                         "input shape"),
+    (dict(crop_shape=(2,), roi_start=(1,), roi_end=(5,), in_shape=(4,)), "ROI can't be out of bounds"),
+    (dict(crop_shape=(2,), roi_start=(-1,), roi_shape=(1,), in_shape=(4,)), "ROI can't be out of bounds"),
+])
+def test_roi_random_crop_refuses_windows_outside_in_dalis_words(kwargs, message):
+    build = lambda fn, t, x: (x, fn.roi_random_crop(**kwargs))  # noqa: E731
+    _same(build, CHW)
+    with pytest.raises(RuntimeError, match=message):
+        raise _run("penstock", build, [CHW], None)

@@ -315,8 +315,11 @@ class ROIRandomCrop(SampleStreams, SampleOperator):
                              "numbers of axes")
         if in_shape is not None:
             for axis, extent in enumerate(in_shape):
-                if crop[axis] > extent or roi_start[axis] < 0 or roi_end[axis] > extent:
-                    raise ValueError(f"axis {axis}: the window ({crop[axis]}) and the region [{roi_start[axis]}, "
+                if crop[axis] > extent:
+                    raise ValueError(f"Cropping shape can't be bigger than the input shape. Axis {axis}: the window "
+                                     f"({crop[axis]}) must lie within the data's extent {extent}")
+                if roi_start[axis] < 0 or roi_end[axis] > extent:
+                    raise ValueError(f"ROI can't be out of bounds. Axis {axis}: the region [{roi_start[axis]}, "
                                      f"{roi_end[axis]}) must lie within the data's extent {extent}")
         return roi_crop_start(crop.tolist(), roi_start.tolist(), roi_end.tolist(),
                               None if in_shape is None else list(in_shape), self.stream(sample))

@@ -91,7 +91,8 @@ SPECS = [
         "center_z": [0.25],
     }),
     Spec("bb_flip", (boxes(),), {}, compare=MATRIX, grid={
-        "@input": {"xywh": (boxes(ltrb=False),), "3d": (tensors([(2, 6), (1, 6)]),)},
+        # [N, 6] of whole boxes of 4 (DALI leaves values past the last whole box unwritten)
+        "@input": {"xywh": (boxes(ltrb=False),), "3d": (tensors([(2, 6), (4, 6)]),)},
         "horizontal": [0, PerSample(np.int32(0), np.int32(1), np.int32(1))],
         "vertical": [1, PerSample(np.int32(0), np.int32(1), np.int32(0))],
         "ltrb": [True],

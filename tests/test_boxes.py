@@ -279,7 +279,7 @@ def test_random_bbox_crop_arguments_say_what_is_wrong(arguments, message):
 
 
 def test_boxes_outside_the_image_are_refused():
-    with pytest.raises(Exception, match=r"box 1 .* is not inside \[0, 1\]"):
+    with pytest.raises(Exception, match=r"box 1 .* is out of bounds \[0, 1\]"):
         crop_draws([np.array([[0.1, 0.1, 0.5, 0.5], [0.2, 0.3, 1.4, 0.9]], np.float32)])
 
 

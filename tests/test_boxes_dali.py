@@ -149,3 +149,16 @@ def test_roi_random_crop_refuses_windows_outside_in_dalis_words(kwargs, message)
     _same(build, CHW)
     with pytest.raises(RuntimeError, match=message):
         raise _run("penstock", build, [CHW], None)
+
+
+@pytest.mark.parametrize("layout", ["xyXY", "xyWH"])
+@pytest.mark.parametrize("boxes", [
+    [[0.6, 0.2, 0.3, 0.8], [0.1, 0.1, 0.5, 0.5]],  # corners in any order are taken
+    [[0.1, 0.2, 0.3, 0.8]],  # y + h = 1 in float32
+    [[-0.1, 0.2, 0.3, 0.8]], [[0.1, 0.1, 0.5, 1.2]], [[np.nan, 0.2, 0.3, 0.8]]])  # refused
+def test_random_bbox_crop_takes_boxes_as_dali_bounds_them(boxes, layout):
+    def build(fn, t, b, labels):
+        return tuple(fn.random_bbox_crop(b, labels, aspect_ratio=[0.5, 2.0], thresholds=[0.0], scaling=[0.8, 1.0],
+                                         bbox_layout=layout, allow_no_crop=False)[2:])
+    samples = [np.float32(boxes)] * 2
+    _same(build, samples, [np.arange(len(boxes), dtype=np.int32).reshape(-1, 1)] * 2, values=False)

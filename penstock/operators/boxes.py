@@ -642,11 +642,13 @@ def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng, cropper_of=Box
     layout = _layout(args, boxes.shape[1])
     low, high = boxes_to_corners(boxes, layout)
     cropper = cropper_of(args, boxes.shape[1] // 2)
-    # (NaN fails every comparison, so the test is written to pass only for boxes that are inside)
-    if len(low) and not (low.min() >= 0 and high.max() <= 1 and (high - low).min() >= 0):
-        bad = int(np.flatnonzero(~((low >= 0) & (high <= 1) & (high >= low)).all(1))[0])
-        raise ValueError(f"random_bbox_crop: box {bad} {boxes[bad].tolist()} is not inside [0, 1] ({layout}); it takes "
-                         "boxes relative to the image")
+    # as DALI: each start at least 0 and each end at most 1 (in float32: x + w as DALI adds them), the
+    # corners in any order; NaN fails every comparison, so it is refused
+    inside = ((low >= 0) & (high.astype(np.float32) <= 1)).all(1)
+    if not inside.all():
+        bad = int(np.flatnonzero(~inside)[0])
+        raise ValueError(f"random_bbox_crop: box {bad} {boxes[bad].tolist()} is out of bounds [0, 1] ({layout}); it "
+                         "takes boxes relative to the image")
     anchor, extent, kept = cropper.crop(_CropBoxes(low, high), rng)
     far = anchor + extent
     safe = np.where(extent > 0, extent, 1.0)

@@ -162,3 +162,10 @@ def test_random_bbox_crop_takes_boxes_as_dali_bounds_them(boxes, layout):
                                          bbox_layout=layout, allow_no_crop=False)[2:])
     samples = [np.float32(boxes)] * 2
     _same(build, samples, [np.arange(len(boxes), dtype=np.int32).reshape(-1, 1)] * 2, values=False)
+
+
+@pytest.mark.parametrize("kwargs", [dict(ratio=2.0, paste_x=1.5), dict(ratio=2.0, paste_x=-0.5, paste_y=1.2),
+                                    dict(ratio=3.0, paste_x=0.0, paste_y=1.0, ltrb=True), dict(ratio=0.5)])
+def test_bbox_paste_places_over_dalis_ranges(kwargs):
+    _same(lambda fn, t, b: fn.bbox_paste(b, **kwargs), [np.float32([[0.1, 0.2, 0.5, 0.6], [0, 0, 1, 1]])] * 2,
+          rtol=1e-7)

@@ -118,10 +118,11 @@ register_array_operator(
     "bbox_paste", _bbox_paste, (1, 1),
     (Arg("ratio", "float", REQUIRED, "How many times larger the canvas is than the image, as paste's ratio.",
          per_sample=True),
-     Arg("paste_x", "float", 0.5, "Where the image goes across the canvas: 0 left, 1 right.", per_sample=True,
-         min=0.0, max=1.0),
-     Arg("paste_y", "float", 0.5, "Where the image goes down the canvas: 0 top, 1 bottom.", per_sample=True,
-         min=0.0, max=1.0),
+     Arg("paste_x", "float", 0.5, "Where the image goes across the canvas: 0 left, 1 right (as DALI, values "
+         "outside [0, 1] are taken: boxes are kept inside the canvas on the right and bottom only).",
+         per_sample=True),
+     Arg("paste_y", "float", 0.5, "Where the image goes down the canvas: 0 top, 1 bottom (outside [0, 1] as "
+         "paste_x).", per_sample=True),
      Arg("ltrb", "bool", False, "Boxes as [left, top, right, bottom]; else [x, y, width, height].")),
     "Moves relative boxes to where paste puts their image in its larger canvas: float32 boxes, 4 values each, "
     "one after another (any shape of a multiple of 4 values, kept).",

@@ -205,7 +205,7 @@ def raises(error_type, *fragments):
     (lambda x: fn.gaussian_blur(x, window_size=4), "gaussian_blur", "window_size", "odd"),
     (lambda x: fn.gaussian_blur(x, sigma=(1.0, 2.0, 3.0, 4.0)), "gaussian_blur", "sigma", "expected 1 or 2 or 3 values"),
     (lambda x: fn.laplacian(x, window_size=4), "laplacian", "window_size", "odd"),
-    (lambda x: fn.laplacian(x, window_size=25), "laplacian", "window_size", "[3, 23]"),
+    (lambda x: fn.laplacian(x, window_size=33), "laplacian", "window_size", "[3, 31]"),
     (lambda x: fn.laplacian(x, smoothing_size=2), "laplacian", "smoothing_size", "odd"),
     (lambda x: fn.laplacian(x, normalized_kernel=True, scale=2.0), "laplacian", "scale", "normalized_kernel"),
     (lambda x: fn.median_blur(x, window_size=0), "median_blur", "window_size", "[1, inf]"),

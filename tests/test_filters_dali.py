@@ -177,3 +177,21 @@ def test_filter_constants_other_than_float_both_refuse(dtype):
 def test_filter_float64_constant_is_taken_as_float32():
     kernel = np.arange(9, dtype=np.float64).reshape(3, 3) / 45
     assert_same(lambda fn, types, x: fn.filter(x, kernel), [images(np.uint8)], layout="HWC")
+
+
+@pytest.mark.parametrize("mode", ["VALID", "Same", "valid"])
+def test_filter_mode_in_any_letter_case(mode):
+    assert_same(lambda fn, types, x: fn.filter(x, FILTER, mode=mode), [images(np.uint8)], layout="HWC")
+
+
+# ---- gaussian_blur, laplacian ---------------------------------------------------------------------
+@pytest.mark.parametrize("window_size", [25, 31, (31, 3)])
+def test_laplacian_takes_windows_up_to_31_as_dali(window_size):
+    def build(fn, types, x):
+        return fn.laplacian(x, window_size=window_size, smoothing_size=31, normalized_kernel=True)
+    assert_same(build, [images(np.uint8, (40, 41, 3))], layout="HWC")
+
+
+@pytest.mark.parametrize("window_size", [1, 33])
+def test_laplacian_windows_outside_3_to_31_both_refuse(window_size):
+    assert_both_refuse(lambda fn, types, x: fn.laplacian(x, window_size=window_size), [images(np.uint8)], "HWC")

@@ -35,7 +35,7 @@ MORPHOLOGY_BORDERS = ("constant", "replicate", "reflect", "reflect_101", "wrap")
 # numpy's names of the same rules, for padding on the CPU
 _NUMPY_PADS = {"reflect_101": "reflect", "reflect_1001": "symmetric", "wrap": "wrap", "clamp": "edge",
                "constant": "constant"}
-MAX_LAPLACIAN_WINDOW = 23  # DALI's limit: float32 binomial coefficients stay exact up to it
+MAX_LAPLACIAN_WINDOW = 31  # DALI's limit (OpenCV's), whatever its documentation says (23)
 
 
 @dataclass
@@ -240,16 +240,25 @@ def _check_filter(args: dict) -> None:
     anchor_of(args["anchor"], weights.shape)
 
 
-def _check_filter_border(static: dict, per_sample: frozenset) -> None:
-    if static["border"].lower() not in FILTER_BORDERS:
-        raise ArgError(f"argument 'border': expected one of {', '.join(map(repr, FILTER_BORDERS))} (any letter "
-                       f"case), got {static['border']!r}{closest(static['border'].lower(), list(FILTER_BORDERS))}")
+FILTER_MODES = ("same", "valid")
+
+
+def _check_filter_names(static: dict, per_sample: frozenset) -> None:
+    """border and mode, in any letter case (as DALI)."""
+    for name, names in (("border", list(FILTER_BORDERS)), ("mode", FILTER_MODES)):
+        if static[name].lower() not in names:
+            raise ArgError(f"argument '{name}': expected one of {', '.join(map(repr, names))} (any letter case), "
+                           f"got {static[name]!r}{closest(static[name].lower(), names)}")
+
+
+def is_valid_mode(args: dict) -> bool:
+    return args.get("mode", "same").lower() == "valid"
 
 
 def filter_window(args: dict, op_name: str) -> Window:
     _checked(op_name, _check_filter, args)
     weights = np.asarray(args["filter"], dtype=np.float32)
-    valid = args["mode"] == "valid"
+    valid = is_valid_mode(args)
     anchor = (0, 0) if valid else anchor_of(args["anchor"], weights.shape)
     fill = args["fill_value"] if args["fill_value"] is not None else 0.0
     return Window(weights, anchor, FILTER_BORDERS[args["border"].lower()], float(fill), valid=valid)
@@ -347,9 +356,9 @@ registry.register_schema(OpSchema(
         "along the spatial axes, each a separable window (OpenCV's Sobel windows: the derivative along its axis, "
         "binomial smoothing along the others), the data reflected at its edges (reflect_101), as DALI."
         + LAYOUTS_DOC,
-    args=(Arg("window_size", "ints", (3,), "Odd size (3 to 23) of the derivative windows: one, or one per "
+    args=(Arg("window_size", "ints", (3,), "Odd size (3 to 31) of the derivative windows: one, or one per "
               "spatial axis.", per_sample=True, length=(1, 2, 3), min=3, max=MAX_LAPLACIAN_WINDOW),
-          Arg("smoothing_size", "ints", None, "Odd size (1 to 23) of the smoothing windows: one, or one per "
+          Arg("smoothing_size", "ints", None, "Odd size (1 to 31) of the smoothing windows: one, or one per "
               "spatial axis; default the derivative window's size.", per_sample=True, length=(1, 2, 3), min=1,
               max=MAX_LAPLACIAN_WINDOW),
           Arg("scale", "floats", (1.0,), "Factor of each derivative: one, or one per spatial axis.", per_sample=True,
@@ -378,9 +387,9 @@ registry.register_schema(OpSchema(
               "'reflect101', '101'), 'reflect_1001' (cba|abcd|dcb; also 'reflect1001', '1001', 'reflect'), 'wrap', "
               "'clamp' (also 'edge') or 'constant' (fill_value; also 'const', 'fill', 'pad'), in any letter case, "
               "as DALI."),
-          Arg("mode", "str", "same", "'same' (output of the input's size) or 'valid'.", choices=("same", "valid")),
+          Arg("mode", "str", "same", "'same' (output of the input's size) or 'valid', in any letter case."),
           DTYPE_ARG),
-    checks=(_static_check(("filter", "anchor"), _check_filter), _check_filter_border),
+    checks=(_static_check(("filter", "anchor"), _check_filter), _check_filter_names),
     argument_inputs=("filter", "fill_value"),
     also_named=(("experimental.filter", "experimental.Filter"),),
     input_names=("data",)))
@@ -485,7 +494,7 @@ class FilterDeclaration:
         if spec.ndim is not None or spec.layout:
             self.axes_of(spec.ndim if spec.ndim is not None else len(spec.layout))
         dtype = self.output_type(self.args, spec.dtype) if spec.dtype is not None else None
-        valid = self.args.get("mode") == "valid"
+        valid = is_valid_mode(self.args)
         return spec.but(dtype=dtype, shape=None if valid else spec.shape)
 
     def axes_of(self, ndim: int) -> SampleAxes:

@@ -169,3 +169,27 @@ def test_random_bbox_crop_takes_boxes_as_dali_bounds_them(boxes, layout):
 def test_bbox_paste_places_over_dalis_ranges(kwargs):
     _same(lambda fn, t, b: fn.bbox_paste(b, **kwargs), [np.float32([[0.1, 0.2, 0.5, 0.6], [0, 0, 1, 1]])] * 2,
           rtol=1e-7)
+
+
+@pytest.mark.parametrize("shapes", [dict(input_shape=[[100, 50], [60, 60]]),
+                                    dict(input_shape=[[100, 50], [60, 60]], crop_shape=[[30, 20], [10, 10]]),
+                                    dict(input_shape=[[100, 50], [60, 60]], crop_shape=[[-3, 20], [10, 10]]),
+                                    dict(input_shape=[[100, 50], [60, 60]], crop_shape=[[3], [10]])])
+def test_random_bbox_crop_takes_shapes_per_sample(shapes):
+    def build(fn, t, b):
+        given = {name: fn.external_source(source=(lambda v: lambda: [np.int32(s) for s in v])(values), batch=True)
+                 for name, values in shapes.items()}
+        extra = {} if "crop_shape" in shapes else {"aspect_ratio": [0.5, 2.0]}  # not with a crop shape
+        return tuple(fn.random_bbox_crop(b, **given, **extra)[1:])
+    _same(build, [np.float32([[0.1, 0.2, 0.5, 0.6]])] * 2, values=False)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(input_shape=[100, 50], crop_shape=[30, 20]),  # no allow_no_crop: a crop every time
+    dict(input_shape=[100, 50], crop_shape=[30, 20], aspect_ratio=[1.0, 1.0]),  # refused from here on
+    dict(input_shape=[100, 50], crop_shape=[30, 20], scaling=[1.0, 1.0]),
+    dict(input_shape=[100, 50], crop_shape=[30, 20], allow_no_crop=True), dict(ltrb=True, bbox_layout="xyXY"),
+    dict(ltrb=False), dict()])
+def test_random_bbox_crop_argument_combinations(kwargs):
+    _same(lambda fn, t, b: tuple(fn.random_bbox_crop(b, **kwargs)[1:]), [np.float32([[0.1, 0.2, 0.5, 0.6]])] * 2,
+          values=False)

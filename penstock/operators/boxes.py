@@ -457,7 +457,8 @@ EXTENT = "WHD"
 
 def _layout(args: dict, columns: int) -> str:
     dimensions = columns // 2
-    layout = args["bbox_layout"] or (("xyXY", "xyzXYZ") if args["ltrb"] else ("xyWH", "xyzWHD"))[dimensions - 2]
+    ltrb = args["ltrb"] is not False
+    layout = args["bbox_layout"] or (("xyXY", "xyzXYZ") if ltrb else ("xyWH", "xyzWHD"))[dimensions - 2]
     expected = set(AXES[:dimensions]) | (set(HIGH[:dimensions]) if set(layout) & set(HIGH) else set(EXTENT[:dimensions]))
     if len(layout) != columns or set(layout) != expected:
         raise ValueError(f"random_bbox_crop: bbox_layout {layout!r} does not describe boxes of {columns} values "
@@ -501,7 +502,7 @@ class BoxCropper:
     def __init__(self, args: dict, dimensions: int):
         self.args, self.dimensions = args, dimensions
         self.pairs = [(0, 1), (0, 2), (1, 2)][:1 if dimensions == 2 else 3]
-        ratios = list(args["aspect_ratio"])
+        ratios = list(args["aspect_ratio"] or (1.0, 1.0))
         self.ratios = [ratios[2 * k:2 * k + 2] if len(ratios) >= 2 * k + 2 else ratios[:2] for k in range(3)]
         self.input_shape = self._xyz(args["input_shape"])
         self.crop_shape = self._xyz(args["crop_shape"])
@@ -509,8 +510,10 @@ class BoxCropper:
         self.fixed = [(i, j, r[0]) for (i, j), r in zip(self.pairs, self.ratios) if r[0] == r[1]]
         self.thresholds = np.array(args["thresholds"], np.float64)
         # the last option, when allowed, is no crop at all
-        self.options = len(self.thresholds) + bool(args["allow_no_crop"])
-        self.no_crop = len(self.thresholds) if args["allow_no_crop"] else -1
+        # without allow_no_crop, a fixed crop_shape takes a crop every time (as DALI)
+        allow_no_crop = args["allow_no_crop"] if args["allow_no_crop"] is not None else self.crop_shape is None
+        self.options = len(self.thresholds) + allow_no_crop
+        self.no_crop = len(self.thresholds) if allow_no_crop else -1
         self.per_round, self.total = args["num_attempts"], args["total_num_attempts"]
         self.rounds = max(1, min(MOST_ROUNDS_AT_ONCE, WINDOWS_AT_ONCE // self.per_round))
         self.iou = args["threshold_type"] == "iou"
@@ -519,8 +522,11 @@ class BoxCropper:
 
     def _xyz(self, values):
         """A shape given in shape_layout order ('WH' by default) in x, y, z order."""
-        if not values:
+        if values is None or not len(values):
             return None
+        if len(values) != self.dimensions or min(values) < 0:
+            raise ValueError(f"random_bbox_crop: a shape of {self.dimensions} non-negative values for "
+                             f"{self.dimensions}-D boxes, got {list(values)}")
         layout = self.args["shape_layout"] or "WHD"[:self.dimensions]
         return np.array([values[layout.index(EXTENT[d])] for d in range(self.dimensions)], np.float64)
 
@@ -533,7 +539,7 @@ class BoxCropper:
             anchors = rng.integers(np.minimum(0, span), np.maximum(0, span) + 1, (count, dimensions))
             return anchors / self.input_shape, np.tile(self.crop_shape / self.input_shape, (count, 1)), \
                 np.ones(count, bool)
-        low, high = self.args["scaling"]
+        low, high = self.args["scaling"] or (1.0, 1.0)
         draws = rng.uniform(low, high, (count, dimensions))
         extents, pixels = draws, self.pixels
         if self.fixed:  # one side follows another at the fixed ratio, in random order; the longest is the largest draw
@@ -656,7 +662,7 @@ def _random_bbox_crop(args: dict, boxes: np.ndarray, labels, rng, cropper_of=Box
     # clipped to [0, 1] by ufuncs: np.clip's Python wrapper costs twice the work here
     new_low = np.minimum(np.maximum((np.maximum(low[kept], anchor) - anchor) / safe, 0.0), 1.0)
     new_high = np.minimum(np.maximum((np.minimum(high[kept], far) - anchor) / safe, 0.0), 1.0)
-    scale = cropper.input_shape if args["crop_shape"] else None
+    scale = cropper.input_shape if cropper.crop_shape is not None else None
     outputs = [(anchor * scale if scale is not None else anchor).astype(np.float32),
                (extent * scale if scale is not None else extent).astype(np.float32),
                corners_to_boxes(new_low, new_high, layout)]
@@ -671,17 +677,24 @@ def _check_crop(static: dict, per_sample: frozenset) -> None:
     if not static["thresholds"] or any(not 0 <= t <= 1 for t in static["thresholds"]):
         raise ArgError(f"argument 'thresholds': {list(static['thresholds'])}; give values in [0, 1]")
     for name, lengths in (("aspect_ratio", (2, 6)), ("scaling", (2,))):
-        values = list(static[name])
+        values = list(static[name] or (1.0, 1.0))
         if len(values) not in lengths:
             raise ArgError(f"argument '{name}': {values}; give {' or '.join(map(str, lengths))} values ((min, max) "
                            "pairs; 6 for the xy, xz and yz aspect ratios of 3-D boxes)")
         if any(v < 0 for v in values) or \
                 any(values[k] > values[k + 1] for k in range(0, len(values), 2)):
             raise ArgError(f"argument '{name}': {values}; give (min, max) pairs with 0 <= min <= max")
-    if static["crop_shape"] and not static["input_shape"]:
+    def given(name):  # per sample, or a non-empty list
+        return name in per_sample or bool(static.get(name))
+    if given("crop_shape") and not given("input_shape"):
         raise ArgError("argument 'crop_shape' needs 'input_shape'")
-    if static["crop_shape"] and static["allow_no_crop"]:
-        raise ArgError("argument 'crop_shape' takes a crop every time: set allow_no_crop=False")
+    if given("crop_shape") and static["allow_no_crop"]:
+        raise ArgError("argument 'crop_shape' takes a crop every time: leave allow_no_crop out, or False")
+    for name in ("aspect_ratio", "scaling"):
+        if given("crop_shape") and static[name] is not None:
+            raise ArgError(f"argument '{name}' is incompatible with providing the crop shape explicitly (crop_shape)")
+    if static["ltrb"] is not None and static["bbox_layout"] is not None:
+        raise ArgError("arguments 'ltrb' and 'bbox_layout' exclude each other; give bbox_layout")
     if static["total_num_attempts"] == 0 or static["total_num_attempts"] < -1:
         raise ArgError("argument 'total_num_attempts': give a positive number, or -1 for no limit")
     if static["bbox_prune_threshold"] is not None and not 0 <= static["bbox_prune_threshold"] <= 1:
@@ -712,22 +725,26 @@ registry.register_schema(OpSchema(
     args=(Arg("thresholds", "floats", (0.0,), "The minimum IoU or overlap an option asks of the window."),
           Arg("threshold_type", "str", "iou", "'iou' or 'overlap' (the part of the box inside the window).",
               choices=("iou", "overlap")),
-          Arg("aspect_ratio", "floats", (1.0, 1.0), "(min, max) of the window's width / height (3-D: xy, xz, yz)."),
-          Arg("scaling", "floats", (1.0, 1.0), "(min, max) of the window's sides relative to the image's."),
+          Arg("aspect_ratio", "floats", None, "(min, max) of the window's width / height (3-D: xy, xz, yz; "
+              "default (1, 1); not with crop_shape)."),
+          Arg("scaling", "floats", None, "(min, max) of the window's sides relative to the image's (default "
+              "(1, 1); not with crop_shape)."),
           Arg("num_attempts", "int", 1, "Windows drawn per round.", min=1),
           Arg("total_num_attempts", "int", -1, "Stop after this many windows (-1: no limit) and take the best.",
               min=-1),
           Arg("all_boxes_above_threshold", "bool", True, "Every box must reach the threshold; else one box."),
-          Arg("allow_no_crop", "bool", True, "Taking the whole image is one of the options."),
+          Arg("allow_no_crop", "bool", None, "Taking the whole image is one of the options (default: True, "
+              "False with crop_shape, which it must not be given True with)."),
           Arg("bbox_layout", "str", None, "The boxes' layout, e.g. 'xyXY' or 'xyWH' (default from ltrb).",
               nullable=True),
-          Arg("ltrb", "bool", True, "Boxes as [left, top, right, bottom] (when bbox_layout is not given)."),
+          Arg("ltrb", "bool", None, "Boxes as [left, top, right, bottom] (default True; not with bbox_layout)."),
           Arg("bbox_prune_threshold", "float", None, "Keep a box when this part of it is inside the window "
               "(default: when its centre is).", nullable=True),
           Arg("output_bbox_indices", "bool", False, "Also output the indices of the kept boxes."),
           Arg("input_shape", "ints", None, "The image's size (shape_layout order), for aspect ratios in pixels "
-              "and for crop_shape."),
-          Arg("crop_shape", "ints", None, "A fixed window size in pixels (shape_layout order)."),
+              "and for crop_shape.", per_sample=True, input_types=(np.dtype(np.int32),)),
+          Arg("crop_shape", "ints", None, "A fixed window size in pixels (shape_layout order).", per_sample=True,
+              input_types=(np.dtype(np.int32),)),
           Arg("shape_layout", "str", None, "Order of input_shape and crop_shape (default 'WH' / 'WHD').",
               nullable=True),
           Arg("quiet", "bool", False, "Accepted for DALI compatibility: no warning is given when no window meets "

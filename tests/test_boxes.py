@@ -340,3 +340,16 @@ def test_ssd_random_crop_crops_the_image_to_the_window_its_boxes_are_in():
 def test_bbox_paste_has_dalis_ops_name():
     from penstock import ops
     assert ops.BBoxPaste.__name__ == "BBoxPaste" and not hasattr(ops, "BboxPaste")
+
+
+def test_a_crop_search_that_runs_out_of_attempts_says_so_on_stderr(capfd):
+    """As DALI: one line per sample with boxes whose search ends without a window meeting the
+    thresholds, naming the attempts and the best metric found (min IoU over the boxes: 0 here)."""
+    rng = np.random.default_rng(0)
+    boxes = [rng.uniform(0, 1, size=(n, 4)).astype(np.float32) for n in (10, 12, 0)]
+    run(lambda b: tuple(fn.random_bbox_crop(b, thresholds=[1.0], bbox_layout="xyXY", allow_no_crop=False,
+                                            total_num_attempts=10)), [boxes])
+    lines = [line for line in capfd.readouterr().err.splitlines() if "random_bbox_crop" in line]
+    assert lines and all(line.endswith("Could not find a valid cropping window to satisfy the specified requirements "
+                                       "(attempted 10 times). Using the best cropping window so far (best_metric=0)")
+                         for line in lines)

@@ -9,6 +9,8 @@ said otherwise, as in DALI.
 from __future__ import annotations
 
 import math
+import sys
+
 import numpy as np
 
 from penstock import devices, numeric, registry, types
@@ -623,6 +625,10 @@ class BoxCropper:
                 return np.zeros(self.dimensions), np.ones(self.dimensions), np.arange(boxes.count)
             attempts += rounds * per_round
             if total > 0 and attempts >= total:
+                # on stderr as DALI's warning (a Python warning would stop programs that make warnings errors)
+                print(f"[random_bbox_crop] Could not find a valid cropping window to satisfy the specified "
+                      f"requirements (attempted {min(attempts, total)} times). Using the best cropping window so far "
+                      f"(best_metric={best_score:g})", file=sys.stderr, flush=True)
                 return best if best is not None else (np.zeros(self.dimensions), np.zeros(self.dimensions),
                                                       np.arange(0))
 
@@ -747,8 +753,9 @@ registry.register_schema(OpSchema(
               input_types=(np.dtype(np.int32),)),
           Arg("shape_layout", "str", None, "Order of input_shape and crop_shape (default 'WH' / 'WHD').",
               nullable=True),
-          Arg("quiet", "bool", False, "Accepted for DALI compatibility: no warning is given when no window meets "
-              "the thresholds and the best one drawn is taken.")),
+          Arg("quiet", "bool", False, "Accepted for DALI compatibility: as DALI 2.4, the line on stderr when no "
+              "window meets the thresholds within total_num_attempts (and the best one drawn is taken) is written "
+              "whatever it says.")),
     num_inputs=(1, 2), num_outputs=lambda static, inputs: 3 + (inputs > 1) + bool(static["output_bbox_indices"]),
     outputs_follow_inputs=True, input_names=("boxes", "labels"), checks=(_check_crop,)))
 

@@ -200,7 +200,7 @@ class Arg:
         return self.default is REQUIRED
 
     def convert(self, value):
-        if isinstance(value, types.Constant):  # DALI's ScalarConstant given as an argument: its value
+        if isinstance(value, types.Constant) and self.kind != "any":  # DALI's ScalarConstant as a value
             value = value.value
         value = CONVERTERS[self.kind](value)
         items = value if isinstance(value, tuple) else (value,)

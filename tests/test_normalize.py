@@ -264,8 +264,9 @@ EDGE_VALUES = [-1e10, -300.0, -128.5, -1.5, -0.5, 0.0, 0.4999, 0.5, 1.5, 2.5, 12
 def test_cast_float_to_int_rounds_and_saturates(dtype):
     uniform = np.random.default_rng(40).uniform(-400, 400, (7, 9))
     for source_type in (np.float32, np.float64):  # the samples of a batch share their type
-        samples = [np.array(EDGE_VALUES, source_type), np.array(EDGE_VALUES[::-1], source_type).reshape(1, -1),
-                   uniform.astype(source_type)]
+        # the samples of a batch share their number of dimensions too (DALI's rule)
+        samples = [np.array(EDGE_VALUES, source_type).reshape(1, -1),
+                   np.array(EDGE_VALUES[::-1], source_type).reshape(-1, 1), uniform.astype(source_type)]
         check_operator(fn.cast, samples, lambda sample: numpy_saturate(sample, dtype.numpy), out_dtype=dtype.numpy,
                        layout="", dtype=dtype)
 

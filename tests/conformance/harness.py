@@ -405,10 +405,12 @@ class Runner:
         for case in self.cases:
             if self.selected is not None and case.id not in self.selected:
                 continue
-            # alone: a case one library is known to refuse (its group would fail and run again), and
-            # a random case (its draws depend on the operators a pipeline holds, and must not change
-            # with the cases pytest selects)
-            alone = case.refused or "refuses" in KNOWN_DIFFERENCES.get(case.id, "") or isinstance(case.compare, Stats)
+            # alone: a case one library is known to refuse (its group would fail and run again), a
+            # random case (its draws depend on the operators a pipeline holds, and must not change
+            # with the cases pytest selects), and get_property (penstock keeps one source_info per
+            # batch, a reader's: other readers in the pipeline would change it; docs/dali.md)
+            alone = case.refused or "refuses" in KNOWN_DIFFERENCES.get(case.id, "") or \
+                isinstance(case.compare, Stats) or case.op == "get_property"
             groups = keyed.setdefault((case.size, case.iterations, case.id if alone else None), [])
             group = next((group for group in groups
                           if len(group) < self.GROUP and all(each.op != case.op for each in group)), None)

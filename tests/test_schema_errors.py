@@ -68,7 +68,7 @@ def test_out_of_range_value_is_a_value_error(images, call, operator, argument, e
     (lambda x: fn.resize(x, resize_x=10, mode="strech"), "resize", "mode", "did you mean 'stretch'"),
     (lambda x: fn.resize(x, resize_x=10, interp_type="cubik"), "resize", "interp_type", "did you mean 'CUBIC'"),
     (lambda x: fn.decoders.image(x, output_type="rbg"), "decoders.image", "output_type", "did you mean 'RGB'"),
-    (lambda x: fn.crop(x, crop=4, out_of_bounds_policy="padd"), "crop", "out_of_bounds_policy", "did you mean 'pad'"),
+    (lambda x: fn.crop(x, crop=(4, 4), out_of_bounds_policy="padd"), "crop", "out_of_bounds_policy", "did you mean 'pad'"),
     (lambda x: fn.crop_mirror_normalize(x, dtype=types.INT32), "crop_mirror_normalize", "dtype", "FLOAT16"),
 ])
 def test_bad_enum_value_lists_the_allowed_values(images, call, operator, argument, suggestion):

@@ -193,3 +193,8 @@ def test_older_names_as_dali():
     for array, want in zip(older_names(penstock_dali), expected):
         assert array.dtype == want.dtype and array.shape == want.shape
         assert np.abs(array.astype(np.float64) - want).max() <= 1  # resampling rounds within a grey level
+
+
+def test_debayer_errors_at_run_name_the_operator():
+    with pytest.raises(Exception, match="debayer: the height and width of Bayer images must be even, got 20 x 15"):
+        run(penstock_dali, "experimental.debayer", [np.zeros((20, 15), np.uint8)], layout="HW", blue_position=[0, 0])

@@ -54,7 +54,7 @@ class Clahe(SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (1, 3):
-            raise ValueError(f"expected an HWC uint8 image of 1 or 3 channels, got {image.dtype} of shape {image.shape}")
+            raise ValueError(f"{self.name}: expected an HWC uint8 image of 1 or 3 channels, got {image.dtype} of shape {image.shape}")
         return _clahe(image, args)
 
 
@@ -129,23 +129,23 @@ class Debayer(SampleOperator):
         image, algorithm = inputs[0], _algorithm(args)
         problem = _type_problem(image.dtype, algorithm)
         if problem:
-            raise TypeError(problem)
+            raise TypeError(f"{self.name}: {problem}")
         frames = image if self._sequence else image[None]
         if frames.ndim == 4:
             if frames.shape[3] != 1:
-                raise ValueError(f"expected single-channel images, got a sample of shape {image.shape} (a sequence "
-                                 "needs the layout FHW or FHWC)")
+                raise ValueError(f"{self.name}: expected single-channel images, got a sample of shape {image.shape} "
+                                 "(a sequence needs the layout FHW or FHWC)")
             frames = frames[..., 0]
         if frames.ndim != 3:
-            raise ValueError(f"expected single-channel images, got a sample of shape {image.shape}")
+            raise ValueError(f"{self.name}: expected single-channel images, got a sample of shape {image.shape}")
         height, width = frames.shape[1:]
         if height % 2 or width % 2:
-            raise ValueError(f"the height and width of Bayer images must be even, got {height} x {width}")
+            raise ValueError(f"{self.name}: the height and width of Bayer images must be even, got {height} x {width}")
         position = tuple(args["blue_position"])
         if len(position) == 1 and "blue_position" in self.args:  # one value given for both, not per sample
             position *= 2
         if len(position) != 2:
-            raise ValueError(f"blue_position needs 2 values, (y, x), got {len(position)}")
+            raise ValueError(f"{self.name}: argument 'blue_position' needs 2 values, (y, x), got {len(position)}")
         pattern = PATTERNS[position]
         code = getattr(cv2, f"COLOR_Bayer{pattern}{ALGORITHMS[algorithm]}")
         result = np.stack([_debayer_frame(frame, code) for frame in frames])

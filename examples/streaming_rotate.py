@@ -1,4 +1,4 @@
-"""A streaming source (a plain Python iterable of dict samples, standing in for a dataset library)
+"""A streaming source (a plain Python iterable of (image, label) samples, standing in for a dataset library)
 -> centre crop 200 -> rotate 30 degrees, on the GPU where there is one; throughput against
 torchvision's functional transforms on the CPU and on the GPU, printed as a table and drawn as a
 bar chart PNG.
@@ -21,11 +21,11 @@ from penstock.plugin.pytorch import GenericIterator
 
 
 def stream(count: int, size: int = 256):
-    """Dict samples as a dataset library yields them: a float32 HWC image in [0, 1] and a label."""
+    """Samples as a dataset library yields them: (a float32 HWC image in [0, 1], a label)."""
     photos = [cv2.resize(cv2.imread(path)[:, :, ::-1], (size, size)).astype(np.float32) / 255
               for path in sample_photo_paths()]
     for index in range(count):
-        yield {"image": photos[index % len(photos)], "label": np.array([index % len(photos)], np.int64)}
+        yield photos[index % len(photos)], np.array([index % len(photos)], np.int64)
 
 
 def penstock_run(samples, batch_size, device):
@@ -56,8 +56,8 @@ def torchvision_run(samples, batch_size, device):
     from torchvision.transforms import functional
     count, started = 0, None
     batch = []
-    for sample in stream(samples):
-        batch.append(torch.from_numpy(sample["image"]).permute(2, 0, 1).to(device))
+    for image, _ in stream(samples):
+        batch.append(torch.from_numpy(image).permute(2, 0, 1).to(device))
         if len(batch) == batch_size:
             images = torch.stack([functional.rotate(functional.center_crop(image, 200), 30.0) for image in batch])
             batch = []

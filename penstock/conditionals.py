@@ -240,6 +240,13 @@ def convert_if_users(function):
         return function
 
 
+def check_pipeline_definition(function) -> None:
+    """A pipeline definition is rewritten when conditionals are on: one marked to be left as written
+    (do_not_convert) is refused, as in DALI."""
+    if getattr(function, "_penstock_converted", False):
+        raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
+
+
 def convert(function):
     """``function`` rewritten so that its conditionals may be per sample (module docstring). The
     rewritten code keeps the file name and line numbers of the original, and the function keeps its

@@ -685,8 +685,8 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
     check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
 
     def decorate(func: Callable) -> Callable[..., Pipeline]:
-        if getattr(func, "_penstock_converted", False):
-            raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
+        from penstock import conditionals
+        conditionals.check_pipeline_definition(func)
         function_parameters = inspect.signature(func).parameters
         variadic = [p.name for p in function_parameters.values() if p.kind == inspect.Parameter.VAR_KEYWORD]
 

@@ -70,7 +70,7 @@ def test_constants_are_int32_and_float32_operands_as_in_dali():
 
 def test_per_sample_scalars_and_channel_constants_broadcast():
     images = [np.full((2, 3, 3), 10, np.float32), np.full((1, 2, 3), 4, np.float32)]
-    scalars = [np.array(2.0, np.float32), np.array([0.5], np.float32)]
+    scalars = [np.array(2.0, np.float32), np.array(0.5, np.float32)]
     scaled, tinted = _run(lambda a, b: (a * b, a * types.Constant(np.float32([1.0, 0.5, 2.0]))),
                           left=images, right=scalars)
     np.testing.assert_array_equal(scaled[0], np.full((2, 3, 3), 20.0))
@@ -192,8 +192,9 @@ def _nothing():
     return contextlib.nullcontext()
 
 
-RAGGED_INTS = [np.array([[-7, 5, 0], [3, -2, 9]], np.int32), np.array([-9, 8, 1, -1], np.int32)]
-RAGGED_FLOATS = [np.array([[0.5, -1.25, 3.0], [2.0, 7.5, -0.75]], np.float32), np.array([1.5, -2.0, 0.25, 9.0],
+# ragged: samples of one number of dimensions (as a batch must have, in DALI) and different shapes
+RAGGED_INTS = [np.array([[-7, 5, 0], [3, -2, 9]], np.int32), np.array([[-9, 8, 1, -1]], np.int32)]
+RAGGED_FLOATS = [np.array([[0.5, -1.25, 3.0], [2.0, 7.5, -0.75]], np.float32), np.array([[1.5, -2.0, 0.25, 9.0]],
                                                                                           np.float32)]
 
 

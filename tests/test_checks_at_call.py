@@ -19,15 +19,12 @@ IMAGES = lambda: fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8
 
 @pytest.mark.parametrize("call, message", [
     (lambda: fn.resize(IMAGES()), "resize: give the output size"),
-    (lambda: fn.crop(IMAGES()), "crop: give the window size: crop or crop_h and crop_w"),
-    (lambda: fn.crop(IMAGES(), crop_h=3), "crop: give the window size"),
+    (lambda: fn.crop(IMAGES(), crop_h=3), "crop: give crop_w and crop_h together"),
     (lambda: fn.crop(IMAGES(), crop=(2, 2), crop_w=3), "crop: give the window as crop=.* not both"),
-    (lambda: fn.crop_mirror_normalize(IMAGES(), std=[1, 0, 1]), "crop_mirror_normalize: argument 'std' must not contain 0"),
     (lambda: fn.crop_mirror_normalize(IMAGES(), mean=[1, 2], std=[1, 2, 3]), "'mean' and 'std' have 2 and 3 values"),
-    (lambda: fn.decoders.image_crop(IMAGES()), "decoders.image_crop: give the window size"),
     (lambda: fn.decoders.image_slice(IMAGES(), start=(0, 0), rel_start=(0, 0)), "'rel_start' and 'start' exclude"),
     (lambda: fn.transpose(IMAGES(), perm=(0, 0, 1)), r"transpose: argument 'perm': \(0, 0, 1\) is not a permutation"),
-    (lambda: fn.random.uniform(range=(2, 1)), "random.uniform: argument 'range' must be \\[low, high\\]"),
+    (lambda: fn.random.uniform(range=(2, 1)), "random.uniform: argument 'range' must be \\[low, high\\) with low < high"),
     (lambda: fn.external_source(source=lambda: [], cycle="sometimes"), "external_source: argument 'cycle'"),
     (lambda: fn.readers.file(), "readers.file: give the files to read"),
     (lambda: fn.normalize(IMAGES(), axes=(0,), axis_names="H"), "normalize: arguments 'axes' and 'axis_names' exclude"),
@@ -93,9 +90,9 @@ def test_mean_and_std_lengths_are_checked_against_the_declared_channels_at_build
         jpegs, _ = fn.readers.file(file_root=str(tmp_path))
         images = fn.decoders.image(jpegs, output_type=output_type)
         return fn.crop_mirror_normalize(fn.resize(images, size=(8, 8)), mean=mean, std=[1.0])
-    with pytest.raises(ValueError, match="crop_mirror_normalize: argument 'mean' has 3 values for 1-channel images"):
+    with pytest.raises(ValueError, match="crop_mirror_normalize: mean, std and fill_values give 3 values per channel for 1 output channels"):
         normalized(types.GRAY, [1.0, 2.0, 3.0]).build()
-    with pytest.raises(ValueError, match="argument 'mean' has 2 values for 3-channel images"):
+    with pytest.raises(ValueError, match="mean, std and fill_values give 2 values per channel for 3 output channels"):
         normalized(types.RGB, [1.0, 2.0]).build()
     pipe = normalized(types.GRAY, [1.0])
     assert pipe.run()[0].as_array().shape == (2, 1, 8, 8)

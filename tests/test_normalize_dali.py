@@ -6,40 +6,11 @@ import pytest
 
 dali = pytest.importorskip("nvidia.dali")
 
-
-def _run(library: str, build, samples, layout):
-    """Per output: (list of per-sample arrays, layout); or the exception the program raised."""
-    if library == "dali":
-        from nvidia.dali import fn, pipeline_def, types
-    else:
-        from penstock.compat.dali import fn, pipeline_def, types
-
-    @pipeline_def(batch_size=len(samples), num_threads=1, device_id=None, seed=7)
-    def pipe():
-        data = fn.external_source(source=lambda: samples, batch=True, layout=layout)
-        return build(fn, types, data)
-    try:
-        pipeline = pipe()
-        pipeline.build()
-        outputs = pipeline.run()
-    except Exception as error:  # DALI raises RuntimeError, ValueError or TypeError
-        return error
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    return [([np.array(batch.at(i)) for i in range(len(batch))], batch.layout() or "") for batch in outputs]
+from dali_compare import same  # noqa: E402
 
 
 def _same(build, samples, layout=None, tolerance=1e-5):
-    expected, actual = _run("dali", build, samples, layout), _run("penstock", build, samples, layout)
-    if isinstance(expected, Exception):
-        assert isinstance(actual, Exception), f"DALI refuses ({expected!r:.300}), penstock gave {actual}"
-        return
-    assert not isinstance(actual, Exception), f"penstock refuses what DALI accepts: {actual!r}"
-    assert len(actual) == len(expected)
-    for (want, want_layout), (got, got_layout) in zip(expected, actual):
-        assert got_layout == want_layout
-        for w, g in zip(want, got):
-            assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{g.shape} != {w.dtype}{w.shape}"
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tolerance, atol=tolerance)
+    same(build, [samples], layout, rtol=tolerance, atol=tolerance)
 
 
 def _samples(dtype, shapes=((3, 4), (2, 4), (5, 4)), seed=0):

@@ -5,6 +5,7 @@ operator penstock does not have yet is refused when used, saying so."""
 from __future__ import annotations
 
 import functools
+import sys
 
 DEPRECATED = (
     ("image_decoder", "ImageDecoder", "decoders.image"),
@@ -34,6 +35,23 @@ DEPRECATED = (
     # the same operator without antialiasing by default
     ("fast_resize_crop_mirror", "FastResizeCropMirror", "resize_crop_mirror", {"antialias": False}),
 )
+
+
+def mirror(module_name: str, namespace, keep) -> None:
+    """Gives the compat module ``module_name`` (nvidia.dali.fn or .ops) the members of penstock's
+    ``namespace`` for which ``keep(name, value)`` holds, and its sub-namespaces (readers,
+    transforms, experimental.decoders, ...), each importable under the compat module's name (a
+    package to the import system, as DALI's are, however its imports are redirected)."""
+    module = sys.modules[module_name]
+    prefix = namespace.__name__ + "."
+    for name, value in vars(namespace).items():
+        if keep(name, value) or getattr(value, "__name__", "").startswith(prefix):
+            setattr(module, name, value)
+    module.__path__ = []
+    for name, sub_namespace in list(sys.modules.items()):
+        if name.startswith(prefix):
+            sys.modules[module_name + name[len(namespace.__name__):]] = sub_namespace
+            sub_namespace.__path__ = []
 
 
 def install(module, namespace, name_of) -> None:

@@ -8,23 +8,7 @@ from penstock.compat.dali import deprecated as _deprecated
 from penstock.graph import DataNode as _DataNode  # noqa: F401  (DALI programs test outputs against it)
 
 
-def _export() -> None:
-    """The operator classes, Compose and the namespaces: not penstock.ops' own imports."""
-    module = sys.modules[__name__]
-    for name, value in vars(_ops).items():
-        is_namespace = getattr(value, "__name__", "").startswith(_ops.__name__ + ".")
-        if isinstance(value, type) or is_namespace or name == "Compose":
-            setattr(module, name, value)
-    # every namespace (readers, transforms, experimental.decoders, ...) importable under this
-    # module's name (each a package to the import system, as DALI's are, however its imports are
-    # redirected)
-    for module_name, namespace in list(sys.modules.items()):
-        if module_name.startswith(_ops.__name__ + "."):
-            sys.modules[__name__ + module_name[len(_ops.__name__):]] = namespace
-            namespace.__path__ = []
-
-
-__path__ = []
-_export()
+# the operator classes, Compose and the namespaces: not penstock.ops' own imports
+_deprecated.mirror(__name__, _ops, lambda name, value: isinstance(value, type) or name == "Compose")
 # older names, as DALI kept them (FileReader, nvJPEGDecoder, ...)
 _deprecated.install(sys.modules[__name__], _ops, lambda entry: entry[1])

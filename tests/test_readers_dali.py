@@ -128,10 +128,10 @@ def test_readers_sequence_has_no_shuffle_after_epoch(argument):
             library.readers.sequence(file_root="/nonexistent", sequence_length=2, **{argument: value})
 
 
-def build(library, make):
+def build(library, make, batch_size=1):
     define = dali_pipeline_def if library is dali_fn else pipeline_def
 
-    @define(batch_size=1, num_threads=1, device_id=None)
+    @define(batch_size=batch_size, num_threads=1, device_id=None)
     def pipeline():
         return make(library)
 
@@ -282,13 +282,7 @@ def test_readers_numpy_refuses_inconsistent_data_as_dali(tmp_path):
     def make(library):
         return library.readers.numpy(file_root=str(tmp_path))
     for library in (fn, dali_fn):
-        pipe = dali_pipeline_def if library is dali_fn else pipeline_def
-
-        @pipe(batch_size=2, num_threads=1, device_id=None)
-        def pipeline():
-            return make(library)
-        built = pipeline()
-        built.build()
+        built = build(library, make, batch_size=2)
         with pytest.raises(RuntimeError, match="Inconsistent data"):
             built.run()
 
@@ -321,14 +315,7 @@ def test_file_list_lines_are_parsed_as_dali(tmp_path, text, labels):
             build(fn, make)
         return
     for library in (fn, dali_fn):
-        pipe = dali_pipeline_def if library is dali_fn else pipeline_def
-
-        @pipe(batch_size=2, num_threads=1, device_id=None)
-        def pipeline():
-            return make(library)
-        built = pipeline()
-        built.build()
-        files, read = built.run()
+        files, read = build(library, make, batch_size=2).run()
         assert [int(np.asarray(read[i])[0]) for i in range(2)] == labels
         assert [len(np.asarray(files[i])) for i in range(2)] == [1, 2]
 

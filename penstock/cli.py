@@ -182,7 +182,8 @@ def _info() -> int:
         print(f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
     except ImportError:
         print("torch: not installed (penstock.plugin.pytorch needs it)")
-    from penstock.kernels import hardware_lane, native
+    from penstock.runtime import hardware_lane
+    from penstock.runtime import native
     built = native.built(hardware_lane.NAME)
     if built:
         print(f"hardware JPEG decode lane: built ({built})")

@@ -213,7 +213,8 @@ class Operator:
     schema = None
 
     def __init__(self, args: dict, context: BuildContext):
-        self.args = args
+        arguments = self.schema.arguments if self.schema is not None else None
+        self.args = arguments(args) if arguments is not None and not isinstance(args, arguments) else args
         self.context = context
 
     @property
@@ -710,8 +711,8 @@ class BatchArgs(Sequence):
             key = tuple((self._keys.get(name) or self._values_of(name))[index] for name in self.per_sample)
             made = self._shared.get(key)
             if made is None:
-                made = self._shared[key] = {**self.static, **{name: self._values_of(name)[index]
-                                                              for name in self.per_sample}}
+                made = self._shared[key] = self.static.replace(**{name: self._values_of(name)[index]
+                                                                  for name in self.per_sample})
             self._dicts[index] = made
         return made
 

@@ -84,7 +84,7 @@ def gpu_problem() -> str | None:
 @functools.lru_cache(maxsize=None)
 def _decoder_library_problem() -> str | None:
     try:
-        from penstock.kernels.nvimgcodec_decode import library
+        from penstock.runtime.nvimgcodec_decode import library
         library()
     except ImportError as error:
         return str(error)

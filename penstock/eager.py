@@ -36,7 +36,7 @@ from penstock.contract import (BatchContext, BatchOperator, BuildContext, Output
                                SourceOperator, WholeBatchOperator, random_stream)
 from penstock.executor.jobs import as_tuple, call_operator
 from penstock.executor.samples import batch_args
-from penstock.operators.external import split_batch, to_numpy
+from penstock.operators.readers.external import split_batch, to_numpy
 
 _state = {"seed": int(np.random.SeedSequence().entropy % (2**31)), "calls": itertools.count()}
 
@@ -102,7 +102,7 @@ def _call(schema, inputs: tuple, kwargs: dict):
         kwargs["device"] = "gpu" if any(batch.on_gpu for batch in batches) else "cpu"
     static, _ = schema.validate(kwargs)
     schema.check_call(static, dict.fromkeys(columns))
-    device = static["device"]
+    device = static.device
     if schema.is_source and not batches and not columns:
         return _source(schema, static, batch_size)
     sizes = {len(batch.samples) for batch in batches} | {len(values) for values in columns.values()}
@@ -128,10 +128,10 @@ def _call(schema, inputs: tuple, kwargs: dict):
 
 
 def _implementation(schema, static: dict, count: int, num_inputs: int = 0):
-    device_id = None if static["device"] == "cpu" else 0
+    device_id = None if static.device == "cpu" else 0
     op_seed = int(np.random.SeedSequence([_state["seed"], next(_state["calls"])]).generate_state(1, np.uint64)[0]) \
-        if static.get("seed", -1) in (None, -1) else static["seed"]
-    cls = registry.implementation(schema.name, static["device"])
+        if static.get("seed", -1) in (None, -1) else static.seed
+    cls = registry.implementation(schema.name, static.device)
     return cls(static, BuildContext(count, 1, device_id, op_seed, num_inputs=num_inputs))
 
 

@@ -397,7 +397,7 @@ class Graph:
         for node in self.nodes:
             if node.static_args.get("name") == name:
                 return node
-        names = [node.static_args["name"] for node in self.nodes if node.static_args.get("name")]
+        names = [node.static_args.name for node in self.nodes if node.static_args.get("name")]
         raise ValueError(f"no operator named '{name}' in this pipeline; named operators: "
                          f"{', '.join(names) or 'none (pass name=... to a reader)'}")
 
@@ -469,9 +469,9 @@ def invoke(schema: OpSchema, inputs: tuple, kwargs: dict):
         kwargs, placement = {**kwargs, "device": "gpu"}, "follows a GPU input"
     static, per_sample = schema.validate(kwargs)
     schema.check_call(static, per_sample)
-    inputs = tuple(value if isinstance(value, DataNode) else _constant_node(schema, position, value, static["device"])
+    inputs = tuple(value if isinstance(value, DataNode) else _constant_node(schema, position, value, static.device)
                    for position, value in enumerate(inputs))
-    if schema.moves_cpu_inputs and static["device"] == "gpu":
+    if schema.moves_cpu_inputs and static.device == "gpu":
         inputs = tuple(node.gpu() if isinstance(node, DataNode) and node.device == "cpu" else node for node in inputs)
     outputs = add_validated(schema, inputs, static, per_sample)
     if isinstance(outputs, tuple) and not outputs:  # python_function with num_outputs=0: as DALI's call
@@ -561,13 +561,13 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
         if not isinstance(node, DataNode):
             raise TypeError(f"{schema.name}: input {position} must be a DataNode (an operator's output), or a "
                             f"number or array (a constant); got {type(node).__name__}")
-    device = static["device"]
+    device = static.device
     if graph.falls_back(schema.name, device):
         device = "cpu"
-        static = {**static, "device": device}
+        static = static.replace(device=device)
     if schema.is_source and device == "gpu" and "gpu" not in registry.devices(schema.name) and gpu_available():
         # a source that only runs on the CPU, asked for on the GPU: read on the CPU, then moved
-        outputs = add_validated(schema, inputs, {**static, "device": "cpu"}, per_sample)
+        outputs = add_validated(schema, inputs, static.replace(device="cpu"), per_sample)
         moved = tuple(output.gpu() for output in (outputs if isinstance(outputs, tuple) else (outputs,)))
         return moved[0] if len(moved) == 1 else moved
     registry.implementation(schema.name, device)  # raises here, where the user called, if unavailable

@@ -1,13 +1,13 @@
 """Element-wise functions of data nodes (DALI's ``nvidia.dali.math``, with its names and signatures),
 per sample, on the device of their input: ``math.sqrt(x)``, ``math.clamp(x, 0, 255)``,
-``math.atan2(y, x)``. Types and the cases DALI refuses follow penstock.operators.arithmetic: the
+``math.atan2(y, x)``. Types and the cases DALI refuses follow penstock.operators.tensor.arithmetic: the
 functions that need fractions (sqrt, exp, floor, ceil, fabs, ...) give float32 for integer inputs;
 ``abs`` keeps the input's type."""
 from __future__ import annotations
 
 from penstock import registry
 from penstock.graph import DataNode, invoke
-from penstock.operators.arithmetic import FLOAT_FUNCTIONS
+from penstock.operators.tensor.arithmetic import FLOAT_FUNCTIONS
 
 
 def _unary(op: str):

@@ -110,3 +110,24 @@ def normalization_affine(mean, std, scale: float, shift: float, channels: int, o
     std = np.broadcast_to(np.asarray(std, np.float64), (channels,))
     mean = np.broadcast_to(np.asarray(mean, np.float64), (channels,))
     return tuple((scale / std).tolist()), tuple((shift - mean * scale / std).tolist())
+
+
+
+def cast_as_cpp(values: np.ndarray, dtype) -> np.ndarray:
+    """Floats converted as DALI's C++ static_cast: truncated towards zero, integers out of range wrapped."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(values).astype(np.int64).astype(dtype)
+    return values.astype(dtype)
+
+
+def round_halves_away(xp, values):
+    """Float values rounded halves away from zero (in float64), as DALI's conversions to integer
+    types round (before saturating); integer values as they are."""
+    floating = values.dtype.kind == "f" if xp is np else values.is_floating_point()
+    if not floating:
+        return values
+    wide = values.astype(np.float64) if xp is np else values.double()
+    magnitude = xp.floor(xp.abs(wide) + 0.5)
+    return xp.where(wide < 0, -magnitude, magnitude)

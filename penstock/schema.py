@@ -7,7 +7,9 @@ per-sample input (a DataNode). ``fn.*`` and ``ops.*`` take their signatures and 
 from __future__ import annotations
 
 import difflib
+import keyword
 import numbers
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -217,6 +219,50 @@ class Arg:
         return value
 
 
+class Arguments(dict):
+    """An operator's validated arguments: a dict, which is what the graph stores, compares and
+    checkpoints, whose every argument also reads as an attribute (``args.max_value``). Each schema
+    generates its own subclass (``OpSchema.arguments``) with one typed, documented property per
+    argument; operator code reads those, never a string key. An argument named like a dict method
+    or a Python keyword reads with a trailing underscore (lookup_table's ``args.keys_``); a value an
+    operator adds at build for its own use (``replace(input_layout=...)``) reads as an attribute too."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no argument '{name}'") from None
+
+    def replace(self, **changes) -> "Arguments":
+        """A copy with ``changes`` applied (the same type)."""
+        return type(self)(self, **changes)
+
+
+ARGUMENT_TYPES = {"bool": "bool", "int": "int", "float": "float", "str": "str", "ints": "tuple[int, ...]",
+                  "floats": "tuple[float, ...]", "strs": "tuple[str, ...]", "dtype": "penstock.types.DALIDataType"}
+
+
+def attribute_name(name: str) -> str:
+    """The attribute an argument reads as on ``Arguments``."""
+    return name + "_" if name in _RESERVED_ATTRIBUTES else name
+
+
+_RESERVED_ATTRIBUTES = set(dir(dict)) | set(keyword.kwlist) | {"replace"}
+
+
+def arguments_type(class_name: str, args) -> type:
+    """The ``Arguments`` subclass of one operator: a property per argument, typed and documented
+    from its ``Arg``."""
+    namespace = {"__slots__": (), "__annotations__": {}, "__doc__": f"The validated arguments of {class_name}."}
+    for arg in args:
+        attribute = attribute_name(arg.name)
+        namespace[attribute] = property(operator.itemgetter(arg.name), doc=arg.doc)
+        namespace["__annotations__"][attribute] = ARGUMENT_TYPES.get(arg.kind, "typing.Any")
+    return type(class_name.replace(".", "") + "Arguments", (Arguments,), namespace)
+
+
 # Arguments every operator takes. Written once here, so that their docs are written once.
 COMMON_ARGS = (
     Arg("device", "str", "cpu", "Where the operator runs: 'cpu', 'mixed' (decoders) or 'gpu'.",
@@ -268,6 +314,8 @@ class OpSchema:
     # (readers.tfrecord's features, as in DALI)
     output_names: Callable[[dict], tuple[str, ...]] | None = None
     all_args: dict[str, Arg] = field(init=False, repr=False)
+    # the type of this operator's validated arguments (generated from ``args``)
+    arguments: type = field(init=False, repr=False)
 
     def __post_init__(self):
         self.all_args = {}
@@ -275,6 +323,7 @@ class OpSchema:
             self.all_args[arg.name] = arg
             for alias in arg.aliases:
                 self.all_args[alias] = arg
+        self.arguments = arguments_type(self.class_name, self.unique_args())
 
     def outputs_for(self, static_args: dict, num_inputs: int | None = None) -> int:
         if not callable(self.num_outputs):
@@ -323,12 +372,13 @@ class OpSchema:
             if arg.required:
                 raise TypeError(f"{self.name}: missing required argument '{arg.name}'")
             static[arg.name] = arg.default
-        return static, per_sample
+        return self.arguments(static), per_sample
 
     def check_call(self, static: dict, per_sample: dict) -> None:
         """Runs the schema's checks of the arguments taken together; raises TypeError / ValueError
         naming the operator."""
         names = frozenset(per_sample)
+        static = static if isinstance(static, self.arguments) else self.arguments(static)
         for check in self.checks:
             try:
                 check(static, names)

@@ -2,7 +2,7 @@
 uint8 images (CPU or GPU), with DALI's names and torchvision's magnitude ranges.
 
 Each is an ``Augmentation`` (penstock.auto_aug.core): ``aug.augmentation(mag_range=...)`` makes a
-copy with another range. Each names its ``kind`` of penstock.operators.augment_step, which runs a
+copy with another range. Each names its ``kind`` of penstock.operators.image.augment_step, which runs a
 whole policy step of these in one operator (the functions here are what it computes, and what runs
 for suites with augmentations of the user's own). Geometry goes through ``warp_affine`` / ``rotate`` (on the GPU these fold
 into the batch's image plan); ``brightness`` and ``color`` are the colour operators (folded too).

@@ -32,7 +32,7 @@ class Augmentation:
     randomly_negate: bool = False
     mag_to_param: Callable | None = None
     name: str = ""
-    kind: str | None = None  # the operation of penstock.operators.augment_step it is (None: the user's own)
+    kind: str | None = None  # the operation of penstock.operators.image.augment_step it is (None: the user's own)
 
     def augmentation(self, mag_range=None, randomly_negate=None, mag_to_param=None, name=None) -> "Augmentation":
         """A copy with some of its settings changed (DALI's ``aug.augmentation(...)``)."""
@@ -165,7 +165,7 @@ def step_table(aug: Augmentation, num_magnitude_bins: int, bins: Sequence[int] |
     """The parameter rows augment_step reads for ``aug``: row ``bin`` (or ``position`` of ``bins``)
     for the magnitude, ``count + that`` for the negated one (the same again where the augmentation
     is not negated), each padded to augment_step.PARAMETERS values."""
-    from penstock.operators.augment_step import PARAMETERS
+    from penstock.operators.image.augment_step import PARAMETERS
     if aug.mag_range is None:
         return np.zeros((2 * (len(bins) if bins is not None else num_magnitude_bins), PARAMETERS))
     signed = aug.parameters(num_magnitude_bins).reshape(2 * num_magnitude_bins, -1)

@@ -334,7 +334,7 @@ class Executor:
                     if self._stopping.is_set():
                         return
                 import torch
-                from penstock.kernels import pinned
+                from penstock.runtime import pinned
                 torch.cuda.set_device(device)  # the pipeline's GPU's context registers them
                 for ring in rings:
                     if self._stopping.is_set():
@@ -354,7 +354,7 @@ class Executor:
         rings, self._pinned_rings = getattr(self, "_pinned_rings", []), []
         if rings:
             import torch
-            from penstock.kernels import pinned
+            from penstock.runtime import pinned
             torch.cuda.synchronize(self._gpu.device)
             for ring in rings:
                 pinned.unpin(ring.memory)

@@ -198,7 +198,7 @@ def _not_on_branch(step: Step, inputs: tuple, values: dict) -> bool:
 
 def sample_args(impl, arg_inputs: dict, values: dict) -> dict:
     """The operator's arguments for one sample, with its per-sample arguments filled in."""
-    args = dict(impl.args)
+    args = impl.args.replace()
     for name, ref in arg_inputs.items():
         args[name] = _per_sample_value(impl, name, values[ref])
     return args

@@ -143,7 +143,7 @@ def _affine_warp_library():
     global _affine_warp
     if _affine_warp is None:
         import ctypes
-        from penstock.kernels import native
+        from penstock.runtime import native
         path = native.built("affine_warp")
         if path is None:
             _affine_warp = False

@@ -17,7 +17,7 @@ from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
 
 import numpy as np
 
-from penstock.kernels import hardware_lane
+from penstock.runtime import hardware_lane
 from penstock.kernels.nvimgcodec_capi import load_twice
 
 BACKEND_HARDWARE = 3

@@ -6,7 +6,7 @@ anchor (one program per sample and block of boxes, walking every anchor); ``enco
 gives each anchor the box it overlaps most, a box's own best anchor counting as an overlap of 2,
 and writes the encoded box and label (one program per sample and block of anchors, walking the
 sample's boxes). Ties go to the later anchor and the later box, as in DALI and the CPU form
-(penstock.operators.boxes.encode_boxes), whose arithmetic this follows operation by operation:
+(penstock.operators.detection.boxes.encode_boxes), whose arithmetic this follows operation by operation:
 the launches turn floating-point fusion off so that IoUs equal the CPU's and ties and the
 criteria threshold fall the same way.
 """
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from penstock.kernels.pinned import to_device
+from penstock.runtime.pinned import to_device
 from penstock.kernels.triton_launch import launch
 
 BOXES = 32  # boxes a program holds at once
@@ -180,10 +180,10 @@ def encode_batch(boxes: torch.Tensor, labels: torch.Tensor, table: np.ndarray, a
     chunks = triton.cdiv(most, BOXES)
     launch(best_anchor_kernel, (chunks, size), boxes, table, anchors, best_anchors, anchor_count, most, BOXES=BOXES,
                                        ANCHORS=ANCHORS, ANCHOR_BLOCKS=triton.cdiv(anchor_count, ANCHORS), **exact)
-    means, stds = args["means"], args["stds"]
+    means, stds = args.means, args.stds
     launch(encode_kernel, (triton.cdiv(anchor_count, ANCHORS), size),
         boxes, labels, table, anchors, best_anchors, encoded, encoded_labels, anchor_count, most,
-        float(args["criteria"]), float(args["scale"]), *map(float, means), *map(float, stds),
-        OFFSET=bool(args["offset"]), BOXES=BOXES, ANCHORS=ANCHORS,
+        float(args.criteria), float(args.scale), *map(float, means), *map(float, stds),
+        OFFSET=bool(args.offset), BOXES=BOXES, ANCHORS=ANCHORS,
         BOX_CHUNKS=triton.next_power_of_2(chunks), **exact)  # a power of two: few compiled variants
     return encoded, encoded_labels

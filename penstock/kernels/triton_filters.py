@@ -1,4 +1,4 @@
-"""Triton kernels of the filter and noise operators (penstock.operators.filters and .noise), each
+"""Triton kernels of the filter and noise operators (penstock.operators.filters.convolution and .noise), each
 one launch over a ragged batch.
 
 ``window_kernel`` slides a per-sample window over HWC images: a weighted sum (a correlation, as
@@ -32,14 +32,14 @@ import triton.language as tl
 
 from penstock import numeric
 from penstock.batch import PackedBatch
-from penstock.kernels.pinned import to_device
+from penstock.runtime.pinned import to_device
 from penstock.kernels.triton_resample import round_half_to_even
 from penstock.kernels.triton_launch import INTERPRETED, launch
 
 BLOCK = 1024
 HISTOGRAM_BLOCK = 8192  # values a program counts: one atomic add per bin for each
 
-# what taps outside the image read; the names are the rules of penstock.operators.filters
+# what taps outside the image read; the names are the rules of penstock.operators.filters.convolution
 BORDER_CODES = {"reflect_101": 0, "reflect_1001": 1, "wrap": 2, "clamp": 3, "constant": 4}
 OPERATIONS = {"sum": 0, "min": 1, "max": 2}
 NOISES = {"gaussian": 0, "shot": 1, "salt_and_pepper": 2}
@@ -243,7 +243,7 @@ def statistic_tables_kernel(
     """A sample's 256-entry tables per channel, from its histograms: OpenCV's equalizeHist (float32,
     as OpenCV computes it), auto-contrast (each channel stretched from its lowest level present to
     its highest) or contrast (a blend with the mean of the luma, PIL's rule). Rounded to nearest,
-    halves to even, as the torch form in penstock.operators.augment_step (divisions rounded as
+    halves to even, as the torch form in penstock.operators.image.augment_step (divisions rounded as
     IEEE's: Triton's plain division of float32 is approximate on the GPU)."""
     sample = tl.program_id(0)
     channel = tl.arange(0, CHANNEL_BLOCK)[:, None]

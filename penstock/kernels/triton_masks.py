@@ -1,4 +1,4 @@
-"""The Triton kernel of ``erase`` and ``grid_mask`` (penstock.operators.erase_paste): one launch
+"""The Triton kernel of ``erase`` and ``grid_mask`` (penstock.operators.image.erase_paste): one launch
 over a ragged batch of HWC images, each element kept or replaced by a per-sample, per-channel fill.
 
 An element is replaced when its pixel lies in one of its sample's rectangles (erase) or in a dark

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from penstock import numeric, types
 from penstock.batch import PackedBatch, back_to_back, hwc_facts, one_value
-from penstock.kernels.pinned import upload_arrays
+from penstock.runtime.pinned import upload_arrays
 from penstock.kernels.triton_launch import INTERPRETED, launch
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3

@@ -3,7 +3,7 @@ Constant, and the SampleInfo and BatchInfo an external_source callback receives.
 import numpy as np
 
 from penstock.graph import constant_batch
-from penstock.operators.external import BatchInfo, SampleInfo  # noqa: F401
+from penstock.operators.readers.external import BatchInfo, SampleInfo  # noqa: F401
 from penstock.types import *  # noqa: F401,F403
 from penstock.types import Constant as ScalarConstant
 from penstock.types import DALIDataType, DALIImageType, DALIInterpType, TensorLayout, to_numpy_dtype  # noqa: F401

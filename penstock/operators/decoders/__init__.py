@@ -1,0 +1,2 @@
+"""Image decoders, CPU and mixed."""
+from penstock.operators.decoders import images  # noqa: F401  (registers the family's operators)

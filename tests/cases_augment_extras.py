@@ -1,4 +1,4 @@
-"""Cases of the affine-matrix builders (penstock.operators.transforms), erase / paste / multi_paste /
+"""Cases of the affine-matrix builders (penstock.operators.geometry.transforms), erase / paste / multi_paste /
 grid_mask (erase_paste), jitter / water / sphere (distortions) and mixup / cutmix (mixing) for the
 coverage test.
 

@@ -1,4 +1,4 @@
-"""Cases of the colour operators (penstock.operators.color, color_nonlinear) for the coverage test.
+"""Cases of the colour operators (penstock.operators.color.adjust, color_nonlinear) for the coverage test.
 
 References: brightness and saturation against torchvision's adjust_brightness / adjust_saturation,
 written here in numpy (torchvision is not a test dependency): the same definitions, but

@@ -1,6 +1,6 @@
-"""Cases of the sequence operators (penstock.operators.sequences), random_crop_generator
-(penstock.operators.crop_generator), io.file.read and dump_image (penstock.operators.file_io), clahe and debayer
-(penstock.operators.image_extras) for the coverage test; the operators' own tests, against numpy,
+"""Cases of the sequence operators (penstock.operators.tensor.sequences), random_crop_generator
+(penstock.operators.random.crop_generator), io.file.read and dump_image (penstock.operators.image.file_io), clahe and debayer
+(penstock.operators.image.image_extras) for the coverage test; the operators' own tests, against numpy,
 OpenCV and DALI, are in tests/test_sequences.py, tests/test_crop_generator.py, tests/test_file_io.py
 and tests/test_image_extras.py.
 

@@ -1,4 +1,4 @@
-"""Cases of readers.caffe and readers.caffe2 (penstock.operators.lmdb_readers) for the coverage test;
+"""Cases of readers.caffe and readers.caffe2 (penstock.operators.readers.lmdb_readers) for the coverage test;
 the readers' own tests, against the values written and against DALI, are in tests/test_lmdb_readers.py.
 
 References: the images and labels written into each database (exact, dtypes and shapes too): raw

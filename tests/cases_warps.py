@@ -1,4 +1,4 @@
-"""Cases of the warps (penstock.operators.warps) for the coverage test.
+"""Cases of the warps (penstock.operators.geometry.warps) for the coverage test.
 
 References: warp_affine against a bilinear sampler written here in numpy from the definition
 (output pixel (x, y) samples the input at matrix @ (x + 0.5, y + 0.5, 1) - 0.5, edges repeated);

@@ -13,7 +13,7 @@ import torch
 from conftest import gpu_or_emulated, noise_image, run_operator
 
 from penstock import PipelineError, fn, pipeline_def
-from penstock.operators import mixing
+from penstock.operators.image import mixing
 from penstock.pipeline import Pipeline
 
 

@@ -63,7 +63,7 @@ def test_value_operations_match_numpy_and_opencv():
 
 
 def test_equalize_matches_opencv():
-    pytest.importorskip("penstock.operators.color")
+    pytest.importorskip("penstock.operators.color.adjust")
     image = IMAGES[1]
     [equalized] = _run(_one(a.equalize), images=[image])
     expected = np.stack([cv2.equalizeHist(np.ascontiguousarray(image[:, :, c])) for c in range(3)], axis=2)
@@ -240,7 +240,7 @@ def test_a_steps_draws_group_the_samples_by_operation_and_row_and_name_bad_rows(
     """The GPU form of a step works per distinct (operation, row) pair: every sample is in the
     draw of its own pair, once; an op_index or row beyond the tables is an error naming it."""
     from penstock.auto_aug.core import step_table
-    from penstock.operators.augment_step import Steps
+    from penstock.operators.image.augment_step import Steps
     chosen = [a.rotate, a.posterize, a.identity]
     steps = Steps({"kinds": [aug.name if aug.name in ("rotate", "posterize") else "identity" for aug in chosen],
                    "parameters": [step_table(aug, 31) for aug in chosen]})

@@ -21,7 +21,7 @@ from pycocotools.coco import COCO  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 from make_coco import make_coco  # noqa: E402
 
-from penstock.operators.coco import rle_decode, rle_from_string  # noqa: E402
+from penstock.operators.readers.coco import rle_decode, rle_from_string  # noqa: E402
 
 IMAGES = 36
 # pycocotools' compiled decoder calls numpy's __array__ the pre-2.0 way
@@ -260,7 +260,7 @@ def test_boxes_from_worker_processes_reach_the_gpu_as_from_threads(coco_set, mon
     (contract.RaggedColumn) and are copied to the GPU from them: the same samples as threads give."""
     from conftest import gpu_or_emulated
 
-    from penstock.kernels import pinned
+    from penstock.runtime import pinned
     image_root, annotations, _ = coco_set
     copies = []
     upload_ragged = pinned.upload_ragged
@@ -385,7 +385,7 @@ def test_an_index_whose_rows_lie_outside_its_arrays_is_refused(coco_set, tmp_pat
 def test_the_file_read_a_few_bytes_at_a_time_gives_the_same_index(coco_set, monkeypatch):
     """The file is walked in pieces: values cut at a piece's end (numbers, strings, objects) are
     read again whole."""
-    from penstock.operators import coco
+    from penstock.operators.readers import coco
     images, annotations, _ = coco_set
     expected, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
     monkeypatch.setattr(coco, "READ_BYTES", 7)

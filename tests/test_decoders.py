@@ -12,7 +12,7 @@ from conftest import (LOSSLESS_FORMATS, SEED, assert_close, check_operator, enco
 
 import penstock
 from penstock import fn, pipeline_def, types
-from penstock.operators.decoders import random_crop_window
+from penstock.operators.decoders.images import random_crop_window
 
 # Two JPEG decoders (both IDCTs are 'accurate', upsampling may differ) agree to a few levels.
 JPEG_MAX_ABS, JPEG_MEAN_ABS = 4, 0.5

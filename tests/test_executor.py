@@ -16,7 +16,7 @@ import penstock
 from helpers_data import assert_no_penstock_threads, deadline, make_flat_files, penstock_threads
 from helpers_data import no_hang  # noqa: F401  (autouse: a test that hangs fails instead)
 from penstock import fn, pipeline_def
-from penstock.operators.external import ExternalSource
+from penstock.operators.readers.external import ExternalSource
 from penstock.plugin.pytorch import GenericIterator
 
 SEED = 1234

@@ -650,7 +650,7 @@ def test_scalar_samples_read_through_numpy_keep_their_values():
 
 def test_batch_info_is_dali_types_batch_info():
     from penstock.compat.dali import types as dali_types
-    from penstock.operators.external import BatchInfo
+    from penstock.operators.readers.external import BatchInfo
     assert dali_types.BatchInfo is BatchInfo
 
 

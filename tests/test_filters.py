@@ -370,7 +370,7 @@ def test_statistic_tables_in_one_launch_match_the_torch_tables():
     import torch
 
     from penstock.kernels.triton_filters import run_statistic_tables
-    from penstock.operators.augment_step import PARAMETERS, value_tables
+    from penstock.operators.image.augment_step import PARAMETERS, value_tables
     rng = np.random.default_rng(SEED)
     counts = rng.integers(0, 50, (9, 3, 256)).astype(np.int32)
     counts[1] = 0

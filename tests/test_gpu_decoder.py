@@ -69,14 +69,14 @@ def _gpu_decoder(output_type=DALIImageType.RGB):
     if not CUDA:
         pytest.skip("needs a CUDA GPU")
     try:
-        from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+        from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
         return GpuImageDecoder(0, 4, output_type, 1.0, batch_size_hint=8)
     except ImportError as error:
         pytest.skip(str(error))
 
 
 def _items(kinds, claim_hardware=None):
-    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.nvimgcodec_decode import EncodedImage
     items = []
     for index, kind in enumerate(kinds):
         encoded, hardware = KINDS[kind]
@@ -165,7 +165,8 @@ def test_the_hardware_lane_decodes_as_the_calls_made_from_python(monkeypatch):
     hardware share's calls are its thread's; the same batches through the decode calls made from
     Python give the same pixels, batch after batch (the states reused, a smaller batch between)."""
     import torch
-    from penstock.kernels import hardware_lane, native
+    from penstock.runtime import hardware_lane
+    from penstock.runtime import native
     decoders = {"lane": _gpu_decoder()}
     if decoders["lane"]._hardware is None:
         pytest.skip("needs a GPU with hardware JPEG decoders")
@@ -194,7 +195,7 @@ def test_hardware_and_cuda_decoders_share_a_batch():
     """hw_decoder_load 0.5: half the JPEGs the hardware takes go to it, the rest to nvImageCodec,
     both decoded at once by the decoder's two threads."""
     import torch
-    from penstock.kernels.nvimgcodec_decode import GpuImageDecoder
+    from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
     if not CUDA:
         pytest.skip("needs a CUDA GPU")
     decoder = GpuImageDecoder(0, 4, DALIImageType.RGB, 0.5, batch_size_hint=8)
@@ -222,7 +223,7 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
 def _mixed_and_cpu_decoders(name="decoders.image_random_crop", num_threads=1, **given):
     from penstock import registry
     from penstock.contract import BuildContext
-    from penstock.operators import decoders
+    from penstock.operators.decoders import images as decoders
     args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB, **given})
     context = BuildContext(batch_size=4, num_threads=num_threads, device_id=None, seed=3)
     return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
@@ -282,7 +283,7 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     keep pace with: none for whole ImageNet-sized JPEGs, for JPEGs the engines do not take or
     without spare cores, the floor of ImageNet-sized windows, about a fifth of whole 2-megapixel images with
     12 spare cores, and more of windows whose decode on the CPU reads fewer of the image's rows."""
-    from penstock.operators.decoders import automatic_cpu_share
+    from penstock.operators.decoders.images import automatic_cpu_share
     floor = {"window_floor": 0.1}  # where the engines set the pace (test_windows_are_shared_where_...)
     for pixels in (500 * 375, 600 * 800):
         assert automatic_cpu_share(pixels, 60, whole_image=True, **floor) == 0.0
@@ -307,7 +308,7 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
 
 def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     from penstock.contract import SampleContext
-    from penstock.operators import decoders
+    from penstock.operators.decoders import images as decoders
     (few, cpu, args), (many, _, _) = (_mixed_and_cpu_decoders(num_threads=threads) for threads in (1, 8))
     assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
     few._spare_cores = many._spare_cores = 12
@@ -343,7 +344,7 @@ def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp
     from conftest import gpu_or_emulated
 
     from penstock import devices, distributed, fn, pipeline_def
-    from penstock.operators import decoders
+    from penstock.operators.decoders import images as decoders
     monkeypatch.setattr(distributed, "default_threads", lambda: 8)  # 2 spare cores
     assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 8
     assert _mixed_and_cpu_decoders(cpu_decoder_load=0.0)[0].cpu_workers_wanted() == 0
@@ -378,7 +379,7 @@ def test_windows_are_shared_where_the_engines_set_the_pace(tmp_path, monkeypatch
     from conftest import gpu_or_emulated
 
     from penstock import distributed, fn, pipeline_def, types
-    from penstock.operators import decoders
+    from penstock.operators.decoders import images as decoders
     assert decoders.least_window_share(16 - decoders.PIPELINE_CORES) == pytest.approx(0.06)
     assert decoders.least_window_share(32 - decoders.PIPELINE_CORES) == 0.1
     assert decoders.least_window_share(122) == 0.1
@@ -412,7 +413,7 @@ def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
     sample whose point lies between the whole image's share and the top window's is decoded on the
     workers for the top window only."""
     from penstock.contract import SampleContext
-    from penstock.operators import decoders
+    from penstock.operators.decoders import images as decoders
     jpeg = _encoded(_image(1200, 1600, seed=4))
     whole = decoders.automatic_cpu_share(1200 * 1600, 12)
     index = next(index for index in range(256) if whole <= (index + 1) * decoders._GOLDEN % 1.0 < 0.25)
@@ -430,7 +431,7 @@ def test_the_batch_buffer_keeps_the_gpu_decoders_room_for_the_workers_share():
     scaling), but keeps the room the GPU's decoders would have taken in the batch buffer: its size
     does not move with which JPEGs the workers took (the allocator keeps a block of every size)."""
     from penstock.contract import RowColumn
-    from penstock.kernels.nvimgcodec_decode import EncodedImage, batch_layout
+    from penstock.runtime.nvimgcodec_decode import EncodedImage, batch_layout
     jpeg = np.zeros(1000, np.uint8)
     small = np.zeros((30, 40, 3), np.uint8)  # a 120 x 160 window decoded at 1/4 scale
     ring = np.zeros(small.nbytes, np.uint8)
@@ -460,8 +461,8 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
 
     import torch
     from penstock.contract import RowColumn
-    from penstock.kernels import pinned
-    from penstock.kernels.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
+    from penstock.runtime import pinned
+    from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
     decoder = _gpu_decoder()
     memory = mmap.mmap(-1, 1 << 20)
     ring = np.frombuffer(memory, np.uint8)
@@ -494,7 +495,7 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
 
 def test_pixels_of_the_wrong_size_are_named():
     import torch
-    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.nvimgcodec_decode import EncodedImage
     decoder = _gpu_decoder()
     items = _items(["baseline 4:2:0"])
     items.append(EncodedImage((np.zeros((10, 12, 1), np.uint8), None, 10, 12, False)))  # one channel, not three
@@ -504,15 +505,15 @@ def test_pixels_of_the_wrong_size_are_named():
 
 
 def test_the_mixed_decoders_declare_the_lanes_their_engine_uses():
-    from penstock.kernels.nvimgcodec_decode import LANES
-    from penstock.operators.decoders import MixedDecoder
+    from penstock.runtime.nvimgcodec_decode import LANES
+    from penstock.operators.decoders.images import MixedDecoder
     assert MixedDecoder.lanes == LANES
 
 
 def test_batch_buffers_take_a_few_sizes_that_repeat():
     """A batch's decode buffer is rounded up to one of BUFFER_STEPS sizes per power of two, at most
     1/4 more than it needs, so that the caching allocator's blocks are reused from batch to batch."""
-    from penstock.kernels.nvimgcodec_decode import BUFFER_STEPS, buffer_bytes
+    from penstock.runtime.nvimgcodec_decode import BUFFER_STEPS, buffer_bytes
     assert BUFFER_STEPS == 4
     assert buffer_bytes(0) == 1 and buffer_bytes(1000) == 1000 and buffer_bytes(1 << 20) == 1 << 20
     needs = range(130_000_000, 150_000_000, 997)

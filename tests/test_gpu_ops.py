@@ -16,8 +16,9 @@ import torch
 from conftest import CUDA, gpu_or_emulated, smooth_image
 from penstock import types
 from penstock.contract import BatchContext, BuildContext, OutputSpec, SampleContext
-from penstock.operators import geometry, normalize
-from penstock.operators.gpu_plan import kernel_filter
+from penstock.operators.geometry import image_geometry as geometry
+from penstock.operators.image import normalize
+from penstock.operators.shared.gpu_plan import kernel_filter
 from penstock.schema import REQUIRED
 
 DEVICE = torch.device("cuda") if CUDA else torch.device("cpu")

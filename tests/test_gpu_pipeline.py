@@ -73,7 +73,7 @@ def test_decoded_images_of_two_batches_at_most_are_held(tmp_path):
     import torch
 
     from penstock import fn, pipeline_def
-    from penstock.kernels.nvimgcodec_decode import buffer_bytes
+    from penstock.runtime.nvimgcodec_decode import buffer_bytes
 
     for index in range(4):
         (tmp_path / "class_0").mkdir(exist_ok=True)

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from penstock.kernels import hardware_lane, native
+from penstock.runtime import hardware_lane
+from penstock.runtime import native
 
 NOT_READY = 600
 STATUS = ctypes.c_int

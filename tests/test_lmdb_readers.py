@@ -15,7 +15,7 @@ from conformance.cases_readers import lmdb_database as database  # noqa: E402
 from conformance.cases_readers import tensor_proto as tensor  # noqa: E402
 from conformance.cases_readers import tensor_protos as protos  # noqa: E402
 from penstock.compat.dali import fn, ops, pipeline_def  # noqa: E402
-from penstock.operators.lmdb_readers import TENSOR_PROTO, Field, decode_message  # noqa: E402
+from penstock.operators.readers.lmdb_readers import TENSOR_PROTO, Field, decode_message  # noqa: E402
 from penstock import PipelineError  # noqa: E402
 
 

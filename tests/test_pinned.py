@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import CUDA
 
-from penstock.kernels import pinned
+from penstock.runtime import pinned
 
 
 def test_nothing_is_pinned_unless_pinned():

@@ -64,7 +64,7 @@ def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
 
 def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
     from penstock.executor.shared_ring import HoldsRingRefs, RingRef, SharedRing
-    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.nvimgcodec_decode import EncodedImage
 
     ring = SharedRing(size=1 << 16)
     image = np.arange(20_000, dtype=np.uint8)
@@ -89,7 +89,7 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 
     from penstock.contract import RowColumn
     from penstock.executor.shared_ring import RingRows, SharedRing
-    from penstock.kernels.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
+    from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
 
     ring = SharedRing(size=1 << 17)
     image = np.arange(20_000, dtype=np.uint8)
@@ -124,7 +124,7 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 
 def test_row_column_of_preparations_made_in_this_process():
     from penstock.contract import MISSING, RowColumn
-    from penstock.kernels.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.nvimgcodec_decode import EncodedImage
 
     data = np.frombuffer(b"\xff\xd8" + bytes(100), np.uint8)  # read-only bytes still give their address
     decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
@@ -250,7 +250,7 @@ def test_ragged_column_holds_parts_and_packs_the_batch_in_sample_order():
     import torch
 
     from penstock.contract import MISSING, RaggedColumn
-    from penstock.kernels.pinned import upload_ragged
+    from penstock.runtime.pinned import upload_ragged
     boxes = [np.arange(4 * count, dtype=np.float32).reshape(count, 4) + 100 * index
              for index, count in enumerate([2, 0, 3, 1])]
     column = RaggedColumn.of([None, None, None, boxes[3]], np.float32, 2)
@@ -359,7 +359,7 @@ def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monk
     import torch
 
     from penstock.executor.gpu_stage import GpuStage
-    from penstock.kernels import pinned
+    from penstock.runtime import pinned
     pinning, unpinned = [], []
     monkeypatch.setattr(GpuStage, "on_cuda", property(lambda self: True))  # the emulated GPU, read as CUDA
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)

@@ -213,7 +213,7 @@ def test_hardware_and_cuda_decoders_share_a_batch():
 
 
 def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
-    from penstock.contract import address_of as _address
+    from penstock.columns import address_of as _address
     writable = np.arange(32, dtype=np.uint8)
     read_only = np.frombuffer(bytes(32), np.uint8)
     for array in (writable, read_only, writable[5:], read_only[7:]):
@@ -430,7 +430,7 @@ def test_the_batch_buffer_keeps_the_gpu_decoders_room_for_the_workers_share():
     """The workers' share of the JPEGs comes as pixels, smaller where a resize follows (DCT
     scaling), but keeps the room the GPU's decoders would have taken in the batch buffer: its size
     does not move with which JPEGs the workers took (the allocator keeps a block of every size)."""
-    from penstock.contract import RowColumn
+    from penstock.columns import RowColumn
     from penstock.runtime.nvimgcodec_decode import EncodedImage, batch_layout
     jpeg = np.zeros(1000, np.uint8)
     small = np.zeros((30, 40, 3), np.uint8)  # a 120 x 160 window decoded at 1/4 scale
@@ -460,7 +460,7 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
     import mmap
 
     import torch
-    from penstock.contract import RowColumn
+    from penstock.columns import RowColumn
     from penstock.runtime import pinned
     from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
     decoder = _gpu_decoder()

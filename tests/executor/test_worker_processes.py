@@ -87,7 +87,7 @@ def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
 def test_encoded_images_cross_the_ring_as_one_array_of_rows():
     import pickle
 
-    from penstock.contract import RowColumn
+    from penstock.columns import RowColumn
     from penstock.executor.shared_ring import RingRows, SharedRing
     from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
 
@@ -123,7 +123,8 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 
 
 def test_row_column_of_preparations_made_in_this_process():
-    from penstock.contract import MISSING, RowColumn
+    from penstock.columns import RowColumn
+    from penstock.contract import MISSING
     from penstock.runtime.nvimgcodec_decode import EncodedImage
 
     data = np.frombuffer(b"\xff\xd8" + bytes(100), np.uint8)  # read-only bytes still give their address
@@ -230,7 +231,8 @@ def test_light_samples_go_many_to_a_message(data, monkeypatch):
 
 
 def test_array_column_holds_a_batch_of_rows_and_reads_as_one_array():
-    from penstock.contract import MISSING, ArrayColumn
+    from penstock.columns import ArrayColumn
+    from penstock.contract import MISSING
 
     column = ArrayColumn.of([None, np.array(7.0, np.float32), None, None], (), np.float32)
     column.put_rows([0, 2, 3], np.array([1.0, 2.0, 3.0], np.float32))
@@ -249,7 +251,8 @@ def test_array_column_holds_a_batch_of_rows_and_reads_as_one_array():
 def test_ragged_column_holds_parts_and_packs_the_batch_in_sample_order():
     import torch
 
-    from penstock.contract import MISSING, RaggedColumn
+    from penstock.columns import RaggedColumn
+    from penstock.contract import MISSING
     from penstock.runtime.pinned import upload_ragged
     boxes = [np.arange(4 * count, dtype=np.float32).reshape(count, 4) + 100 * index
              for index, count in enumerate([2, 0, 3, 1])]

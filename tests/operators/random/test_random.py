@@ -168,7 +168,7 @@ def test_random_streams_are_philoxs_keyed_by_seed_and_iteration():
     every seed: also those whose key word numpy converts through a float (2**63 and above)."""
     import random
 
-    from penstock.contract import random_stream
+    from penstock.draws import random_stream
     draw = random.Random(5)
     cases = [(0, 0), (5, 7), (-3, 9), (2**63 - 1, 3), (2**63, 0), (2**63 + 5, 3), (2**64 - 1, 2**64 - 1)]
     cases += [(draw.getrandbits(64), draw.getrandbits(24)) for _ in range(300)]

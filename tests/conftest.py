@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
@@ -15,6 +16,10 @@ import pytest
 from PIL import Image
 
 from penstock import fn, pipeline_def, registry
+
+# the shared helpers (helpers_data, operator_cases, cases_*, ...) sit here, above the folders of tests
+# that import them
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SEED = 1234
 

@@ -243,7 +243,7 @@ def test_operator_reference_is_generated_from_the_schemas():
     import pathlib
 
     from penstock.api import reference_markdown
-    committed = pathlib.Path(__file__).parent.parent / "docs" / "operators.md"
+    committed = pathlib.Path(__file__).parents[2] / "docs" / "operators.md"
     assert committed.read_text() == reference_markdown(), "run: penstock docs > docs/operators.md"
 
 
@@ -251,6 +251,6 @@ def test_every_argument_accepted_and_ignored_is_listed_in_the_dali_guide():
     import pathlib
 
     from penstock.api import ignored_arguments_markdown
-    guide = (pathlib.Path(__file__).parent.parent / "docs" / "dali.md").read_text()
+    guide = (pathlib.Path(__file__).parents[2] / "docs" / "dali.md").read_text()
     listed = guide.split("<!-- ignored arguments: start -->\n")[1].split("<!-- ignored arguments: end -->")[0]
     assert listed == ignored_arguments_markdown(), "run: penstock docs --ignored, into docs/dali.md"

@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
 
 def run(name, *args):

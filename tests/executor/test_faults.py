@@ -191,7 +191,7 @@ def test_close_right_after_run_with_busy_worker_processes_is_quick(tree):
 def test_ctrl_c_stops_a_pipeline_with_worker_processes_within_two_seconds(tree):
     script = textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {HERE!r})
+        sys.path[:0] = [{HERE!r}, {os.path.dirname(HERE)!r}]
         from test_faults import decode
         pipe = decode({tree!r})
         pipe.run()

@@ -341,7 +341,7 @@ def _split_flip_merge(node, device):
 
 
 # each later family's cases, from tests/cases_<family>.py
-for _path in sorted(pathlib.Path(__file__).parent.glob("cases_*.py")):
+for _path in sorted(pathlib.Path(__file__).parents[1].glob("cases_*.py")):
     _family = importlib.import_module(_path.stem).CASES
     _repeated = set(_family) & set(CASES)
     assert not _repeated, f"{_path.name} repeats the cases of {sorted(_repeated)}"

@@ -11,7 +11,7 @@ import pytest
 
 from penstock import distributed, fn, pipeline_def
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture()
@@ -68,7 +68,7 @@ def test_two_processes_under_torchrun_deliver_the_data_set_exactly_once(tmp_path
     batch = 4
     environment = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             os.path.join(HERE, "distributed_worker.py"), str(tmp_path / "files.txt"), str(batch),
+                             os.path.join(TESTS, "distributed_worker.py"), str(tmp_path / "files.txt"), str(batch),
                              str(tmp_path / "rank")], capture_output=True, text=True, timeout=120, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]

@@ -19,7 +19,7 @@ from PIL import Image
 
 from conftest import CUDA, smooth_image
 
-HERE = os.path.dirname(__file__)
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def jpeg_folder(tmp_path_factory):
 
 
 def _check(jpeg_folder, environment) -> dict:
-    result = subprocess.run([sys.executable, os.path.join(HERE, "gpu_pipeline_check.py"), jpeg_folder],
+    result = subprocess.run([sys.executable, os.path.join(TESTS, "gpu_pipeline_check.py"), jpeg_folder],
                             env={**os.environ, **environment}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -150,7 +150,7 @@ def test_external_source_takes_cupy_and_cuda_tensor_samples():
 def test_the_host_side_benchmark_runs(jpeg_folder):
     """benchmarks/host_side.py stands in for the GPU inside the pipeline's internals: it must keep
     up with them."""
-    result = subprocess.run([sys.executable, os.path.join(HERE, "..", "benchmarks", "host_side.py"), jpeg_folder,
+    result = subprocess.run([sys.executable, os.path.join(TESTS, "..", "benchmarks", "host_side.py"), jpeg_folder,
                              "2", "3", "1", "4"], env={**os.environ, "PENSTOCK_GPU_ON_CPU": "1", "TRITON_INTERPRET": "1"},
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -14,7 +14,7 @@ import torch
 from penstock import fn, pipeline_def, types
 from penstock.plugin.pytorch import GenericIterator, TvTensors
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 from make_coco import make_coco  # noqa: E402
 
 BATCH = 4

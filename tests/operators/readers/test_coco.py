@@ -18,7 +18,7 @@ pycocotools = pytest.importorskip("pycocotools")
 from pycocotools import mask as mask_util  # noqa: E402
 from pycocotools.coco import COCO  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "benchmarks"))
 from make_coco import make_coco  # noqa: E402
 
 from penstock.operators.readers.coco import rle_decode, rle_from_string  # noqa: E402

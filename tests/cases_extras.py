@@ -1,8 +1,8 @@
 """Cases of the sequence operators (penstock.operators.tensor.sequences), random_crop_generator
 (penstock.operators.random.crop_generator), io.file.read and dump_image (penstock.operators.image.file_io), clahe and debayer
 (penstock.operators.image.image_extras) for the coverage test; the operators' own tests, against numpy,
-OpenCV and DALI, are in tests/test_sequences.py, tests/test_crop_generator.py, tests/test_file_io.py
-and tests/test_image_extras.py.
+OpenCV and DALI, are in tests/operators/tensor/test_sequences.py, tests/operators/random/test_crop_generator.py, tests/operators/image/test_file_io.py
+and tests/operators/image/test_image_extras.py.
 
 References: per_frame hands the data on untouched; sequence_rearrange against numpy's indexing of
 the first axis (exact); random_crop_generator's windows lie inside the images whose shapes it is

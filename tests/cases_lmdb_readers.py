@@ -1,5 +1,5 @@
 """Cases of readers.caffe and readers.caffe2 (penstock.operators.readers.lmdb_readers) for the coverage test;
-the readers' own tests, against the values written and against DALI, are in tests/test_lmdb_readers.py.
+the readers' own tests, against the values written and against DALI, are in tests/operators/readers/test_lmdb_readers.py.
 
 References: the images and labels written into each database (exact, dtypes and shapes too): raw
 Caffe Datums come out as (height, width, channels) uint8 arrays with int32 labels of shape (1,);

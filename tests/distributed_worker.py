@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under torchrun: each process reads one epoch of a file list through
+"""Run by tests/pipeline/test_distributed.py under torchrun: each process reads one epoch of a file list through
 penstock with no shard arguments (its rank's shard comes from the process group), for each last-batch
 policy, all-reducing a value every step as training would, and writes what it got as JSON."""
 import json

@@ -1,6 +1,6 @@
 """How the operator tests describe and run one operator: ``Case`` and ``run_case``.
 
-``tests/test_operator_coverage.py`` holds the cases of the first operators; each operator family
+``tests/operators/test_operator_coverage.py`` holds the cases of the first operators; each operator family
 added later keeps its cases in ``tests/cases_<family>.py`` (a ``CASES`` dict of its own), which
 the coverage test gathers, so that every family's cases live beside each other and the coverage
 check still sees every registered operator.

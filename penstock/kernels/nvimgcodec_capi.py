@@ -8,7 +8,7 @@ describing an image) keep the lock, and the decode releases it once and runs to 
 it: no call waits for the lock while the GPU works.
 
 The structures are those of nvImageCodec 0.9 (include/nvimgcodec.h in its wheel);
-tests/test_nvimgcodec_capi.py checks every size and field offset against that header.
+tests/kernels/test_nvimgcodec_capi.py checks every size and field offset against that header.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ GLOBAL_ARGUMENTS = {"bytes_per_sample_hint", "preserve", "seed", "device", "name
 
 # shared operators without cases yet: operator -> why
 UNCOVERED_OPERATORS = {
-    "dump_image": "writes its files into the working directory: tests/test_file_io.py compares them with DALI's, "
+    "dump_image": "writes its files into the working directory: tests/operators/image/test_file_io.py compares them with DALI's, "
                   "byte for byte, in a folder of its own",
 }
 

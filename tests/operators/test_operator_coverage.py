@@ -259,7 +259,7 @@ def _numpy_reader_case(tmp_path_factory) -> Case:
 
 
 def _tfrecord_reader_case(tmp_path_factory) -> Case:
-    """Records of one bytes feature, encoded here by hand (tests/test_tfrecord_reader.py checks the
+    """Records of one bytes feature, encoded here by hand (tests/operators/readers/test_tfrecord_reader.py checks the
     reader against protobuf's own encoder)."""
     from penstock import tfrecord
 
@@ -293,7 +293,7 @@ def _webdataset_reader_case(tmp_path_factory) -> Case:
 
 
 def _mxnet_reader_case(tmp_path_factory) -> Case:
-    """RecordIO records of one part each, written to the format (tests/test_mxnet_reader.py has the
+    """RecordIO records of one part each, written to the format (tests/operators/readers/test_mxnet_reader.py has the
     parts a payload holding the magic number is split into)."""
     import struct
     root = tmp_path_factory.mktemp("mxnet_reader")

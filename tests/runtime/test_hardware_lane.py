@@ -2,7 +2,7 @@
 the batches submitted to it in order, waits for each nvJPEG state's last decode on the GPU first,
 sets states up for a new batch size, reports statuses, and stops once the jobs submitted are done.
 nvJPEG and the CUDA driver are stood in for by Python functions the lane calls by address; on the
-GPU, tests/test_gpu_decoder.py checks the real calls' pixels against the Python path."""
+GPU, tests/runtime/test_gpu_decoder.py checks the real calls' pixels against the Python path."""
 import ctypes
 import os
 import shutil

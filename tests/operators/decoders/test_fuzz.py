@@ -4,7 +4,7 @@ TFRecord, RecordIO, .npy) are read or refused with an error naming the file, wit
 more than the file could hold; the file reader delivers every file's bytes exactly once per epoch
 and shard, whatever the batch size and shard count.
 
-CI runs a small example budget; `PENSTOCK_FUZZ_EXAMPLES=5000 python3 -m pytest tests/test_fuzz.py`
+CI runs a small example budget; `PENSTOCK_FUZZ_EXAMPLES=5000 python3 -m pytest tests/operators/decoders/test_fuzz.py`
 runs a longer search.
 """
 import os

@@ -226,7 +226,7 @@ def test_short_last_batch_is_padded_and_marked(flat_root, pad_last_batch):
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 4])
 def test_padded_shards_partition_the_data_every_epoch(flat_root, num_shards, stick_to_shard):
     """With pad_last_batch (without it a shard's short last batch reads on into the next shard, as in
-    DALI: tests/test_readers_dali.py)."""
+    DALI: tests/operators/readers/test_readers_dali.py)."""
     root, names = flat_root
     per_shard = []
     for shard_id in range(num_shards):

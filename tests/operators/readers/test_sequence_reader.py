@@ -52,7 +52,7 @@ def test_gray_frames_and_the_layout(tmp_path):
     read = read_one_epoch(lambda: (fn.readers.sequence(name="Reader", file_root=str(tmp_path), sequence_length=2,
                                                        image_type=types.GRAY),), batch_size=1)
     assert read[0][0].shape == (2, 12, 16, 1)
-    # OpenCV and Pillow round BT.601's weights differently: within one level (as tests/test_decoders.py)
+    # OpenCV and Pillow round BT.601's weights differently: within one level (as tests/operators/decoders/test_decoders.py)
     assert np.abs(read[0][0][1].astype(int) - pillow_decode(streams["s"][1], "L")).max() <= 1
 
 

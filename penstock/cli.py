@@ -5,17 +5,11 @@ import argparse
 import os
 import sys
 
+from penstock.paths import default_work_dir
+
 
 def _default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def default_work_dir() -> str:
-    """The user's cache folder for penstock's sample data: $XDG_CACHE_HOME/penstock or
-    ~/.cache/penstock. Not a folder named penstock in the temporary folder: scripts run from
-    there would import it as a namespace package instead of penstock."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "penstock")
 
 
 def _positive(text: str) -> int:

@@ -105,7 +105,7 @@ def test_demo_on_a_folder_smaller_than_a_batch_reports_a_real_figure(tmp_path, c
 
 
 def test_the_sample_data_lives_in_the_users_cache_not_in_the_temporary_folder(monkeypatch, tmp_path):
-    from penstock.cli import default_work_dir
+    from penstock.paths import default_work_dir
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_work_dir() == str(tmp_path / "penstock")
     monkeypatch.delenv("XDG_CACHE_HOME")

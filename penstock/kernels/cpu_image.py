@@ -2,54 +2,12 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import cv2
 import numpy as np
 
 from penstock import numeric
 from penstock.types import DALIInterpType
-
-_opencv_lock = threading.Lock()
-_opencv_claims = 0
-_opencv_saved: tuple | None = None  # the settings before the first claim: (threads, log level)
-
-
-def claim_opencv() -> None:
-    """OpenCV as pipelines need it, from now until every claim is released: one thread per call
-    (each worker runs one sample at a time; OpenCV's own pool would oversubscribe the cores) and
-    quiet (a bad file raises an error naming it; OpenCV's messages on stderr would only repeat
-    it). These are process-wide settings: importing penstock leaves them alone, and the last
-    release puts back what was there."""
-    global _opencv_claims, _opencv_saved
-    with _opencv_lock:
-        if _opencv_claims == 0:
-            _opencv_saved = (cv2.getNumThreads(), _log_level())
-            cv2.setNumThreads(1)
-            _set_log_level(getattr(cv2.utils.logging, "LOG_LEVEL_ERROR", None))
-        _opencv_claims += 1
-
-
-def release_opencv() -> None:
-    global _opencv_claims
-    with _opencv_lock:
-        _opencv_claims -= 1
-        if _opencv_claims == 0 and _opencv_saved is not None:
-            threads, level = _opencv_saved
-            cv2.setNumThreads(threads)
-            _set_log_level(level)
-
-
-def _log_level():
-    logging = getattr(cv2.utils, "logging", None)
-    return logging.getLogLevel() if logging is not None else None
-
-
-def _set_log_level(level) -> None:
-    logging = getattr(cv2.utils, "logging", None)
-    if logging is not None and level is not None:
-        logging.setLogLevel(level)
-
 
 def crop_anchor(in_size: int, crop_size: int, position: float, rounding: str = "round") -> int:
     """Where a crop starts: DALI's ``position * (in_size - crop_size)`` (the position a float32), to
@@ -134,36 +92,16 @@ def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror:
             target[...] = cv2.LUT(plane, lut)
 
 
-_affine_warp = None  # the C warp's function once loaded (False where it cannot be built)
-
-
-def _affine_warp_library():
-    """kernels/csrc/affine_warp.c's function, or None where it cannot be built (the numpy path then
-    does the same float32 operations)."""
-    global _affine_warp
-    if _affine_warp is None:
-        import ctypes
-        from penstock.runtime import native
-        path = native.built("affine_warp")
-        if path is None:
-            _affine_warp = False
-        else:
-            function = ctypes.CDLL(path).penstock_affine_linear
-            pointer, integer = ctypes.c_void_p, ctypes.c_int
-            function.argtypes = [pointer, integer, integer, integer, pointer, integer, integer, pointer, pointer]
-            function.restype = None
-            _affine_warp = function
-    return _affine_warp or None
-
-
 def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int, nearest: bool, border,
-                  dtype) -> np.ndarray:
+                  dtype, native_warp=None) -> np.ndarray:
     """DALI's CPU warp of an HWC image into a (height, width) output of ``dtype``: the 2x3 float32
     ``matrix`` maps output pixel centres (x + 0.5, y + 0.5; origin at the top-left pixel's corner) to
     input coordinates, sampled by the nearest pixel or bilinearly. Outside the input: ``border``
     (one value, already of ``dtype``), or for None the edge pixel repeated. The arithmetic is
     DALI's, in float32 (the positions along a row stepped by the matrix's first column), so that
-    integer outputs round as DALI's do."""
+    integer outputs round as DALI's do. ``native_warp``: a callable giving the C warp's function
+    (runtime.native.affine_warp) or None; the bilinear warp then runs in C, without the
+    interpreter lock."""
     f32 = np.float32
     m = np.asarray(matrix, f32).reshape(2, 3)
     rows = np.arange(height, dtype=f32) + f32(0.5)
@@ -198,9 +136,8 @@ def affine_sample(image: np.ndarray, matrix: np.ndarray, height: int, width: int
         return result.reshape(height, width, channels)
     # the border meets the input's pixels in the input's type (DALI converts it back with saturation)
     border_in = None if border is None else numeric.saturate(np.asarray(border), image.dtype).astype(f32)
-    native = _affine_warp_library()
+    native = native_warp() if native_warp is not None else None
     if native is not None:  # the same float32 operations in C, without the interpreter lock
-        import ctypes
         source = np.ascontiguousarray(image, dtype=f32)
         output = np.empty((height, width, channels), f32)
         edge = None if border_in is None else np.ascontiguousarray(np.broadcast_to(border_in, (channels,)))

@@ -1,4 +1,4 @@
-"""penstock's small C helpers (kernels/csrc): built on first use with the machine's C compiler
+"""penstock's small C helpers (runtime/csrc): built on first use with the machine's C compiler
 (``$CC``, else ``cc``: the one Triton needs to run its GPU kernels) and kept in penstock's cache
 folder, one build per source text. Where there is no compiler, the build fails, or
 ``PENSTOCK_NATIVE=0`` is set, ``built`` returns None and ``problem`` says why: each caller then
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+
+from penstock.paths import default_work_dir
 
 SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 _built: dict[str, str | None] = {}
@@ -58,7 +60,6 @@ def _build(name: str) -> str:
     with open(os.path.join(SOURCES, f"{name}.c"), "rb") as file:
         source = file.read()
     key = hashlib.sha256(source + f"{sys.platform} {platform.machine()}".encode()).hexdigest()[:16]
-    from penstock.cli import default_work_dir
     folder = os.path.join(default_work_dir(), "native")
     built = os.path.join(folder, f"{name}-{key}.so")
     if os.path.exists(built):
@@ -79,3 +80,23 @@ def _build(name: str) -> str:
         if os.path.exists(partial):
             os.remove(partial)
     return built
+
+
+_affine_warp = None  # the C warp's function once loaded (False where it cannot be built)
+
+
+def affine_warp():
+    """csrc/affine_warp.c's bilinear warp (cpu_image.affine_sample's native_warp), or None where it
+    cannot be built (the numpy path then does the same float32 operations)."""
+    global _affine_warp
+    if _affine_warp is None:
+        path = built("affine_warp")
+        if path is None:
+            _affine_warp = False
+        else:
+            function = ctypes.CDLL(path).penstock_affine_linear
+            pointer, integer = ctypes.c_void_p, ctypes.c_int
+            function.argtypes = [pointer, integer, integer, integer, pointer, integer, integer, pointer, pointer]
+            function.restype = None
+            _affine_warp = function
+    return _affine_warp or None

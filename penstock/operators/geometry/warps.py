@@ -15,6 +15,7 @@ from penstock import devices, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
+from penstock.runtime import native
 from penstock.operators.shared import crop_windows as crop_generator
 from penstock.operators.shared.crop_windows import RANDOM_CROP_ARGS
 from penstock.operators.geometry.image_geometry import INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_CHECKS, border_value, check_hwc, crop_placement, crop_size, declare_hwc_layout, fixed_crop_size, fixed_resize_size, image_layout, layout_refused, resample_filters, resampled_dtype, resize_filter, resize_window, resized_shape, spatial_axes, warped_dtype
@@ -182,7 +183,7 @@ class WarpAffine(WarpDeclaration, SampleOperator):
         if not args.inverse_map:
             matrix = _inverted(matrix, self.name)
         return cpu_image.affine_sample(image, matrix[:2], height, width, args.interp_type is types.INTERP_NN,
-                                       border_value(args.fill_value, dtype), dtype)
+                                       border_value(args.fill_value, dtype), dtype, native.affine_warp)
 
 
 def _inverted(matrix: np.ndarray, op_name: str) -> np.ndarray:

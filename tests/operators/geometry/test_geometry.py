@@ -418,19 +418,18 @@ def test_flip_refuses_other_layouts(layout):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32])
-def test_the_c_warp_computes_what_the_numpy_warp_does(dtype, monkeypatch):
-    """kernels/csrc/affine_warp.c (when it builds) repeats the numpy path's float32 operations:
+def test_the_c_warp_computes_what_the_numpy_warp_does(dtype):
+    """runtime/csrc/affine_warp.c (when it builds) repeats the numpy path's float32 operations:
     equal to the bit, tiles of 256 columns, borders and edges included."""
     from penstock.kernels import cpu_image
-    if cpu_image._affine_warp_library() is None:
+    from penstock.runtime import native
+    if native.affine_warp() is None:
         pytest.skip("no C compiler here: the numpy path is the only one")
     rng = np.random.default_rng(7)
     image = (rng.normal(0, 100, (23, 300, 3)) if dtype == np.float32 else rng.integers(0, 200, (23, 300, 3))).astype(dtype)
     angle = 0.4
     matrix = np.array([[np.cos(angle), -np.sin(angle), 5.0], [np.sin(angle), np.cos(angle), -7.0]], np.float32)
     for border in (None, np.asarray(9, dtype)):
-        fast = cpu_image.affine_sample(image, matrix, 31, 290, False, border, dtype)
-        monkeypatch.setattr(cpu_image, "_affine_warp", False)
+        fast = cpu_image.affine_sample(image, matrix, 31, 290, False, border, dtype, native.affine_warp)
         slow = cpu_image.affine_sample(image, matrix, 31, 290, False, border, dtype)
-        monkeypatch.setattr(cpu_image, "_affine_warp", None)
         np.testing.assert_array_equal(fast, slow)

@@ -131,3 +131,25 @@ def round_halves_away(xp, values):
     wide = values.astype(np.float64) if xp is np else values.double()
     magnitude = xp.floor(xp.abs(wide) + 0.5)
     return xp.where(wide < 0, -magnitude, magnitude)
+
+
+def promoted(left: np.dtype, right: np.dtype) -> np.dtype:
+    """DALI's result type of a binary operation on operands of these types (arithmetic's and the
+    element-wise kernel's): T with T gives T; a float with any non-float gives the float; two floats,
+    two signed or two unsigned integers give the wider; a signed intX with an unsigned uintY gives
+    int(2Y) when X <= Y (capped at int64), else intX; bool with another type gives the other."""
+    left, right = np.dtype(left), np.dtype(right)
+    if left == right:
+        return left
+    if left.kind == "b" or right.kind == "b":
+        return right if left.kind == "b" else left
+    if left.kind == "f" or right.kind == "f":
+        if left.kind == "f" and right.kind == "f":
+            return max(left, right, key=lambda dtype: dtype.itemsize)
+        return left if left.kind == "f" else right
+    if left.kind == right.kind:  # both signed or both unsigned
+        return max(left, right, key=lambda dtype: dtype.itemsize)
+    signed, unsigned = (left, right) if left.kind == "i" else (right, left)
+    if signed.itemsize <= unsigned.itemsize:
+        return np.dtype(f"int{min(8 * 2 * unsigned.itemsize, 64)}")
+    return signed

@@ -6,7 +6,7 @@ once.
 An expression is a tree of tuples: ``("leaf", i)`` is operand i, a batch of per-sample tensors
 that each have the output sample's shape or hold one element (a per-sample scalar, broadcast);
 ``("const", value, dtype)`` a scalar constant; ``(op, dtype, child, ...)`` an operation computing
-``dtype`` after converting its children as the operators do (penstock.operators.tensor.arithmetic: the
+``dtype`` after converting its children as the operators do (penstock.numeric.promoted: the
 operands of a comparison to their common type, of other operations to the result's).
 
 Every sample has a row in a table of int64s: its element count, where it starts in the packed
@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl  # noqa: F401  (the generated kernels' namespace)
 
+from penstock import numeric
 from penstock.batch import PackedBatch
 from penstock.runtime.pinned import upload_arrays
 from penstock.kernels.triton_launch import INTERPRETED, launch
@@ -84,8 +85,7 @@ def _source(expression, leaf_types: list[np.dtype], scalar_leaves: frozenset) ->
         op, dtype = node[0], np.dtype(node[1])
         operands = [emit(child) for child in node[2:]]
         if op in ("eq", "ne", "lt", "le", "gt", "ge"):
-            from penstock.operators.tensor.arithmetic import promoted
-            common = promoted(*[operand_type for _, operand_type in operands])
+            common = numeric.promoted(*[operand_type for _, operand_type in operands])
             converted = [_converted(value, operand_type, common) for value, operand_type in operands]
         else:
             converted = [_converted(value, operand_type, dtype) for value, operand_type in operands]

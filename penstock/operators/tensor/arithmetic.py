@@ -32,6 +32,7 @@ import numpy as np
 from penstock import devices, registry
 from penstock.batch import DeferredBatch
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.numeric import promoted
 from penstock.schema import Arg, ArgError, OpSchema
 
 BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "fpow", "eq", "ne", "lt", "le", "gt", "ge",
@@ -99,25 +100,6 @@ def constant_array(value, op: str = "add") -> np.ndarray:
     if array.ndim > 0 or not isinstance(value, np.ndarray):
         array = array.astype({"int64": np.int32, "float64": np.float32}.get(array.dtype.name, array.dtype))
     return array
-
-
-def promoted(left: np.dtype, right: np.dtype) -> np.dtype:
-    """DALI's result type of a binary operation (module docstring)."""
-    left, right = np.dtype(left), np.dtype(right)
-    if left == right:
-        return left
-    if left.kind == "b" or right.kind == "b":
-        return right if left.kind == "b" else left
-    if left.kind == "f" or right.kind == "f":
-        if left.kind == "f" and right.kind == "f":
-            return max(left, right, key=lambda dtype: dtype.itemsize)
-        return left if left.kind == "f" else right
-    if left.kind == right.kind:  # both signed or both unsigned
-        return max(left, right, key=lambda dtype: dtype.itemsize)
-    signed, unsigned = (left, right) if left.kind == "i" else (right, left)
-    if signed.itemsize <= unsigned.itemsize:
-        return np.dtype(f"int{min(8 * 2 * unsigned.itemsize, 64)}")
-    return signed
 
 
 def result_type(op: str, operands: list[np.dtype]) -> np.dtype:

@@ -6,7 +6,7 @@ import pytest
 from conftest import gpu_or_emulated
 
 from penstock import fn, pipeline_def, types
-from penstock.operators.tensor.arithmetic import promoted
+from penstock.numeric import promoted
 
 LEFT = [np.array([[3, 8, 250], [0, 7, 1]], np.uint8), np.array([[9, 4, 2], [5, 6, 3]], np.uint8)]
 RIGHT = [np.array([[2, -3, 5], [1, 4, -2]], np.int8), np.array([[7, 1, 3], [-5, 2, 9]], np.int8)]

@@ -12,13 +12,13 @@ tests/kernels/test_nvimgcodec_capi.py checks every size and field offset against
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import importlib.util
 import os
-import shutil
-import tempfile
 from ctypes import POINTER, Structure, Union, c_char, c_char_p, c_float, c_int, c_size_t, c_uint8, c_uint32, c_void_p
+
+from penstock.kernels.c_library import load_twice
+from penstock.kernels.nvjpeg_hardware import load_nvjpeg_globally
 
 MAX_CODEC_NAME_SIZE = 256
 MAX_NUM_DIM = 5
@@ -144,51 +144,33 @@ _SIGNATURES = {  # every argument a pointer (handles, structures, arrays) unless
 }
 
 
-def load_twice(path: str, signatures: dict) -> tuple:
-    """(quick, slow): a C library whose functions return a status, loaded as PyDLL, whose calls keep
-    the interpreter lock (each release costs the caller a wait for the lock when the call returns),
-    and as CDLL, whose calls release it (for calls that work for milliseconds)."""
-    quick, slow = ctypes.PyDLL(path), ctypes.CDLL(path)
-    for handle in (quick, slow):
-        for name, arguments in signatures.items():
-            function = getattr(handle, name)
-            function.argtypes, function.restype = arguments, c_int
-    return quick, slow
+def wheel_folder() -> str:
+    """The folder of the nvidia-nvimgcodec wheel, found without importing its Python module:
+    importing it loads every extension, and those whose libraries are missing print errors."""
+    spec = importlib.util.find_spec("nvidia.nvimgcodec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("nvImageCodec is not installed (nvidia-nvimgcodec-cu13)")
+    return spec.submodule_search_locations[0]
 
 
-def _jpeg_extensions(folder: str) -> str:
-    """A folder with only the extension penstock decodes with (nvJPEG's: hardware, CUDA and hybrid
-    JPEG backends): nvImageCodec loads every extension of the folder it is given, and those whose
-    libraries are not installed (JPEG 2000, TIFF) print errors each time a decoder is made. The
-    folder is made once per process and removed at exit; without an nvJPEG extension, the whole
-    folder is used."""
-    names = [name for name in os.listdir(folder) if "nvjpeg" in name and "nvjpeg2k" not in name] \
+def jpeg_extension_names(folder: str) -> list[str]:
+    """The extensions of ``folder`` penstock decodes with (nvJPEG's: hardware, CUDA and hybrid JPEG
+    backends), or none where it has no nvJPEG extension. nvImageCodec loads every extension of the
+    folder it is given, and those whose libraries are not installed (JPEG 2000, TIFF) print errors
+    each time a decoder is made."""
+    return [name for name in os.listdir(folder) if "nvjpeg" in name and "nvjpeg2k" not in name] \
         if os.path.isdir(folder) else []
-    if not names:
-        return folder
-    chosen = tempfile.mkdtemp(prefix="penstock-nvimgcodec-")
-    atexit.register(shutil.rmtree, chosen, ignore_errors=True)
-    for name in names:
-        os.symlink(os.path.join(folder, name), os.path.join(chosen, name))
-    return chosen
 
 
 class Library:
     """The loaded library: ``quick`` calls keep the interpreter lock (microseconds of work),
     ``slow`` calls release it (the decode, and waiting for it)."""
 
-    def __init__(self):
-        # the wheel's folder, found without importing its Python module: importing it loads every
-        # extension, and those whose libraries are missing print errors
-        spec = importlib.util.find_spec("nvidia.nvimgcodec")
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("nvImageCodec is not installed (nvidia-nvimgcodec-cu13)")
-        directory = spec.submodule_search_locations[0]
-        path = os.path.join(directory, "libnvimgcodec.so.0")
-        from penstock.kernels.nvjpeg_hardware import load_nvjpeg_globally
+    def __init__(self, directory: str, extensions: str):
+        """The library of the wheel's ``directory``, loading the extensions of folder ``extensions``."""
         load_nvjpeg_globally()  # the JPEG extension finds nvJPEG by name, wherever it was loaded from
-        self.extensions = _jpeg_extensions(os.path.join(directory, "extensions")).encode()
-        self.quick, self.slow = load_twice(path, _SIGNATURES)
+        self.extensions = extensions.encode()
+        self.quick, self.slow = load_twice(os.path.join(directory, "libnvimgcodec.so.0"), _SIGNATURES)
         properties = new(Properties)
         self.check(self.quick.nvimgcodecGetProperties(ctypes.byref(properties)), "nvimgcodecGetProperties")
         self.version = (properties.version // 1000, properties.version % 1000 // 100)

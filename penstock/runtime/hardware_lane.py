@@ -6,7 +6,7 @@ processes run Python, that wait lasts up to a switch interval (5 ms) and the eng
 lane's thread never takes the lock: each batch is described in Python into its ``Job`` (the
 nvJPEG state's arrays, and an event recorded after its decode), submitted with a call that keeps
 the lock (``quick``), and waited for with one that releases it (``slow``). Where the helper cannot
-be built (kernels/native.py), the decoder makes the calls from the executor's decode stage instead.
+be built (runtime/native.py), the decoder makes the calls from the executor's decode stage instead.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import ctypes
 from ctypes import c_double, c_int32, c_void_p
 
 from penstock.runtime import native
-from penstock.kernels.nvimgcodec_capi import load_twice
+from penstock.kernels.c_library import load_twice
 
 NAME = "hardware_lane"
 

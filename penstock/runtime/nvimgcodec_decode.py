@@ -21,13 +21,13 @@ import torch
 from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
+from penstock.runtime.nvimgcodec_library import library
+from penstock.runtime.nvjpeg_decoder import HardwareJpegDecoder
 from penstock.batch import PackedBatch
-from penstock.contract import RowColumn, RowPreparation
+from penstock.columns import RowColumn, RowPreparation
 from penstock.runtime.pinned import copy_bytes_into, copy_into
 from penstock.types import DALIImageType
 
-INSTALL_HINT = ("device='mixed' decoding needs a CUDA GPU, PyTorch with CUDA and nvImageCodec: "
-                "pip install 'penstock[gpu]' (nvidia-nvimgcodec-cu13 and nvidia-nvjpeg)")
 _ALIGN = 256  # bytes between decoded images in the batch buffer
 # A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/4 more):
 # its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
@@ -50,20 +50,6 @@ _TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _KIND =
 # what its bytes are (the _KIND column): a JPEG for nvImageCodec, a JPEG the hardware decoders
 # take, or pixels the CPU workers decoded
 JPEG, HARDWARE_JPEG, PIXELS = range(3)
-_library: capi.Library | None = None
-_library_lock = threading.Lock()
-
-
-def library() -> capi.Library:
-    """nvImageCodec's library, loaded once; ImportError with what to install when it cannot be."""
-    global _library
-    with _library_lock:
-        if _library is None:
-            try:
-                _library = capi.Library()
-            except (ImportError, OSError) as error:
-                raise ImportError(f"{INSTALL_HINT} ({error})") from None
-        return _library
 
 
 class EncodedImage(RowPreparation):
@@ -185,7 +171,7 @@ class GpuImageDecoder:
     ``run_call(lane, call)``: the executor's decode stage runs them on the threads of the lane
     (LANES), and the caller goes on with other work and ``wait``s for the batch later. The threads
     that make its calls have its device as their current CUDA device. The hardware decoders' calls
-    go to their own native thread instead where it is built (kernels/hardware_lane.py), which
+    go to their own native thread instead where it is built (runtime/hardware_lane.py), which
     never waits for the interpreter lock between one batch's call and the next.
     """
 
@@ -270,7 +256,7 @@ class GpuImageDecoder:
                          DALIImageType.GRAY: nvjpeg_hardware.OUTPUT_Y}.get(output_type, nvjpeg_hardware.OUTPUT_RGBI)
         try:
             with torch.cuda.device(device_id):
-                return nvjpeg_hardware.HardwareJpegDecoder(output_format, batch_size_hint, device_id)
+                return HardwareJpegDecoder(output_format, batch_size_hint, device_id)
         except (OSError, RuntimeError):
             return None
 
@@ -454,7 +440,7 @@ def _check_pixel_sizes(rows: np.ndarray, expected: np.ndarray, indices: np.ndarr
             f"{int(expected[wrong[0]])}")
 
 
-def _decode_on_hardware(hardware: nvjpeg_hardware.HardwareJpegDecoder, batch, stream) -> None:
+def _decode_on_hardware(hardware: HardwareJpegDecoder, batch, stream) -> None:
     # its nvJPEG state's buffers were in use by an earlier batch, which has usually finished: asked
     # first, because waiting releases the interpreter lock, and retaking it can take a switch interval
     if batch.finished is None:

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from penstock.kernels import nvjpeg_hardware
-from penstock.kernels.nvimgcodec_capi import load_twice
+from penstock.kernels.c_library import load_twice
 
 
 def _header():
@@ -44,7 +44,7 @@ def test_image_structure_matches_the_header(tmp_path):
     structure = nvjpeg_hardware.Image
     assert [int(value) for value in printed] == [ctypes.sizeof(structure), structure.channel.offset,
                                                  structure.pitch.offset]
-    assert nvjpeg_hardware._IMAGE_FIELDS.itemsize == ctypes.sizeof(structure)
+    assert nvjpeg_hardware.IMAGE_FIELDS.itemsize == ctypes.sizeof(structure)
 
 
 def test_a_library_is_loaded_keeping_and_releasing_the_lock():
@@ -70,8 +70,10 @@ class _RecordingNvjpeg:
 
 def test_the_decode_state_is_set_up_once_per_batch_size_and_again_after_a_failure():
     from types import SimpleNamespace
+
+    from penstock.runtime.nvjpeg_decoder import HardwareJpegDecoder
     recording = _RecordingNvjpeg()
-    decoder = object.__new__(nvjpeg_hardware.HardwareJpegDecoder)
+    decoder = object.__new__(HardwareJpegDecoder)
     decoder.library = SimpleNamespace(slow=recording)
     decoder.handle, decoder.output_format = ctypes.c_void_p(), nvjpeg_hardware.OUTPUT_RGBI
     batch = SimpleNamespace(state=ctypes.c_void_p(), count=4, data=None, lengths=None, images=None, params=None,

@@ -81,31 +81,15 @@ def gpu_problem() -> str | None:
     return _torch_and_triton_problem(need_cuda=not _emulated)
 
 
-@functools.lru_cache(maxsize=None)
-def _decoder_library_problem() -> str | None:
-    try:
-        from penstock.runtime.nvimgcodec_decode import library
-        library()
-    except ImportError as error:
-        return str(error)
-    return None
-
-
-def decoder_problem() -> str | None:
-    """Why 'mixed' decoders cannot run here: what 'gpu' operators need, and nvImageCodec."""
-    return gpu_problem() or (None if _emulated else _decoder_library_problem())
-
-
 def torch_device(device_id: int | None):
-    """The torch device a pipeline's GPU work goes to (the CPU when emulated)."""
+    """The torch device a pipeline's GPU work goes to (the CPU when emulated): GPU ``device_id``,
+    or the current one where it is None or -1 (a distributed job's pipeline is given its local
+    rank's: distributed.gpu_of)."""
     import torch
     if _emulated:
         return torch.device("cpu")
-    if device_id in (None, -1):  # not given: the local rank's GPU in a distributed job, else the current one
-        from penstock import distributed
-        device_id = distributed.device_id()
-        if device_id is None:
-            device_id = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    if device_id in (None, -1):
+        device_id = torch.cuda.current_device() if torch.cuda.is_available() else 0
     return torch.device("cuda", device_id)
 
 

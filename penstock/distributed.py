@@ -1,10 +1,11 @@
 """Where a pipeline stands among the processes of a distributed job (torch.distributed, torchrun).
 
 When a reader is given no ``shard_id``/``num_shards`` and the process belongs to a distributed job,
-it reads the shard of this process's rank among the job's world size; and a pipeline whose
-``device_id`` is left at -1 uses the GPU of the process's local rank. Explicit arguments always
-win; ``PENSTOCK_AUTO_SHARD=0`` in the environment turns the defaults off (every process then reads
-the whole data set, as without a distributed job).
+it reads the shard of this process's rank among the job's world size (penstock.sharding); and a
+pipeline whose ``device_id`` is left at -1 uses the GPU of the process's local rank. A pipeline
+reads these once, when it is built, and hands them to its operators (contract.BuildContext).
+Explicit arguments always win; ``PENSTOCK_AUTO_SHARD=0`` in the environment turns the defaults off
+(every process then reads the whole data set, as without a distributed job).
 
 A job is recognised by an initialized torch.distributed process group (its rank and world size),
 or else by the environment torchrun and other launchers set (RANK, WORLD_SIZE, LOCAL_RANK).
@@ -14,13 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NamedTuple
 
-
-class Place(NamedTuple):
-    rank: int
-    world_size: int
-    local_rank: int | None
+from penstock.sharding import Place
 
 
 def auto_shard_enabled() -> bool:
@@ -45,20 +41,6 @@ def place() -> Place | None:
     return Place(rank, world_size, local_rank)
 
 
-def shard(shard_id: int | None, num_shards: int | None, name: str) -> tuple[int, int]:
-    """(shard_id, num_shards) of a reader: those given, else this process's rank and the job's
-    world size in a distributed job, else (0, 1)."""
-    if shard_id is not None and num_shards is not None:
-        return shard_id, num_shards
-    job = place()
-    if job is None:
-        return shard_id or 0, num_shards or 1
-    if num_shards is not None and num_shards != job.world_size or shard_id is not None and num_shards is None:
-        raise ValueError(f"{name}: give both shard_id and num_shards, or neither (this process is rank "
-                         f"{job.rank} of {job.world_size}, which they default to)")
-    return job.rank, job.world_size
-
-
 def default_threads() -> int:
     """A pipeline's CPU threads when it is given none: this machine's cores, divided among the
     processes of a distributed job that run on it (torchrun's LOCAL_WORLD_SIZE), so that one
@@ -75,6 +57,12 @@ def device_id() -> int | None:
     """The GPU of this process in a distributed job (its local rank), or None."""
     job = place()
     return None if job is None else job.local_rank
+
+
+def gpu_of(given: int | None) -> int | None:
+    """A pipeline's GPU: the ``device_id`` given, else (None or -1) this process's local rank in a
+    distributed job, else None (the current GPU)."""
+    return given if given not in (None, -1) else device_id()
 
 
 def _int_env(name: str) -> int | None:

@@ -15,7 +15,8 @@ from typing import Callable
 
 from penstock import devices
 from penstock.batch import Batch
-from penstock.contract import SourceOperator, random_stream
+from penstock.contract import SourceOperator
+from penstock.draws import random_stream
 from penstock.executor.buffers import BufferPool, SharedArena
 from penstock.executor.gpu_stage import GPU_BATCHES_IN_FLIGHT, GpuStage, Lanes
 from penstock.executor.jobs import POLL_SECONDS, IterationResult, Job, StageTimes, WorkerCalls, finish_samples
@@ -23,21 +24,8 @@ from penstock.executor.plan import ExecutionPlan, Step
 from penstock.executor.processes import WorkerProcesses
 from penstock.executor.samples import SampleRunner, run_whole_batch_steps
 from penstock.executor.skipping import refill
+from penstock.tuning import DEFAULT, Tuning
 
-# Python worker threads beyond this many cost more in contention for the interpreter lock than
-# they add: on the 16-core H200 machine the CPU training pipeline ran at 2,837 images/s with 8
-# worker threads and 2,056 with 16 (BENCHMARKS.md, CPU pipelines). A pipeline's num_threads above
-# it still sizes native thread pools (nvImageCodec's CPU threads) and the number of worker processes.
-MAX_PYTHON_WORKERS = 8
-THREAD_STOP_SECONDS = 1.5  # how long shutdown waits for the stages' threads, all together
-GPU_STEP_STOP_SECONDS = 30.0  # how much longer it waits for the GPU stage to finish the operator it is in
-# Batches a GPU pipeline's CPU stage may hold beyond prefetch_queue_depth: its time per batch varies
-# (a worker's message of slow samples, such as the JPEGs the workers decode themselves), and a
-# batch late to the GPU stage leaves the hardware JPEG decoders idle. With a tenth of the JPEGs on
-# the CPU workers, two more made the training pipeline 28,333-29,170 images/s from 25,150-26,885
-# on one H100 start (without that share: 26,897-27,089 from 26,508-26,781); on another start both
-# were within the spread (BENCHMARKS.md). They hold host memory (their encoded images), not GPU memory.
-CPU_BATCHES_AHEAD = 2
 _live_executors: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
 
@@ -69,8 +57,9 @@ class Executor:
                  outputs: list[tuple[int, int]], output_layouts: list[str], num_threads: int,
                  prefetch_depth: int, device=None, worker_processes: bool | None = False,
                  skip_failures: bool = False, timeout: float | None = None, checkpointing: bool = False,
-                 start_iteration: int = 0):
+                 start_iteration: int = 0, tuning: Tuning = DEFAULT):
         self._plan = plan = ExecutionPlan.build(sources, steps, outputs)
+        self._tuning = tuning
         # checkpoints (penstock.checkpoints): the sources' states after each batch, recorded by the
         # producer; the one of the last batch handed out is the pipeline's checkpoint
         self._checkpointing = checkpointing
@@ -93,9 +82,10 @@ class Executor:
         self._output_layouts = list(output_layouts)  # the GPU stage reads this list: changed in place
         # batches prepared ahead of the consumer: prefetch_depth finished or in the CPU stage, and,
         # as each stage has its own in DALI, the GPU stage's own (GPU_BATCHES_IN_FLIGHT): else
-        # the CPU workers would wait while the GPU stage holds two batches; and CPU_BATCHES_AHEAD
-        # more for the CPU stage of a GPU pipeline
-        depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT + CPU_BATCHES_AHEAD if plan.gpu_steps else 0)
+        # the CPU workers would wait while the GPU stage holds two batches; and cpu_batches_ahead
+        # more for the CPU stage of a GPU pipeline, whose time per batch varies (a worker's message
+        # of slow samples), where a batch late to the GPU stage leaves the hardware JPEG decoders idle
+        depth = max(1, prefetch_depth) + (GPU_BATCHES_IN_FLIGHT + tuning.cpu_batches_ahead if plan.gpu_steps else 0)
         self._times = StageTimes()
         uses_processes = plan.uses_processes(worker_processes)
         # worker processes write their samples straight into batch buffers shared with them
@@ -113,7 +103,7 @@ class Executor:
         self._failure: BaseException | None = None
         self._end_delivered = False  # the consumer got StopIteration and has not called reset() yet
         workers = plan.cpu_workers(num_threads)
-        processes = WorkerProcesses(self._runner, workers, self._tasks, self._stopping, arena) \
+        processes = WorkerProcesses(self._runner, workers, self._tasks, self._stopping, arena, tuning) \
             if uses_processes else None
         # CPU work the GPU stage hands back (images the GPU decoders refused): the worker threads,
         # or the thread that feeds the worker processes, take it before their next samples
@@ -130,7 +120,7 @@ class Executor:
         # _in_flight when there is no GPU stage.
         stages = [Stage("producer", self._produce_loop, threads=1, takes="_slots", gives="_in_flight, _tasks")]
         if processes is None:
-            samples = Stage("worker", self._work, threads=worker_count(workers), numbered=True,
+            samples = Stage("worker", self._work, threads=worker_count(workers, tuning), numbered=True,
                             takes="_tasks", gives="job.done")
         else:  # one thread feeds the processes: more Python threads would compete with the GPU stage
             samples = Stage("dispatcher", processes.dispatch, threads=1, processes=processes.count,
@@ -290,33 +280,40 @@ class Executor:
         if self._processes is not None:
             self._processes.wake()
         current = threading.current_thread()
-        lane_threads = [thread for name in self._lane_names() for thread in self._threads[name]]
-        # every stage looks at the stop at least every POLL_SECONDS, or finishes the sample or GPU
-        # call it is in: within the deadline, unless it is inside the user's code (a source that
-        # does not return), which no thread can be stopped in; such a thread is left behind
-        # (a daemon) rather than holding up the caller
-        deadline = time.monotonic() + THREAD_STOP_SECONDS
-        gpu_threads = self._threads.get("gpu", [])
-        for thread in self._all_threads():  # the GPU stage may wait for lanes: they stop after it
-            if thread.is_alive() and thread is not current and thread not in lane_threads:
-                # the GPU stage stops between two operators of a batch, not inside one (a launch cannot
-                # be interrupted): milliseconds on a GPU, seconds in Triton's interpreter
-                until = deadline + (GPU_STEP_STOP_SECONDS if thread in gpu_threads else 0.0)
-                thread.join(timeout=max(0.0, until - time.monotonic()))
-        self._lanes.stop()
-        for thread in lane_threads:
-            if thread.is_alive() and thread is not current:
+        gpu_threads = [thread for name in ("gpu", *self._lane_names()) for thread in self._threads.get(name, ())]
+        # the CPU stages look at the stop at least every POLL_SECONDS, or finish the sample they
+        # are in: within the deadline, unless inside the user's code (a source that does not
+        # return), which no thread can be stopped in; such a thread is left behind (a daemon)
+        # rather than holding up the caller
+        deadline = time.monotonic() + self._tuning.thread_stop_seconds
+        for thread in self._all_threads():
+            if thread.is_alive() and thread is not current and thread not in gpu_threads:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._gpu is not None and current not in gpu_threads:
+            self._stop_gpu_stage()
         if self._processes is not None:
             self._processes.close()
-        if self._gpu is not None and not any(thread.is_alive() for name in ("gpu", *self._lane_names())
-                                             for thread in self._threads[name]):
-            self._gpu.close()
-            self._unpin_rings()
         if not any(thread.is_alive() for thread in self._all_threads()):
             # the stages' loops are this executor's bound methods: dropped, so that a pipeline let go
             # of frees its buffers (shared memory included) at once, not at the next cyclic collection
             self._stages = [dataclasses.replace(stage, loop=None) for stage in self._stages]
+
+    def _stop_gpu_stage(self) -> None:
+        """Waits for the GPU stage to reach its cancellation point (the stop is looked at between
+        two operators of a batch and between batches; a launch cannot be interrupted: at most one
+        operator's launches, milliseconds on a GPU, seconds in Triton's interpreter), then for the
+        lanes to finish the calls handed over before, then releases the decoders, the lanes and
+        the pinned rings."""
+        for thread in self._threads["gpu"]:
+            if thread.is_alive():
+                thread.join()
+        self._lanes.stop()
+        for name in self._lane_names():
+            for thread in self._threads[name]:
+                if thread.is_alive():
+                    thread.join()
+        self._gpu.close()
+        self._unpin_rings()
 
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
@@ -514,9 +511,11 @@ class Executor:
             finish_samples([task])
 
 
-def worker_count(num_threads: int) -> int:
-    """Python worker threads for ``num_threads``: at least one, at most MAX_PYTHON_WORKERS."""
-    return max(1, min(num_threads, MAX_PYTHON_WORKERS))
+def worker_count(num_threads: int, tuning: Tuning) -> int:
+    """Python worker threads for ``num_threads``: at least one, at most ``max_python_workers`` (more
+    cost more in contention for the interpreter lock than they add; num_threads above it still
+    sizes native thread pools and the number of worker processes)."""
+    return max(1, min(num_threads, tuning.max_python_workers))
 
 
 def shutdown_all() -> None:

@@ -2,98 +2,42 @@
 interpreter lock. One dispatcher thread in the pipeline's process hands queued samples to idle
 processes and stores what they send back; each process runs the sample runner.
 
-The messages, pickled through each process's pipe:
 
-request (dispatcher -> process), made by ``_requests``: a list with one block per batch that the
-    request's samples belong to, each block a tuple (indices, infos, items, param_keys, params, shared):
-    indices     the samples' indices in their batch;
-    infos       their source infos (file names, for error messages), or None when the batch has none;
-    items       per source, in plan order, its items of those samples, as a ``_column``;
-    param_keys  the key of every step (other than the sources), in plan order (the job's params);
-    params      per step, its draws of those samples: None when it draws nothing, the batch's array
-                (or UniformBlocks) taken at ``indices``, else the list of the samples' draws;
-    shared      kept slot -> location in the SharedArena of the batch's buffer for that value, for
-                the values per-sample operators may write straight into their sample's row.
-    None instead of a request stops the process.
-reply (process -> dispatcher), made by ``_serve_samples``: a tuple (errors, columns, seconds, times):
-    errors      per sample of the request, in order: None, or a PipelineError (its message and fields)
-                of its failure (which names the operator and the sample's source when an operator
-                failed);
-    columns     per kept value (ExecutionPlan.kept, slot order), its values of the samples that did
-                not fail, in order, as a ``_column``: WrittenInPlace for a value the process wrote
-                (or copied) into its row of a shared buffer; arrays of a megabyte and more
-                (decoded images) written into the process's SharedHeap (a CPU pipeline: lent to the
-                batch as they are) or ring, a _RingColumn of RingRefs. Per-sample preparations (the
-                GPU stage's inputs) go through ``SharedRing.put_column``: arrays large enough are
-                written into the process's shared ring when it has room, and travel as RingRefs,
-                or, for values with the ring's row protocol (encoded images), the column as one
-                RingRows array;
-    seconds     how long the process took for the request (the dispatcher sizes its messages by it);
-    times       the seconds each operator took for the request, by name: the pipeline's stage_seconds()
-                adds them up (they are the process's own stage times).
+The messages and the worker process's loop are in executor.worker_process.
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import multiprocessing
 import os
 import queue
-import select
 import selectors
 import signal
-import socket
-import struct
 import threading
 import time
 import warnings
 import weakref
-from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-from penstock.contract import ArrayColumn, RaggedColumn, RowColumn, SampleOperator
-from penstock.draws import UniformBlocks
+from penstock.columns import ArrayColumn, RaggedColumn, RowColumn
+from penstock.contract import SampleOperator
 from penstock.executor.buffers import SharedArena
 from penstock.executor.jobs import POLL_SECONDS, Job, PipelineError, WorkerCalls, finish_samples
 from penstock.executor.samples import SampleRunner
-from penstock.executor.shared_ring import (LENT_RING_BYTES, LENT_SMALLEST, RING_BYTES, RingRef, RingRows, SharedHeap,
-                                          SharedRing, pinned_ring_bytes)
-
-PROCESS_CHUNK = 32  # samples per message to a worker process when they are shared out evenly, at most
-# Each message costs the dispatcher thread 0.1-0.3 ms of the interpreter lock (pickling, the pipe
-# write that wakes the process, a poll, a read): samples that take a worker little time (a GPU
-# pipeline's header parsing and window choice) go many to a message, enough for about this long
-# of the worker's time, rather than spread over every idle process
-MESSAGE_SECONDS = 0.01
-# the worker processes' niceness above the pipeline's process: where they fill every core (a CPU
-# share of large JPEGs), the threads that feed the GPU still get a core when they want one. nvJPEG's
-# hardware call keeps its thread on the CPU for the whole call, and took 214, 234, 245 and 269 us a
-# 2-megapixel image with 0, 0.1, 0.2 and 0.3 of the JPEGs on workers at the pipeline's priority
-# (4.3 to 15.3 of 16 cores busy). Niceness 5 against 0, alternating in one call: validation on those
-# photographs 5,686 and 5,579 images/s against 5,483 and 5,650, training within 1%, the ImageNet-like
-# training 25,965 against 24,322 (one run each): within the spread, kept for the reason above
-# (10: validation 5,954, one run; H100, BENCHMARKS.md)
-WORKER_NICENESS = 5
-LIGHT_CHUNK = 128  # samples per message of light samples, at most
-HEAVY_MESSAGE_SECONDS = 0.05  # a message carries about this long of a worker's time, at most
-# samples whose values come back through the ring (large images) go few to a message: a reply
-# takes at most 1 / REPLY_RING_SHARE of the ring, which holds those of the batches in flight too
-REPLY_RING_SHARE = 4
-STOP_SECONDS = 0.3  # how long closing waits for busy worker processes before terminating them
-# how often an idle worker process looks whether the pipeline's process is still there: killed, it
-# closes no pipe (later processes inherit its end of the earlier ones' pipes), and nothing else
-# would tell the workers to stop
-PARENT_CHECK_SECONDS = 1.0
-
+from penstock.executor.shared_ring import RingRef, RingRows, SharedHeap, SharedRing, pinned_ring_bytes
+from penstock.executor.worker_process import (RaggedPack, RingColumn, WrittenInPlace, request_for, serve_samples,
+                                              unpack_rows)
+from penstock.tuning import Tuning
 
 class WorkerProcesses:
     """``count`` forked worker processes, and the loop of the one thread that feeds them: every
     further Python thread here would compete with the GPU stage for the interpreter lock."""
 
     def __init__(self, runner: SampleRunner, count: int, tasks: queue.SimpleQueue, stopping: threading.Event,
-                 arena: SharedArena | None = None):
+                 arena: SharedArena | None, tuning: Tuning):
         self.count = count
+        self._tuning = tuning
         self._runner = runner
         self._arena = arena  # the batch buffers the processes write samples into (None: all through the pipes)
         # kept slot -> (row shape, dtype) of the last batch's buffer, for the values per-sample
@@ -148,7 +92,7 @@ class WorkerProcesses:
     def _fork(self) -> None:
         try:
             for _ in range(self.count):
-                self._links.append(ProcessLink(self._runner, self._arena, self.count))
+                self._links.append(ProcessLink(self._runner, self._arena, self.count, self._tuning))
         except OSError as error:
             self.close()
             raise OSError(error.errno, f"penstock could not start its worker processes ({error.strerror or error}); "
@@ -167,10 +111,10 @@ class WorkerProcesses:
 
     def close(self) -> None:
         """Stops every process within about a second, busy or not: all are told at once, and the
-        ones still computing after STOP_SECONDS are terminated."""
+        ones still computing after ``worker_stop_seconds`` are terminated."""
         for link in self._links:
             link.ask_to_stop()
-        deadline = time.monotonic() + STOP_SECONDS
+        deadline = time.monotonic() + self._tuning.worker_stop_seconds
         for link in self._links:
             link.close(deadline)
         self._closed.set()  # the thread that forked them ends (after they did: its end kills them)
@@ -180,7 +124,7 @@ class WorkerProcesses:
             end.close()
 
     def dispatch(self) -> None:
-        """The dispatcher thread: hands queued samples to idle worker processes, up to PROCESS_CHUNK
+        """The dispatcher thread: hands queued samples to idle worker processes, up to ``process_chunk``
         per message (one message carries several samples, which saves hand-offs here), and stores
         their results."""
         busy: dict = {}  # connection -> (link, tasks)
@@ -213,6 +157,9 @@ class WorkerProcesses:
         calls = self.calls
         sample_seconds = None  # a worker's time per sample (moving average), once measured
         sample_bytes = 0  # what a sample's values take of the ring (moving average)
+        tuning = self._tuning
+        process_chunk, light_chunk, reply_ring_share = tuning.process_chunk, tuning.light_chunk, tuning.reply_ring_share
+        message_seconds, heavy_message_seconds = tuning.message_seconds, tuning.heavy_message_seconds
 
         def lost(error: RuntimeError, tasks: list) -> None:
             """A process died with ``tasks``: they fail, naming their samples; once every process
@@ -231,14 +178,19 @@ class WorkerProcesses:
             nonlocal closing
             while idle and not closing:
                 # one sample each until a reply says how long one takes
-                chunk = min(PROCESS_CHUNK, self._tasks.qsize() // len(idle)) if sample_seconds is not None else 1
+                chunk = min(process_chunk, self._tasks.qsize() // len(idle)) if sample_seconds is not None else 1
                 if sample_seconds is not None:
-                    chunk = max(chunk, min(LIGHT_CHUNK, int(MESSAGE_SECONDS / max(sample_seconds, 1e-6))))
+                    # samples that take a worker little time (a GPU pipeline's header parsing and
+                    # window choice) go many to a message: each costs this thread the interpreter
+                    # lock for pickling, a pipe write, a poll and a read
+                    chunk = max(chunk, min(light_chunk, int(message_seconds / max(sample_seconds, 1e-6))))
                     # heavy samples one or a few at a time: a process that took a batch's samples
                     # while the others were busy would compute them alone
-                    chunk = min(chunk, max(1, int(HEAVY_MESSAGE_SECONDS / sample_seconds)))
-                if sample_bytes:  # a reply fits its ring, and touches no more of it than it needs
-                    chunk = min(chunk, int(idle[-1].ring.size / (REPLY_RING_SHARE * sample_bytes)))
+                    chunk = min(chunk, max(1, int(heavy_message_seconds / sample_seconds)))
+                # a reply fits its ring (which holds the batches in flight too), and touches no
+                # more of it than it needs
+                if sample_bytes:
+                    chunk = min(chunk, int(idle[-1].ring.size / (reply_ring_share * sample_bytes)))
                 tasks = self._waiting_tasks(max(1, chunk))
                 if tasks and tasks[-1] is None:
                     closing = True
@@ -249,7 +201,7 @@ class WorkerProcesses:
                 link = idle.pop()
                 busy[link.connection] = (link, tasks)
                 try:
-                    link.send(_requests(tasks, source_keys, step_keys, self._shared_buffers))
+                    link.send(request_for(tasks, source_keys, step_keys, self._shared_buffers))
                 except RuntimeError as error:  # the process is gone: these samples fail, it gets no more
                     del busy[link.connection]
                     lost(error, tasks)
@@ -318,7 +270,7 @@ class WorkerProcesses:
             if isinstance(column, np.ndarray) and slot not in dense_slots and slot not in prepared_slots:
                 _store_array(runs, slot, column)
                 continue
-            if type(column) is _RaggedColumn and slot not in dense_slots and slot not in prepared_slots:
+            if type(column) is RaggedPack and slot not in dense_slots and slot not in prepared_slots:
                 _store_ragged(runs, slot, column)
                 continue
             in_ring, lent = (), False
@@ -326,7 +278,7 @@ class WorkerProcesses:
                 values, ends = link.ring.resolve_column(column)
                 for (job, _), end in zip(done, ends):  # each batch keeps its arrays in the ring until it is used
                     _keep_ring(link, job, end)
-            elif type(column) is _RingColumn:
+            elif type(column) is RingColumn:
                 in_ring = [type(value) is RingRef for value in column]
                 if prepared_slots:  # copied out below: the ring is released in order with the batches
                     values, ends = link.ring.resolve_column(column)
@@ -339,7 +291,7 @@ class WorkerProcesses:
                     lent = slot not in self._buffered_slots
                 ring_bytes += sum(value.nbytes for value, ref in zip(values, in_ring) if ref)
             else:
-                values = _rows(column)
+                values = unpack_rows(column)
             for position, ((job, index), value) in enumerate(zip(done, values)):
                 if job.error is not None:
                     continue
@@ -444,15 +396,19 @@ class ProcessLink:
     through it the plan), and a shared ring when the plan has per-sample preparations (one of
     ``processes`` rings that are pinned, when the GPU reads them)."""
 
-    def __init__(self, runner: SampleRunner, arena: SharedArena | None = None, processes: int = 1):
+    def __init__(self, runner: SampleRunner, arena: SharedArena | None, processes: int, tuning: Tuning):
         context = multiprocessing.get_context("fork")
         self._connection, child = context.Pipe()
         plan = runner.plan
         # large values (decoded images) come back through the ring too, not only preparations;
         # without preparations, through a heap whose arrays are lent out as the batches' samples
-        self.ring = SharedRing(pinned_ring_bytes(processes) if plan.gpu_reads_rings else RING_BYTES) \
-            if plan.prepared_slots else SharedHeap(LENT_RING_BYTES)
-        self._process = context.Process(target=_serve_samples, args=(runner, child, self.ring, arena, os.getpid()),
+        if plan.prepared_slots:
+            self.ring = SharedRing(pinned_ring_bytes(processes, tuning) if plan.gpu_reads_rings else tuning.ring_bytes,
+                                   tuning.ring_smallest)
+        else:
+            self.ring = SharedHeap(tuning.lent_ring_bytes, tuning.lent_smallest, tuning.ring_bytes)
+        self._process = context.Process(target=serve_samples,
+                                        args=(runner, child, self.ring, arena, os.getpid(), tuning),
                                         daemon=True, name="penstock-worker-process")
         with warnings.catch_warnings():
             # Python 3.12 warns about forking a process that has threads; the child only runs
@@ -532,188 +488,6 @@ def _exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-class WrittenInPlace:
-    """In a reply: the value was written into the sample's row of the batch's shared buffer."""
-
-
-class _SharedRows:
-    """What the sample runner takes of a job (Job) in a worker process: the batch buffers shared
-    with it, in which it writes its samples' rows; values without one go back through the pipe."""
-
-    __slots__ = ("buffers", "ragged", "lock", "size")
-
-    def __init__(self, kept_count: int, buffers: dict):
-        self.buffers = [buffers.get(slot) for slot in range(kept_count)]
-        self.ragged = [buffer is None for buffer in self.buffers]  # never made here: the pipeline's process makes them
-        self.lock = None
-        self.size = None
-
-    def _fitting_buffer(self, slot: int, value):
-        """The shared buffer of ``slot`` when ``value`` has the shape of one of its rows, else None."""
-        buffer = self.buffers[slot]
-        if buffer is None or self.ragged[slot] or not isinstance(value, np.ndarray) or value.shape != buffer.shape[1:]:
-            return None
-        return buffer
-
-    def write(self, slot: int, index: int, value) -> bool:
-        """Copies ``value`` into the sample's row of the shared buffer of ``slot`` when it has the
-        row's shape and type (an operator that made its own array: a decoder); whether it did.
-        One copy here, in parallel with the other processes, instead of several through the pipe."""
-        buffer = self._fitting_buffer(slot, value)
-        if buffer is None or value.dtype != buffer.dtype:
-            return False
-        buffer[index] = value
-        return True
-
-    def written(self, slot: int, index: int, value) -> bool:
-        """Whether ``value`` is the sample's row of the shared buffer of ``slot``."""
-        buffer = self._fitting_buffer(slot, value)
-        return buffer is not None and \
-            value.__array_interface__["data"][0] == buffer.__array_interface__["data"][0] + index * buffer.strides[0]
-
-
-def _keep_freed_memory() -> None:
-    """Lets this process's allocator keep what it frees (glibc): an operator's temporaries (a float
-    copy of an image, a megabyte) are otherwise mapped afresh and faulted in page by page for every
-    sample, and returned to the system at once. Blocks up to 16 MiB come from the heap, and the heap
-    gives back what it has free above 64 MiB: a worker process keeps at most that beyond its need."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
-        return
-    for option, value in ((_M_TRIM_THRESHOLD, 64 << 20), (_M_TOP_PAD, 16 << 20), (_M_MMAP_THRESHOLD, 16 << 20)):
-        mallopt(option, value)
-
-
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # glibc's malloc.h
-
-
-def _die_with_parent(parent: int) -> bool:
-    """Asks the system to kill this process when the thread that forked it ends (Linux); whether
-    the parent is still there. Without it, a worker computing or sending a reply when the pipeline's
-    process is killed would live on, holding its memory and the parent's stdout."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the sends and the idle wait look for the parent
-        pass
-    return os.getppid() == parent  # it may have died before the request was made
-
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-class _ParentGone(Exception):
-    """The pipeline's process died while this worker waited to send it a reply."""
-
-
-class _Replies:
-    """Sends replies through the worker's end of its pipe without ever blocking for longer than
-    PARENT_CHECK_SECONDS: a reply larger than the pipe holds waits for the parent to read it, and a
-    killed parent's end of the pipe may stay open in other processes (the later workers inherit the
-    earlier ones' pipes), which would leave the send waiting for ever. Connection.send's format."""
-
-    def __init__(self, connection, parent: int):
-        self._connection, self._parent = connection, parent
-        self._socket = self._writable = None
-        try:
-            self._socket = socket.socket(fileno=os.dup(connection.fileno()))
-        except OSError:  # not a socket: Connection.send, which may block
-            return
-        # poll, not select: a process with many files open has descriptors past select's 1024
-        self._writable = select.poll()
-        self._writable.register(self._socket, select.POLLOUT)
-
-    def send(self, reply) -> None:
-        if self._socket is None:
-            self._connection.send(reply)
-            return
-        data = ForkingPickler.dumps(reply)
-        size = len(data)
-        header = struct.pack("!i", size) if size <= 0x7fffffff else struct.pack("!iQ", -1, size)
-        self._send_all(memoryview(header))
-        self._send_all(memoryview(data))
-
-    def _send_all(self, view: memoryview) -> None:
-        while view:
-            try:
-                view = view[self._socket.send(view, socket.MSG_DONTWAIT):]
-                continue
-            except BlockingIOError:
-                pass
-            writable = self._writable.poll(PARENT_CHECK_SECONDS * 1000)
-            if not writable and os.getppid() != self._parent:
-                raise _ParentGone
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-
-
-def _serve_samples(runner: SampleRunner, connection, ring: SharedRing | SharedHeap, arena: SharedArena | None,
-                   parent: int) -> None:
-    """The worker process: answers each request with its reply until it gets None, the pipe closes
-    or the pipeline's process is gone."""
-    if not _die_with_parent(parent):
-        return
-    replies = _Replies(connection, parent)
-    try:
-        _answer_requests(runner, connection, ring, arena, parent, replies)
-    except _ParentGone:
-        pass
-    finally:
-        replies.close()
-
-
-def _answer_requests(runner: SampleRunner, connection, ring: SharedRing | SharedHeap, arena: SharedArena | None,
-                     parent: int, replies: _Replies) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
-    if WORKER_NICENESS:  # worker processes are forked: a POSIX system, which has nice()
-        try:
-            os.nice(WORKER_NICENESS)
-        except OSError:  # a policy that refuses: the workers run at the pipeline's priority
-            pass
-    _keep_freed_memory()
-    plan = runner.plan
-    kept_count = len(plan.kept)
-    timings = runner.timings()
-    reported = dict(timings)  # what was there at the fork is the pipeline process's, not this one's
-    while True:
-        try:
-            while not connection.poll(PARENT_CHECK_SECONDS):
-                if os.getppid() != parent:  # the pipeline's process is gone (killed, or os._exit)
-                    return
-            message = connection.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        errors, computed = [], []
-        started = time.perf_counter()
-        for items, params, index, source_info, shared in _unpacked(plan.source_keys, message):
-            rows = _SharedRows(kept_count, {slot: arena.view(location) for slot, location in shared.items()}) \
-                if shared else None
-            try:
-                kept = runner.compute(items, params, index, source_info, rows)
-                if rows is not None:
-                    for slot in shared:
-                        if rows.written(slot, index, kept[slot]) or rows.write(slot, index, kept[slot]):
-                            kept[slot] = WrittenInPlace
-                computed.append(kept)
-                errors.append(None)
-            except Exception as error:
-                errors.append(error if isinstance(error, PipelineError) else  # pickled without its causes
-                              PipelineError(f"{type(error).__name__}: {error}"))
-        columns = [None if slot in plan.passed_slots else  # the pipeline's process has these
-                   ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
-                   else _column([kept[slot] for kept in computed], ring) for slot in range(kept_count)]
-        seconds = time.perf_counter() - started
-        times = {stage: spent - reported.get(stage, 0.0) for stage, spent in timings.items()
-                 if spent != reported.get(stage, 0.0)}
-        if times:
-            reported = dict(timings)
-        replies.send((errors, columns, seconds, times))
-
-
 def _store_array(runs: list, slot: int, column: np.ndarray) -> None:
     """Stores a stacked column of a value that is not an output (per-sample arguments) in the
     ArrayColumns of their batches, each batch's rows at once."""
@@ -726,12 +500,12 @@ def _store_array(runs: list, slot: int, column: np.ndarray) -> None:
         if values.fits(column):
             values.put_rows(indices, column[begin:end])
         else:  # rows of another shape or type than the batch's first: kept one by one
-            for index, value in zip(indices, _rows(column[begin:end])):
+            for index, value in zip(indices, unpack_rows(column[begin:end])):
                 values[index] = value
 
 
-def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
-    """Stores a _RaggedColumn of a value that is not an output (boxes, labels on their way to the
+def _store_ragged(runs: list, slot: int, column: "RaggedPack") -> None:
+    """Stores a RaggedPack of a value that is not an output (boxes, labels on their way to the
     GPU) in the RaggedColumns of their batches, each batch's part at once."""
     flat, shapes = column
     sizes = _sizes(shapes)
@@ -747,7 +521,7 @@ def _store_ragged(runs: list, slot: int, column: "_RaggedColumn") -> None:
         if values.fits(*part):
             values.put_part(indices, *part, sizes[begin:end])
         else:  # arrays of another type or rank than the batch's first: kept one by one
-            for index, value in zip(indices, _rows(_RaggedColumn(part))):
+            for index, value in zip(indices, unpack_rows(RaggedPack(part))):
                 values[index] = value
 
 
@@ -802,101 +576,3 @@ def _lost_samples_error(error: RuntimeError, tasks: list) -> PipelineError:
     else:
         where = f" while computing {len(tasks)} samples"
     return PipelineError(f"{error}{where}", "worker process", sources[0] if sources else "", str(error))
-
-
-def _requests(tasks: list, source_keys: tuple, step_keys: frozenset, shared_buffers) -> list:
-    """The request for the samples of ``tasks`` ((job, index) pairs): the items of the sources
-    ``source_keys`` and the random draws of the steps ``step_keys`` (what the workers run);
-    ``shared_buffers(job)`` gives a block's ``shared``. A block carries a draws array
-    once, sliced for its samples, rather than one small array per sample: pickling is what the
-    dispatcher thread spends most on."""
-    blocks, by_job = [], {}
-    for job, index in tasks:
-        if id(job) not in by_job:
-            by_job[id(job)] = []
-            blocks.append((job, by_job[id(job)]))
-        by_job[id(job)].append(index)
-    message = []
-    for job, indices in blocks:
-        positions = np.array(indices)
-        infos = [job.source_infos[index] for index in indices] if job.source_infos else None
-        items = [_source_column(job.source_items[key], indices, positions) for key in source_keys]
-        keys = [key for key in job.params if key in step_keys]
-        params = [None if draws is None else draws[positions] if isinstance(draws, (np.ndarray, UniformBlocks))
-                  else [draws[index] for index in indices] for draws in (job.params[key] for key in keys)]
-        message.append((indices, infos, items, keys, params, shared_buffers(job)))
-    return message
-
-
-def _source_column(items, indices: list, positions: np.ndarray):
-    """A source's items of some samples as a _column: a slice of its batch's array (random
-    generators' draws), else stacked or listed from the samples' items."""
-    if isinstance(items, ArrayColumn) and items.complete:
-        return items.array[positions]
-    return _column([items[index] for index in indices])
-
-
-def _unpacked(source_keys: tuple, message: list):
-    """(items, draws, index, source info, shared buffer locations) of each sample of a request."""
-    for indices, infos, items, param_keys, params, shared in message:
-        items = [_rows(values) for values in items]
-        for position, index in enumerate(indices):
-            yield ({key: values[position] for key, values in zip(source_keys, items)},
-                   {key: None if draws is None else draws[position] for key, draws in zip(param_keys, params)},
-                   index, infos[position] if infos is not None else "", shared)
-
-
-class _RaggedColumn(tuple):
-    """_RaggedColumn((flat, shapes)): arrays of one dtype and rank but different shapes (boxes,
-    labels), their elements back to back in ``flat`` and their shapes as an int64 array [n, rank].
-    A tuple without a __new__ of its own: it unpickles without running Python code."""
-
-    __slots__ = ()
-
-
-class _RingColumn(tuple):
-    """_RingColumn(values): one value of several samples, those of LENT_SMALLEST bytes or more as
-    RingRefs to the process's ring or heap (the others as themselves): a decoded 12-megapixel
-    image pickled through the pipe is copied five times on its way (stacked, pickled, written, read,
-    stored) and holds as much memory at each step."""
-
-    __slots__ = ()
-
-
-def _column(values: list, ring: SharedRing | SharedHeap | None = None):
-    """One value of several samples, for the pipe: with a ring, a _RingColumn when one of them is
-    a large array; arrays of one shape and type stacked into one array, arrays of one type and
-    rank but different shapes packed into one _RaggedColumn (one pickled object, not one per
-    sample, each of which costs the receiving thread microseconds to unpickle; the other end takes
-    views, see _rows), anything else as the list."""
-    if ring is not None and any(_large(value) for value in values):
-        return _RingColumn(ring.put(value) if _large(value) else value for value in values)
-    first = values[0] if values else None
-    if not isinstance(first, np.ndarray) or first.dtype.hasobject or \
-            not all(isinstance(value, np.ndarray) and value.dtype == first.dtype for value in values):
-        return values
-    if all(value.shape == first.shape for value in values):
-        return np.stack(values)
-    if first.ndim == 0 or any(value.ndim != first.ndim for value in values):
-        return values
-    return _RaggedColumn((np.concatenate([value.reshape(-1) for value in values]),
-                          np.array([value.shape for value in values], np.int64)))
-
-
-def _large(value) -> bool:
-    return isinstance(value, np.ndarray) and value.nbytes >= LENT_SMALLEST and not value.dtype.hasobject
-
-
-def _rows(column) -> list:
-    """The per-sample values of a _column: views of a stacked array's rows (0-d arrays for a
-    column of scalars, not numpy scalars) or of a _RaggedColumn's parts, or the list itself."""
-    if type(column) is _RaggedColumn:
-        flat, shapes = column
-        ends = np.cumsum(np.prod(shapes, axis=1)).tolist()
-        starts = [0, *ends[:-1]]
-        return [flat[start:end].reshape(shape) for start, end, shape in zip(starts, ends, shapes.tolist())]
-    if not isinstance(column, np.ndarray):
-        return column
-    if column.ndim > 1:
-        return list(column)
-    return [column[index, ...] for index in range(len(column))]

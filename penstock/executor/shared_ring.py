@@ -19,30 +19,14 @@ import weakref
 
 import numpy as np
 
-from penstock.contract import RowPreparation, is_row_bytes
+from penstock.columns import RowPreparation, is_row_bytes
 from penstock.executor.buffers import FreeList
+from penstock.tuning import Tuning
 
-RING_BYTES = 256 << 20  # address space; only the pages written are ever backed by memory
-# address space of a SharedHeap; it holds the process's share of the batches the user and the
-# pipeline hold (the one handed out, the one before it until it is dropped, those being made):
-# about 430 MiB for batches of eight 12-megapixel images over two processes
-LENT_RING_BYTES = 1 << 30
-LENT_SMALLEST = 1 << 20  # arrays below this go in a pickled column: one object for many samples
-# rings the parent pins for the GPU's reads (executor: when the GPU reads the workers'
-# preparations, encoded JPEGs or pixels) are pinned whole, every page backed: the processes share
-# PINNED_RINGS_BYTES, each ring between 32 MiB and RING_BYTES. The batches a pipeline holds at once
-# must fit, or their samples cross the pipe instead: 2-megapixel JPEGs (500 KiB) in batches of 256
-# need about 650 MiB, and with 16 rings of 32 MiB a fifth of them crossed the pipe, the thread that
-# feeds the processes then spending 100-140 us a sample instead of 15 (CPU machine, emulated GPU).
-PINNED_RINGS_BYTES = 1 << 30
-
-
-def pinned_ring_bytes(processes: int) -> int:
-    """The size of each of ``processes`` rings that are to be pinned."""
-    return min(RING_BYTES, max(32 << 20, PINNED_RINGS_BYTES // max(1, processes)))
-
-
-SMALLEST = 8 << 10  # arrays below this travel through the pipe: a reference would save nothing
+def pinned_ring_bytes(processes: int, tuning: Tuning) -> int:
+    """The size of each of ``processes`` rings that are to be pinned: they share
+    ``tuning.pinned_rings_bytes``, each between 32 MiB and ``tuning.ring_bytes``."""
+    return min(tuning.ring_bytes, max(32 << 20, tuning.pinned_rings_bytes // max(1, processes)))
 
 
 class RingRef(tuple):
@@ -80,8 +64,9 @@ _REFERENCES = (RingRef, HoldsRingRefs)
 
 
 class SharedRing:
-    def __init__(self, size: int = RING_BYTES):
+    def __init__(self, size: int, smallest: int):
         self._size = size
+        self._smallest = smallest  # arrays below this travel through the pipe: a reference would save nothing
         self.memory = self._memory = mmap.mmap(-1, size)
         self._base_address = np.frombuffer(self._memory, np.uint8, 1).ctypes.data
         self._released = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # parent -> child: free below this
@@ -100,7 +85,7 @@ class SharedRing:
             if any(type(item) in _REFERENCES for item in items):
                 return HoldsRingRefs((type(value), items))
             return value
-        if not isinstance(value, np.ndarray) or value.nbytes < SMALLEST or value.dtype.hasobject:
+        if not isinstance(value, np.ndarray) or value.nbytes < self._smallest or value.dtype.hasobject:
             return value
         start = self._write(value)
         return value if start is None else RingRef((start, value.nbytes, value.shape, value.dtype.str))
@@ -111,7 +96,7 @@ class SharedRing:
         kind = next((type(value) for value in values if isinstance(value, RowPreparation)), None)
         rows, others = [], {}
         for position, value in enumerate(values):
-            if type(value) is kind and _row_bytes(value[0]):
+            if type(value) is kind and is_row_bytes(value[0]) and value[0].nbytes >= self._smallest:
                 start = self._write(value[0])
                 if start is not None:
                     rows.append((position, start, value[0].nbytes, *value.ring_row()))
@@ -193,15 +178,16 @@ class SharedHeap:
     gone, in any order. The parent gives the room back through a queue in shared memory, which
     the process reads before it writes."""
 
-    def __init__(self, size: int = LENT_RING_BYTES):
+    def __init__(self, size: int, smallest: int, fallback_size: int):
         try:
             self.memory = mmap.mmap(-1, size)
         except OSError:  # a host that refuses the reservation (strict overcommit): a ring's size
-            size = min(size, RING_BYTES)
+            size = min(size, fallback_size)
             self.memory = mmap.mmap(-1, size)
         self._size = size
-        # every array takes at least LENT_SMALLEST: no more can be out, or given back unread
-        self._capacity = size // LENT_SMALLEST + 1
+        self._smallest = smallest
+        # every array takes at least ``smallest``: no more can be out, or given back unread
+        self._capacity = size // smallest + 1
         # parent -> child: [count given back, then (offset, length) per entry, round the queue]
         self._returns = np.frombuffer(mmap.mmap(-1, 8 * (1 + 2 * self._capacity)), np.int64)
         self._read = 0  # child side: entries of the queue taken back
@@ -213,9 +199,9 @@ class SharedHeap:
         return self._size
 
     def put(self, value):
-        """A RingRef for an array of LENT_SMALLEST or more written here, or the array itself when
-        there is no room (the user holds many batches) or it is smaller."""
-        if not isinstance(value, np.ndarray) or value.nbytes < LENT_SMALLEST or value.dtype.hasobject:
+        """A RingRef for an array of ``smallest`` bytes or more written here, or the array itself
+        when there is no room (the user holds many batches) or it is smaller."""
+        if not isinstance(value, np.ndarray) or value.nbytes < self._smallest or value.dtype.hasobject:
             return value
         self._take_back()
         length = -(-value.nbytes // _ALIGNMENT) * _ALIGNMENT
@@ -250,10 +236,6 @@ class SharedHeap:
 
 
 _ALIGNMENT = 64
-
-
-def _row_bytes(value) -> bool:
-    return is_row_bytes(value) and value.nbytes >= SMALLEST
 
 
 def _rebuilt(kind: type, items: list):

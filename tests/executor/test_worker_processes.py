@@ -1,5 +1,7 @@
 """Per-sample work in forked worker processes (Pipeline(worker_processes=True)) gives the same
 batches as worker threads, reports errors the same way, and leaves no process behind."""
+import dataclasses
+import functools
 import multiprocessing
 import time
 
@@ -9,6 +11,7 @@ from helpers_data import make_class_tree
 
 import penstock
 from penstock.recipes import imagenet_train
+from penstock.tuning import DEFAULT
 
 
 @pytest.fixture(scope="module")
@@ -16,6 +19,13 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("processes")
     make_class_tree(str(root), {"a": 6, "b": 6}, height=40, width=48)
     return str(root)
+
+
+def tuned(monkeypatch, **numbers) -> None:
+    """Pipelines made from now on run with these tuning numbers changed (penstock.tuning)."""
+    from penstock.executor.executor import Executor
+    monkeypatch.setattr(Executor, "__init__", functools.partialmethod(Executor.__init__,
+                                                                      tuning=dataclasses.replace(DEFAULT, **numbers)))
 
 
 def _batches(data, worker_processes, count=3):
@@ -64,9 +74,9 @@ def test_process_errors_name_the_file_and_no_process_is_left(tmp_path):
 
 def test_shared_ring_reads_in_place_wraps_and_falls_back_when_full():
     from penstock.executor.shared_ring import HoldsRingRefs, RingRef, SharedRing
-    from penstock.runtime.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.encoded_images import EncodedImage
 
-    ring = SharedRing(size=1 << 16)
+    ring = SharedRing(1 << 16, DEFAULT.ring_smallest)
     image = np.arange(20_000, dtype=np.uint8)
     sent = [ring.put(EncodedImage((image + i, (1, 2, 3, 4), 7, 8, True))) for i in range(3)]
     assert all(isinstance(value, HoldsRingRefs) and isinstance(value[1][0], RingRef) for value in sent)
@@ -89,9 +99,9 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 
     from penstock.columns import RowColumn
     from penstock.executor.shared_ring import RingRows, SharedRing
-    from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
+    from penstock.runtime.encoded_images import KIND, PIXELS, EncodedImage
 
-    ring = SharedRing(size=1 << 17)
+    ring = SharedRing(1 << 17, DEFAULT.ring_smallest)
     image = np.arange(20_000, dtype=np.uint8)
     small = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))  # below the ring's smallest array
     pixels = np.arange(64 * 48 * 3, dtype=np.uint8).reshape(64, 48, 3)
@@ -101,21 +111,21 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
     assert type(column) is RingRows
     positions, rows, ends, others = ring.resolve_rows(column)
     assert positions.tolist() == [0, 2, 3] and ends.tolist() == [20_000, 40_000, 40_000 + pixels.nbytes]
-    assert rows[:, _KIND].tolist() == [0, 1, PIXELS]  # nvImageCodec JPEG, hardware JPEG, pixels
+    assert rows[:, KIND].tolist() == [0, 1, PIXELS]  # nvImageCodec JPEG, hardware JPEG, pixels
     assert list(others) == [1] and others[1][1] == 0  # a small image goes through the pipe
     assert type(others[1][0]) is EncodedImage and np.array_equal(others[1][0].data, small.data)
     # the batch's column takes the rows at once; indexing makes a sample's EncodedImage, read in place
     batch = RowColumn.of(EncodedImage, [None] * 5)
     batch.put_rows([3, 1, 4], rows)
     batch[0] = others[1][0]  # in this process, pixels of any size become a row
-    assert batch[2] is None and batch[0] is others[1][0] and batch.rows[0, _KIND] == PIXELS
+    assert batch[2] is None and batch[0] is others[1][0] and batch.rows[0, KIND] == PIXELS
     assert batch.rows[0, RowColumn.NBYTES] == small.data.nbytes
     for index, sent in ((3, images[0]), (1, images[1]), (4, decoded)):
         received = batch[index]
         assert type(received) is EncodedImage and received[1:] == sent[1:]
         np.testing.assert_array_equal(received[0], sent[0])  # pixels come back in their shape
     # no room for all four: the ones that fit as rows, the last as itself
-    fallback = SharedRing(size=1 << 16).put_column([EncodedImage((image, None, 7, 8, True))] * 4)
+    fallback = SharedRing(1 << 16, DEFAULT.ring_smallest).put_column([EncodedImage((image, None, 7, 8, True))] * 4)
     assert type(fallback) is RingRows and len(fallback[1]) == 3 and isinstance(fallback[2][3], EncodedImage)
     # values without the row protocol go one by one
     assert ring.put_column([small]) == [small]
@@ -125,7 +135,7 @@ def test_encoded_images_cross_the_ring_as_one_array_of_rows():
 def test_row_column_of_preparations_made_in_this_process():
     from penstock.columns import RowColumn
     from penstock.contract import MISSING
-    from penstock.runtime.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.encoded_images import EncodedImage
 
     data = np.frombuffer(b"\xff\xd8" + bytes(100), np.uint8)  # read-only bytes still give their address
     decoded = EncodedImage((np.zeros((4, 4, 3), np.uint8), None, 4, 4, False))
@@ -200,8 +210,8 @@ def test_shared_arena_reuses_freed_space_and_says_when_full():
 def test_a_column_crosses_the_pipe_and_comes_back_as_its_samples(values):
     import pickle
 
-    from penstock.executor.processes import _column, _rows
-    back = _rows(pickle.loads(pickle.dumps(_column(values))))
+    from penstock.executor.worker_process import pack_column, unpack_rows
+    back = unpack_rows(pickle.loads(pickle.dumps(pack_column(values))))
     assert len(back) == len(values)
     for sent, received in zip(values, back):
         assert received.shape == sent.shape and received.dtype == sent.dtype
@@ -211,7 +221,7 @@ def test_a_column_crosses_the_pipe_and_comes_back_as_its_samples(values):
 
 def test_light_samples_go_many_to_a_message(data, monkeypatch):
     """Each message costs the dispatcher's thread; samples that take a worker little time are sent
-    more than PROCESS_CHUNK at a time once their time is measured (results unchanged)."""
+    more than Tuning.process_chunk at a time once their time is measured (results unchanged)."""
     from penstock.executor import processes
     sizes = []
     send = processes.ProcessLink.send
@@ -220,14 +230,14 @@ def test_light_samples_go_many_to_a_message(data, monkeypatch):
         sizes.append(sum(len(block[0]) for block in request))
         return send(self, request)
     monkeypatch.setattr(processes.ProcessLink, "send", counting_send)
-    monkeypatch.setattr(processes, "MESSAGE_SECONDS", 1.0)  # every sample counts as light, however slow this machine
+    tuned(monkeypatch, message_seconds=1.0, heavy_message_seconds=1.0)  # every sample light, however slow this machine
     pipe = imagenet_train(data, batch_size=96, num_threads=2, device_id=None, seed=11, crop=32, worker_processes=True)
     try:
         for _ in range(6):
             pipe.run()
     finally:
         pipe.close()
-    assert max(sizes) > processes.PROCESS_CHUNK
+    assert max(sizes) > DEFAULT.process_chunk
 
 
 def test_array_column_holds_a_batch_of_rows_and_reads_as_one_array():
@@ -344,13 +354,13 @@ def _rings_of_a_mixed_decoder_pipeline(data, after_first_batch=lambda executor: 
 
 def test_rings_the_gpu_reads_share_one_pinned_budget(data):
     """The mixed decoder's encoded JPEGs are read by the GPU out of the worker processes' rings,
-    which are then pinned: the processes share shared_ring.PINNED_RINGS_BYTES (each ring between
-    32 MiB and RING_BYTES), enough for batches of 2-megapixel JPEGs to stay off the pipes."""
-    from penstock.executor.shared_ring import PINNED_RINGS_BYTES, RING_BYTES, pinned_ring_bytes
-    assert pinned_ring_bytes(16) == PINNED_RINGS_BYTES // 16
-    assert pinned_ring_bytes(1) == RING_BYTES and pinned_ring_bytes(1024) == 32 << 20
+    which are then pinned: the processes share Tuning.pinned_rings_bytes (each ring between
+    32 MiB and Tuning.ring_bytes), enough for batches of 2-megapixel JPEGs to stay off the pipes."""
+    from penstock.executor.shared_ring import pinned_ring_bytes
+    assert pinned_ring_bytes(16, DEFAULT) == DEFAULT.pinned_rings_bytes // 16
+    assert pinned_ring_bytes(1, DEFAULT) == DEFAULT.ring_bytes and pinned_ring_bytes(1024, DEFAULT) == 32 << 20
     gpu_reads_rings, rings = _rings_of_a_mixed_decoder_pipeline(data)
-    assert gpu_reads_rings and [ring._size for ring in rings] == [pinned_ring_bytes(2)] * 2
+    assert gpu_reads_rings and [ring._size for ring in rings] == [pinned_ring_bytes(2, DEFAULT)] * 2
 
 
 def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monkeypatch):
@@ -394,7 +404,7 @@ def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp
 
     from penstock import fn, pipeline_def, types
     from penstock.executor import processes
-    monkeypatch.setattr(processes, "pinned_ring_bytes", lambda count: 128 << 10)
+    monkeypatch.setattr(processes, "pinned_ring_bytes", lambda count, tuning: 128 << 10)
     data = str(tmp_path)
     make_class_tree(data, {"a": 12, "b": 12}, height=72, width=80)  # 17 KiB decoded: through the ring
 
@@ -424,11 +434,10 @@ def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp
 
 
 def test_worker_processes_run_below_the_pipelines_priority(data):
-    """The workers are niced (processes.WORKER_NICENESS) so that the pipeline's own threads, which
+    """The workers are niced (Tuning.worker_niceness) so that the pipeline's own threads, which
     feed the GPU, get a core when the workers fill every one."""
     import os
 
-    from penstock.executor import processes
     pipe = penstock.Pipeline(batch_size=2, num_threads=1, device_id=None, worker_processes=True)
     with pipe:
         jpegs, _ = penstock.fn.readers.file(file_root=data)
@@ -437,17 +446,19 @@ def test_worker_processes_run_below_the_pipelines_priority(data):
     try:
         pipe.run()
         pids = [link._process.pid for link in pipe._executor._processes._links]
-        expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + processes.WORKER_NICENESS)
+        expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + DEFAULT.worker_niceness)
         assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == expected for pid in pids)
     finally:
         pipe.close()
 
 
 _DYING_PIPELINES = """
-import itertools, os, sys, threading, time
+import dataclasses, functools, itertools, os, sys, threading, time
 import numpy as np
 from penstock import fn, pipeline_def
 from penstock.executor import processes
+from penstock.executor.executor import Executor
+from penstock.tuning import DEFAULT
 
 data, death, marks = sys.argv[1], sys.argv[2], sys.argv[3]
 sizes = itertools.count()
@@ -500,7 +511,7 @@ for ragged in (False, True):
     layout = "ragged" if ragged else "dense"
     start(f"sending {layout}", pipeline(marked(f"sending {layout}", large(ragged, 0.9))))  # through the pipe
     # through the ring, which is full after one sample: the other waits in the pipe
-    processes.LENT_RING_BYTES = 4 << 20
+    Executor.__init__ = functools.partialmethod(Executor.__init__, tuning=dataclasses.replace(DEFAULT, lent_ring_bytes=4 << 20))
     start(f"ring full {layout}", pipeline(marked(f"ring full {layout}", large(ragged, 3.0))))
 while len(os.listdir(marks)) < len(started) - 1:
     time.sleep(0.01)
@@ -586,9 +597,10 @@ def test_worker_processes_outlive_the_thread_that_started_them(data):
 
 
 def test_shared_heap_lends_arrays_given_back_in_any_order():
-    from penstock.executor.shared_ring import LENT_SMALLEST, RingRef, SharedHeap
+    from penstock.executor.shared_ring import RingRef, SharedHeap
+    LENT_SMALLEST = DEFAULT.lent_smallest
 
-    heap = SharedHeap(size=4 * LENT_SMALLEST)
+    heap = SharedHeap(4 * LENT_SMALLEST, LENT_SMALLEST, DEFAULT.ring_bytes)
     values = [np.full(LENT_SMALLEST // 4, index, np.float32) for index in range(4)]
     refs = [heap.put(value) for value in values]
     assert all(type(ref) is RingRef for ref in refs) and [ref[0] for ref in refs] == [0, 1 << 20, 2 << 20, 3 << 20]

@@ -76,7 +76,7 @@ def _gpu_decoder(output_type=DALIImageType.RGB):
 
 
 def _items(kinds, claim_hardware=None):
-    from penstock.runtime.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.encoded_images import EncodedImage
     items = []
     for index, kind in enumerate(kinds):
         encoded, hardware = KINDS[kind]
@@ -220,12 +220,12 @@ def test_encoded_data_address_for_writable_read_only_and_offset_arrays():
         assert _address(array) == array.ctypes.data
 
 
-def _mixed_and_cpu_decoders(name="decoders.image_random_crop", num_threads=1, **given):
+def _mixed_and_cpu_decoders(name="decoders.image_random_crop", num_threads=1, cores=1, **given):
     from penstock import registry
     from penstock.contract import BuildContext
     from penstock.operators.decoders import images as decoders
     args, _ = registry.get_schema(name).validate({"output_type": DALIImageType.RGB, **given})
-    context = BuildContext(batch_size=4, num_threads=num_threads, device_id=None, seed=3)
+    context = BuildContext(batch_size=4, num_threads=num_threads, device_id=None, seed=3, cores=cores)
     return registry.implementations()[(name, "mixed")](args, context), decoders.ImageRandomCrop(args, context), args
 
 
@@ -283,7 +283,9 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     keep pace with: none for whole ImageNet-sized JPEGs, for JPEGs the engines do not take or
     without spare cores, the floor of ImageNet-sized windows, about a fifth of whole 2-megapixel images with
     12 spare cores, and more of windows whose decode on the CPU reads fewer of the image's rows."""
-    from penstock.operators.decoders.images import automatic_cpu_share
+    from penstock.operators.decoders.cpu_share import share_model
+    from penstock.tuning import DEFAULT
+    automatic_cpu_share = share_model(DEFAULT)
     floor = {"window_floor": 0.1}  # where the engines set the pace (test_windows_are_shared_where_...)
     for pixels in (500 * 375, 600 * 800):
         assert automatic_cpu_share(pixels, 60, whole_image=True, **floor) == 0.0
@@ -308,7 +310,8 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
 
 def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     from penstock.contract import SampleContext
-    from penstock.operators.decoders import images as decoders
+    from penstock.operators.decoders import cpu_share
+    from penstock.tuning import DEFAULT
     (few, cpu, args), (many, _, _) = (_mixed_and_cpu_decoders(num_threads=threads) for threads in (1, 8))
     assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
     few._spare_cores = many._spare_cores = 12
@@ -321,7 +324,7 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     assert not any(few.decodes_on_cpu(index, 400 * 300, rows_read=0.8) for index in range(256))
     few.share_windows(), many.share_windows()  # the engines set the pace: that floor of small windows
     windows = [index for index in range(256) if few.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
-    assert abs(len(windows) - 256 * decoders.least_window_share(12)) <= 5 and max(np.diff(windows)) <= 26
+    assert abs(len(windows) - 256 * cpu_share.least_window_share(12, DEFAULT)) <= 5 and max(np.diff(windows)) <= 26
     assert windows == [index for index in range(256) if many.decodes_on_cpu(index, 400 * 300, rows_read=0.8)]
     # a 2-megapixel JPEG chosen for the workers' share comes back decoded (the CPU decoder's window)
     jpeg = _encoded(_image(1200, 1600, seed=9))
@@ -331,7 +334,7 @@ def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     np.testing.assert_array_equal(data, cpu.run((jpeg,), args, SampleContext(index, "a.jpg", draws[index])))
     assert window is None and not hardware and extent == data.shape[:2]  # no resize after it: full scale
     # not in the share even of windows at the top (the share's cap)
-    other = next(index for index in range(256) if (index + 1) * decoders._GOLDEN % 1.0 >= decoders.MAX_AUTOMATIC_CPU_SHARE)
+    other = next(index for index in range(256) if (index + 1) * cpu_share.GOLDEN % 1.0 >= DEFAULT.max_automatic_cpu_share)
     data, *_ = few.encoded((jpeg,), args, SampleContext(other, "a.jpg", draws[other]))
     assert data is jpeg  # the rest go to the GPU encoded
 
@@ -343,15 +346,13 @@ def test_the_automatic_cpu_share_gets_a_worker_per_core_whatever_num_threads(tmp
     emulated GPU (which decodes every image on the workers), leaves num_threads to decide."""
     from conftest import gpu_or_emulated
 
-    from penstock import devices, distributed, fn, pipeline_def
-    from penstock.operators.decoders import images as decoders
-    monkeypatch.setattr(distributed, "default_threads", lambda: 8)  # 2 spare cores
-    assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 8
-    assert _mixed_and_cpu_decoders(cpu_decoder_load=0.0)[0].cpu_workers_wanted() == 0
+    from penstock import devices, fn, pipeline_def
+    from penstock.operators.decoders import mixed as decoders
+    assert _mixed_and_cpu_decoders(cores=8)[0].cpu_workers_wanted() == 8  # 2 spare cores
+    assert _mixed_and_cpu_decoders(cores=8, cpu_decoder_load=0.0)[0].cpu_workers_wanted() == 0
     with devices.emulated_gpu():
-        assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 0
-    monkeypatch.setattr(distributed, "default_threads", lambda: 128)  # a pipeline alone on a large host
-    assert _mixed_and_cpu_decoders()[0].cpu_workers_wanted() == 32
+        assert _mixed_and_cpu_decoders(cores=8)[0].cpu_workers_wanted() == 0
+    assert _mixed_and_cpu_decoders(cores=128)[0].cpu_workers_wanted() == 32  # a pipeline alone on a large host
 
     monkeypatch.setattr(decoders.MixedDecoder, "cpu_workers_wanted", lambda self: 6)
     Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
@@ -379,11 +380,14 @@ def test_windows_are_shared_where_the_engines_set_the_pace(tmp_path, monkeypatch
     from conftest import gpu_or_emulated
 
     from penstock import distributed, fn, pipeline_def, types
-    from penstock.operators.decoders import images as decoders
-    assert decoders.least_window_share(16 - decoders.PIPELINE_CORES) == pytest.approx(0.06)
-    assert decoders.least_window_share(32 - decoders.PIPELINE_CORES) == 0.1
-    assert decoders.least_window_share(122) == 0.1
-    assert decoders.least_window_share(2 - decoders.PIPELINE_CORES) == decoders.least_window_share(0) == 0.0
+    from penstock.operators.decoders import mixed as decoders
+    from penstock.operators.decoders.cpu_share import least_window_share
+    from penstock.tuning import DEFAULT
+    cores = DEFAULT.pipeline_cores
+    assert least_window_share(16 - cores, DEFAULT) == pytest.approx(0.06)
+    assert least_window_share(32 - cores, DEFAULT) == 0.1
+    assert least_window_share(122, DEFAULT) == 0.1
+    assert least_window_share(2 - cores, DEFAULT) == least_window_share(0, DEFAULT) == 0.0
     monkeypatch.setattr(distributed, "default_threads", lambda: 16)  # the machine's cores per pipeline
     Image.fromarray(_image(48, 64)).save(tmp_path / "a.jpg")
 
@@ -413,10 +417,11 @@ def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
     sample whose point lies between the whole image's share and the top window's is decoded on the
     workers for the top window only."""
     from penstock.contract import SampleContext
-    from penstock.operators.decoders import images as decoders
+    from penstock.operators.decoders.cpu_share import GOLDEN, share_model
+    from penstock.tuning import DEFAULT
     jpeg = _encoded(_image(1200, 1600, seed=4))
-    whole = decoders.automatic_cpu_share(1200 * 1600, 12)
-    index = next(index for index in range(256) if whole <= (index + 1) * decoders._GOLDEN % 1.0 < 0.25)
+    whole = share_model(DEFAULT)(1200 * 1600, 12)
+    index = next(index for index in range(256) if whole <= (index + 1) * GOLDEN % 1.0 < 0.25)
     for rel_start, on_cpu in (((0.0, 0.0), True), ((0.0, 0.7), False)):  # (x, y): at the top, near the bottom
         mixed, _, args = _mixed_and_cpu_decoders("decoders.image_slice", rel_start=rel_start, rel_shape=(0.5, 0.3))
         mixed._spare_cores = 12
@@ -431,7 +436,7 @@ def test_the_batch_buffer_keeps_the_gpu_decoders_room_for_the_workers_share():
     scaling), but keeps the room the GPU's decoders would have taken in the batch buffer: its size
     does not move with which JPEGs the workers took (the allocator keeps a block of every size)."""
     from penstock.columns import RowColumn
-    from penstock.runtime.nvimgcodec_decode import EncodedImage, batch_layout
+    from penstock.runtime.encoded_images import EncodedImage, batch_layout
     jpeg = np.zeros(1000, np.uint8)
     small = np.zeros((30, 40, 3), np.uint8)  # a 120 x 160 window decoded at 1/4 scale
     ring = np.zeros(small.nbytes, np.uint8)
@@ -462,7 +467,7 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
     import torch
     from penstock.columns import RowColumn
     from penstock.runtime import pinned
-    from penstock.runtime.nvimgcodec_decode import _KIND, PIXELS, EncodedImage
+    from penstock.runtime.encoded_images import KIND, PIXELS, EncodedImage
     decoder = _gpu_decoder()
     memory = mmap.mmap(-1, 1 << 20)
     ring = np.frombuffer(memory, np.uint8)
@@ -477,7 +482,7 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
             stored[:] = image
             items.insert(index, EncodedImage((stored, None, *image.shape[:2], False)))
         column = RowColumn.of(EncodedImage, items)
-        assert column.rows[[1, 3], _KIND].tolist() == [PIXELS, PIXELS] and not column.others
+        assert column.rows[[1, 3], KIND].tolist() == [PIXELS, PIXELS] and not column.others
         pending = decoder.submit(column, torch.cuda.current_stream())
         pending.wait()
         torch.cuda.synchronize()
@@ -495,7 +500,7 @@ def test_images_decoded_on_the_workers_are_uploaded_beside_gpu_decoded_ones(wher
 
 def test_pixels_of_the_wrong_size_are_named():
     import torch
-    from penstock.runtime.nvimgcodec_decode import EncodedImage
+    from penstock.runtime.encoded_images import EncodedImage
     decoder = _gpu_decoder()
     items = _items(["baseline 4:2:0"])
     items.append(EncodedImage((np.zeros((10, 12, 1), np.uint8), None, 10, 12, False)))  # one channel, not three
@@ -506,7 +511,7 @@ def test_pixels_of_the_wrong_size_are_named():
 
 def test_the_mixed_decoders_declare_the_lanes_their_engine_uses():
     from penstock.runtime.nvimgcodec_decode import LANES
-    from penstock.operators.decoders.images import MixedDecoder
+    from penstock.operators.decoders.mixed import MixedDecoder
     assert MixedDecoder.lanes == LANES
 
 

@@ -1,22 +1,19 @@
 """Image decoders: ``decoders.image``, ``decoders.image_random_crop``, ``decoders.image_crop`` and
-``decoders.image_slice``. Input: encoded bytes (uint8, 1-D); output: HWC uint8 images. And
-``peek_image_shape``: the shape they decode an image to, from its header.
+``decoders.image_slice``, their arguments and their CPU implementations (the GPU's: decoders.mixed).
+Input: encoded bytes (uint8, 1-D); output: HWC uint8 images. And ``peek_image_shape``: the shape
+they decode an image to, from its header.
 
 On the CPU ('cpu') each sample is decoded on a worker, only its window, and smaller in the DCT
-domain when a fixed-size resize follows. On the GPU ('mixed') the CPU decoder of the same name
-chooses each window on the workers (so both devices choose the same windows for the same seed) and
-the GPU stage decodes the batch on the hardware JPEG engines and CUDA cores; where the engines set
-the pace (large JPEGs) and cores are spare, the workers decode a share themselves
-(``cpu_decoder_load``, ``automatic_cpu_share``)."""
+domain when a fixed-size resize follows."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
-from penstock import devices, distributed, registry, types
-from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator
+from penstock import registry, types
+from penstock.capabilities import ShrinksOnDecode
+from penstock.contract import OutputSpec, SampleContext, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
 from penstock.kernels import image_codecs
@@ -194,12 +191,11 @@ class DecoderDeclaration:
                           channels=None if output_type is types.ANY_DATA else output_type.channels)
 
 
-class ImageDecoder(DecoderDeclaration, SampleOperator):
+class ImageDecoder(ShrinksOnDecode, DecoderDeclaration, SampleOperator):
     """Decodes whole images, or a window of each: subclasses choose the window."""
 
     # set at build when a resize follows: (height, width) of an image -> the size it is resized to
     shrink_target = None
-    decodes_smaller = True
 
     def decode_smaller_for(self, target):
         self.shrink_target = target
@@ -414,262 +410,3 @@ class PeekImageShape(SampleOperator):
         image_type = args.image_type
         channels = image_codecs.stored_channels(data) if image_type is types.ANY_DATA else image_type.channels
         return np.array([height, width, channels], dtype=args.dtype.numpy)
-
-
-# The CPU workers' share of a JPEG when cpu_decoder_load is not given, from a model of what each
-# decoder costs (H100 and H200, BENCHMARKS.md): nvJPEG's hardware call takes about 13 us per image
-# plus 82 us per megapixel of the whole image (256 windows of 0.24-megapixel JPEGs: 8.4 ms; of
-# 2-megapixel JPEGs: 45 ms; whole images and windows alike); the rest of the GPU training pipeline
-# keeps up with about 27,000 images/s (37 us each), so a share only pays where the hardware takes
-# longer than that per image. One CPU core decodes a whole image in about 48 times the hardware's
-# time for it (2-megapixel photographs at the 1/4 scale validation's resize allows: 8.3-9.0 ms, from
-# the cores busy; reading the entropy-coded data, which no scale shortens, is most of it), and a
-# window in that times the share of the image's rows down to the window's bottom (libjpeg-turbo
-# reads the data that far; training windows: 6.6 ms). A whole image gets a share only where the
-# engines take more than twice the pipeline's time per image: on ImageNet-like sets (0.1-0.5
-# megapixels) validation did no faster with 0.1 (26,959 / 27,506 images/s against 27,781 / 27,103,
-# H100, 16 cores), where on 2-megapixel photographs 0.2 made training 20% faster on 16. Windows get
-# at least least_window_share(spare cores) where the cores allow and the engines set the pipeline's
-# pace (no GPU work but the fused image kernel after the decode: optimize.let_decoders_share_windows):
-# with the engines' calls made by the hardware lane (kernels/hardware_lane.py), ImageNet-sized
-# training did 29,283 / 29,020 with a tenth on the workers against 26,685 / 26,242 without, past the
-# engines' ceiling (about 27,700 windows/s). Each point of share keeps about 0.6 cores busy (4 + 60 x
-# the share, measured at 0.06-0.15), and what it gains grows with the cores: on 16 (10 spare) 0.06 did
-# as well as 0.1 on fewer cores (27,882 / 28,699 images/s on 8.3 / 7.7 cores, against 26,909 / 29,093
-# on 9.8 / 9.5, and 27,312 / 27,540 on 4.7 / 4.5 without), where on 32 (26 spare) each step paid:
-# 29,039 / 28,790 with 0.06, 29,617 / 29,816 with 0.1, 30,512 / 30,806 with 0.15 on 13.0 cores (H100s,
-# one call each). So the floor spends a share of the spare cores (0.006 a core: 0.06 on 16 cores),
-# at most MAX_WINDOW_FLOOR: with 0.13 on 32 cores, 11.9 / 12.8 cores were busy on a later start,
-# about what DALI keeps busy on that host (11.7-12.0 in other calls), where 0.1 keeps 9.5-10.0.
-HARDWARE_US_PER_IMAGE, HARDWARE_US_PER_MEGAPIXEL = 13.0, 82.0
-PIPELINE_US_PER_IMAGE = 37.0
-HEADROOM = 2.0
-WINDOW_FLOOR_PER_SPARE_CORE = 0.006
-MAX_WINDOW_FLOOR = 0.1
-CPU_TO_HARDWARE_TIME = 48.0  # a whole image's
-# what a GPU pipeline's own process and its share-free workers keep busy (4.1-4.6 cores measured),
-# and 2 more: with 14.8 of 16 cores busy (a share of 0.21 of whole 2-megapixel images) validation
-# ran no faster than with 8.8 (0.1)
-PIPELINE_CORES = 6
-MAX_AUTOMATIC_CPU_SHARE = 0.3  # larger shares were slower wherever measured (64 cores for one GPU)
-# of whole images (no window) at most: on a 32-core host, validation on 2-megapixel photographs did
-# 3,935 images/s with 0.3 of them on the CPU workers, 4,912 with 0.2 and 4,656 with none (19 cores
-# busy at 0.3: not the cores; the cause was not found), where training windows did best at 0.3
-MAX_WHOLE_IMAGE_CPU_SHARE = 0.2
-# workers the automatic share gets at most: at its cap, with the engines at their rate, the share
-# keeps about 21 cores busy (0.3 of 8,000 images/s of 48 x the hardware's time each, whatever the
-# image size) and the pipeline about 5 more; a pipeline alone on a host of 128 cores does not fork 128
-MAX_SHARE_WORKERS = 32
-_GOLDEN = (math.sqrt(5) - 1) / 2
-
-
-def least_window_share(spare_cores: int) -> float:
-    """The least share of windows the CPU workers decode where the hardware engines set the
-    pipeline's pace: more where more cores are spare (see the model above)."""
-    return max(0.0, min(MAX_WINDOW_FLOOR, WINDOW_FLOOR_PER_SPARE_CORE * spare_cores))
-
-
-def automatic_cpu_share(pixels: int, spare_cores: int, rows_read: float = 1.0, whole_image: bool = False,
-                        window_floor: float = 0.0) -> float:
-    """The share of JPEGs of ``pixels`` pixels that the CPU workers decode: enough to bring the
-    hardware engines' time per image down to HEADROOM times the pipeline's (``needed``), no more
-    than the spare cores decode in the time the engines take for the rest (``affordable``:
-    (1 - f) * hardware = f * cpu / spare). ``rows_read``: the share of the image's rows the CPU
-    decoder reads (down to its window's bottom): windows near the top cost the workers less, where
-    the engines take the same time for any window. ``whole_image``: decoded without a window.
-    ``pixels`` 0: a JPEG the hardware engines do not take (no share). ``window_floor``: the least
-    share of a window (least_window_share(spare_cores) where the engines set the pipeline's pace)."""
-    if spare_cores <= 0:
-        return 0.0
-    hardware = HARDWARE_US_PER_IMAGE + HARDWARE_US_PER_MEGAPIXEL * pixels / 1e6
-    needed = 1.0 - HEADROOM * PIPELINE_US_PER_IMAGE / hardware
-    if pixels and not whole_image:
-        needed = max(needed, window_floor)
-    affordable = spare_cores / (spare_cores + CPU_TO_HARDWARE_TIME * rows_read)
-    cap = MAX_WHOLE_IMAGE_CPU_SHARE if whole_image else MAX_AUTOMATIC_CPU_SHARE
-    return max(0.0, min(needed, affordable, cap))
-
-
-class MixedDecoder(DecoderDeclaration, BatchOperator):
-    """Decodes on the GPU. The CPU workers parse each header and choose its window (random crop,
-    fixed crop, slice: the CPU decoder of the same name decides, so both devices choose the same
-    windows for the same seed) and tell which JPEGs the hardware decoders take; the GPU stage then
-    decodes the batch, ``hw_decoder_load`` of those on the hardware JPEG engines (one nvJPEG call)
-    and the rest through nvImageCodec on CUDA cores."""
-
-    cpu_class = None
-    prepares_on_cpu = True
-    preparation_crosses_processes = True  # prepare() returns plain data
-    lanes = (("GPU decode", 2),)  # kernels.nvimgcodec_decode.LANES
-
-    decodes_smaller = True  # what the CPU workers decode of the batch
-    shares_windows = True
-
-    def __init__(self, args, context):
-        super().__init__(args, context)
-        self._windows = self.cpu_class(args, context)
-        self._engine = None
-        self._emulated = devices.emulating_gpu()  # decode on the CPU workers, for the emulated GPU
-        # the GPU's decoders make 8-bit RGB, BGR or gray: other outputs are decoded by the CPU
-        # workers and uploaded
-        self._decoded_on_cpu = self._emulated or args.dtype is not types.UINT8 or \
-            args.output_type not in (types.RGB, types.BGR, types.GRAY)
-        self._cpu_load = args.cpu_decoder_load  # None: automatic_cpu_share, per image
-        # the machine's cores per pipeline, not num_threads: the batches stay the same whatever the threads
-        self._spare_cores = distributed.default_threads() - PIPELINE_CORES
-        self._window_floor = 0.0  # least_window_share(...) once share_windows() says the engines set it
-
-    def share_windows(self):
-        self._window_floor = least_window_share(self._spare_cores)
-
-    # the GPU's decoders read the encoded JPEGs where the workers put them (and the GPU uploads the
-    # share they decoded themselves, with cpu_decoder_load)
-    gpu_reads_preparations = True
-
-    def decode_smaller_for(self, target):
-        self._windows.decode_smaller_for(target)
-
-    def build_notes(self):
-        if self._cpu_load is None:
-            whole = self.cpu_class is Image
-            small, large = (automatic_cpu_share(pixels, self._spare_cores, whole_image=whole,
-                                                window_floor=self._window_floor)
-                            for pixels in (500 * 375, 2_000_000))
-            what = "whole images" if whole else "windows down to the bottom row; more of windows nearer the top"
-            notes = [f"decodes a share of the JPEGs on the CPU workers, by size ({small:.0%} of 500x375 ones, "
-                     f"{large:.0%} of 2-megapixel ones; {what})"] if large else []
-        else:
-            notes = [f"decodes {self._cpu_load:.0%} of each batch's JPEGs on the CPU workers"] if self._cpu_load else []
-        return notes + self._windows.build_notes()
-
-    def decodes_on_cpu(self, index: int, pixels: int = 0, rows_read: float = 1.0, whole_image: bool = False) -> bool:
-        """Whether sample ``index`` of a batch (a JPEG of ``pixels`` pixels whose decode on the CPU
-        reads ``rows_read`` of its rows; ``whole_image``: without a window) is in the CPU workers'
-        share: spread evenly over the batch, and no timing decides, so a seed gives the same pixels
-        in every run. A given cpu_decoder_load takes the same samples of every batch; the automatic
-        share of each image is taken at a fixed, evenly spread point per index."""
-        load = self._cpu_load
-        if load is None:
-            share = automatic_cpu_share(pixels, self._spare_cores, rows_read, whole_image, self._window_floor)
-            return share > 0 and (index + 1) * _GOLDEN % 1.0 < share
-        return load > 0 and math.floor((index + 1) * load) > math.floor(index * load)
-
-    def draw(self, rng, count):
-        return self._windows.draw(rng, count)
-
-    def cpu_workers_wanted(self) -> int:
-        """The automatic share keeps the machine's spare cores busy: as many workers as its cores
-        per pipeline, even where num_threads asks for fewer (DALI's examples ask for 4), which the
-        share of large JPEGs would leave the pipeline waiting for."""
-        if self._cpu_load is not None or self._spare_cores <= 0 or self._decoded_on_cpu:
-            return 0
-        return min(self._spare_cores + PIPELINE_CORES, MAX_SHARE_WORKERS)  # the machine's cores per pipeline
-
-    @property
-    def engines(self) -> list[str]:
-        if self._engine is None:
-            return ["CPU threads"]
-        engines = []
-        if self._engine.decoded_on_gpu:
-            engines.append("GPU (hardware JPEG engines and CUDA cores)")
-        if self._engine.decoded_on_cpu:
-            engines.append("CPU workers (their share of the JPEGs, and what the GPU decoders do not take)")
-        return engines
-
-    def prepare(self, inputs, args, sample):
-        """On a CPU worker (thread or process): an EncodedImage (the data, its size and window); the
-        decoded window itself when the GPU is emulated on the CPU."""
-        if self._decoded_on_cpu:
-            return np.asarray(self._windows.run(inputs, args, sample))
-        return self.encoded(inputs, args, sample)
-
-    def encoded(self, inputs, args, sample):
-        """The EncodedImage of one sample: a JPEG's data, size, window, and whether the hardware
-        JPEG decoders take it (from the header, checked against ``max_pixels``). What the GPU
-        decoders do not take (other formats; CMYK, YCCK, 12-bit, lossless and arithmetic-coded
-        JPEGs; JPEGs to be shown rotated or flipped) is decoded here by the CPU decoder of the same
-        name (the same window for the same draws) and goes to the GPU as pixels: decoded once, and
-        not on the thread that launches the GPU work."""
-        from penstock.runtime.nvimgcodec_decode import EncodedImage
-        data = np.ascontiguousarray(inputs[0])  # the decoders read its bytes from its address
-        header = image_codecs.jpeg_header(data) if image_codecs.is_jpeg(data) else None
-        if header is None or not header.gpu or (args.adjust_orientation and header.orientation != 1):
-            return self._decoded_here(inputs, args, sample)
-        image_codecs.check_pixels(header.height, header.width, args.max_pixels)
-        window = self._clipped_window(header.height, header.width, inputs, args, sample)
-        rows_read = 1.0 if window is None else (window[0] + window[2]) / header.height
-        if self.decodes_on_cpu(sample.index, header.height * header.width if header.hardware else 0, rows_read,
-                               window is None):
-            return self._decoded_here(inputs, args, sample, window[2:] if window else (header.height, header.width))
-        return EncodedImage((data, window, header.height, header.width, header.hardware))
-
-    def _decoded_here(self, inputs, args, sample, extent=None):
-        """The CPU decoder's image; ``extent``: the size the GPU's decoders would have made of it."""
-        from penstock.runtime.nvimgcodec_decode import EncodedImage
-        image = np.ascontiguousarray(self._windows.run(inputs, args, sample))
-        if extent is None:
-            return EncodedImage((image, None, image.shape[0], image.shape[1], False))
-        return EncodedImage((image, None, image.shape[0], image.shape[1], False, tuple(extent)))
-
-    def _clipped_window(self, height, width, inputs, args, sample):
-        window = self._windows.window(height, width, inputs, args, sample)
-        if window is not None:
-            self._windows._check_window(window, height, width)
-            top, left, crop_height, crop_width = window
-            top, left = max(top, 0), max(left, 0)
-            window = (top, left, min(crop_height, height - top), min(crop_width, width - left))
-        return window
-
-    def run_batch(self, inputs, args, batch):
-        import torch
-        from penstock.kernels.image_plan import ImagePlan
-        prepared = inputs[0]
-        if self._decoded_on_cpu:  # copies: the images may lie in worker processes' rings, written over after the batch
-            images = [torch.from_numpy(np.array(image)) for image in prepared]
-            return ImagePlan.of(images if self._emulated else [image.to(batch.device) for image in images])
-        if self._engine is None:
-            self._engine = self._new_engine(batch.device, batch.run_call)
-        def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
-            return f"{self.name} on '{batch.source_infos[index]}'" if batch.source_infos else \
-                f"{self.name} on sample {index}"
-
-        # the decode runs while the executor finishes the batch before this one; the plan waits
-        # for it before its kernel reads the images
-        pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call, batch.run_on_workers)
-        return replace(ImagePlan.of(pending.images), pending=pending)
-
-    def open(self, device, run_call):
-        """nvImageCodec's instance and nvJPEG's hardware decoder take a second or two to make: made
-        while the CPU stage reads and parses the first batch, not after."""
-        if self._engine is None and not self._decoded_on_cpu and device is not None and device.type == "cuda":
-            self._engine = self._new_engine(device, run_call)
-
-    def _new_engine(self, device, run_call):
-        from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
-        return GpuImageDecoder(device.index or 0, self.context.num_threads, self.args.output_type,
-                               self.args.hw_decoder_load, batch_size_hint=self.context.batch_size,
-                               run_call=run_call)
-
-    def close(self):
-        if self._engine is not None:  # kept: its counts say which engines decoded
-            self._engine.close()
-
-
-@registry.register("decoders.image", "mixed", requires=devices.decoder_problem)
-class ImageMixed(MixedDecoder):
-    cpu_class = Image
-
-
-@registry.register("decoders.image_random_crop", "mixed", requires=devices.decoder_problem)
-class ImageRandomCropMixed(MixedDecoder):
-    cpu_class = ImageRandomCrop
-
-
-@registry.register("decoders.image_crop", "mixed", requires=devices.decoder_problem)
-class ImageCropMixed(MixedDecoder):
-    cpu_class = ImageCrop
-
-
-@registry.register("decoders.image_slice", "mixed", requires=devices.decoder_problem)
-class ImageSliceMixed(MixedDecoder):
-    cpu_class = ImageSlice

@@ -11,7 +11,6 @@ import ctypes
 import functools
 import itertools
 import math
-import operator
 import threading
 import time
 
@@ -21,14 +20,15 @@ import torch
 from penstock.kernels import image_codecs
 from penstock.kernels import nvimgcodec_capi as capi
 from penstock.kernels import nvjpeg_hardware
+from penstock.runtime.encoded_images import (HARDWARE_JPEG, IMAGE_HEIGHT, IMAGE_WIDTH, KIND, PIXELS, TOP, EncodedImage,
+                                             batch_layout)
 from penstock.runtime.nvimgcodec_library import library
 from penstock.runtime.nvjpeg_decoder import HardwareJpegDecoder
 from penstock.batch import PackedBatch
-from penstock.columns import RowColumn, RowPreparation
+from penstock.columns import RowColumn
 from penstock.runtime.pinned import copy_bytes_into, copy_into
 from penstock.types import DALIImageType
 
-_ALIGN = 256  # bytes between decoded images in the batch buffer
 # A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/4 more):
 # its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
 # was asked for (per stream) where a few sizes that repeat are reused. The validation pipeline's
@@ -43,57 +43,6 @@ def buffer_bytes(nbytes: int) -> int:
         return max(nbytes, 1)
     step = (1 << (nbytes.bit_length() - 1)) // BUFFER_STEPS
     return -(-nbytes // step) * step
-
-
-# an EncodedImage's columns in a RowColumn: address, size, then its ring_row()
-_TOP, _LEFT, _WINDOW_HEIGHT, _WINDOW_WIDTH, _IMAGE_HEIGHT, _IMAGE_WIDTH, _KIND = range(2, 9)
-# what its bytes are (the _KIND column): a JPEG for nvImageCodec, a JPEG the hardware decoders
-# take, or pixels the CPU workers decoded
-JPEG, HARDWARE_JPEG, PIXELS = range(3)
-
-
-class EncodedImage(RowPreparation):
-    """EncodedImage((data, window, height, width, hardware[, extent])): what the CPU workers hand
-    the GPU decoder for one image. ``data``: its encoded bytes (1-D), or the image already decoded
-    on the worker (HWC uint8, window None: a format the GPU decoders do not take, or the workers'
-    share of the JPEGs); ``window``: (top, left, height, width) to decode, or None for the whole
-    image; ``height``, ``width``: the whole image's size; ``hardware``: a JPEG the hardware decoders
-    take; ``extent``: for a JPEG of the workers' share, the (height, width) the GPU's decoders would
-    have made of it, which the batch buffer reserves for its pixels, so that the buffer's size does
-    not move with which JPEGs the workers took (PyTorch's allocator keeps a block of every size it is
-    asked for). A tuple without a __new__ of its own, so that it comes back from a worker process
-    without running Python code per image; decoded pixels travel as rows too (kind PIXELS, the
-    extent in the window's size), so that the GPU stage copies them without an object per image."""
-
-    __slots__ = ()
-    ROW_FIELDS = 7
-    data = property(operator.itemgetter(0))
-
-    def ring_row(self) -> tuple:
-        if self[0].ndim == 3:
-            return (-1, -1, *(self.extent or (-1, -1)), self[2], self[3], PIXELS)
-        window = self[1] or (-1, -1, -1, -1)
-        return (*window, self[2], self[3], HARDWARE_JPEG if self[4] else JPEG)
-
-    @classmethod
-    def from_ring_row(cls, data, row) -> "EncodedImage":
-        top, left, height, width, image_height, image_width, kind = row
-        if kind == PIXELS:
-            pixels = data.reshape(image_height, image_width, -1)
-            if height < 0:
-                return cls((pixels, None, image_height, image_width, False))
-            return cls((pixels, None, image_height, image_width, False, (height, width)))
-        return cls((data, None if top < 0 else (top, left, height, width), image_height, image_width,
-                    kind == HARDWARE_JPEG))
-
-    window = property(operator.itemgetter(1))
-    height = property(operator.itemgetter(2))
-    width = property(operator.itemgetter(3))
-    hardware = property(operator.itemgetter(4))
-
-    @property
-    def extent(self) -> tuple[int, int] | None:
-        return self[5] if len(self) > 5 else None
 
 
 def default_backends(hw_decoder_load: float) -> list[tuple[int, float]]:
@@ -136,24 +85,6 @@ LANES = (("GPU decode", 2),)
 DECODE_LANE = LANES[0][0]
 
 
-def batch_layout(items: RowColumn, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(heights, widths, bytes kept in the batch buffer) of a column of EncodedImages: a window's
-    size, or the whole image's; for pixels the workers decoded, their own size, but the room kept
-    for the workers' share of the JPEGs is what the GPU's decoders would have made of them (their
-    ``extent``), so that the buffer's size does not move with which JPEGs the workers took."""
-    rows = items.rows
-    windowed = rows[:, _TOP] >= 0
-    heights = np.where(windowed, rows[:, _WINDOW_HEIGHT], rows[:, _IMAGE_HEIGHT])
-    widths = np.where(windowed, rows[:, _WINDOW_WIDTH], rows[:, _IMAGE_WIDTH])
-    shared = (rows[:, RowColumn.NBYTES] >= 0) & (rows[:, _KIND] == PIXELS) & (rows[:, _WINDOW_HEIGHT] >= 0)
-    extent_bytes = np.where(shared, rows[:, _WINDOW_HEIGHT] * rows[:, _WINDOW_WIDTH] * channels, 0)
-    for index, item in items.others.items():  # decoded on the CPU workers: the image as it is
-        heights[index], widths[index] = item.height, item.width
-        extent_bytes[index] = item.extent[0] * item.extent[1] * channels if item.extent is not None else 0
-    kept = -(-np.maximum(heights * widths * channels, extent_bytes) // _ALIGN) * _ALIGN
-    return heights, widths, kept
-
-
 def run_now(lane: str, call) -> None:
     """A ``run_call`` that makes the decode call in the calling thread."""
     call()
@@ -177,7 +108,7 @@ class GpuImageDecoder:
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
                  batch_size_hint: int = 0, run_call=run_now):
-        self._library = lib = library()
+        self._library = library()
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
         self.device = torch.device("cuda", device_id)
@@ -274,7 +205,7 @@ class GpuImageDecoder:
         rows, channels = items.rows, self._channels
         heights, widths, aligned = batch_layout(items, channels)
         in_rows = rows[:, RowColumn.NBYTES] >= 0
-        pixels = in_rows & (rows[:, _KIND] == PIXELS)
+        pixels = in_rows & (rows[:, KIND] == PIXELS)
         offsets = np.zeros(len(rows), np.int64)
         np.cumsum(aligned[:-1], out=offsets[1:])
         with torch.cuda.stream(cuda_stream):
@@ -345,13 +276,13 @@ class GpuImageDecoder:
                            outputs: np.ndarray, row_bytes: np.ndarray) -> np.ndarray:
         """Gives the hardware decoders their share of the JPEGs they take; returns the rest."""
         share = math.ceil(len(on_gpu) * self._hardware_load)
-        chosen = on_gpu[rows[on_gpu, _KIND] == HARDWARE_JPEG][:share]
+        chosen = on_gpu[rows[on_gpu, KIND] == HARDWARE_JPEG][:share]
         if not len(chosen):
             return on_gpu
         pending.hardware = chosen.tolist()
         pending.hardware_batch = self._hardware.describe(
             rows[chosen, RowColumn.ADDRESS], rows[chosen, RowColumn.NBYTES], outputs[chosen].astype(np.uint64),
-            row_bytes[chosen].astype(np.uint64), rows[chosen, _TOP:_TOP + 4])
+            row_bytes[chosen].astype(np.uint64), rows[chosen, TOP:TOP + 4])
         taken = np.zeros(len(rows), bool)
         taken[chosen] = True
         return on_gpu[~taken[on_gpu]]
@@ -436,7 +367,7 @@ def _check_pixel_sizes(rows: np.ndarray, expected: np.ndarray, indices: np.ndarr
         row = rows[wrong[0]]
         raise image_codecs.DecodeError(
             f"{describe(int(indices[wrong[0]]))}: decoded on the CPU to {int(row[RowColumn.NBYTES])} bytes, "
-            f"but {int(row[_IMAGE_HEIGHT])} x {int(row[_IMAGE_WIDTH])} pixels of the output type take "
+            f"but {int(row[IMAGE_HEIGHT])} x {int(row[IMAGE_WIDTH])} pixels of the output type take "
             f"{int(expected[wrong[0]])}")
 
 
@@ -589,13 +520,13 @@ class PendingDecode:
         self._upload(indices, lambda buffer, offsets: copy_into(buffer, offsets, arrays))
 
     def _decoded_on_cpu(self, item: EncodedImage, index: int) -> np.ndarray:
+        """The CPU decoders' pixels of the JPEG (image_codecs: the whole image, or only its window)."""
+        output_type = self._decoder._output_type
         try:
-            image = image_codecs.decode(item.data, self._decoder._output_type)
+            image = image_codecs.decode(item.data, output_type) if item.window is None else \
+                image_codecs.decode_jpeg_window(item.data, output_type, item.window)
         except image_codecs.DecodeError as error:
             raise image_codecs.DecodeError(f"{self._describe(index)}: {error}") from None
-        if item.window is not None:
-            top, left, height, width = item.window
-            image = image[top:top + height, left:left + width]
         if image.ndim == 2:
             image = image[:, :, None]
         if tuple(image.shape) != tuple(self.images[index].shape):

@@ -12,7 +12,7 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator, named_axes
-from penstock.operators.tensor.tensors import axis_in_range
+from penstock.operators.shared.arrays import axis_in_range
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from penstock.contract import OutputSpec
-from penstock.operators.tensor.tensors import TensorDeclaration, register_array_operator
+from penstock.operators.shared.arrays import register_array_operator
+from penstock.operators.tensor.table import TensorDeclaration
 from penstock.schema import Arg
 
 MAX_SUBSCRIPTS = 32  # as DALI

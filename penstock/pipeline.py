@@ -1,97 +1,28 @@
 """Pipeline: a graph of operators plus the executor that runs it, and the @pipeline_def decorator."""
 from __future__ import annotations
 
-import functools
-import inspect
-import numbers
-import os
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from penstock import checkpoints, devices, distributed, optimize, registry, types
 from penstock import graph as graph_module
 from penstock.batch import Batch
+from penstock.capabilities import ImagePlanStep, ReportsEngines
 from penstock.contract import (BatchOperator, BuildContext, EpochInfo, FedSource, LayoutNotKnown, OutputSpec, Reader,
                                SourceOperator)
 from penstock.executor import Executor, IterationResult, Source, Step
 from penstock.graph import DataNode, Graph
-from penstock.kernels import cpu_image
+from penstock.runtime import opencv_settings
+from penstock.pipeline_args import PIPELINE_ARGS, arguments_doc, check_pipeline_arguments
 
 
 class Pipeline:
     """A data pipeline: define it (``define_graph``, ``@pipeline_def`` or ``with pipe:``), ``build()``,
-    then ``run()`` batch after batch.
-
-    Args:
-        batch_size: samples per batch.
-        num_threads: CPU threads: up to 8 Python worker threads for per-sample work (more contend for
-            the interpreter lock; see executor.MAX_PYTHON_WORKERS), and the size of native pools
-            (nvImageCodec's CPU threads for GPU decoding). None (the default): the machine's cores,
-            divided among the processes of a distributed job on it (one pipeline per GPU under
-            torchrun gets its share, penstock.distributed). A 'mixed' decoder's automatic CPU share
-            of large JPEGs (``cpu_decoder_load`` not given) is sized by those cores, not by
-            num_threads, and gets that many workers where num_threads is smaller.
-        device_id: the GPU for 'mixed' and 'gpu' operators; None builds a CPU-only pipeline.
-        seed: seed of every random choice (shuffles, crops, random generators); -1 picks one at random.
-            Outputs for a given seed do not depend on num_threads or prefetch_queue_depth.
-        prefetch_queue_depth: batches prepared ahead of the one being consumed; a pipeline with GPU
-            operators holds up to two more in its GPU stage (one decoding while the other's
-            kernels run), as each DALI stage has buffers of its own, and two more in its CPU stage
-            (host memory only), whose time per batch varies.
-        exec_async, exec_pipelined: accepted for DALI compatibility; penstock always runs ahead in the
-            background (set prefetch_queue_depth=1 for the least memory).
-        exec_dynamic, experimental_exec_dynamic, stream_policy, concurrency, max_streams,
-            default_cuda_stream_priority, bytes_per_sample, py_callback_pickler: accepted for DALI
-            compatibility (how DALI's executor schedules its work and streams); penstock's executor
-            moves data from the GPU back to the CPU only as outputs, whatever they say.
-        set_affinity: accepted for DALI compatibility; threads are left to the OS scheduler, except
-            those that wait in GPU decode calls, which keep off the CPUs that service the GPU's interrupts.
-        py_num_workers, py_start_method: accepted for DALI compatibility; Python sources run in the
-            pipeline's producer thread.
-        gpu_fallback: on a machine without a usable GPU, run the 'mixed' and 'gpu' operators on the
-            CPU after one GpuFallbackWarning (the default), or raise where they are called (False).
-            Pipelines made with device_id=None are CPU-only and never fall back.
-        worker_processes: run the per-sample CPU operators in num_threads forked worker processes
-            instead of threads, so that their Python runs in parallel (where fork exists); they write
-            their samples straight into the batch buffers, which live in memory shared with them.
-            None (the default) chooses processes for every pipeline with per-sample CPU work (the
-            GPU stage, or the training loop, then has this process's interpreter to itself), and
-            threads when an operator runs the user's own code (python_function), which then runs
-            beside the user's state in this process.
-        on_error: what a sample that an operator fails on (a file that cannot be read or decoded)
-            does: "raise" (the default) raises a PipelineError naming the file, the operator and the
-            reason; "skip" leaves the sample out and refills its batch with the next sample of the
-            same shard that no batch holds yet (the epoch then ends one sample sooner, and every
-            other sample of it is still delivered once), and ``skipped()`` lists what was left out.
-            A reader's batch keeps its size (padding where the epoch has no sample left for it)
-            and holds at least one sample of its epoch: once no good sample of the epoch is left,
-            the batch before is marked the epoch's last (``EpochInfo.last``), and the reader's
-            remaining batches of that epoch are not handed out. An epoch whose every sample fails
-            raises, naming the files. Fed data has no spare samples: the failed one is left out,
-            the batch is one sample shorter, and a batch whose every sample fails raises. A
-            pipeline with a reader cannot also take feed_input data under "skip". Failures found
-            on the GPU stage still raise.
-        timeout: seconds run() waits for a batch before raising TimeoutError, which says what the
-            pipeline's producer thread is doing (an external_source callback that never returns,
-            for example; that thread cannot be stopped while it is in the user's code). None or 0
-            (the default, as in PyTorch's DataLoader): no limit.
-        enable_checkpointing: record what ``checkpoint()`` needs (as in DALI; it costs nothing
-            measurable). ``checkpoint``: a string from ``checkpoint()`` to resume from (or the
-            bytes of its file, or the file's path as a pathlib.Path): the pipeline (of the same
-            definition) then gives exactly the batches the checkpointed one would have given next,
-            with its seed. Every field of it is checked at build; a damaged one raises a ValueError
-            naming the checkpoint (its file) and the field. An external_source fed by an iterator cannot be
-            checkpointed (it cannot be rewound): give it a callable taking the sample or batch info.
-        enable_conditionals: let ``if``/``elif``/``else``, ``and``, ``or``, ``not`` and ``x if c else
-            y`` in the pipeline's definition choose per sample, on CPU batches of scalar bools
-            (penstock.conditionals; as in DALI).
-        output_dtype, output_ndim: the element type (types.*) and number of dimensions each output
-            must have, one for all outputs or a list with one per output (None: any); build()
-            refuses lists of another length than the outputs, and run() raises a RuntimeError
-            naming the output whose batch differs (as in DALI).
+    then ``run()`` batch after batch. Its arguments are described (and checked) by
+    penstock.pipeline_args.PIPELINE_ARGUMENTS, as listed below.
     """
 
     def __init__(self, batch_size: int = -1, num_threads: int | None = None, device_id: int | None = -1,
@@ -104,22 +35,23 @@ class Pipeline:
                  experimental_exec_dynamic: bool | None = None, stream_policy=None, concurrency=None,
                  max_streams: int | None = None, default_cuda_stream_priority: int | None = None,
                  bytes_per_sample: int = 0, py_callback_pickler=None, output_dtype=None, output_ndim=None):
-        check_pipeline_arguments(locals())
+        given = check_pipeline_arguments(locals())
+        prefetch_queue_depth = given["prefetch_queue_depth"]
         if isinstance(prefetch_queue_depth, dict):  # DALI's separate depths: the CPU and GPU stages
             prefetch_queue_depth = max(prefetch_queue_depth.values())
-        self._batch_size = int(batch_size)
-        self._num_threads = distributed.default_threads() if num_threads is None else int(num_threads)
-        self._device_id = None if device_id is None else int(device_id)
-        self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else int(seed)
-        self._prefetch_depth = int(prefetch_queue_depth)
-        self._worker_processes = None if worker_processes is None else bool(worker_processes)
+        self._batch_size = given["batch_size"]
+        self._num_threads = distributed.default_threads() if num_threads is None else given["num_threads"]
+        self._device_id = given["device_id"]
+        self._seed = int(np.random.SeedSequence().entropy % (2**31)) if seed is None or seed == -1 else given["seed"]
+        self._prefetch_depth = prefetch_queue_depth
+        self._worker_processes = given["worker_processes"]
         self._on_error = on_error
-        self._timeout = None if not timeout else float(timeout)
-        self._enable_checkpointing = bool(enable_checkpointing)
-        self._enable_conditionals = bool(enable_conditionals)
+        self._timeout = given["timeout"] or None
+        self._enable_checkpointing = given["enable_checkpointing"]
+        self._enable_conditionals = given["enable_conditionals"]
         self._restore_from = checkpoint  # read at build
         self._fingerprint = None
-        self._graph = Graph(gpu_fallback=bool(gpu_fallback), cpu_only=device_id is None)
+        self._graph = Graph(gpu_fallback=given["gpu_fallback"], cpu_only=device_id is None)
         self._outputs: list[DataNode] | None = None
         self._given_outputs: tuple | None = None
         self._expected_dtype, self._expected_ndim = output_dtype, output_ndim  # checked at every run
@@ -179,7 +111,7 @@ class Pipeline:
                 self._take_outputs(tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,))
             self._output_descriptions()  # the lengths checked before anything starts
             self._executor = self._make_executor()
-            cpu_image.claim_opencv()
+            opencv_settings.claim_opencv()
             self._claims_opencv = True
 
     def _make_executor(self) -> Executor:
@@ -196,6 +128,9 @@ class Pipeline:
         # that a pipeline makes the same random choices on the CPU and on the GPU
         seed_numbers = {node.index: number for number, node in
                         enumerate(n for n in self._graph.nodes if not n.schema.name.startswith("_"))}
+        # the process's environment, read once here and handed to every operator
+        machine = dict(cores=distributed.default_threads(), job=distributed.place(),
+                       emulated_gpu=devices.emulating_gpu())
         for node in nodes:
             if node.device != "cpu" and (self._device_id is None):
                 raise ValueError(f"{node.schema.name}: runs on device '{node.device}' but the pipeline was "
@@ -208,7 +143,7 @@ class Pipeline:
             # a weak reference: the executor's threads hold the implementations, and must not keep the
             # pipeline alive (its __del__ is what stops them when the user forgets close())
             context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
-                                   weakref.proxy(self), _node_in_words(node), len(node.inputs), node)
+                                   weakref.proxy(self), _node_in_words(node), len(node.inputs), node, **machine)
             impl = cls(node.static_args, context)
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):
@@ -228,7 +163,7 @@ class Pipeline:
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
         device = None
         if any(isinstance(step.impl, BatchOperator) for step in steps):
-            device = devices.torch_device(self._device_id)
+            device = devices.torch_device(distributed.gpu_of(self._device_id))
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
                         timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
@@ -341,7 +276,7 @@ class Pipeline:
         outputs = {(node.op_node.index, node.index) for node in self._outputs}
         chains: dict[int, list[str]] = {}
         for node in self._nodes:
-            if not self._impls[node.index].extends_image_plan or not node.inputs:
+            if not isinstance(self._impls[node.index], ImagePlanStep) or not node.inputs:
                 continue
             dep = node.inputs[0]
             key = (dep.op_node.index, dep.index)
@@ -519,7 +454,8 @@ class Pipeline:
 
     def engines(self) -> dict[str, list[str]]:
         """Per operator, which engines did its work so far, in words (decoders say CPU or GPU)."""
-        return {node.name: self._impls[node.index].engines for node in self._nodes} if self._executor else {}
+        impls = {node.name: self._impls[node.index] for node in self._nodes} if self._executor else {}
+        return {name: impl.engines if isinstance(impl, ReportsEngines) else [] for name, impl in impls.items()}
 
     def stage_seconds(self) -> dict[str, float]:
         """Seconds spent so far in each operator and stage (CPU operators summed over their threads or
@@ -532,7 +468,7 @@ class Pipeline:
             self._executor.shutdown()
         if self._claims_opencv:
             self._claims_opencv = False
-            cpu_image.release_opencv()
+            opencv_settings.release_opencv()
 
     def __del__(self):
         if getattr(self, "_build_lock", None) is not None:  # __init__ ran to the end
@@ -562,7 +498,7 @@ class Pipeline:
         return self._prefetch_depth
 
 
-PIPELINE_ARGS = tuple(name for name in inspect.signature(Pipeline.__init__).parameters if name != "self")
+Pipeline.__doc__ = f"{Pipeline.__doc__.rstrip()}\n\n{arguments_doc()}"
 
 
 def _node_in_words(node) -> str:
@@ -581,73 +517,6 @@ def _spec_text(spec: OutputSpec) -> str:
     elif spec.channels is not None:
         parts.append(f"{spec.channels} channels")
     return ", ".join(parts)
-
-
-def _integer(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def _flag(value) -> bool:
-    return isinstance(value, (bool, np.bool_)) or (_integer(value) and value in (0, 1))
-
-
-def _depth(value) -> bool:
-    if isinstance(value, dict):
-        return set(value) <= {"cpu_size", "gpu_size"} and bool(value) and \
-            all(_integer(depth) and depth >= 1 for depth in value.values())
-    return _integer(value) and value >= 1
-
-
-# What each pipeline argument takes: (test, what to say when it fails). As in DALI, -1 stands for
-# "not given" in batch_size (which must then be given), device_id (the current GPU) and seed (a
-# random one); num_threads not given (None) is every core, and -1 is refused as DALI refuses it.
-PIPELINE_ARGUMENT_RULES = {
-    "batch_size": (lambda v: _integer(v) and v >= 1, "a positive int (samples per batch)"),
-    "num_threads": (lambda v: v is None or (_integer(v) and v >= 1),
-                    "a positive int (CPU threads), or None for every core"),
-    "device_id": (lambda v: v is None or (_integer(v) and v >= -1),
-                  "a GPU index >= 0, -1 for the current GPU, or None for a CPU-only pipeline"),
-    "seed": (lambda v: v is None or _integer(v), "an int (-1 or None: a random seed)"),
-    "prefetch_queue_depth": (_depth, "a positive int, or a dict with 'cpu_size' and 'gpu_size'"),
-    "exec_async": (_flag, "True or False"),
-    "exec_pipelined": (_flag, "True or False"),
-    "set_affinity": (_flag, "True or False"),
-    "py_num_workers": (lambda v: _integer(v) and v >= 1, "a positive int"),
-    "py_start_method": (lambda v: v in ("fork", "spawn"), "'fork' or 'spawn'"),
-    "enable_memory_stats": (_flag, "True or False"),
-    "worker_processes": (lambda v: v is None or _flag(v), "True, False or None (penstock chooses)"),
-    "gpu_fallback": (_flag, "True or False"),
-    "on_error": (lambda v: v in ("raise", "skip"), "'raise' or 'skip'"),
-    "enable_checkpointing": (_flag, "True or False"),
-    "enable_conditionals": (_flag, "True or False"),
-    "checkpoint": (lambda v: v is None or isinstance(v, (str, bytes, bytearray, os.PathLike)),
-                   "what pipe.checkpoint() returned (a str, or bytes read from its file), or the file's path "
-                   "as a pathlib.Path"),
-    "timeout": (lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0),
-                "a number of seconds >= 0, or None (0 and None: no limit)"),
-    "output_dtype": (lambda v: all(item is None or (isinstance(item, types.DALIDataType) and item != types.NO_TYPE)
-                                   for item in (v if isinstance(v, (list, tuple)) else [v])),
-                     "a type (types.UINT8, ...), a list of types and None, or None"),
-    "output_ndim": (lambda v: all(item is None or (_integer(item) and item >= 0)
-                                  for item in (v if isinstance(v, (list, tuple)) else [v])),
-                    "an int >= 0, a list of ints and None, or None"),
-}
-
-
-def check_pipeline_arguments(arguments: dict, where: str = "Pipeline") -> None:
-    """Raises, naming the argument and the value, when a pipeline argument is of the wrong type
-    or out of range; ``arguments`` may hold other names (they are not checked here)."""
-    for name, (test, expected) in PIPELINE_ARGUMENT_RULES.items():
-        if name not in arguments:
-            continue
-        value = arguments[name]
-        if name == "batch_size" and value == -1 and _integer(value):
-            raise ValueError(f"{where}: argument 'batch_size' must be given (a positive int, samples per batch)")
-        if not test(value):  # a value of the right type out of range is a ValueError
-            right_type = isinstance(value, str) if name in ("py_start_method", "on_error") else \
-                _integer(value) or isinstance(value, dict)
-            raise (ValueError if right_type else TypeError)(f"{where}: argument '{name}' must be {expected}, "
-                                                            f"got {value!r}")
 
 
 def _holds_node(items) -> bool:
@@ -675,56 +544,6 @@ def _constant_output(position: int, output):
     return node
 
 
-def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
-    """Turns a function that calls operators into a pipeline factory.
+from penstock.pipeline_def import pipeline_def  # noqa: E402  (it makes Pipelines: defined after them)
 
-    ``@pipeline_def(batch_size=32, num_threads=4, device_id=0, seed=1)`` on ``def pipe(data_dir): ...``
-    makes ``pipe(data_dir, batch_size=64)`` return a Pipeline; pipeline arguments given at the call
-    override the decorator's. The function returns the pipeline's outputs.
-    """
-    check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
-
-    def decorate(func: Callable) -> Callable[..., Pipeline]:
-        from penstock import conditionals
-        conditionals.check_pipeline_definition(func)
-        function_parameters = inspect.signature(func).parameters
-        variadic = [p.name for p in function_parameters.values() if p.kind == inspect.Parameter.VAR_KEYWORD]
-
-        @functools.wraps(func)
-        def create(*args, **kwargs) -> Pipeline:
-            if variadic:  # it would take pipeline arguments of any name, added to Pipeline later or not
-                raise TypeError(f"pipeline_def: using variadic keyword argument `**{variadic[0]}` in a "
-                                f"graph-defining function is not allowed ({func.__name__})")
-            # as DALI, names the decorator was given are checked when a pipeline is made
-            unknown = sorted(set(pipeline_kwargs) - set(PIPELINE_ARGS))
-            if unknown:
-                from penstock.schema import closest
-                raise TypeError(f"pipeline_def: unknown pipeline argument '{unknown[0]}'"
-                                f"{closest(unknown[0], PIPELINE_ARGS)}")
-            own = {name: kwargs.pop(name) for name in list(kwargs)
-                   if name in PIPELINE_ARGS and name not in function_parameters}
-            pipe = Pipeline(**{**pipeline_kwargs, **own})
-            define = func
-            if pipe._enable_conditionals:
-                from penstock import conditionals
-                define = conditionals.convert(func)
-            with pipe:
-                outputs = define(*args, **kwargs)
-            if outputs is None:
-                raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
-            pipe.set_outputs(*(outputs if isinstance(outputs, tuple) else (outputs,)))  # a list is one output
-            return pipe
-
-        pipeline_parameters = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                              default=pipeline_kwargs.get(name, parameter.default))
-            for name, parameter in inspect.signature(Pipeline.__init__).parameters.items()
-            if name != "self" and name not in function_parameters]
-        own_parameters = [p for p in function_parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-        keyword_only = [p for p in own_parameters if p.kind == inspect.Parameter.KEYWORD_ONLY]
-        positional = [p for p in own_parameters if p.kind != inspect.Parameter.KEYWORD_ONLY]
-        create.__signature__ = inspect.Signature(positional + keyword_only + pipeline_parameters)
-        create._is_pipeline_def = True
-        return create
-
-    return decorate(fn) if fn is not None else decorate
+__all__ = ["PIPELINE_ARGS", "Pipeline", "pipeline_def"]

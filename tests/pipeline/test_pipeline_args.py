@@ -1,9 +1,12 @@
 """Pipeline arguments are checked where they are written: by Pipeline(...), by @pipeline_def(...)
 and by the call of the function it makes, each error naming the argument and the value given."""
+import inspect
+
 import numpy as np
 import pytest
 
 from penstock import Pipeline, fn, pipeline_def
+from penstock.pipeline_args import PIPELINE_ARGUMENTS
 
 WRONG = [
     ("batch_size", 2.7, TypeError, "a positive int"),
@@ -15,13 +18,15 @@ WRONG = [
     ("num_threads", 1.5, TypeError, "a positive int"),
     ("seed", "abc", TypeError, "an int"),
     ("seed", 1.5, TypeError, "an int"),
-    ("device_id", "0", TypeError, "a GPU index"),
-    ("device_id", -2, ValueError, "a GPU index"),
+    ("device_id", "0", TypeError, "an int >= -1, or None"),
+    ("device_id", -2, ValueError, "an int >= -1, or None"),
     ("prefetch_queue_depth", 0, ValueError, "a positive int, or a dict"),
     ("prefetch_queue_depth", {"cpu_size": 2, "gpu": 1}, ValueError, "a positive int, or a dict"),
     ("exec_async", "yes", TypeError, "True or False"),
     ("py_start_method", "forkserver", ValueError, "'fork' or 'spawn'"),
-    ("worker_processes", "no", TypeError, "True, False or None"),
+    ("worker_processes", "no", TypeError, "True or False, or None"),
+    ("timeout", True, TypeError, "a number >= 0, or None"),
+    ("output_ndim", -1, ValueError, "an int >= 0, or a list of ints and None"),
     ("on_error", "ignore", ValueError, "'raise' or 'skip'"),
 ]
 
@@ -59,3 +64,10 @@ def test_numpy_integers_and_dali_spellings_are_taken():
                     prefetch_queue_depth={"cpu_size": 2, "gpu_size": 1}, exec_async=1)
     assert (pipe.batch_size, pipe.num_threads) == (3, 2)
     assert Pipeline(batch_size=1, seed=-1, device_id=None).seed >= 0  # -1: a random seed, as in DALI
+
+
+def test_the_arguments_schema_describes_the_constructor():
+    parameters = inspect.signature(Pipeline.__init__).parameters
+    assert [arg.name for arg in PIPELINE_ARGUMENTS] == [name for name in parameters if name != "self"]
+    assert all(parameters[arg.name].default == arg.default for arg in PIPELINE_ARGUMENTS)
+    assert all(f"{arg.name} (" in Pipeline.__doc__ for arg in PIPELINE_ARGUMENTS)

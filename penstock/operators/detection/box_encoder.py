@@ -1,0 +1,203 @@
+"""``box_encoder``: SSD's matching of a sample's boxes and labels to a set of anchors, on both devices
+(the GPU's launches are penstock.kernels.triton_boxes, following encode_boxes operation by
+operation)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from penstock import devices, registry
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.operators.detection.box_arrays import check_boxes
+from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
+
+
+class AnchorTable:
+    """The anchors as the CPU encoding reads them, made once per operator: every quantity a
+    contiguous [M] array (operations then run over contiguous [..., N, M] or [B, M] arrays, a
+    tenth of the time of slicing pairs out of [..., M, 2] ones): the coordinates (left, top,
+    right, bottom), the areas, and the centre and size (x, y, width, height)."""
+
+    def __init__(self, anchors: np.ndarray):
+        left, top, right, bottom = (np.ascontiguousarray(anchors[:, index]) for index in range(4))
+        areas = (right - left) * (bottom - top)
+        self.count = len(anchors)
+        self.all_positive = bool((areas > 0).all())  # then no union is 0: nothing to guard against
+        centre, extent = _centre_extent(anchors)
+        self.columns, self.areas = (left, top, right, bottom), areas
+        self.centre_columns = tuple(np.ascontiguousarray(column) for column in (*centre.T, *extent.T))
+        self.indices = np.arange(self.count)
+
+
+def box_iou(boxes: np.ndarray, anchors: AnchorTable) -> np.ndarray:
+    """IoU [..., N, M] of ltrb boxes [..., N, 4] with the anchors."""
+    left, top, right, bottom = (boxes[..., index, None] for index in range(4))  # [..., N, 1]
+    anchor_left, anchor_top, anchor_right, anchor_bottom = anchors.columns
+    width = np.minimum(right, anchor_right) - np.maximum(left, anchor_left)
+    height = np.minimum(bottom, anchor_bottom) - np.maximum(top, anchor_top)
+    inter = np.maximum(width, 0.0, out=width) * np.maximum(height, 0.0, out=height)
+    union = (right - left) * (bottom - top) + anchors.areas - inter
+    if anchors.all_positive:
+        return inter / union
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0 * inter)
+
+
+def _last_argmax(values: np.ndarray, axis: int) -> np.ndarray:
+    """The index of the last maximum along ``axis`` (ties go to the later box or anchor, as DALI's)."""
+    return values.shape[axis] - 1 - np.flip(values, axis).argmax(axis)
+
+
+def _centre_extent(boxes):
+    return (boxes[..., :2] + boxes[..., 2:]) * 0.5, boxes[..., 2:] - boxes[..., :2]
+
+
+def encode_boxes(boxes: np.ndarray, valid: np.ndarray, labels: np.ndarray, anchors: AnchorTable, args: dict):
+    """SSD's encoding of a batch: ``boxes`` float32 [B, N, 4] ltrb (rows past a sample's boxes
+    padding, ``valid`` [B, N] False there), ``labels`` [B, N]. Returns boxes [B, M, 4] and labels
+    [B, M]. Each box claims its best anchor; each anchor then takes the box it overlaps most when
+    their IoU exceeds criteria (ties to the later box and anchor, DALI's). The GPU form
+    (kernels.triton_boxes) follows this operation by operation."""
+    iou = box_iou(boxes, anchors)
+    iou = np.where(valid[..., None], iou, -1.0)  # padding rows never win an anchor
+    best_anchor = _last_argmax(iou, 2)  # [B, N]
+    claimed = anchors.indices == best_anchor[..., None]
+    iou = np.where(claimed & valid[..., None], 2.0, iou)
+    best_box = _last_argmax(iou, 1)  # [B, M]
+    best_iou = np.take_along_axis(iou, best_box[:, None, :], 1)[:, 0]
+    matched = best_iou > args.criteria
+    left, top, right, bottom = (boxes[..., index] for index in range(4))  # [B, N]
+    # per anchor, the centre and size of the box it took: [B, M] each
+    chosen = [np.take_along_axis(column, best_box, 1)
+              for column in ((left + right) * 0.5, (top + bottom) * 0.5, right - left, bottom - top)]
+    if args.offset:
+        scale, means, stds = args.scale, args.means, args.stds
+        anchor_x, anchor_y, anchor_width, anchor_height = anchors.centre_columns
+        with np.errstate(divide="ignore", invalid="ignore"):  # unmatched anchors' values are replaced below
+            columns = [((chosen[0] * scale - anchor_x * scale) / (anchor_width * scale) - means[0]) / stds[0],
+                       ((chosen[1] * scale - anchor_y * scale) / (anchor_height * scale) - means[1]) / stds[1],
+                       (np.log((chosen[2] * scale) / (anchor_width * scale)) - means[2]) / stds[2],
+                       (np.log((chosen[3] * scale) / (anchor_height * scale)) - means[3]) / stds[3]]
+        unmatched = (0.0,) * 4
+    else:
+        columns, unmatched = chosen, anchors.centre_columns
+    encoded = np.stack([np.where(matched, column, fill) for column, fill in zip(columns, unmatched)], -1)
+    return encoded.astype(np.float32), np.where(matched, np.take_along_axis(labels, best_box, 1), 0)
+
+
+def _encoder_inputs(xp, boxes, labels):
+    boxes = check_boxes(xp, boxes, "box_encoder")
+    labels = labels.reshape(-1)
+    if labels.shape[0] != boxes.shape[0]:
+        raise ValueError(f"box_encoder: {boxes.shape[0]} boxes with {labels.shape[0]} labels")
+    return boxes, labels
+
+
+class EncoderDeclaration:
+    def declare_outputs(self, inputs):
+        return OutputSpec(np.dtype(np.float32), 2, "", (len(self.args.anchors) // 4, 4)), \
+            OutputSpec(inputs[1].dtype, 1, "", (len(self.args.anchors) // 4,))
+
+    def anchors(self) -> np.ndarray:
+        """float32 [M, 4]."""
+        return np.asarray(self.args.anchors, np.float32).reshape(-1, 4)
+
+
+def _check_encoder(static: dict, per_sample: frozenset) -> None:
+    anchors = static.get("anchors")
+    if anchors is not None and (len(anchors) == 0 or len(anchors) % 4):
+        raise ArgError(f"argument 'anchors': {len(anchors)} values; it takes 4 (left, top, right, bottom) per anchor")
+    for name in ("means", "stds"):
+        if static.get(name) is not None and len(static[name]) != 4:
+            raise ArgError(f"argument '{name}': {len(static[name])} values; it takes 4 (x, y, w, h)")
+    if static.get("stds") is not None and any(value == 0 for value in static.stds):
+        raise ArgError("argument 'stds': a standard deviation of 0")
+
+
+registry.register_schema(OpSchema(
+    name="box_encoder", class_name="BoxEncoder",
+    doc="SSD's encoding of a sample's ltrb boxes and labels against a set of anchors: each box takes its best "
+        "anchor, and each other anchor the box it overlaps most when their IoU exceeds criteria. Outputs the "
+        "boxes [anchors, 4] (centre x, y, width, height, or offsets) and labels [anchors] (0: background).",
+    args=(Arg("anchors", "floats", REQUIRED, "The anchors (default boxes), 4 values each: left, top, right, bottom."),
+          Arg("criteria", "float", 0.5, "An anchor takes the box it overlaps most when their IoU is above this.",
+              min=0.0, max=1.0),
+          Arg("offset", "bool", False, "Output the matched boxes as offsets from their anchors, normalized by "
+              "means and stds (unmatched anchors: zeros); else as centre and size (unmatched: the anchor)."),
+          Arg("scale", "float", 1.0, "Boxes and anchors are multiplied by this before the offsets are computed."),
+          Arg("means", "floats", (0.0, 0.0, 0.0, 0.0), "Subtracted from the offsets (x, y, w, h)."),
+          Arg("stds", "floats", (1.0, 1.0, 1.0, 1.0), "The offsets are divided by these (x, y, w, h).")),
+    num_inputs=(2, 2), num_outputs=2, input_names=("boxes", "labels"), checks=(_check_encoder,)))
+
+
+@registry.register("box_encoder", "cpu")
+class BoxEncoder(EncoderDeclaration, SampleOperator):
+    _anchor_table = None
+
+    def run(self, inputs, args, sample, out=None):
+        boxes, labels = _encoder_inputs(np, *inputs)
+        valid = np.ones((1, len(boxes)), bool)
+        if len(boxes) == 0:  # one padding row: every anchor is background
+            boxes, labels, valid = np.zeros((1, 4), np.float32), np.zeros(1, labels.dtype), np.zeros((1, 1), bool)
+        if self._anchor_table is None:  # made once: the argument is a tuple of thousands of numbers
+            self._anchor_table = AnchorTable(self.anchors())
+        encoded, encoded_labels = encode_boxes(boxes[None], valid, labels[None], self._anchor_table, args)
+        return encoded[0], encoded_labels[0]
+
+
+@registry.register("box_encoder", "gpu", requires=devices.gpu_problem)
+class BoxEncoderGpu(EncoderDeclaration, BatchOperator):
+    """The whole batch in two kernel launches (kernels.triton_boxes), reading the boxes and labels
+    where ``.gpu()`` packed them."""
+
+    _anchor_rows = None
+
+    def run_batch(self, inputs, args, batch):
+        from penstock.batch import PackedBatch
+        from penstock.kernels import triton_boxes
+        from penstock.runtime.pinned import to_device
+        if not len(inputs[0]):
+            return [], []
+        boxes, labels, table = _packed_encoder_inputs(inputs[0], inputs[1])
+        if self._anchor_rows is None or self._anchor_rows.device != boxes.device:
+            self._anchor_rows = to_device(boxes.device, [triton_boxes.anchor_rows(self.anchors())])[0]
+        # one set of arguments per batch: box_encoder's are all fixed for the pipeline
+        encoded, encoded_labels = triton_boxes.encode_batch(boxes, labels, table, self._anchor_rows, args[0],
+                                                            upload=to_device)
+        return PackedBatch.of_dense(encoded), PackedBatch.of_dense(encoded_labels)
+
+
+def _packed_encoder_inputs(boxes, labels):
+    """(boxes float32 flat, labels flat, table int64 [N, 3]: each sample's first box element, box
+    count and first label element) of a batch's boxes [N, 4] (or a single box [4]) and labels
+    ([N] or [N, 1]): the buffers .gpu() packed them in, or the per-sample tensors joined."""
+    import torch
+
+    from penstock.batch import PackedBatch
+    from penstock.operators.shared.gpu_plan import tensors_of
+    if not (isinstance(boxes, PackedBatch) and isinstance(labels, PackedBatch)):
+        boxes, labels = (_packed_tensors(torch, tensors_of(value)) for value in (boxes, labels))
+    if len(boxes) != len(labels):
+        raise ValueError(f"box_encoder: {len(boxes)} samples of boxes with {len(labels)} of labels")
+    counts = np.empty(len(boxes), np.int64)
+    for index, (shape, label_shape) in enumerate(zip(boxes.shapes, labels.shapes)):
+        if len(shape) == 1 and shape[0] == 4:
+            shape = (1, 4)
+        if len(shape) != 2 or shape[1] != 4:
+            raise ValueError(f"box_encoder: takes boxes as a [N, 4] array, got shape {tuple(shape)} (sample {index})")
+        if math.prod(label_shape) != shape[0]:
+            raise ValueError(f"box_encoder: {shape[0]} boxes with {math.prod(label_shape)} labels (sample {index})")
+        counts[index] = shape[0]
+    table = np.empty((len(counts), 3), np.int64)
+    table[:, 0], table[:, 1], table[:, 2] = boxes.offsets, counts, labels.offsets
+    buffer = boxes.buffer if boxes.buffer.dtype == torch.float32 else boxes.buffer.float()
+    return buffer, labels.buffer, table
+
+
+def _packed_tensors(torch, tensors: list):
+    """Per-sample tensors of one type as one PackedBatch (joined with one copy)."""
+    from penstock.batch import PackedBatch
+    sizes = [tensor.numel() for tensor in tensors]
+    offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+    flat = [tensor.reshape(-1) for tensor in tensors]
+    return PackedBatch(torch.cat(flat) if flat else torch.empty(0), offsets, [tuple(t.shape) for t in tensors])

@@ -17,7 +17,6 @@ import torch
 import triton
 import triton.language as tl
 
-from penstock.runtime.pinned import to_device
 from penstock.kernels.triton_launch import launch
 
 BOXES = 32  # boxes a program holds at once
@@ -163,10 +162,11 @@ def anchor_rows(anchors: np.ndarray) -> np.ndarray:
 
 
 def encode_batch(boxes: torch.Tensor, labels: torch.Tensor, table: np.ndarray, anchors: torch.Tensor,
-                 args: dict) -> tuple[torch.Tensor, torch.Tensor]:
+                 args: dict, *, upload) -> tuple[torch.Tensor, torch.Tensor]:
     """(encoded float32 [N, M, 4], labels [N, M]) of N samples whose ltrb boxes (float32) and labels
     lie in ``boxes`` and ``labels`` where ``table`` (int64 [N, 3], see best_anchor_kernel) says;
-    ``anchors`` is anchor_rows' table on the boxes' device."""
+    ``anchors`` is anchor_rows' table on the boxes' device. ``upload(device, arrays)``: the arrays
+    as tensors on the device (runtime.pinned.to_device)."""
     size, anchor_count = len(table), anchors.shape[1]
     device = boxes.device
     encoded = torch.empty((size, anchor_count, 4), dtype=torch.float32, device=device)
@@ -175,7 +175,7 @@ def encode_batch(boxes: torch.Tensor, labels: torch.Tensor, table: np.ndarray, a
         return encoded, encoded_labels
     most = max(int(table[:, 1].max()), 1)
     best_anchors = torch.empty((size, most), dtype=torch.int32, device=device)
-    table = to_device(device, [np.ascontiguousarray(table, np.int64)])[0]
+    table = upload(device, [np.ascontiguousarray(table, np.int64)])[0]
     exact = {"enable_fp_fusion": False} if device.type == "cuda" else {}
     chunks = triton.cdiv(most, BOXES)
     launch(best_anchor_kernel, (chunks, size), boxes, table, anchors, best_anchors, anchor_count, most, BOXES=BOXES,

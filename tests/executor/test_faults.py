@@ -214,3 +214,47 @@ def test_ctrl_c_stops_a_pipeline_with_worker_processes_within_two_seconds(tree):
     out, err = process.communicate(timeout=20)
     assert time.monotonic() - interrupted < 2.5, (out, err[-2000:])
     assert process.returncode != 0 and "KeyboardInterrupt" in err
+
+
+def test_close_during_a_slow_gpu_step_waits_for_that_step_only_then_releases_the_gpu_stage(monkeypatch):
+    """close() while the GPU stage is inside a slow operator (emulated GPU): close() waits for that
+    operator to return, the stage stops at its next cancellation point (the batch's next operator
+    never runs), the GPU stage's close runs once its thread has stopped, and no thread is left."""
+    import threading
+
+    from penstock.executor.gpu_stage import GpuStage
+    seconds, closed = [], []
+    slow, inside, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def first(batch):
+        if slow.is_set() and not inside.is_set():  # close() comes while it sleeps
+            seconds.append("close")
+            inside.set()
+            time.sleep(1.0)
+            finished.set()
+        return batch
+
+    def second(batch):
+        seconds.append(None)
+        return batch
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0, seed=3, prefetch_queue_depth=1)
+    def two_gpu_steps():
+        images = fn.external_source(source=lambda: [np.zeros((4, 4, 3), np.uint8)] * 2)
+        images = fn.torch_python_function(images.gpu(), function=first, batch_processing=True)
+        return fn.torch_python_function(images, function=second, batch_processing=True)
+
+    close = GpuStage.close
+    monkeypatch.setattr(GpuStage, "close", lambda self: closed.append(
+        [thread.name for thread in threading.enumerate() if thread.name == "penstock-gpu"]) or close(self))
+    with penstock.devices.emulated_gpu():
+        pipe = two_gpu_steps()
+        pipe.build()
+    pipe.run()
+    slow.set()
+    assert inside.wait(timeout=60)
+    pipe.close()
+    assert finished.is_set()  # the step it was in ran to its end
+    assert seconds[-1] == "close"  # the batch stopped between its operators: its second did not run
+    assert closed == [[]]  # the GPU stage's close ran, once, after its thread had stopped
+    assert_no_penstock_threads(timeout=0.0)

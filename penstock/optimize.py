@@ -1,8 +1,10 @@
 """Build-time rewrites that change how a graph runs, not what it computes (beyond resampling
 tolerance): each one is a function over the graph's nodes and their implementations, and asks
-them only what the operator contract declares."""
+them only what the operators declare (penstock.capabilities)."""
 from __future__ import annotations
 
+from penstock.capabilities import LightOnGpu, Resamples, SharesWindows, ShrinksOnDecode
+from penstock.contract import BatchOperator
 from penstock.graph import DataNode, OpNode
 
 
@@ -15,13 +17,13 @@ def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode
     sample: none is assumed."""
     for node in nodes:
         impl = impls.get(node.index)
-        if impl is None or not impl.decodes_smaller or not node.outputs:
+        if not isinstance(impl, ShrinksOnDecode) or not node.outputs:
             continue
         if any(output is node.outputs[0] for output in outputs):
             continue
         consumers = [other for other in nodes if any(dep is node.outputs[0] for dep in other.dependencies())]
-        if not consumers or any(consumer.arg_inputs or impls[consumer.index].resampled_size(64, 64) is None
-                                for consumer in consumers):
+        if not consumers or any(consumer.arg_inputs or not isinstance(impls[consumer.index], Resamples) or
+                                impls[consumer.index].resampled_size(64, 64) is None for consumer in consumers):
             continue
         rules = [impls[consumer.index].resampled_size for consumer in consumers]
         impl.decode_smaller_for(lambda height, width, rules=rules: _largest(rule(height, width) for rule in rules))
@@ -29,16 +31,15 @@ def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode
 
 def let_decoders_share_windows(impls: dict) -> None:
     """A GPU decoder may hand a share of its windows to the CPU workers (``share_windows``) where
-    every other GPU step of the pipeline is light (``light_on_gpu``: copies, and the steps of the
+    every other GPU step of the pipeline is light (``LightOnGpu``: copies, and the steps of the
     one fused image kernel, as in the ResNet-50 training recipe): there the hardware JPEG engines
     set the pace. Where other GPU work follows (RandAugment, box encoding), the engines do not, and
     the share only adds work: the augmentation pipeline ran 8-30% slower with it and SSD 3-7%
     (BENCHMARKS.md)."""
-    from penstock.contract import BatchOperator
     gpu_impls = [impl for impl in impls.values() if isinstance(impl, BatchOperator)]
-    if all(impl.light_on_gpu or impl.shares_windows for impl in gpu_impls):
+    if all(isinstance(impl, (LightOnGpu, SharesWindows)) for impl in gpu_impls):
         for impl in gpu_impls:
-            if impl.shares_windows:
+            if isinstance(impl, SharesWindows):
                 impl.share_windows()
 
 

@@ -1,5 +1,6 @@
 """docs/architecture.md's worked example of adding an operator runs as written: the operator
-registers, passes its case on both devices, and its GPU form matches its CPU form."""
+registers, passes its case on both devices, its GPU form matches its CPU form, and the planner
+counts its GPU form as light work."""
 import pathlib
 import re
 
@@ -7,7 +8,9 @@ import numpy as np
 from conftest import assert_close
 from operator_cases import Case, image_op, ragged_images, run_case
 
-from penstock import registry
+from penstock import optimize, registry
+from penstock.capabilities import SharesWindows
+from penstock.contract import BatchOperator
 
 DOC = pathlib.Path(__file__).parent.parent / "docs" / "architecture.md"
 
@@ -17,6 +20,7 @@ def test_the_worked_example_adds_an_operator_on_both_devices(scratch_registry):
                                           re.S)
     exec(compile(operator_code, str(DOC), "exec"), {})
     assert registry.devices("invert") == ["cpu", "gpu"]
+    assert _planned_as_light(registry.implementations()[("invert", "gpu")])
     from penstock import fn  # fn's functions are made when penstock is imported: make invert's here
     from penstock.api import operator_functions
     from penstock.graph import invoke
@@ -31,3 +35,24 @@ def test_the_worked_example_adds_an_operator_on_both_devices(scratch_registry):
                 assert_close(output, np.asarray(expected), where=f"invert on {device}")
     finally:
         del fn.invert
+
+
+def _planned_as_light(cls) -> bool:
+    """Whether a GPU decoder followed by an operator of ``cls`` (and no other GPU work) hands a share
+    of its windows to the CPU workers: what the planner does where every other GPU step is light."""
+    class Decoder(SharesWindows, BatchOperator):
+        shared = False
+
+        def share_windows(self):
+            self.shared = True
+
+    decoder = Decoder({}, None)
+    optimize.let_decoders_share_windows({0: decoder, 1: cls.__new__(cls)})
+    return decoder.shared
+
+
+def test_a_gpu_operator_that_declares_no_capability_is_planned_as_heavy_gpu_work():
+    class Launches(BatchOperator):
+        pass
+
+    assert not _planned_as_light(Launches)

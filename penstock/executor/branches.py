@@ -3,10 +3,9 @@ predicate chose it, kept with their positions in the whole batch (None: every sa
 reach the stage with MISSING where a sample is on the other branch (executor.samples)."""
 from __future__ import annotations
 
-import numpy as np
-
-from penstock.contract import MISSING, BatchColumn
-from penstock.draws import UniformBlocks
+from penstock.columns import BatchColumn
+from penstock.contract import MISSING
+from penstock.draws import of_samples
 
 Positions = "tuple[int, ...] | None"
 
@@ -29,9 +28,7 @@ def take(draws, positions):
     """An operator's random draws (element i for sample i) of the samples at ``positions``."""
     if draws is None or positions is None:
         return draws
-    if isinstance(draws, (np.ndarray, UniformBlocks)):
-        return draws[list(positions)]
-    return [draws[index] for index in positions]
+    return of_samples(draws, list(positions))
 
 
 def whole(positions, size: int):

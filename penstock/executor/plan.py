@@ -7,6 +7,7 @@ import multiprocessing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from penstock.capabilities import PreparesOnCpu, RoutesSamples, RunsUserCode, WantsCpuWorkers
 from penstock.contract import BatchOperator, SourceOperator, WholeBatchOperator
 
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
@@ -55,6 +56,7 @@ class ExecutionPlan:
     gpu_reads_rings: bool  # the GPU reads some preparations out of the workers' rings (gpu_reads_preparations)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
     has_branches: bool  # conditionals route samples (executor.branches)
+    routes: dict[int, str]  # step key -> "split" or "merge", of the steps that route samples (RoutesSamples)
     # kept slots read straight from a source's batch of items (items_are_values), not computed by
     # the CPU stage: slot -> source key
     passed_slots: dict[int, int]
@@ -64,7 +66,8 @@ class ExecutionPlan:
     @classmethod
     def build(cls, sources: list[Source], steps: list[Step],
               outputs: list[Ref]) -> "ExecutionPlan":
-        late = _after_whole_batch(steps)
+        routes = {step.key: step.impl.routes_samples for step in steps if isinstance(step.impl, RoutesSamples)}
+        late = _after_whole_batch(steps, routes)
         cpu_steps = tuple(step for step in steps if not isinstance(step.impl, (BatchOperator, WholeBatchOperator))
                           and step.key not in late)
         whole_batch_steps = tuple(step for step in steps if isinstance(step.impl, WholeBatchOperator) or step.key in late)
@@ -91,14 +94,15 @@ class ExecutionPlan:
             gpu_reads_rings=any(step.impl.gpu_reads_preparations for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(
                 step.impl.preparation_crosses_processes for step in prepared_on_cpu),
-            has_branches=any(step.impl.routes_samples for step in steps),
+            has_branches=bool(routes), routes=routes,
             passed_slots=passed_slots, computed_slots=tuple(slot for slot in range(len(kept)) if slot not in passed_slots),
             worker_step_keys=frozenset(step.key for step in (*cpu_steps, *prepared_on_cpu)))
 
     def cpu_workers(self, num_threads: int) -> int:
         """The CPU stage's workers: num_threads, or more where an operator's per-sample work is
-        sized for more (Operator.cpu_workers_wanted)."""
-        wanted = (step.impl.cpu_workers_wanted() for step in (*self.cpu_steps, *self.prepared_on_cpu))
+        sized for more (WantsCpuWorkers)."""
+        wanted = (step.impl.cpu_workers_wanted() for step in (*self.cpu_steps, *self.prepared_on_cpu)
+                  if isinstance(step.impl, WantsCpuWorkers))
         return max(1, num_threads, *wanted)
 
     def uses_processes(self, requested: bool | None) -> bool:
@@ -109,18 +113,18 @@ class ExecutionPlan:
         stays with the user's state in this process."""
         if requested is None:
             requested = bool(self.prepared_on_cpu or self.cpu_steps) and \
-                not any(step.impl.runs_user_code for step in self.steps)
+                not any(isinstance(step.impl, RunsUserCode) for step in self.steps)
         return bool(requested) and self.can_use_processes
 
 
-def _after_whole_batch(steps: list[Step]) -> set[int]:
+def _after_whole_batch(steps: list[Step], routes: dict[int, str]) -> set[int]:
     """The keys of the per-sample CPU operators that take, directly or not, what a whole-batch
     operator makes: they run after it, sample by sample, with the whole-batch operators (not on the
     CPU stage, which has finished by then). Operators that route samples stay on the CPU stage."""
     made = {step.key for step in steps if isinstance(step.impl, WholeBatchOperator)}
     late = set()
     for step in steps:  # graph order: a step's producers come before it
-        if isinstance(step.impl, (BatchOperator, WholeBatchOperator)) or step.impl.routes_samples:
+        if isinstance(step.impl, (BatchOperator, WholeBatchOperator)) or step.key in routes:
             continue
         if any(ref[0] in made or ref[0] in late for ref in (*step.inputs, *step.arg_inputs.values())):
             late.add(step.key)
@@ -141,7 +145,7 @@ def _check_whole_batch_consumers(whole_batch_steps: tuple, per_sample_steps: tup
 def _prepares_on_cpu(step: Step, gpu_keys: set[int]) -> bool:
     """Whether a batch operator's per-sample preparation runs on the CPU stage: it has one, and all
     its inputs are CPU data."""
-    return step.impl.prepares_on_cpu and \
+    return isinstance(step.impl, PreparesOnCpu) and \
         not any(ref[0] in gpu_keys for ref in (*step.inputs, *step.arg_inputs.values()))
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from penstock.contract import MISSING, BatchArgs, SampleContext, WholeBatchOperator
+from penstock.columns import BatchArgs
+from penstock.contract import MISSING, SampleContext, WholeBatchOperator
 from penstock.executor import branches
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
@@ -50,10 +51,10 @@ class SampleRunner:
             timings[source.name] += clock() - started
             for position, value in enumerate(result):
                 values[(key, position)] = value
-        branches = plan.has_branches
+        routes = plan.routes  # empty without conditionals
         for step in plan.cpu_steps:
             inputs = tuple(values[ref] for ref in step.inputs)
-            if branches and _not_on_branch(step, inputs, values):
+            if routes and _not_on_branch(step, inputs, values, routes):
                 for position in range(step.num_outputs):
                     values[(step.key, position)] = MISSING
                 continue
@@ -70,7 +71,7 @@ class SampleRunner:
                 values[(step.key, position)] = value
         for step in plan.prepared_on_cpu:
             inputs = tuple(values[ref] for ref in step.inputs)
-            if branches and _not_on_branch(step, inputs, values):
+            if routes and _not_on_branch(step, inputs, values, routes):
                 values[(step.key, PREPARED)] = MISSING
                 continue
             args = step.impl.args
@@ -186,12 +187,12 @@ def _run_per_sample(impl, step: Step, job: Job, columns: list, args, params, whe
     return tuple(outputs)
 
 
-def _not_on_branch(step: Step, inputs: tuple, values: dict) -> bool:
+def _not_on_branch(step: Step, inputs: tuple, values: dict, routes: dict[int, str]) -> bool:
     """Whether the sample is not on the branch of a conditional that ``step`` belongs to: one of its
     inputs is MISSING (a merge takes one MISSING input: the branch the sample did not take)."""
     if any(values[ref] is MISSING for ref in step.arg_inputs.values()):
         return True
-    if step.impl.routes_samples == "merge":
+    if routes.get(step.key) == "merge":
         return all(value is MISSING for value in inputs)
     return any(value is MISSING for value in inputs)
 

@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from penstock.draws import of_samples
 from penstock.executor.jobs import Job, PipelineError, Skipped
 from penstock.executor.plan import ExecutionPlan
 from penstock.executor.samples import SampleRunner
@@ -176,12 +177,7 @@ def _leave_out(job: Job, left_out: set) -> None:
     job.source_items = {key: [items[index] for index in keep] for key, items in job.source_items.items()}
     if job.source_infos:
         job.source_infos = [job.source_infos[index] for index in keep]
-    job.params = {key: None if draws is None else _taken(draws, keep) for key, draws in job.params.items()}
+    job.params = {key: None if draws is None else of_samples(draws, keep) for key, draws in job.params.items()}
     if job.epoch_info is not None:
         job.epoch_info = replace(job.epoch_info, valid=sum(1 for index in keep if index < job.epoch_info.valid))
     job.size = len(keep)
-
-
-def _taken(draws, keep: list):
-    """The random draws of the samples at ``keep`` (a list, an array, or UniformBlocks)."""
-    return [draws[index] for index in keep] if isinstance(draws, list) else draws[keep]

@@ -223,7 +223,7 @@ class GpuStage:
         for step in self._plan.gpu_steps:
             impl = step.impl
             refs = [(step.key, PREPARED)] if (step.key, PREPARED) in kept else list(step.inputs)
-            if impl.routes_samples == "merge":
+            if self._plan.routes.get(step.key) == "merge":
                 where = positions(step.arg_inputs["predicate"])
                 merged = branches.merge(impl.samples_of(value_of(refs[0], positions(refs[0]))), positions(refs[0]),
                                         impl.samples_of(value_of(refs[1], positions(refs[1]))), where, size)
@@ -237,7 +237,7 @@ class GpuStage:
             inputs = [value_of(ref, where) for ref in refs]
             args = batch_args(impl, {name: value_of(ref, where) for name, ref in step.arg_inputs.items()}, count) \
                 if step.arg_inputs else [impl.args] * count
-            if impl.routes_samples == "split":
+            if self._plan.routes.get(step.key) == "split":
                 predicates = call_operator(impl.name, "", impl.predicates, args)
                 parts = branches.split(impl.samples_of(inputs[0]), predicates, where, size)
                 values[(step.key, 0)], subsets[(step.key, 0)], values[(step.key, 1)], subsets[(step.key, 1)] = parts

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator, arg_column, distinct_args
+from penstock.columns import arg_column, distinct_args
+from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator
 from penstock.kernels import cpu_image
 from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, declare_hwc,
                                          with_crop_of)

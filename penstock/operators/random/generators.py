@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import (ArrayColumn, BatchOperator, OutputSpec, SampleContext, SampleOperator, SourceBatch,
-                               SourceOperator, keyed_stream, random_stream)
+from penstock.columns import ArrayColumn
+from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator, SourceBatch, SourceOperator
+from penstock.draws import keyed_stream, random_stream
 from penstock.numeric import cast_as_cpp
 from penstock.schema import Arg, ArgError, OpSchema
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import types
-from penstock.contract import BatchArgs
+from penstock.columns import BatchArgs
 
 # RGB -> YIQ to three decimals, and back by its inverse, as DALI (color_twist.h)
 RGB_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]])

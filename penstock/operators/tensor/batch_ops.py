@@ -160,7 +160,7 @@ class BatchPermutation(SourceOperator):
         return OutputSpec(np.dtype(np.int32), 0, "", ())
 
     def next_batch(self, iteration):
-        from penstock.contract import random_stream
+        from penstock.draws import random_stream
         rng, size = random_stream(self.context.seed, iteration), self.context.batch_size
         while True:
             order = rng.integers(0, size, size) if self.args.allow_repetitions else rng.permutation(size)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, registry
+from penstock.capabilities import RoutesSamples
 from penstock.contract import MISSING, BatchOperator, SampleOperator
 from penstock.schema import REQUIRED, Arg, OpSchema
 
@@ -39,7 +40,7 @@ def predicate_value(args: dict) -> bool:
                     f"fn.random.coin_flip(), a bool or a number; non-zero is true), as in DALI; got {what}")
 
 
-class Routing:
+class Routing(RoutesSamples):
     def build_notes(self):
         return [f"the conditional at {self.args.where}"]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, registry
-from penstock.contract import ArrayColumn, BatchOperator, RaggedColumn
+from penstock.capabilities import LightOnGpu
+from penstock.columns import ArrayColumn, RaggedColumn
+from penstock.contract import BatchOperator
 from penstock.schema import OpSchema
 
 registry.register_schema(OpSchema(
@@ -14,11 +16,9 @@ registry.register_schema(OpSchema(
 
 
 @registry.register("_to_gpu", "mixed", requires=devices.gpu_problem)
-class ToGpu(BatchOperator):
+class ToGpu(LightOnGpu, BatchOperator):
     """CPU samples to the GPU: one copy from pinned memory for the whole batch, kept as one
     PackedBatch when the samples share a dtype."""
-
-    light_on_gpu = True
 
     def run_batch(self, inputs, args, batch):
         from penstock.runtime.pinned import upload_arrays, upload_packed, upload_ragged, upload_rows

@@ -18,7 +18,7 @@ __all__ = ["ArrayColumn", "BatchArgs", "BatchColumn", "RaggedColumn", "RowColumn
 
 
 class RowPreparation(tuple):
-    """A per-sample preparation (what ``BatchOperator.prepare`` returns) that crosses from a worker
+    """A per-sample preparation (what ``PreparesOnCpu.prepare`` returns) that crosses from a worker
     process as a row of ints: a tuple whose first item is a C-contiguous uint8 array (an encoded
     image, or decoded pixels), whose bytes go through the process's shared ring, and whose other
     items ``ring_row`` gives as ints (``from_ring_row`` gets the bytes back flat: the ints must tell

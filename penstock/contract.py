@@ -18,9 +18,9 @@ iteration)``, so results do not depend on which thread runs which sample.
 Every operator declares what it produces before anything runs (``declare_outputs``: element type,
 number of dimensions, layout and, when its inputs fix it, the shape of every sample). Readers
 (``Reader``: epoch size and metadata) and fed sources (``FedSource``) are kinds of source; what
-only some operators do (decode smaller, share windows, prepare on the CPU, hand calls to lanes,
-route samples) they declare by inheriting the capability (penstock.capabilities), which the
-pipeline and the executor test for when they are built. They ask nothing else.
+only some operators do (decode smaller, share windows, prepare on the CPU, route samples) they
+declare by inheriting the capability (penstock.capabilities), which the pipeline and the executor
+test for when they are built. They ask nothing else.
 """
 from __future__ import annotations
 

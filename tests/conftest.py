@@ -32,6 +32,17 @@ if not CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU, in numpy
 
 
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The examples tier (``-m examples`` alone, ``-m "not examples"`` without it): the tests under
+    tests/examples/, which run the examples end to end and take about a third of the suite's time."""
+    for item in items:
+        if str(item.path).startswith(EXAMPLES + os.sep):
+            item.add_marker(pytest.mark.examples)
+
+
 def gpu_or_emulated():
     """Where pipeline tests run their 'mixed' and 'gpu' operators: the GPU when there is one, else
     the emulated GPU path (CPU tensors, Triton's interpreter). Not the emulated path on a GPU

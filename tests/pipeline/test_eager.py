@@ -105,3 +105,16 @@ def test_mistakes_fail_at_the_call():
         eager.random.uniform()
     with pytest.raises(penstock.PipelineError, match="slice failed.*outside the sample's extent"):
         eager.slice(IMAGES, start=(0, 0), shape=(1000, 1))
+    with pytest.raises(ValueError, match="the samples of a batch must have one number of dimensions"):
+        eager.flip([IMAGES[0], IMAGES[1][..., 0]], horizontal=1)  # checked as a pipeline's input is
+    with pytest.raises(TypeError, match="external_source: gave no batch; an eager call takes the data itself"):
+        eager.external_source(batch_size=2)
+
+
+def test_a_call_runs_through_a_pipeline_of_its_own_with_the_pipelines_seed_rule():
+    eager.seed(11)
+    first = eager.random.coin_flip(batch_size=6)
+    eager.seed(11)
+    assert np.array_equal(first, eager.random.coin_flip(batch_size=6))
+    values = eager.external_source(source=lambda: [np.float32(1.5)] * 3, batch_size=3)  # any source
+    assert values.shape == (3,) and (values == 1.5).all()

@@ -283,9 +283,9 @@ def test_per_sample_parameters_give_the_numbers_of_fixed_ones():
 
 def test_eager_calls_take_the_shape_like_input():
     from penstock import eager
-    samples = [np.zeros((2, 3)), np.zeros((4,))]
+    samples = [np.zeros((2, 3)), np.zeros((4, 1))]
     values = eager.random.uniform(samples, range=(5.0, 6.0))
-    assert [np.asarray(value).shape for value in values] == [(2, 3), (4,)]
+    assert [np.asarray(value).shape for value in values] == [(2, 3), (4, 1)]
     assert all(np.all((np.asarray(value) >= 5.0) & (np.asarray(value) < 6.0)) for value in values)
 
 

@@ -30,6 +30,9 @@ class Tuning:
     ring_smallest: int = 8 << 10  # arrays below this cross the pipe: a reference would save nothing
     pinned_rings_bytes: int = 1 << 30  # what the pinned rings of all processes share; 2-megapixel JPEGs, batches of 256
 
+    # ---- mixed decoders ----
+    decode_buffer_steps: int = 4  # sizes per power of two a batch's decode buffer is rounded to (0: exact); H200 memory
+
     # ---- mixed decoders: the CPU workers' share of the JPEGs (operators.decoders.cpu_share) ----
     hardware_us_per_image: float = 13.0  # nvJPEG's hardware call per image; 256 windows, H100 and H200
     hardware_us_per_megapixel: float = 82.0  # ... and per megapixel of the whole image

@@ -318,7 +318,7 @@ class Executor:
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
         and copies then read each image straight from where its process wrote it. On a thread of
-        its own, once the consumer has its first batch: pinning shared_ring.PINNED_RINGS_BYTES
+        its own, once the consumer has its first batch: pinning Tuning.pinned_rings_bytes
         takes a few tenths of a second, in which the process's other threads wait for its memory
         map (any allocation, any first touch of a page), which delayed the first batch by as much
         when they ran side by side. Until a ring is pinned, the GPU reads it as pageable memory."""

@@ -1,10 +1,7 @@
 """The CPU stage in forked worker processes: Python runs in parallel across processes, without one
 interpreter lock. One dispatcher thread in the pipeline's process hands queued samples to idle
-processes and stores what they send back; each process runs the sample runner.
-
-
-The messages and the worker process's loop are in executor.worker_process.
-"""
+processes and stores what they send back; each process runs the sample runner (its loop and the
+messages' formats: executor.worker_process)."""
 from __future__ import annotations
 
 import gc
@@ -392,7 +389,7 @@ class WorkerProcesses:
 
 class ProcessLink:
     """A forked worker process that computes samples for the dispatcher thread: it is sent requests
-    and sends back replies (see this module's docstring). The process gets the sample runner (and
+    and sends back replies (see executor.worker_process). The process gets the sample runner (and
     through it the plan), and a shared ring when the plan has per-sample preparations (one of
     ``processes`` rings that are pinned, when the GPU reads them)."""
 

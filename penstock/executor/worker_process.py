@@ -235,7 +235,8 @@ def _answer_requests(runner: SampleRunner, connection, ring: SharedRing | Shared
                               PipelineError(f"{type(error).__name__}: {error}"))
         columns = [None if slot in plan.passed_slots else  # the pipeline's process has these
                    ring.put_column([kept[slot] for kept in computed]) if slot in plan.prepared_slots
-                   else pack_column([kept[slot] for kept in computed], ring, lent_smallest) for slot in range(kept_count)]
+                   else pack_column([kept[slot] for kept in computed], ring, lent_smallest)
+                   for slot in range(kept_count)]
         seconds = time.perf_counter() - started
         times = {stage: spent - reported.get(stage, 0.0) for stage, spent in timings.items()
                  if spent != reported.get(stage, 0.0)}

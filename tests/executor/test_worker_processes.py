@@ -511,7 +511,8 @@ for ragged in (False, True):
     layout = "ragged" if ragged else "dense"
     start(f"sending {layout}", pipeline(marked(f"sending {layout}", large(ragged, 0.9))))  # through the pipe
     # through the ring, which is full after one sample: the other waits in the pipe
-    Executor.__init__ = functools.partialmethod(Executor.__init__, tuning=dataclasses.replace(DEFAULT, lent_ring_bytes=4 << 20))
+    Executor.__init__ = functools.partialmethod(Executor.__init__,
+                                                tuning=dataclasses.replace(DEFAULT, lent_ring_bytes=4 << 20))
     start(f"ring full {layout}", pipeline(marked(f"ring full {layout}", large(ragged, 3.0))))
 while len(os.listdir(marks)) < len(started) - 1:
     time.sleep(0.01)

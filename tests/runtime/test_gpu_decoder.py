@@ -9,6 +9,7 @@ from conftest import CUDA
 from PIL import Image
 
 from penstock.kernels import image_codecs
+from penstock.tuning import DEFAULT
 from penstock.types import DALIImageType
 
 
@@ -70,7 +71,7 @@ def _gpu_decoder(output_type=DALIImageType.RGB):
         pytest.skip("needs a CUDA GPU")
     try:
         from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
-        return GpuImageDecoder(0, 4, output_type, 1.0, batch_size_hint=8)
+        return GpuImageDecoder(0, 4, output_type, 1.0, batch_size_hint=8, buffer_steps=DEFAULT.decode_buffer_steps)
     except ImportError as error:
         pytest.skip(str(error))
 
@@ -198,7 +199,7 @@ def test_hardware_and_cuda_decoders_share_a_batch():
     from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
     if not CUDA:
         pytest.skip("needs a CUDA GPU")
-    decoder = GpuImageDecoder(0, 4, DALIImageType.RGB, 0.5, batch_size_hint=8)
+    decoder = GpuImageDecoder(0, 4, DALIImageType.RGB, 0.5, batch_size_hint=8, buffer_steps=DEFAULT.decode_buffer_steps)
     if decoder._hardware is None:
         pytest.skip("needs a GPU with hardware JPEG decoders")
     items = _items(["baseline 4:2:0", "baseline 4:4:4", "baseline 4:2:2", "gray"] * 6)
@@ -284,7 +285,6 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
     without spare cores, the floor of ImageNet-sized windows, about a fifth of whole 2-megapixel images with
     12 spare cores, and more of windows whose decode on the CPU reads fewer of the image's rows."""
     from penstock.operators.decoders.cpu_share import share_model
-    from penstock.tuning import DEFAULT
     automatic_cpu_share = share_model(DEFAULT)
     floor = {"window_floor": 0.1}  # where the engines set the pace (test_windows_are_shared_where_...)
     for pixels in (500 * 375, 600 * 800):
@@ -311,7 +311,6 @@ def test_the_automatic_cpu_share_follows_image_size_and_spare_cores():
 def test_the_automatic_cpu_share_takes_the_same_samples_whatever_the_threads():
     from penstock.contract import SampleContext
     from penstock.operators.decoders import cpu_share
-    from penstock.tuning import DEFAULT
     (few, cpu, args), (many, _, _) = (_mixed_and_cpu_decoders(num_threads=threads) for threads in (1, 8))
     assert args["cpu_decoder_load"] is None and few._spare_cores == many._spare_cores  # the machine's cores
     few._spare_cores = many._spare_cores = 12
@@ -382,7 +381,6 @@ def test_windows_are_shared_where_the_engines_set_the_pace(tmp_path, monkeypatch
     from penstock import distributed, fn, pipeline_def, types
     from penstock.operators.decoders import mixed as decoders
     from penstock.operators.decoders.cpu_share import least_window_share
-    from penstock.tuning import DEFAULT
     cores = DEFAULT.pipeline_cores
     assert least_window_share(16 - cores, DEFAULT) == pytest.approx(0.06)
     assert least_window_share(32 - cores, DEFAULT) == 0.1
@@ -418,7 +416,6 @@ def test_the_automatic_cpu_share_prefers_windows_the_workers_decode_cheaply():
     workers for the top window only."""
     from penstock.contract import SampleContext
     from penstock.operators.decoders.cpu_share import GOLDEN, share_model
-    from penstock.tuning import DEFAULT
     jpeg = _encoded(_image(1200, 1600, seed=4))
     whole = share_model(DEFAULT)(1200 * 1600, 12)
     index = next(index for index in range(256) if whole <= (index + 1) * GOLDEN % 1.0 < 0.25)
@@ -516,10 +513,13 @@ def test_the_mixed_decoders_declare_the_lanes_their_engine_uses():
 
 
 def test_batch_buffers_take_a_few_sizes_that_repeat():
-    """A batch's decode buffer is rounded up to one of BUFFER_STEPS sizes per power of two, at most
+    """A batch's decode buffer is rounded up to one of Tuning.decode_buffer_steps sizes per power of two, at most
     1/4 more than it needs, so that the caching allocator's blocks are reused from batch to batch."""
-    from penstock.runtime.nvimgcodec_decode import BUFFER_STEPS, buffer_bytes
-    assert BUFFER_STEPS == 4
+    from penstock.runtime.nvimgcodec_decode import buffer_bytes as rounded
+    assert DEFAULT.decode_buffer_steps == 4
+
+    def buffer_bytes(nbytes):
+        return rounded(nbytes, DEFAULT.decode_buffer_steps)
     assert buffer_bytes(0) == 1 and buffer_bytes(1000) == 1000 and buffer_bytes(1 << 20) == 1 << 20
     needs = range(130_000_000, 150_000_000, 997)
     sizes = {buffer_bytes(need) for need in needs}

@@ -29,7 +29,7 @@ class MixedDecoder(PreparesOnCpu, ShrinksOnDecode, SharesWindows, WantsCpuWorker
 
     cpu_class = None
     preparation_crosses_processes = True  # prepare() returns plain data
-    lanes = (("GPU decode", 2),)  # kernels.nvimgcodec_decode.LANES
+    lanes = (("GPU decode", 2),)  # runtime.nvimgcodec_decode.LANES
 
     def __init__(self, args, context):
         super().__init__(args, context)
@@ -152,10 +152,12 @@ class MixedDecoder(PreparesOnCpu, ShrinksOnDecode, SharesWindows, WantsCpuWorker
     def run_batch(self, inputs, args, batch):
         import torch
         from penstock.kernels.image_plan import ImagePlan
+        from penstock.runtime.pinned import to_device
         prepared = inputs[0]
         if self._decoded_on_cpu:  # copies: the images may lie in worker processes' rings, written over after the batch
             images = [torch.from_numpy(np.array(image)) for image in prepared]
-            return ImagePlan.of(images if self._emulated else [image.to(batch.device) for image in images])
+            return ImagePlan.of(images if self._emulated else [image.to(batch.device) for image in images],
+                                upload=to_device)
         if self._engine is None:
             self._engine = self._new_engine(batch.device, batch.run_call)
         def describe(index):  # errors surface when the batch's outputs are made, so they name the operator
@@ -165,7 +167,7 @@ class MixedDecoder(PreparesOnCpu, ShrinksOnDecode, SharesWindows, WantsCpuWorker
         # the decode runs while the executor finishes the batch before this one; the plan waits
         # for it before its kernel reads the images
         pending = self._engine.submit(prepared, batch.stream, describe, batch.run_call, batch.run_on_workers)
-        return replace(ImagePlan.of(pending.images), pending=pending)
+        return replace(ImagePlan.of(pending.images, upload=to_device), pending=pending)
 
     def open(self, device, run_call):
         """nvImageCodec's instance and nvJPEG's hardware decoder take a second or two to make: made
@@ -177,7 +179,7 @@ class MixedDecoder(PreparesOnCpu, ShrinksOnDecode, SharesWindows, WantsCpuWorker
         from penstock.runtime.nvimgcodec_decode import GpuImageDecoder
         return GpuImageDecoder(device.index or 0, self.context.num_threads, self.args.output_type,
                                self.args.hw_decoder_load, batch_size_hint=self.context.batch_size,
-                               run_call=run_call)
+                               run_call=run_call, buffer_steps=self.context.tuning.decode_buffer_steps)
 
     def close(self):
         if self._engine is not None:  # kept: its counts say which engines decoded

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.contract import BatchOperator, SampleOperator, keyed_stream
+from penstock.contract import BatchOperator, SampleOperator
+from penstock.draws import keyed_stream
 from penstock.operators.shared.gpu_plan import tensors_of
 from penstock.schema import Arg, OpSchema
 

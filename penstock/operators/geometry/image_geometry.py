@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from penstock import devices, numeric, registry, types
+from penstock.capabilities import Resamples
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
@@ -311,7 +312,7 @@ def resize_filter(args: dict, shrinking: bool) -> types.DALIInterpType:
     return (args.min_filter if shrinking else args.mag_filter) or args.interp_type
 
 
-class ResizeDeclaration:
+class ResizeDeclaration(Resamples):
     """What resize declares on both devices."""
 
     def declare_outputs(self, inputs):

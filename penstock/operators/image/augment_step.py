@@ -19,12 +19,14 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.batch import PackedBatch, hwc_facts
-from penstock.contract import BatchOperator, SampleOperator, arg_column
+from penstock.capabilities import ImagePlanStep
+from penstock.columns import arg_column
+from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.shared import color_tables
 from penstock.operators.shared.windows import Window, apply_window
 from penstock.operators.shared.images import check_hwc, declare_hwc, rotation_edge_map
-from penstock.operators.shared.gpu_plan import ExtendsImagePlan, batch_of
+from penstock.operators.shared.gpu_plan import batch_of
 from penstock.operators.shared.affine import homogeneous, shear_linear
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -261,9 +263,9 @@ class AugmentStep(AugmentStepDeclaration, SampleOperator):
 
 
 @registry.register("_augment_step", "gpu", requires=devices.gpu_problem)
-class AugmentStepGpu(ExtendsImagePlan, AugmentStepDeclaration, BatchOperator):
-    # runs the plan before it for the value operations' statistics, and a filter launch of its own
-    light_on_gpu = False
+class AugmentStepGpu(ImagePlanStep, AugmentStepDeclaration, BatchOperator):
+    """Not LightOnGpu: runs the plan before it for the value operations' statistics, and a filter
+    launch of its own."""
 
     def __init__(self, args, context):
         super().__init__(args, context)

@@ -20,6 +20,7 @@ import traceback
 import numpy as np
 
 from penstock import devices, registry
+from penstock.capabilities import RunsUserCode
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator, WholeBatchOperator
 from penstock.schema import Arg, ArgError, OpSchema
 
@@ -60,10 +61,8 @@ for _name, _class_name, _kind, _batch_default, _extra in (
         checks=(_check_function,)))
 
 
-class CallsFunction:
+class CallsFunction(RunsUserCode):
     """What every form shares: the function's outputs, its rng, its errors with the user's traceback."""
-
-    runs_user_code = True
 
     def __init__(self, args, context):
         super().__init__(args, context)

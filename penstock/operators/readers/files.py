@@ -14,7 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from penstock import distributed, limits, registry, types
-from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch, keyed_stream
+from penstock.contract import EpochInfo, OutputSpec, Reader, SampleContext, SourceBatch
+from penstock.draws import keyed_stream
 from penstock.kernels import image_codecs
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given, require_one_of
 

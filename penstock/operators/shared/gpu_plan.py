@@ -10,21 +10,15 @@ PyTorch and the kernels are imported when a GPU operator first runs, not when pe
 from __future__ import annotations
 
 from penstock import types
+from penstock.capabilities import ImagePlanStep, LightOnGpu
 from penstock.batch import DeferredBatch, PackedBatch
 
 
 MAX_PLAN_CHANNELS = 4  # the fused kernel keeps one accumulator per channel, four at most
 
 
-class ExtendsImagePlan:
-    """A GPU image operator that extends the batch's ImagePlan (Pipeline.describe says so)."""
-
-    extends_image_plan = True
-    light_on_gpu = True
-
-    def build_notes(self):
-        return ["on HWC images of up to 4 channels, extends the batch's image plan: runs in the same Triton "
-                "kernel launch as the GPU image steps next to it (geometry, colour, normalize, cast, layout)"]
+class ExtendsImagePlan(ImagePlanStep, LightOnGpu):
+    """A GPU image operator whose only work is to extend the batch's ImagePlan: light GPU work."""
 
 
 def plan_of(value):

@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from penstock.batch import one_value
-from penstock.contract import BatchArgs, OutputSpec
+from penstock.columns import BatchArgs
+from penstock.contract import OutputSpec
 from penstock.kernels import cpu_image
 from penstock.schema import Arg, ArgError, given
 

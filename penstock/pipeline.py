@@ -1,13 +1,17 @@
-"""Pipeline: a graph of operators plus the executor that runs it, and the @pipeline_def decorator."""
+"""Pipeline: a graph of operators plus the executor that runs it, and the @pipeline_def decorator.
+Its arguments are described in pipeline_args, what its outputs may be and must hold in
+pipeline_outputs."""
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from penstock import checkpoints, devices, distributed, optimize, registry, types
+from penstock import checkpoints, devices, distributed, optimize, registry
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.capabilities import ImagePlanStep, ReportsEngines
@@ -15,8 +19,10 @@ from penstock.contract import (BatchOperator, BuildContext, EpochInfo, FedSource
                                SourceOperator)
 from penstock.executor import Executor, IterationResult, Source, Step
 from penstock.graph import DataNode, Graph
+from penstock.pipeline_args import PIPELINE_ARGS, PIPELINE_ARGUMENTS, arguments_doc, check_pipeline_arguments
+from penstock.pipeline_outputs import check_outputs, constant_output, output_descriptions, spec_text
 from penstock.runtime import opencv_settings
-from penstock.pipeline_args import PIPELINE_ARGS, arguments_doc, check_pipeline_arguments
+from penstock.schema import closest
 
 
 class Pipeline:
@@ -85,7 +91,7 @@ class Pipeline:
 
     def _take_outputs(self, outputs: tuple) -> None:
         with self:
-            flat = [_constant_output(position, node) for position, node in enumerate(outputs)]
+            flat = [constant_output(position, node) for position, node in enumerate(outputs)]
         if not flat:
             raise ValueError("Pipeline: the pipeline has no outputs")
         self._graph.adopt(flat)
@@ -256,7 +262,7 @@ class Pipeline:
             inputs = ", ".join(dep.name for dep in node.inputs) or "-"
             lines.append(f"  {node.name} on {node.device} ({node.placement}); inputs: {inputs}")
             for position in range(len(node.outputs)):
-                lines.append(f"      output {position}: {_spec_text(self._node_specs[(node.index, position)])}")
+                lines.append(f"      output {position}: {spec_text(self._node_specs[(node.index, position)])}")
             for note in self._impls[node.index].build_notes():
                 lines.append(f"      {note}")
         for chain in self._fused_image_chains():
@@ -308,7 +314,8 @@ class Pipeline:
         self._last_result = self._executor.next()
         for index, (batch, node) in enumerate(zip(self._last_result.outputs, self._outputs)):
             batch.name = f"output {index} ({node.name})"
-        self._check_outputs(self._last_result.outputs)
+        if self._expected_dtype is not None or self._expected_ndim is not None:
+            check_outputs(self._last_result.outputs, *self._output_descriptions())
         if feeds:
             self._fed_runs += 1
         return self._last_result.outputs
@@ -423,25 +430,7 @@ class Pipeline:
         return self._output_descriptions()[1]
 
     def _output_descriptions(self) -> tuple[list, list]:
-        count = len(self._outputs)
-        dtypes, ndims = ([value] * count if not isinstance(value, (list, tuple)) else list(value)
-                         for value in (self._expected_dtype, self._expected_ndim))
-        if not len(dtypes) == len(ndims) == count:
-            raise RuntimeError(f"Lengths of provided output descriptions do not match: output_dtype has {len(dtypes)} "
-                               f"values and output_ndim {len(ndims)}, for {count} outputs")
-        return dtypes, ndims
-
-    def _check_outputs(self, batches) -> None:
-        if self._expected_dtype is None and self._expected_ndim is None:
-            return
-        for index, (batch, dtype, ndim) in enumerate(zip(batches, *self._output_descriptions())):
-            shapes = batch.shape()
-            if ndim is not None and shapes and len(shapes[0]) != ndim:
-                raise RuntimeError(f"Number of dimensions in the output_idx={index} does not match. Expected: {ndim}. "
-                                   f"Received: {len(shapes[0])}.")
-            if dtype is not None and shapes and batch.dtype != dtype:
-                raise RuntimeError(f"Data type in the output_idx={index} does not match. Expected: {dtype}. "
-                                   f"Received: {batch.dtype}.")
+        return output_descriptions(self._expected_dtype, self._expected_ndim, len(self._outputs))
 
     def reader_meta(self, name: str | None = None) -> dict:
         """epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard
@@ -506,44 +495,54 @@ def _node_in_words(node) -> str:
     return f"{node.name} (of {inputs})" if inputs else node.name
 
 
-def _spec_text(spec: OutputSpec) -> str:
-    parts = [str(spec.dtype) if spec.dtype is not None else "dtype from the data"]
-    if spec.layout:
-        parts.append(spec.layout)
-    elif spec.ndim is not None:
-        parts.append(f"{spec.ndim}-D")
-    if spec.shape is not None:
-        parts.append(f"shape {spec.shape}")
-    elif spec.channels is not None:
-        parts.append(f"{spec.channels} channels")
-    return ", ".join(parts)
+def pipeline_def(fn: Callable | None = None, **pipeline_kwargs):
+    """Turns a function that calls operators into a pipeline factory.
 
+    ``@pipeline_def(batch_size=32, num_threads=4, device_id=0, seed=1)`` on ``def pipe(data_dir): ...``
+    makes ``pipe(data_dir, batch_size=64)`` return a Pipeline; pipeline arguments given at the call
+    override the decorator's. The function returns the pipeline's outputs.
+    """
+    check_pipeline_arguments(pipeline_kwargs, "pipeline_def")  # here, where the mistake is written
 
-def _holds_node(items) -> bool:
-    return any(isinstance(item, (DataNode, graph_module.Undefined)) or
-               isinstance(item, (list, tuple)) and _holds_node(item) for item in items)
+    def decorate(func: Callable) -> Callable[..., Pipeline]:
+        from penstock import conditionals
+        conditionals.check_pipeline_definition(func)
+        function_parameters = inspect.signature(func).parameters
+        variadic = [p.name for p in function_parameters.values() if p.kind == inspect.Parameter.VAR_KEYWORD]
 
+        @functools.wraps(func)
+        def create(*args, **kwargs) -> Pipeline:
+            if variadic:  # it would take pipeline arguments of any name, added to Pipeline later or not
+                raise TypeError(f"pipeline_def: using variadic keyword argument `**{variadic[0]}` in a "
+                                f"graph-defining function is not allowed ({func.__name__})")
+            # as DALI, names the decorator was given are checked when a pipeline is made
+            unknown = sorted(set(pipeline_kwargs) - set(PIPELINE_ARGS))
+            if unknown:
+                raise TypeError(f"pipeline_def: unknown pipeline argument '{unknown[0]}'"
+                                f"{closest(unknown[0], PIPELINE_ARGS)}")
+            own = {name: kwargs.pop(name) for name in list(kwargs)
+                   if name in PIPELINE_ARGS and name not in function_parameters}
+            pipe = Pipeline(**{**pipeline_kwargs, **own})
+            define = func
+            if pipe._enable_conditionals:
+                from penstock import conditionals
+                define = conditionals.convert(func)
+            with pipe:
+                outputs = define(*args, **kwargs)
+            if outputs is None:
+                raise ValueError(f"pipeline_def: {func.__name__}() returned no outputs")
+            pipe.set_outputs(*(outputs if isinstance(outputs, tuple) else (outputs,)))  # a list is one output
+            return pipe
 
-def _constant_output(position: int, output):
-    """An output as a DataNode: constants become constant batches (DALI's types.Constant)."""
-    if isinstance(output, graph_module.Undefined):
-        raise NameError(f"Pipeline: output {position}: {output.message}")
-    if isinstance(output, DataNode):
-        return output
-    if isinstance(output, (list, tuple)) and _holds_node(output):
-        raise TypeError(f"Illegal pipeline output type. The output {position} contains a nested `DataNode`. "
-                        "Missing list/tuple expansion (*) is the likely cause.")
-    value, dtype = (output.value, output.dtype) if isinstance(output, types.Constant) else (output, None)
-    try:
-        node = graph_module.constant_batch(value, dtype, device="cpu")
-    except (TypeError, ValueError):
-        node = None
-    if not isinstance(node, DataNode):
-        raise TypeError(f"Illegal output type. The output {position} is a `{type(output)}`: an output is a "
-                        "DataNode (an operator's result) or a constant (a number, a list of numbers, an array)")
-    return node
+        pipeline_parameters = [
+            inspect.Parameter(arg.name, inspect.Parameter.KEYWORD_ONLY,
+                              default=pipeline_kwargs.get(arg.name, arg.default))
+            for arg in PIPELINE_ARGUMENTS if arg.name not in function_parameters]
+        own_parameters = [p for p in function_parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+        keyword_only = [p for p in own_parameters if p.kind == inspect.Parameter.KEYWORD_ONLY]
+        positional = [p for p in own_parameters if p.kind != inspect.Parameter.KEYWORD_ONLY]
+        create.__signature__ = inspect.Signature(positional + keyword_only + pipeline_parameters)
+        create._is_pipeline_def = True
+        return create
 
-
-from penstock.pipeline_def import pipeline_def  # noqa: E402  (it makes Pipelines: defined after them)
-
-__all__ = ["PIPELINE_ARGS", "Pipeline", "pipeline_def"]
+    return decorate(fn) if fn is not None else decorate

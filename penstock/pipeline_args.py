@@ -91,8 +91,8 @@ _SCHEDULING = (f"{_DALI} (how DALI's executor schedules its work and streams); p
 PIPELINE_ARGUMENTS = (
     Arg("batch_size", "whole", -1, "Samples per batch.", min=1),
     Arg("num_threads", "whole", None, "CPU threads: up to 8 Python worker threads for per-sample work (more "
-        "contend for the interpreter lock; see executor.MAX_PYTHON_WORKERS), and the size of native pools "
-        "(nvImageCodec's CPU threads for GPU decoding). None (the default): the machine's cores, divided among "
+        "contend for the interpreter lock; see penstock.tuning, max_python_workers), and the size of native "
+        "pools (nvImageCodec's CPU threads for GPU decoding). None (the default): the machine's cores, divided among "
         "the processes of a distributed job on it (one pipeline per GPU under torchrun gets its share, "
         "penstock.distributed). A 'mixed' decoder's automatic CPU share of large JPEGs (``cpu_decoder_load`` "
         "not given) is sized by those cores, not by num_threads, and gets that many workers where num_threads "

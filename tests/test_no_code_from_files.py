@@ -12,7 +12,7 @@ ALLOWED = {
     ("executor/jobs.py", "pickle.loads"),  # a round trip of an exception penstock holds, never bytes it read
     # the .npy header is a Python dict literal (numpy's own reader takes it the same way); literals
     # build no objects but dicts, tuples, strings and numbers, and the header is at most 10,000 bytes
-    ("operators/readers/files.py", "literal_eval"),
+    ("operators/readers/numpy_reader.py", "literal_eval"),
 }
 
 

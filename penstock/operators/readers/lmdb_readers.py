@@ -17,7 +17,7 @@ import numpy as np
 
 from penstock import registry
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers.files import READER_ARGS, ShardedReader, sharded_epochs
+from penstock.operators.shared.readers import READER_ARGS, ShardedReader, sharded_epochs
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 # ---- protobuf's wire format ------------------------------------------------------------------------

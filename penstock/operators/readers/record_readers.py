@@ -11,8 +11,8 @@ import numpy as np
 
 from penstock import limits, registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
-from penstock.operators.readers.files import (RECORD_READER_ARGS, ShardedReader, o_direct_without_mmap, sharded_epochs,
-                                        shuffle_after_epoch_moving)
+from penstock.operators.shared.readers import (RECORD_READER_ARGS, ShardedReader, o_direct_without_mmap, sharded_epochs,
+                                               shuffle_after_epoch_moving)
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 

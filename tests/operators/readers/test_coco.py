@@ -21,7 +21,7 @@ from pycocotools.coco import COCO  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "benchmarks"))
 from make_coco import make_coco  # noqa: E402
 
-from penstock.operators.readers.coco import rle_decode, rle_from_string  # noqa: E402
+from penstock.operators.readers.coco_masks import rle_decode, rle_from_string  # noqa: E402
 
 IMAGES = 36
 # pycocotools' compiled decoder calls numpy's __array__ the pre-2.0 way
@@ -385,11 +385,11 @@ def test_an_index_whose_rows_lie_outside_its_arrays_is_refused(coco_set, tmp_pat
 def test_the_file_read_a_few_bytes_at_a_time_gives_the_same_index(coco_set, monkeypatch):
     """The file is walked in pieces: values cut at a piece's end (numbers, strings, objects) are
     read again whole."""
-    from penstock.operators.readers import coco
+    from penstock.operators.readers import coco_annotations
     images, annotations, _ = coco_set
     expected, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
-    monkeypatch.setattr(coco, "READ_BYTES", 7)
-    monkeypatch.setattr(coco, "CHUNK", 5)
+    monkeypatch.setattr(coco_annotations, "READ_BYTES", 7)
+    monkeypatch.setattr(coco_annotations, "CHUNK", 5)
     got, _ = read_all(images, annotations, pixelwise_masks=True, image_ids=True)
     for column_expected, column_got in zip(expected, got):
         for want, have in zip(column_expected, column_got):

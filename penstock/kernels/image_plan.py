@@ -45,10 +45,13 @@ class ImagePlan(DeferredBatch):
     chw: bool = False
     pad_channels: bool = False
     pending: object = None  # a decode in flight that writes the sources: waited for before they are read
+    # (device, arrays) -> tensors there: how the kernel's tables reach the sources' device
+    # (runtime.pinned.to_device: from pinned memory, without waiting for the work queued there)
+    upload: object = None
     source_sizes: list = None  # (height, width) of each source, read once (a plan's steps keep its sources)
 
     @classmethod
-    def of(cls, sources: list) -> "ImagePlan":
+    def of(cls, sources: list, *, upload) -> "ImagePlan":
         count = len(sources)
         channels = hwc_facts(sources)[0] if count else 3
         packed = isinstance(sources, PackedBatch)  # kept packed: no view per image
@@ -56,7 +59,7 @@ class ImagePlan(DeferredBatch):
         return cls(sources=sources if packed else list(sources), maps=np.tile(np.eye(3), (count, 1, 1)),
                    sizes=list(source_sizes), color_matrices=np.tile(np.eye(channels), (count, 1, 1)),
                    color_offsets=np.zeros((count, channels)), fills=np.zeros((count, channels)),
-                   source_sizes=source_sizes)
+                   source_sizes=source_sizes, upload=upload)
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -93,7 +96,7 @@ class ImagePlan(DeferredBatch):
         plan = self
         if self.tables is not None or not self.color_identity or self.resized or self.dtype not in (None, torch.uint8) \
                 or not np.array_equal(self.maps, np.broadcast_to(np.eye(3), self.maps.shape)):
-            plan = ImagePlan.of(self.materialize()[0])
+            plan = ImagePlan.of(self.materialize()[0], upload=self.upload)
         return replace(plan, tables=tables)
 
     @property
@@ -161,7 +164,7 @@ class ImagePlan(DeferredBatch):
         exactly run first (see bounds_for_border); a crop before it bounds the source it reads."""
         plan = self.bounds_for_border(border, border_values)
         if plan is None:
-            plan = ImagePlan.of(self.materialize()[0])
+            plan = ImagePlan.of(self.materialize()[0], upload=self.upload)
         plan = plan._then_map(np.asarray(maps, np.float64), sizes)
         if border_values is not None:
             plan = replace(plan, borders=np.asarray(border_values, np.float64))
@@ -271,7 +274,7 @@ class ImagePlan(DeferredBatch):
                             self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
                             self.bounds, self.tables, self.dtype or hwc_facts(self.sources)[1], self.chw,
                             self.pad_channels)
-        packed = run_resample(plan, block=block)
+        packed = run_resample(plan, block=block, upload=self.upload)
         dense = packed.dense()
         if dense is not None:
             return (list(dense) if per_sample else None), dense

@@ -24,7 +24,6 @@ import triton.language as tl  # noqa: F401  (the generated kernels' namespace)
 
 from penstock import numeric
 from penstock.batch import PackedBatch
-from penstock.runtime.pinned import upload_arrays
 from penstock.kernels.triton_launch import INTERPRETED, launch
 
 BLOCK = 1024
@@ -149,9 +148,11 @@ def _kernel(expression, leaf_types: list, scalar_leaves: frozenset):
     return kernel
 
 
-def run_elementwise(expression, leaves: list[list], shapes: list[tuple], result_type: np.dtype, device) -> PackedBatch:
+def run_elementwise(expression, leaves: list[list], shapes: list[tuple], result_type: np.dtype, device, *,
+                    upload) -> PackedBatch:
     """The expression over the batch: ``leaves[i]`` holds operand i's per-sample tensors (each of
-    the sample's output shape in ``shapes``, or of one element), the result one PackedBatch."""
+    the sample's output shape in ``shapes``, or of one element), the result one PackedBatch.
+    ``upload(device, arrays)``: the arrays as tensors on the device (runtime.pinned.to_device)."""
     count = len(shapes)
     sizes = [int(np.prod(shape)) for shape in shapes]
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if count else np.zeros(0, np.int64)
@@ -177,7 +178,7 @@ def run_elementwise(expression, leaves: list[list], shapes: list[tuple], result_
     from penstock.types import to_numpy_dtype
     leaf_types = [to_numpy_dtype(column[0].dtype) if column else np.float32 for column in leaves]
     kernel = _kernel(expression, leaf_types, frozenset(scalar_leaves))
-    table = upload_arrays(device, [table])[0] if device.type == "cuda" else torch.from_numpy(table)
+    table = upload(device, [table])[0]
     block = min(BLOCK, triton.next_power_of_2(max(sizes))) if INTERPRETED else BLOCK
     launch(kernel, (triton.cdiv(max(sizes), block), count), table, output, COLUMNS=columns, BLOCK=block)
     return PackedBatch(output, [int(o) for o in offsets], list(shapes))

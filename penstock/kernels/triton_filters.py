@@ -32,7 +32,6 @@ import triton.language as tl
 
 from penstock import numeric
 from penstock.batch import PackedBatch
-from penstock.runtime.pinned import to_device
 from penstock.kernels.triton_resample import round_half_to_even
 from penstock.kernels.triton_launch import INTERPRETED, launch
 
@@ -198,10 +197,12 @@ def histogram_kernel(
     tl.atomic_add(counts + sample * (CHANNELS * 256) + bins, found, mask=(bins < CHANNELS * 256) & (found > 0))
 
 
-def run_histograms(sources, which: np.ndarray | None = None) -> torch.Tensor:
+def run_histograms(sources, which: np.ndarray | None = None, *, upload) -> torch.Tensor:
     """int32 [N, C, 256]: how often each value occurs in each channel of uint8 HWC ``sources``
     (C channels each, a list of tensors or a PackedBatch), on their device; ``which`` takes the
-    samples at those positions only."""
+    samples at those positions only. ``upload(device, arrays)``: the arrays as tensors on the
+    device, without waiting for the work queued there (runtime.pinned.to_device; the same in
+    every kernel here)."""
     if which is not None and not isinstance(sources, PackedBatch):
         sources = [sources[index] for index in which]
     if isinstance(sources, PackedBatch):
@@ -220,7 +221,7 @@ def run_histograms(sources, which: np.ndarray | None = None) -> torch.Tensor:
     if count == 0:
         return counts
     sizes = table[:, 1].tolist()
-    table = tables_to(device, [table])[0]
+    table = upload(device, [table])[0]
     block = min(1 << 16, triton.next_power_of_2(max(max(sizes), 1))) if INTERPRETED else HISTOGRAM_BLOCK
     launch(histogram_kernel, (triton.cdiv(max(max(sizes), 1), block), count),
         table, counts, CHANNELS=channels, BINS=triton.next_power_of_2(channels * 256), BLOCK=block)
@@ -284,7 +285,7 @@ def _clamp_level(value):
 
 
 def run_statistic_tables(counts: torch.Tensor, kinds: list, parameters: np.ndarray, destinations: np.ndarray,
-                         tables: torch.Tensor) -> None:
+                         tables: torch.Tensor, *, upload) -> None:
     """Writes the tables of ``kinds`` (names of STATISTIC_TABLES, one per sample) made from
     ``counts`` (int32 [M, C, 256], run_histograms') into rows ``destinations`` of ``tables``
     (uint8 [N, C, 256] on the same device); ``parameters`` [M] are contrast's factors."""
@@ -292,7 +293,7 @@ def run_statistic_tables(counts: torch.Tensor, kinds: list, parameters: np.ndarr
     if count == 0:
         return
     codes = np.array([STATISTIC_TABLES[kind] for kind in kinds], np.int32)
-    codes, parameters, destinations = to_device(counts.device, [
+    codes, parameters, destinations = upload(counts.device, [
         codes, np.asarray(parameters, np.float32), np.asarray(destinations, np.int64)])
     # no fused multiply-adds: each product is rounded to float32 before it is rounded to a level,
     # as the torch tables (and OpenCV) compute it; a fused one moved a level at a tie
@@ -317,9 +318,6 @@ def _finish(output: torch.Tensor, offsets: list, shapes: list, out_dtype: torch.
     return list(PackedBatch(numeric.saturate_tensor(output, out_dtype), offsets, shapes))
 
 
-tables_to = to_device  # the kernels' parameter tables, uploaded without waiting for the GPU
-
-
 def ragged_grid(sizes: list) -> tuple[int, int]:
     largest = max(max(sizes), 1)
     # each program costs the interpreter the same, whatever its size: use few
@@ -332,7 +330,7 @@ def packed_offsets(sizes: list) -> list:
 
 
 def run_window(sources: list, windows: list, output_sizes: list, operation: str, border: str, fills: list,
-               out_dtype: torch.dtype, op_name: str) -> list:
+               out_dtype: torch.dtype, op_name: str, *, upload) -> list:
     """Slides ``windows[i]`` (a 2-D float32 array of weights, with its anchor: (weights, (y, x)))
     over HWC tensor ``sources[i]``; returns the HWC results of ``output_sizes[i]`` (height, width)
     as ``out_dtype``. ``operation``: 'sum', 'min' or 'max'; ``fills``: what taps outside read
@@ -355,7 +353,7 @@ def run_window(sources: list, windows: list, output_sizes: list, operation: str,
     table[:, 4] = offsets
     table[:, 5:7] = output_sizes
     table[:, 12] = np.asarray(fills, np.float32).view(np.int32)
-    table, all_weights = tables_to(device, [table, all_weights])
+    table, all_weights = upload(device, [table, all_weights])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
     block, tiles = ragged_grid(sizes)
     launch(window_kernel, (tiles, count), table, all_weights, output, OPERATION=OPERATIONS[operation],
@@ -364,7 +362,7 @@ def run_window(sources: list, windows: list, output_sizes: list, operation: str,
 
 
 def run_noise(sources: list, noise: str, seeds: list, parameters: np.ndarray, channels: list, per_channel: bool,
-              op_name: str) -> list:
+              op_name: str, *, upload) -> list:
     """``noise`` ('gaussian', 'shot' or 'salt_and_pepper') over every sample, from ``seeds[i]`` and
     the float32 row ``parameters[i]`` (see noise_kernel); ``channels[i]``: the size of the sample's
     last axis when it holds channels (salt and pepper alike on every channel of a pixel unless
@@ -382,7 +380,7 @@ def run_noise(sources: list, noise: str, seeds: list, parameters: np.ndarray, ch
         table[index, :3] = (source.data_ptr(), sizes[index], channels[index])
     table[:, 3] = offsets
     table[:, 4] = seeds
-    table, parameters = tables_to(device, [table, np.ascontiguousarray(parameters, np.float32)])
+    table, parameters = upload(device, [table, np.ascontiguousarray(parameters, np.float32)])
     output = torch.empty(max(sum(sizes), 1), dtype=torch.float32, device=device)
     block, tiles = ragged_grid(sizes)
     launch(noise_kernel, (tiles, count), table, parameters, output, NOISE=NOISES[noise], PER_CHANNEL=per_channel,

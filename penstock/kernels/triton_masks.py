@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from penstock.batch import PackedBatch
-from penstock.kernels.triton_filters import TRITON_TYPES, ragged_grid, packed_offsets, common_source_type, tables_to
+from penstock.kernels.triton_filters import TRITON_TYPES, ragged_grid, packed_offsets, common_source_type
 from penstock.kernels.triton_launch import launch
 
 _COLUMNS = 8
@@ -63,10 +63,11 @@ def keep_or_fill_kernel(
     tl.store(output + tl.load(row + 4) + elements, tl.where(covered, fill, value), mask=active)
 
 
-def run_keep_or_fill(sources: list, regions: list, grids: np.ndarray, fills: list, op_name: str) -> list:
+def run_keep_or_fill(sources: list, regions: list, grids: np.ndarray, fills: list, op_name: str, *, upload) -> list:
     """Each HWC tensor ``sources[i]`` with the pixels in ``regions[i]`` (a list of (top, left,
     bottom, right)) or in the dark squares of grid row ``grids[i]`` (see the kernel) replaced by
-    ``fills[i]`` (one value per channel, already in the sources' type); same shapes and type."""
+    ``fills[i]`` (one value per channel, already in the sources' type); same shapes and type.
+    ``upload(device, arrays)``: the arrays as tensors on the device (runtime.pinned.to_device)."""
     count = len(sources)
     if count == 0:
         return []
@@ -91,7 +92,7 @@ def run_keep_or_fill(sources: list, regions: list, grids: np.ndarray, fills: lis
     region_table = np.ascontiguousarray(np.concatenate(region_table))
     if not len(region_table):
         region_table = np.zeros((1, 4), np.int64)  # a valid pointer for a kernel that reads none
-    table, region_table, grid_table, fill_table = tables_to(
+    table, region_table, grid_table, fill_table = upload(
         device, [table, region_table, np.ascontiguousarray(grids, np.float32).reshape(count, _GRID_COLUMNS), fill_table])
     output = torch.empty(max(sum(sizes), 1), dtype=dtype, device=device)
     block, tiles = ragged_grid(sizes)

@@ -24,7 +24,6 @@ import triton.language as tl
 
 from penstock import numeric, types
 from penstock.batch import PackedBatch, back_to_back, hwc_facts, one_value
-from penstock.runtime.pinned import upload_arrays
 from penstock.kernels.triton_launch import INTERPRETED, launch
 
 FILTER_NEAREST, FILTER_LINEAR, FILTER_CUBIC, FILTER_LANCZOS3 = 0, 1, 2, 3
@@ -293,8 +292,10 @@ def _layouts(sources: list, channels: int, dtype) -> list:
     return layouts
 
 
-def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: int = 256):
-    """Runs the plan; returns its output, a PackedBatch (``output``: the flat buffer to write, else a new one)."""
+def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: int = 256, *, upload):
+    """Runs the plan; returns its output, a PackedBatch (``output``: the flat buffer to write, else a
+    new one). ``upload(device, arrays)``: the arrays as tensors on the device, without waiting for
+    the work queued there (runtime.pinned.to_device)."""
     count = len(plan.sources)
     channels, dtype, device = hwc_facts(plan.sources)
     if isinstance(plan.sources, PackedBatch):  # one dtype and channel count by construction
@@ -344,10 +345,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     integers[count, :2] = (taps_for(plan.filter, plan.stretches[:, 0]), taps_for(plan.filter, plan.stretches[:, 1]))
     reals = np.concatenate([maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
                             plan.color_offsets, plan.fills, plan.borders], axis=1).astype(np.float64, copy=False)
-    if device.type == "cuda":
-        integers, reals = upload_arrays(device, [integers, reals])
-    else:
-        integers, reals = torch.from_numpy(integers), torch.from_numpy(reals)
+    integers, reals = upload(device, [integers, reals])
     bounds = None if plan.out_dtype.is_floating_point or plan.out_dtype == torch.bool else \
         numeric.integer_bounds(types.to_numpy_dtype(plan.out_dtype))
     if INTERPRETED:  # each program costs the interpreter the same, whatever its size: use few

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 from ctypes import c_double, c_int32, c_void_p
 
+from penstock import devices
 from penstock.runtime import native
 from penstock.kernels.c_library import load_twice
 
@@ -103,7 +104,7 @@ once those events are destroyed."""
 
 class _Driver:
     """The CUDA driver's calls the lane makes (by address) and those made here: the device's primary
-    context (retained while the lane runs) and the jobs' events (kernels.pinned's)."""
+    context (retained while the lane runs) and the jobs' events (runtime.pinned's)."""
 
     def __init__(self, device_id: int):
         from penstock.runtime import pinned
@@ -150,7 +151,6 @@ def for_nvjpeg(handle: int, output_format: int, nvjpeg_calls, device_id: int) ->
         driver = _Driver(device_id)
     except (OSError, AttributeError):
         return None
-    from penstock import devices
     calls = Calls(handle=handle, output_format=output_format, context=driver.context.value,
                   initialize=address(nvjpeg_calls.nvjpegDecodeBatchedInitialize),
                   decode=address(nvjpeg_calls.nvjpegDecodeBatchedEx), **driver.addresses())

@@ -29,19 +29,14 @@ from penstock.columns import RowColumn
 from penstock.runtime.pinned import copy_bytes_into, copy_into
 from penstock.types import DALIImageType
 
-# A batch's buffer is rounded up to one of BUFFER_STEPS sizes per power of two (at most 1/4 more):
-# its size changes with every batch, and PyTorch's caching allocator keeps a block of each size it
-# was asked for (per stream) where a few sizes that repeat are reused. The validation pipeline's
-# process held 2.61 / 2.78 GiB of GPU memory without the rounding, 2.14 / 1.96 / 2.12 with 8 steps,
-# 1.98 with 4 (SSD 2.95 with 8, 2.71 with 4; H200, BENCHMARKS.md). 0: the exact size.
-BUFFER_STEPS = 4
-
-
-def buffer_bytes(nbytes: int) -> int:
-    """The size asked of the allocator for a batch buffer of ``nbytes``."""
-    if BUFFER_STEPS <= 0 or nbytes <= 1 << 20:
+def buffer_bytes(nbytes: int, steps: int) -> int:
+    """The size asked of the allocator for a batch buffer of ``nbytes``: rounded up to one of
+    ``steps`` sizes per power of two (0: the exact size). Its size changes with every batch, and
+    PyTorch's caching allocator keeps a block of each size it was asked for (per stream), where a
+    few sizes that repeat are reused."""
+    if steps <= 0 or nbytes <= 1 << 20:
         return max(nbytes, 1)
-    step = (1 << (nbytes.bit_length() - 1)) // BUFFER_STEPS
+    step = (1 << (nbytes.bit_length() - 1)) // steps
     return -(-nbytes // step) * step
 
 
@@ -107,8 +102,9 @@ class GpuImageDecoder:
     """
 
     def __init__(self, device_id: int, cpu_threads: int, output_type: DALIImageType, hw_decoder_load: float,
-                 batch_size_hint: int = 0, run_call=run_now):
+                 batch_size_hint: int = 0, run_call=run_now, *, buffer_steps: int):
         self._library = library()
+        self._buffer_steps = buffer_steps  # buffer_bytes' rounding of the batch buffer
         self._channels = 1 if output_type is DALIImageType.GRAY else 3
         self._output_type = output_type
         self.device = torch.device("cuda", device_id)
@@ -209,7 +205,8 @@ class GpuImageDecoder:
         offsets = np.zeros(len(rows), np.int64)
         np.cumsum(aligned[:-1], out=offsets[1:])
         with torch.cuda.stream(cuda_stream):
-            packed = torch.empty(buffer_bytes(int(aligned.sum())), dtype=torch.uint8, device=self.device)
+            packed = torch.empty(buffer_bytes(int(aligned.sum()), self._buffer_steps), dtype=torch.uint8,
+                                 device=self.device)
         shapes = list(zip(heights.tolist(), widths.tolist(), itertools.repeat(channels)))
         pending = PendingDecode(self, items, PackedBatch(packed, offsets.tolist(), shapes), cuda_stream, describe,
                                 run_call, run_on_workers)
@@ -536,7 +533,7 @@ class PendingDecode:
         return image
 
     def _upload(self, indices: list, copy) -> None:
-        """Queues ``copy(buffer, offsets)`` of the images ``indices`` (kernels.pinned's copies)."""
+        """Queues ``copy(buffer, offsets)`` of the images ``indices`` (runtime.pinned's copies)."""
         with torch.cuda.stream(self._stream):
             in_place = copy(self.images.buffer, [self.images.offsets[index] for index in indices])
         self._decoder.decoded_on_cpu += len(indices)

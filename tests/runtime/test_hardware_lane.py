@@ -1,4 +1,4 @@
-"""The hardware decode lane (kernels/csrc/hardware_lane.c): its thread makes the decode calls of
+"""The hardware decode lane (runtime/csrc/hardware_lane.c): its thread makes the decode calls of
 the batches submitted to it in order, waits for each nvJPEG state's last decode on the GPU first,
 sets states up for a new batch size, reports statuses, and stops once the jobs submitted are done.
 nvJPEG and the CUDA driver are stood in for by Python functions the lane calls by address; on the

@@ -1,4 +1,4 @@
-"""Host-to-GPU copies (kernels.pinned): arrays in memory pinned where it is (the worker processes'
+"""Host-to-GPU copies (runtime.pinned): arrays in memory pinned where it is (the worker processes'
 rings) are copied straight to the GPU, the others through one staged upload; both give the bytes."""
 import mmap
 

@@ -5,7 +5,7 @@
    before the next call can start; while other threads run Python that wait can last a switch
    interval (5 ms), and the engines idle (6-7% of the time in the training pipeline). Here the
    next batch's call starts as soon as the last one returns. Python describes each batch into a
-   penstock_job (kernels/hardware_lane.py), submits it, and waits for it with a call that releases
+   penstock_job (runtime/hardware_lane.py), submits it, and waits for it with a call that releases
    the lock. Every library call comes as a function pointer: nothing is linked at build time. */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -99,12 +99,14 @@ def _stub_gpu_work():
 
     from penstock.batch import PackedBatch
     from penstock.kernels.image_plan import ImagePlan
+    from penstock.runtime.pinned import to_device
     from penstock.operators.decoders import images as decoders
 
     def decoded(self, inputs, args, batch):  # packed, as the GPU's decoders leave a batch
         count, pixels = len(inputs[0]), 8 * 8 * 3
         return ImagePlan.of(PackedBatch(torch.empty(count * pixels, dtype=torch.uint8),
-                                        [index * pixels for index in range(count)], [(8, 8, 3)] * count))
+                                        [index * pixels for index in range(count)], [(8, 8, 3)] * count),
+                            upload=to_device)
     decoders.MixedDecoder.run_batch = decoded
     ImagePlan.materialize = lambda self, block=256, per_sample=True: (
         [] if per_sample else None, torch.empty((len(self.sources), 3, 8, 8)))

@@ -26,6 +26,7 @@ from penstock.operators.decoders import images as decoders
 from penstock.kernels import triton_resample
 from penstock.batch import PackedBatch
 from penstock.kernels.image_plan import ImagePlan
+from penstock.runtime.pinned import to_device
 
 DATA = sys.argv[1]
 THREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
@@ -73,7 +74,7 @@ def run_batch(self, inputs, args, batch):
     buffer = torch.empty(total, dtype=torch.uint8)
     pending = StandInDecode()
     calls.put(pending)
-    return replace(ImagePlan.of(PackedBatch(buffer, offsets, shapes)), pending=pending)
+    return replace(ImagePlan.of(PackedBatch(buffer, offsets, shapes), upload=to_device), pending=pending)
 
 
 class NoLaunch:

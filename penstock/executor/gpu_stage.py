@@ -298,7 +298,7 @@ class GpuStage:
             # into the memory of this one's decoded images: one decode buffer per stream, where keeping
             # them until the event held three batches' (4 x 640 MiB on 2-megapixel photographs instead
             # of 2, BENCHMARKS.md). Host memory the GPU reads is kept by its own means: staging copies
-            # by their events (kernels.pinned), the rings here.
+            # by their events (runtime.pinned), the rings here.
             self._pending.append((ready, job.ring_ends))
             job.ring_ends = {}
             while self._pending and self._pending[0][0].query():

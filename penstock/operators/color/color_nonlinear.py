@@ -134,14 +134,16 @@ class EqualizeGpu(EqualizeDeclaration, BatchOperator):
 
         from penstock.kernels.image_plan import ImagePlan
         from penstock.kernels.triton_filters import run_histograms, run_statistic_tables
+        from penstock.runtime.pinned import to_device
         if not len(samples):
             return samples
         channels, dtype, device = hwc_facts(samples)
         _require_uint8(types.to_numpy_dtype(dtype), self.name)
         count = len(samples)
         tables = torch.empty((count, channels, 256), dtype=torch.uint8, device=device)
-        run_statistic_tables(run_histograms(samples), ["equalize"] * count, np.zeros(count), np.arange(count), tables)
-        return ImagePlan.of(samples).with_tables(tables)
+        run_statistic_tables(run_histograms(samples, upload=to_device), ["equalize"] * count, np.zeros(count),
+                             np.arange(count), tables, upload=to_device)
+        return ImagePlan.of(samples, upload=to_device).with_tables(tables)
 
 
 # ---- lookup_table -------------------------------------------------------------------------------

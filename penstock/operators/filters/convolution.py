@@ -501,6 +501,7 @@ class WindowFilterGpu(FilterDeclaration, BatchOperator):
         import torch
 
         from penstock.kernels import triton_filters
+        from penstock.runtime.pinned import to_device
         samples = tensors_of(inputs[0])
         if not samples:
             return []
@@ -522,7 +523,7 @@ class WindowFilterGpu(FilterDeclaration, BatchOperator):
             images, [(windows[o].weights, windows[o].anchor) for o in owners],
             [windows[o].output_size(*image.shape[:2], self.name) for o, image in zip(owners, images)],
             operations.pop(), borders.pop(), [windows[o].fill for o in owners], types.to_torch_dtype(out_type),
-            self.name)
+            self.name, upload=to_device)
         outputs, start = [], 0
         for sample, sample_axes in zip(samples, axes):
             count = owners.count(len(outputs))

@@ -143,6 +143,7 @@ class NoiseGpu(NoiseDeclaration, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         from penstock.kernels import triton_filters
+        from penstock.runtime.pinned import to_device
         samples = tensors_of(inputs[0])
         if not samples:
             return []
@@ -155,7 +156,7 @@ class NoiseGpu(NoiseDeclaration, BatchOperator):
         results = triton_filters.run_noise(moved, self.kind, list(batch.params), parameters,
                                            [1 if axis is None else sample.shape[-1]
                                             for sample, axis in zip(moved, axes)],
-                                           not self.alike_channels(), self.name)
+                                           not self.alike_channels(), self.name, upload=to_device)
         results = [result.movedim(-1, 0).contiguous() if moved_sample is not sample else result
                    for result, moved_sample, sample in zip(results, moved, samples)]
         if self.kind == "shot":

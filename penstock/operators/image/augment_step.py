@@ -277,6 +277,7 @@ class AugmentStepGpu(ImagePlanStep, AugmentStepDeclaration, BatchOperator):
 
         from penstock.kernels.image_plan import BORDER_CLAMP, BORDER_CONSTANT, ImagePlan
         from penstock.operators.shared.gpu_plan import kernel_filter
+        from penstock.runtime.pinned import to_device
         samples, fresh = batch_of(inputs[0])
         if not len(samples):
             return samples
@@ -286,7 +287,7 @@ class AugmentStepGpu(ImagePlanStep, AugmentStepDeclaration, BatchOperator):
                            for index in draw.samples.tolist())
         if sharpened:
             samples = self._sharpen(samples, fresh, sharpened)
-        plan = ImagePlan.of(samples)
+        plan = ImagePlan.of(samples, upload=to_device)
         sizes = plan.sizes
         maps = np.tile(np.eye(3), (count, 1, 1))
         colors = np.tile(np.eye(3), (count, 1, 1))
@@ -308,12 +309,13 @@ class AugmentStepGpu(ImagePlanStep, AugmentStepDeclaration, BatchOperator):
         """The batch with the samples that drew sharpness filtered (one launch): written over
         their pixels when the batch is this step's own, else in a new list."""
         from penstock.kernels.triton_filters import run_window
+        from penstock.runtime.pinned import to_device
         import torch
         indices = [index for index, _ in sharpened]
         sources = [samples[index] for index in indices]
         results = run_window(sources, [_window_of(parameters) for _, parameters in sharpened],
                              [tuple(source.shape[:2]) for source in sources], "sum", "reflect_101",
-                             [0.0] * len(sources), torch.uint8, self.name)
+                             [0.0] * len(sources), torch.uint8, self.name, upload=to_device)
         if fresh and isinstance(samples, PackedBatch):
             for source, result in zip(sources, results):
                 source.copy_(result)
@@ -347,7 +349,8 @@ class AugmentStepGpu(ImagePlanStep, AugmentStepDeclaration, BatchOperator):
         tables = self._fixed_device[rows][:, None, :].expand(count, channels, 256).contiguous()
         if needing:
             needing = np.concatenate(needing)
-            run_statistic_tables(run_histograms(samples, needing), kinds, np.concatenate(factors), needing, tables)
+            run_statistic_tables(run_histograms(samples, needing, upload=to_device), kinds, np.concatenate(factors),
+                                 needing, tables, upload=to_device)
         return tables
 
 

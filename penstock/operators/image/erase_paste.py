@@ -286,6 +286,7 @@ class EraseGpu(EraseDeclaration, BatchOperator):
         import torch
 
         from penstock.kernels.triton_masks import run_keep_or_fill
+        from penstock.runtime.pinned import to_device
         samples = tensors_of(inputs[0])
         plans = [self.boxes_and_fill(tuple(sample.shape), _numpy_dtype(sample), sample_args)
                  for sample, sample_args in zip(samples, args)]
@@ -294,7 +295,8 @@ class EraseGpu(EraseDeclaration, BatchOperator):
                for sample, (boxes, _) in zip(samples, plans)):
             regions = [[(box[0].start, box[1].start, box[0].stop, box[1].stop) for box in boxes] for boxes, _ in plans]
             fills = [np.broadcast_to(fill, (1, 1, sample.shape[2])).ravel() for sample, (_, fill) in zip(samples, plans)]
-            return run_keep_or_fill(samples, regions, np.zeros((len(samples), 6), np.float32), fills, self.name)
+            return run_keep_or_fill(samples, regions, np.zeros((len(samples), 6), np.float32), fills, self.name,
+                                    upload=to_device)
         results = []
         for sample, (boxes, fill) in zip(samples, plans):
             result = sample.clone()
@@ -321,13 +323,15 @@ class GridMaskGpu(SameShape, BatchOperator):
 
     def run_batch(self, inputs, args, batch):
         from penstock.kernels.triton_masks import run_keep_or_fill
+        from penstock.runtime.pinned import to_device
         samples = tensors_of(inputs[0])
         for sample in samples:
             if sample.dim() != 3:
                 raise ValueError(f"{self.name}: expected an HWC image (3 dimensions), got shape {tuple(sample.shape)}")
         grids = np.stack([grid_row(sample_args) for sample_args in args]) if args else np.zeros((0, 6), np.float32)
         return run_keep_or_fill(samples, [[] for _ in samples], grids,
-                                [np.zeros(sample.shape[2], _numpy_dtype(sample)) for sample in samples], self.name)
+                                [np.zeros(sample.shape[2], _numpy_dtype(sample)) for sample in samples], self.name,
+                                upload=to_device)
 
 
 def _numpy_dtype(tensor) -> np.dtype:

@@ -284,6 +284,10 @@ class PythonFunctionGpu(GpuFunction):
 
 @registry.register("dl_tensor_python_function", "gpu", requires=devices.gpu_problem)
 class DLTensorPythonFunctionGpu(GpuFunction):
+    def __init__(self, args, context):
+        super().__init__(args, context)
+        self._synchronizes = args.synchronize_stream and not context.emulated_gpu  # an emulated GPU has no stream
+
     def to_device(self, tensor):
         from torch.utils.dlpack import to_dlpack
         return to_dlpack(tensor)
@@ -292,7 +296,7 @@ class DLTensorPythonFunctionGpu(GpuFunction):
         return super().to_array(_from_dlpack(value))
 
     def call(self, function, arguments, params):
-        if self.args.synchronize_stream and devices.gpu_problem() is None and not devices.emulating_gpu():
+        if self._synchronizes and devices.gpu_problem() is None:
             import torch
             torch.cuda.current_stream().synchronize()
         return super().call(function, arguments, params)

@@ -24,12 +24,14 @@ class ExtendsImagePlan(ImagePlanStep, LightOnGpu):
 def plan_of(value):
     """The batch as an ImagePlan: the plan itself, or a new plan over its HWC tensors."""
     from penstock.kernels.image_plan import ImagePlan
+    from penstock.runtime.pinned import to_device
     if isinstance(value, ImagePlan):
         return value
     if len(value) and (value[0].dim() != 3 or value[0].shape[2] > MAX_PLAN_CHANNELS):
         raise ValueError(f"GPU image operators take HWC images of 1 to {MAX_PLAN_CHANNELS} channels, got a "
                          f"sample of shape {tuple(value[0].shape)}")
-    return ImagePlan.of(value if hasattr(value, "layouts") else [_pixels_contiguous(sample) for sample in value])
+    return ImagePlan.of(value if hasattr(value, "layouts") else [_pixels_contiguous(sample) for sample in value],
+                        upload=to_device)
 
 
 def _pixels_contiguous(sample):
@@ -44,7 +46,7 @@ def geometry_plan(value):
     from penstock.kernels.image_plan import ImagePlan
     plan = plan_of(value)
     if plan.geometry_final:
-        plan = ImagePlan.of(plan.materialize()[0])
+        plan = ImagePlan.of(plan.materialize()[0], upload=plan.upload)
     return plan
 
 

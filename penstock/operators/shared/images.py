@@ -125,7 +125,8 @@ def with_crop_of(plan, args: list, op_name: str):
     from penstock.kernels.image_plan import BORDER_FILL_OUTSIDE, ImagePlan
     args = _crop_args(args)
     if plan.border != BORDER_FILL_OUTSIDE and any(a.out_of_bounds_policy == "pad" for a in args):
-        plan = ImagePlan.of(plan.materialize()[0])  # the plan's outside is a warp's border, not this fill
+        # the plan's outside is a warp's border, not this fill
+        plan = ImagePlan.of(plan.materialize()[0], upload=plan.upload)
     return plan.with_crop(crop_windows(plan, args, op_name)).with_fills([a.fill_values for a in args])
 
 

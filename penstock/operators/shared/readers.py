@@ -7,8 +7,9 @@ import threading
 
 import numpy as np
 
-from penstock import distributed
-from penstock.contract import EpochInfo, Reader, SourceBatch, keyed_stream
+from penstock import sharding
+from penstock.contract import EpochInfo, Reader, SourceBatch
+from penstock.draws import keyed_stream
 from penstock.schema import Arg, ArgError
 
 
@@ -289,7 +290,7 @@ def sharded_epochs(args: dict, context, total: int, name: str, file_of=None) -> 
     before each pass, and keeps the reader on its shard (the permutation moves the samples between
     shards), as DALI's: the samples, or with ``file_of`` (the file of each sample, the samples of a
     file adjacent) the files, each file's samples kept in order."""
-    shard_id, num_shards = distributed.shard(args.shard_id, args.num_shards, name)
+    shard_id, num_shards = sharding.shard(args.shard_id, args.num_shards, name, context.job)
     permuted = args.get("shuffle_after_epoch", False)
     seed = args.get("shuffle_after_epoch_seed", 0) & (2**64 - 1)
     files = None

@@ -298,8 +298,10 @@ class ElementwiseBatch(DeferredBatch):
 
     def materialize(self, per_sample: bool = True):
         from penstock.kernels.triton_elementwise import run_elementwise
+        from penstock.runtime.pinned import to_device
         if self._result is None:
-            self._result = run_elementwise(self.expression, self.leaves, self.shapes, self.dtype, self.device)
+            self._result = run_elementwise(self.expression, self.leaves, self.shapes, self.dtype, self.device,
+                                           upload=to_device)
             self.leaves = None  # the inputs are not needed any more
         packed = self._result
         dense = None

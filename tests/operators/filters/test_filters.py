@@ -346,21 +346,22 @@ def test_histograms_of_a_ragged_batch_in_one_launch_match_numpy():
     import torch
 
     from penstock.kernels.triton_filters import run_histograms
+    from penstock.runtime.pinned import to_device
     rng = np.random.default_rng(SEED)
     images = [rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for height, width in ((5, 7), (40, 33), (1, 1))]
     images.append(rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)[:, 5:17])
     device = "cuda" if CUDA else "cpu"  # Triton's interpreter on the CPU, the compiled kernel on a GPU
-    counts = run_histograms([torch.from_numpy(image).to(device) for image in images])
+    counts = run_histograms([torch.from_numpy(image).to(device) for image in images], upload=to_device)
     assert counts.shape == (4, 3, 256) and counts.dtype == torch.int32
     for image, found in zip(images, counts.cpu().numpy()):
         expected = np.stack([np.bincount(image[:, :, c].ravel(), minlength=256) for c in range(3)])
         np.testing.assert_array_equal(found, expected)
     gray = rng.integers(0, 256, (9, 11, 1), dtype=np.uint8)
-    np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray).to(device)])[0, 0].cpu().numpy(),
+    np.testing.assert_array_equal(run_histograms([torch.from_numpy(gray).to(device)], upload=to_device)[0, 0].cpu().numpy(),
                                   np.bincount(gray.ravel(), minlength=256))
-    assert run_histograms([]).shape == (0, 1, 256)
+    assert run_histograms([], upload=to_device).shape == (0, 1, 256)
     packed = PackedBatch.of_dense(torch.from_numpy(np.stack([images[0]] * 2 + [images[0][::-1].copy()])).to(device))
-    np.testing.assert_array_equal(run_histograms(packed, np.array([2, 0])).cpu().numpy(), counts[[0, 0]].cpu().numpy())
+    np.testing.assert_array_equal(run_histograms(packed, np.array([2, 0]), upload=to_device).cpu().numpy(), counts[[0, 0]].cpu().numpy())
 
 
 def test_statistic_tables_in_one_launch_match_the_torch_tables():
@@ -370,6 +371,7 @@ def test_statistic_tables_in_one_launch_match_the_torch_tables():
     import torch
 
     from penstock.kernels.triton_filters import run_statistic_tables
+    from penstock.runtime.pinned import to_device
     from penstock.operators.image.augment_step import PARAMETERS, value_tables
     rng = np.random.default_rng(SEED)
     counts = rng.integers(0, 50, (9, 3, 256)).astype(np.int32)
@@ -385,7 +387,8 @@ def test_statistic_tables_in_one_launch_match_the_torch_tables():
     device = "cuda" if CUDA else "cpu"
     tables = torch.zeros((12, 3, 256), dtype=torch.uint8, device=device)
     destinations = np.array([11, 0, 5, 1, 2, 3, 4, 6, 7])
-    run_statistic_tables(torch.from_numpy(counts).to(device), kinds, parameters[:, 0], destinations, tables)
+    run_statistic_tables(torch.from_numpy(counts).to(device), kinds, parameters[:, 0], destinations, tables,
+                         upload=to_device)
     found = tables.cpu().numpy()
     np.testing.assert_array_equal(found[destinations], expected)
     assert not found[[8, 9, 10]].any()

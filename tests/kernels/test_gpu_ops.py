@@ -16,7 +16,9 @@ import torch
 from conftest import CUDA, gpu_or_emulated, smooth_image
 from penstock import types
 from penstock.contract import BatchContext, BuildContext, OutputSpec, SampleContext
-from penstock.operators.geometry import image_geometry as geometry
+from penstock.operators.geometry.crop_flip_transpose import Crop, CropGpu, Flip, FlipGpu, Transpose, TransposeGpu
+from penstock.operators.geometry.resize import Resize, ResizeGpu
+from penstock.operators.geometry.rotate import Rotate, RotateGpu
 from penstock.operators.image import normalize
 from penstock.operators.shared.gpu_plan import kernel_filter
 from penstock.schema import REQUIRED
@@ -75,8 +77,8 @@ def _compare(got, want, mean_tol, max_tol):
 def test_resize_matches_cpu(interp, mean_tol, max_tol, size):
     samples = _ragged()
     kwargs = dict(resize_y=size[0], resize_x=size[1], interp_type=interp)
-    _compare(_run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
-             _run_cpu(geometry.Resize, "resize", samples, **kwargs), mean_tol, max_tol)
+    _compare(_run_gpu(ResizeGpu, "resize", samples, **kwargs),
+             _run_cpu(Resize, "resize", samples, **kwargs), mean_tol, max_tol)
 
 
 @pytest.mark.parametrize("size", [(12, 14), (30, 45), (5, 4)])
@@ -85,8 +87,8 @@ def test_nearest_resize_picks_the_cpu_pixels(size):
     integer: 27 -> 30 rows has such ties, 8 -> 5 too) takes the later pixel on both devices."""
     samples = _ragged() + [smooth_image(8, 6, seed=9)]
     kwargs = dict(resize_y=size[0], resize_x=size[1], interp_type=types.INTERP_NN)
-    for got, want in zip(_run_gpu(geometry.ResizeGpu, "resize", samples, **kwargs),
-                         _run_cpu(geometry.Resize, "resize", samples, **kwargs)):
+    for got, want in zip(_run_gpu(ResizeGpu, "resize", samples, **kwargs),
+                         _run_cpu(Resize, "resize", samples, **kwargs)):
         np.testing.assert_array_equal(got, want)
 
 
@@ -100,8 +102,8 @@ def test_nearest_indices_take_the_later_pixel_at_ties_as_torch_nearest_exact():
 
 def test_resize_shorter_gives_ragged_sizes_like_cpu():
     samples = _ragged()
-    got = _run_gpu(geometry.ResizeGpu, "resize", samples, resize_shorter=15)
-    want = _run_cpu(geometry.Resize, "resize", samples, resize_shorter=15)
+    got = _run_gpu(ResizeGpu, "resize", samples, resize_shorter=15)
+    want = _run_cpu(Resize, "resize", samples, resize_shorter=15)
     assert [g.shape for g in got] == [w.shape for w in want]
     _compare(got, want, 1.0, 6)
 
@@ -111,20 +113,20 @@ def test_crop_is_exact_with_padding():
     per_sample = [{"crop_pos_x": 0.0, "crop_pos_y": 1.0}, {"crop_pos_x": 0.5, "crop_pos_y": 0.5},
                   {"crop_pos_x": 1.0, "crop_pos_y": 0.0}]
     kwargs = dict(crop=(20, 20), out_of_bounds_policy="pad", fill_values=(7, 8, 9))
-    _compare(_run_gpu(geometry.CropGpu, "crop", samples, per_sample, **kwargs),
-             _run_cpu(geometry.Crop, "crop", samples, per_sample, **kwargs), 0, 0)
+    _compare(_run_gpu(CropGpu, "crop", samples, per_sample, **kwargs),
+             _run_cpu(Crop, "crop", samples, per_sample, **kwargs), 0, 0)
 
 
 def test_crop_out_of_bounds_error_names_operator():
     with pytest.raises(ValueError, match="crop"):
-        _run_gpu(geometry.CropGpu, "crop", _ragged(), crop=(30, 30))
+        _run_gpu(CropGpu, "crop", _ragged(), crop=(30, 30))
 
 
 def test_flip_is_exact():
     samples = _ragged()
     per_sample = [{"horizontal": 1, "vertical": 0}, {"horizontal": 0, "vertical": 1},
                   {"horizontal": 1, "vertical": 1}]
-    _compare(_run_gpu(geometry.FlipGpu, "flip", samples, per_sample), _run_cpu(geometry.Flip, "flip", samples, per_sample),
+    _compare(_run_gpu(FlipGpu, "flip", samples, per_sample), _run_cpu(Flip, "flip", samples, per_sample),
              0, 0)
 
 
@@ -147,11 +149,11 @@ def test_fused_resize_then_normalize_is_one_plan_matching_cpu():
     cmn_args = _args("crop_mirror_normalize", mean=(100.0,), std=(50.0,), dtype=types.FLOAT, output_layout="CHW")
     batch = BatchContext(None, [], None, DEVICE)
     tensors = [torch.from_numpy(s).to(DEVICE) for s in samples]
-    plan = geometry.ResizeGpu(resize_args, CONTEXT).run_batch([tensors], [resize_args] * 3, batch)
+    plan = ResizeGpu(resize_args, CONTEXT).run_batch([tensors], [resize_args] * 3, batch)
     plan = normalize.CropMirrorNormalizeGpu(cmn_args, CONTEXT).run_batch([plan], [{**cmn_args, "mirror": 1}] * 3, batch)
     samples_out, dense = plan.materialize()
     assert dense is not None and tuple(dense.shape) == (3, 3, 10, 12)
-    cpu_resized = _run_cpu(geometry.Resize, "resize", samples, resize_x=12, resize_y=10)
+    cpu_resized = _run_cpu(Resize, "resize", samples, resize_x=12, resize_y=10)
     cpu_out = _run_cpu(normalize.CropMirrorNormalize, "crop_mirror_normalize", cpu_resized,
                        [{"mirror": 1}] * 3, mean=(100.0,), std=(50.0,), dtype=types.FLOAT, output_layout="CHW")
     _compare([s.cpu().numpy() for s in samples_out], cpu_out, 1.5 / 50, 8.0 / 50)
@@ -161,8 +163,8 @@ def test_cast_and_transpose_are_exact():
     samples = _ragged()
     _compare(_run_gpu(normalize.CastGpu, "cast", samples, dtype=types.FLOAT),
              _run_cpu(normalize.Cast, "cast", samples, dtype=types.FLOAT), 0, 0)
-    _compare(_run_gpu(geometry.TransposeGpu, "transpose", samples, perm=(2, 0, 1)),
-             _run_cpu(geometry.Transpose, "transpose", samples, perm=(2, 0, 1)), 0, 0)
+    _compare(_run_gpu(TransposeGpu, "transpose", samples, perm=(2, 0, 1)),
+             _run_cpu(Transpose, "transpose", samples, perm=(2, 0, 1)), 0, 0)
 
 
 def test_normalize_matches_cpu():
@@ -174,8 +176,8 @@ def test_normalize_matches_cpu():
 def test_one_and_four_channel_images():
     for channels in (1, 4):
         samples = _ragged(channels=channels)
-        _compare(_run_gpu(geometry.ResizeGpu, "resize", samples, resize_x=9, resize_y=11),
-                 _run_cpu(geometry.Resize, "resize", samples, resize_x=9, resize_y=11), 2.0, 8)
+        _compare(_run_gpu(ResizeGpu, "resize", samples, resize_x=9, resize_y=11),
+                 _run_cpu(Resize, "resize", samples, resize_x=9, resize_y=11), 2.0, 8)
 
 
 def test_required_marker_is_not_leaked():
@@ -187,7 +189,7 @@ def test_required_marker_is_not_leaked():
 def test_resize_matches_pillow_antialiased_filters(interp, pil_filter):
     from PIL import Image
     samples = _ragged()
-    got = _run_gpu(geometry.ResizeGpu, "resize", samples, resize_x=11, resize_y=9, interp_type=interp)
+    got = _run_gpu(ResizeGpu, "resize", samples, resize_x=11, resize_y=9, interp_type=interp)
     want = [np.asarray(Image.fromarray(s).resize((11, 9), getattr(Image, pil_filter))) for s in samples]
     _compare(got, want, 0.75, 4)
 
@@ -196,8 +198,8 @@ def test_resize_matches_pillow_antialiased_filters(interp, pil_filter):
                                     dict(angle=15.0, interp_type=types.INTERP_NN)])
 def test_rotate_matches_cpu(kwargs):
     samples = _ragged()
-    got = _run_gpu(geometry.RotateGpu, "rotate", samples, **kwargs)
-    want = _run_cpu(geometry.Rotate, "rotate", samples, **kwargs)
+    got = _run_gpu(RotateGpu, "rotate", samples, **kwargs)
+    want = _run_cpu(Rotate, "rotate", samples, **kwargs)
     # interior pixels; bilinear sampling in float32 (GPU) and OpenCV's fixed point (CPU) differ by a level
     for g, w in zip(got, want):
         assert g.shape == w.shape

@@ -18,8 +18,13 @@ from penstock.kernels import cpu_image
 from penstock.runtime import native
 from penstock.operators.shared import crop_windows as crop_generator
 from penstock.operators.shared.crop_windows import RANDOM_CROP_ARGS
-from penstock.operators.geometry.image_geometry import INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, WARP_INTERPOLATIONS, WINDOW_CHECKS, border_value, check_hwc, crop_placement, crop_size, declare_hwc_layout, fixed_crop_size, fixed_resize_size, image_layout, layout_refused, resample_filters, resampled_dtype, resize_filter, resize_window, resized_shape, spatial_axes, warped_dtype
-from penstock.operators.shared.images import WINDOW_ARGS, warp_size
+from penstock.operators.geometry.crop_flip_transpose import fixed_crop_size
+from penstock.operators.geometry.layouts import declare_hwc_layout, image_layout, layout_refused, spatial_axes
+from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, fixed_resize_size,
+                                                resample_filters, resampled_dtype, resize_filter, resize_window,
+                                                resized_shape)
+from penstock.operators.geometry.rotate import WARP_INTERPOLATIONS, border_value, warped_dtype
+from penstock.operators.shared.images import WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, warp_size
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
 from penstock.schema import ArgError, Arg, OpSchema
 

@@ -1,0 +1,324 @@
+"""``resize`` over images, sequences and volumes: its schema, its rules (output sizes, the resize
+window, filter choice: one function each, used by both devices), its CPU implementation (per
+sample, OpenCV and numpy) and its GPU implementation (per batch, folded into the fused image
+plan)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from penstock import devices, registry, types
+from penstock.capabilities import Resamples
+from penstock.contract import BatchOperator, OutputSpec, SampleOperator
+from penstock.kernels import cpu_image
+from penstock.operators.geometry.layouts import image_layout, spatial_axes
+from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of
+from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
+
+
+INTERP_ARGS = (
+    Arg("interp_type", "interp_type", types.INTERP_LINEAR, "Resampling filter: INTERP_NN, INTERP_LINEAR, "
+        "INTERP_CUBIC, INTERP_LANCZOS3, INTERP_TRIANGULAR or INTERP_GAUSSIAN."),
+    Arg("min_filter", "interp_type", None, "Filter along axes that shrink (default interp_type)."),
+    Arg("mag_filter", "interp_type", None, "Filter along axes that keep their size or grow (default interp_type)."),
+    Arg("antialias", "bool", True, "Widen the filter by the shrink factor along axes that shrink (not for "
+        "INTERP_NN)."),
+    Arg("minibatch_size", "int", 32, "Accepted for DALI compatibility.", min=1),
+    Arg("temp_buffer_hint", "int", 0, "Accepted for DALI compatibility.", min=0),
+)
+
+
+# The output size of resize and resize_crop_mirror, documented once; sizes follow the layout's
+# spatial axes, outermost first (D, H, W).
+RESIZE_ARGS = (
+    Arg("resize_x", "float", 0.0, "Output width; negative flips the image horizontally.", per_sample=True),
+    Arg("resize_y", "float", 0.0, "Output height; negative flips the image vertically.", per_sample=True),
+    Arg("resize_z", "float", 0.0, "Output depth of volumes; negative flips them.", per_sample=True),
+    Arg("size", "floats", None, "Output size, one value per spatial axis ((height, width) or (depth, height, "
+        "width)); a 0 is a missing size; one value stands for every axis.", per_sample=True, length=(1, 2, 3)),
+    Arg("resize_shorter", "float", 0.0, "Length of the shorter side; keeps the aspect ratio (mode 'not_smaller' "
+        "with this size along every axis).", per_sample=True, min=0.0),
+    Arg("resize_longer", "float", 0.0, "Length of the longer side; keeps the aspect ratio (mode 'not_larger' "
+        "with this size along every axis).", per_sample=True, min=0.0),
+    Arg("mode", "str", None, "'default' (missing sizes scale by the average scale of the given ones), "
+        "'stretch' (missing sizes keep the input's), 'not_larger' (fit inside), 'not_smaller' (cover).",
+        choices=(None, "default", "stretch", "not_larger", "not_smaller")),
+    Arg("max_size", "floats", None, "Upper limit of the output size, one value or one per axis; with "
+        "'not_larger', 'not_smaller', resize_shorter and resize_longer it lowers the common scale; otherwise "
+        "it caps each axis on its own.", length=(1, 2, 3), min=0.0),
+    Arg("roi_start", "floats", None, "Start of the input region to resize, per spatial axis (with roi_end); "
+        "a start past the end flips that axis.", per_sample=True, length=(1, 2, 3)),
+    Arg("roi_end", "floats", None, "End of the input region to resize, per spatial axis.", per_sample=True,
+        length=(1, 2, 3)),
+    Arg("roi_relative", "bool", False, "roi_start and roi_end are fractions of the input size (0 to 1)."),
+    Arg("subpixel_scale", "bool", True, "Keep the exact scale of a fractional output size (the input region "
+        "moves about its centre); False stretches the input onto the rounded size."),
+)
+
+
+def _one_size_form(static: dict, per_sample: frozenset) -> None:
+    forms = [any(given(static, per_sample, name) for name in ("resize_x", "resize_y", "resize_z")),
+             given(static, per_sample, "size"), given(static, per_sample, "resize_shorter"),
+             given(static, per_sample, "resize_longer")]
+    if sum(forms) > 1:
+        raise ArgError("give the output size one way: resize_x / resize_y / resize_z, size, resize_shorter "
+                       "or resize_longer")
+    if given(static, per_sample, "mode") and (forms[2] or forms[3]):
+        raise ArgError("resize_shorter, resize_longer and mode exclude each other")
+    if given(static, per_sample, "roi_start") != given(static, per_sample, "roi_end"):
+        raise ArgError("give roi_start and roi_end together")
+
+
+RESIZE_CHECKS = (require_one_of("size", "resize_x", "resize_y", "resize_z", "resize_shorter", "resize_longer",
+                                what="the output size"), _one_size_form)
+
+
+# the layouts resize takes, and those it reads an input without a layout as (by its dimensions)
+RESIZE_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "DHWC", "CDHW", "FDHWC", "FCDHW")
+
+
+RESIZE_DEFAULT_LAYOUTS = {3: "HWC", 4: "FHWC", 5: "FDHWC"}
+
+
+registry.register_schema(OpSchema(
+    name="resize", class_name="Resize",
+    doc="Resizes images, sequences of them and volumes, as DALI: the layouts " + ", ".join(RESIZE_LAYOUTS) +
+        " (without a layout, HWC, FHWC or FDHWC by the number of dimensions); every frame of a sequence alike. "
+        "Give the output size as resize_x / resize_y / resize_z (a missing one follows ``mode``), "
+        "size, resize_shorter or resize_longer. Sizes are rounded to the nearest pixel, halves away from "
+        "zero; with subpixel_scale the scale stays the fractional one. Resampling is separable, axis by "
+        "axis, with DALI's filters.",
+    args=(
+        *RESIZE_ARGS,
+        Arg("dtype", "dtype", None, "Output type: the input's (default) or FLOAT.",
+            choices=(None, types.UINT8, types.FLOAT)),
+        Arg("save_attrs", "bool", False, "Also output each sample's input shape (int32)."),
+        Arg("image_type", "image_type", None, "Accepted for DALI compatibility."),
+        *INTERP_ARGS,
+    ),
+    checks=RESIZE_CHECKS,
+    num_outputs=lambda static: 2 if static.get("save_attrs") else 1,
+    input_names=("images",)))
+
+
+def _resize_request(args: dict, spatial: int) -> tuple[list, str]:
+    """The requested size per spatial axis (0: not given) and the mode, from resize's arguments."""
+    if args.resize_shorter:
+        return [float(args.resize_shorter)] * spatial, "not_smaller"
+    if args.resize_longer:
+        return [float(args.resize_longer)] * spatial, "not_larger"
+    mode = args.mode or "default"
+    if args.size is not None and len(args.size):
+        size = [float(value) for value in np.ravel(args.size)]
+        if len(size) == 1:
+            return size * spatial, mode
+        if len(size) != spatial:
+            raise ValueError(f"argument 'size': {len(size)} values for {spatial} spatial dimensions")
+        return size, mode
+    return [float(args[name]) for name in ("resize_z", "resize_y", "resize_x")[3 - spatial:]], mode
+
+
+def _adjust_output_size(requested: list, in_sizes: list, mode: str, max_size) -> list:
+    """DALI's AdjustOutputSize: the (fractional, signed) output size along each axis."""
+    count = len(in_sizes)
+    out = list(requested)
+    given_axes = [size != 0 and extent != 0 for size, extent in zip(out, in_sizes)]
+    scales = [size / extent if extent else 1.0 for size, extent in zip(out, in_sizes)]
+    if not any(given_axes):
+        return list(in_sizes)
+    if mode in ("default", "stretch"):
+        missing = [d for d in range(count) if not given_axes[d]]
+        if mode == "default" and missing:
+            scale = 1.0
+            for d in range(count):
+                if given_axes[d]:
+                    scale *= abs(scales[d])
+            if sum(given_axes) > 1:
+                scale = scale ** (1.0 / sum(given_axes))
+            for d in missing:
+                out[d] = float(np.float32(in_sizes[d] * scale))
+        elif missing:
+            for d in missing:
+                out[d] = in_sizes[d]
+        if max_size is not None:
+            for d in range(count):
+                if max_size[d] > 0 and abs(out[d]) > max_size[d]:
+                    out[d] = math.copysign(max_size[d], out[d])
+        return out
+    final = None
+    for d in range(count):
+        if given_axes[d]:
+            scale = float(np.float32(abs(scales[d])))
+            if final is None or (mode == "not_smaller" and scale > final) or (mode == "not_larger" and scale < final):
+                final = scale
+    if max_size is not None:
+        for d in range(count):
+            if max_size[d] > 0:
+                final = min(final, max_size[d] / in_sizes[d])
+    for d in range(count):
+        if not given_axes[d] or abs(scales[d]) != final:
+            out[d] = float(np.float32(in_sizes[d] * math.copysign(final, scales[d])))
+    return out
+
+
+def resize_window(in_shape, args: dict) -> tuple[list, list, list]:
+    """DALI's rules for resize: (output size, source start, source end) along each spatial axis
+    of an input of spatial shape ``in_shape`` (outermost first). The source window is the ROI (or
+    the whole input), flipped by negative sizes, and moved about its centre so that a fractional
+    output size keeps its scale (subpixel_scale)."""
+    spatial = len(in_shape)
+    requested, mode = _resize_request(args, spatial)
+    if args.roi_start is not None and len(args.roi_start):
+        starts, ends = (np.broadcast_to(np.ravel(args[name]).astype(np.float64), (spatial,))
+                        for name in ("roi_start", "roi_end"))
+        lo, hi = [], []
+        for start, end, extent in zip(starts, ends, in_shape):
+            if args.roi_relative:
+                start, end = start * extent, end * extent
+            if abs(end - start) < 1e-3:  # DALI widens a degenerate window to a thousandth of a pixel
+                offset = 0.5e-3 if start <= end else -0.5e-3
+                start, end = start - offset, end + offset
+            lo.append(float(np.float32(start)))
+            hi.append(float(np.float32(end)))
+    else:
+        lo, hi = [0.0] * spatial, [float(extent) for extent in in_shape]
+    extents = []
+    for d in range(spatial):
+        if hi[d] < lo[d]:
+            lo[d], hi[d] = hi[d], lo[d]
+            requested[d] = -requested[d]
+        extents.append(float(np.float32(hi[d] - lo[d])))
+    max_size = None
+    if args.max_size is not None and len(args.max_size):
+        max_size = list(np.broadcast_to(np.ravel(args.max_size).astype(np.float64), (spatial,)))
+    wanted = [float(np.float32(value)) for value in _adjust_output_size(requested, extents, mode, max_size)]
+    sizes = []
+    for d in range(spatial):
+        size = max(1, int(math.copysign(math.floor(abs(wanted[d]) + 0.5), 1)))
+        if wanted[d] < 0:
+            lo[d], hi[d] = hi[d], lo[d]
+        if args.subpixel_scale and size != abs(wanted[d]):
+            adjustment = min(max(size / abs(wanted[d]), -10.0), 10.0)
+            centre = 0.5 * lo[d] + 0.5 * hi[d]
+            lo[d], hi[d] = centre + (lo[d] - centre) * adjustment, centre + (hi[d] - centre) * adjustment
+        sizes.append(size)
+    return sizes, lo, hi
+
+
+def resample_filters(args: dict) -> tuple[str, str]:
+    """(min_filter, mag_filter) of a resampling operator, as cpu_image.resample names them."""
+    interp = args.interp_type
+    return (cpu_image.RESAMPLING_FILTERS[args.min_filter or interp],
+            cpu_image.RESAMPLING_FILTERS[args.mag_filter or interp])
+
+
+def resampled_dtype(image: np.ndarray, args: dict, op_name: str) -> np.dtype:
+    """The output type of a resampling operator: the input's, or float32 (DALI allows no other)."""
+    if args.dtype is None:
+        return image.dtype
+    dtype = np.dtype(args.dtype.numpy)
+    if dtype != image.dtype and dtype != np.float32:
+        raise ValueError(f"{op_name}: argument 'dtype': the output type must be the input's ({image.dtype}) or "
+                         f"float, got {dtype}")
+    return dtype
+
+
+def resized_shape(image_shape, args) -> tuple[int, int]:
+    """The output (height, width) of an image of (height, width, ...) ``image_shape``."""
+    return tuple(resize_window(image_shape[:2], args)[0])
+
+
+def fixed_resize_size(args: dict) -> tuple[int, int] | None:
+    """The output (height, width) when it does not depend on the input, else None."""
+    size = args.get("size")
+    height, width = (size[0], size[-1]) if size is not None and len(size) == 2 else \
+        (args.get("resize_y"), args.get("resize_x"))
+    if height and width and height > 0 and width > 0 and args.get("mode") in (None, "default", "stretch") \
+            and not args.get("max_size") and not args.get("resize_z") and args.get("roi_start") is None:
+        return int(math.floor(height + 0.5)), int(math.floor(width + 0.5))
+    return None
+
+
+def resize_filter(args: dict, shrinking: bool) -> types.DALIInterpType:
+    """The filter of the GPU's resampling: min_filter when shrinking, mag_filter when enlarging, else interp_type."""
+    return (args.min_filter if shrinking else args.mag_filter) or args.interp_type
+
+
+class ResizeDeclaration(Resamples):
+    """What resize declares on both devices."""
+
+    def declare_outputs(self, inputs):
+        spec = inputs[0]
+        layout = image_layout(spec.layout, spec.ndim, RESIZE_LAYOUTS, RESIZE_DEFAULT_LAYOUTS, self.name)
+        self._layout = layout
+        fixed = self.fixed_resample_size() if layout == "HWC" else None
+        channels = spec.shape[2] if spec.shape and layout == "HWC" else None
+        output = spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, layout=layout,
+                          shape=(*fixed, channels) if fixed and channels else None)
+        if self.args.save_attrs:
+            return output, OutputSpec(dtype=np.dtype(np.int32), ndim=1, layout="")
+        return output
+
+    def layout_of(self, ndim: int) -> str:
+        return getattr(self, "_layout", "") or image_layout("", ndim, RESIZE_LAYOUTS, RESIZE_DEFAULT_LAYOUTS,
+                                                            self.name)
+
+    def fixed_resample_size(self):
+        return fixed_resize_size(self.args)
+
+    def resampled_size(self, height, width):
+        if self.args.resize_z or self.args.roi_start is not None:
+            return None
+        return resized_shape((height, width), self.args)
+
+
+@registry.register("resize", "cpu")
+class Resize(ResizeDeclaration, SampleOperator):
+    def run(self, inputs, args, sample, out=None):
+        image = inputs[0]
+        layout = self.layout_of(image.ndim)
+        if image.ndim != len(layout):
+            raise ValueError(f"{self.name}: a sample of shape {image.shape} in the layout {layout!r}")
+        axes = spatial_axes(layout)
+        sizes, lo, hi = resize_window([image.shape[axis] for axis in axes], args)
+        result = cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args.antialias,
+                                    resampled_dtype(image, args, self.name))
+        if args.save_attrs:
+            return result, np.array([image.shape[axis] for axis in axes], np.int32)
+        return result
+
+
+@registry.register("resize", "gpu", requires=devices.gpu_problem)
+class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
+    def run_batch(self, inputs, args, batch):
+        if self.layout_of(3) != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self.layout_of(3)!r}")
+        plan = plan_of(inputs[0])
+        if plan.resized or plan.geometry_final:
+            plan = plan_of(plan.materialize()[0])
+        sizes = _resized_sizes(plan.sizes, args)
+        first = args[0]
+        shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
+        plan = plan.with_resize(sizes, kernel_filter(resize_filter(first, shrinking)), first.antialias)
+        if first.dtype is not None:
+            plan = plan.with_output(dtype=types.to_torch_dtype(first.dtype))
+        return plan
+
+
+def _resized_sizes(sizes: list, args: list) -> list:
+    """Each sample's size after resize; worked out once per distinct input size when the batch
+    shares its arguments, once in all when the output size does not depend on the input."""
+    first = args[0] if args else None
+    if not all(a is first for a in args):
+        return [resized_shape(size, a) for size, a in zip(sizes, args)]
+    if sizes and fixed_resize_size(first) is not None:
+        return [resized_shape(sizes[0], first)] * len(sizes)
+    known: dict = {}
+    resized = []
+    for size in sizes:
+        key = tuple(size)
+        if key not in known:
+            known[key] = resized_shape(size, first)
+        resized.append(known[key])
+    return resized

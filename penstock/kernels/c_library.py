@@ -1,4 +1,4 @@
-"""Loading a C library whose functions return a status, for the codec bindings and the C helpers."""
+"""Loading a C library whose functions return a status (the codec bindings, the built C code)."""
 from __future__ import annotations
 
 import ctypes

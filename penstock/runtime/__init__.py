@@ -1,1 +1,4 @@
-"""The GPU runtime the executor owns: the decode engine and its lanes, the native decode thread, the pinned staging pools, and the build of penstock's C helpers."""
+"""What keeps state for the GPU work the executor runs, below the operator contract: the GPU decode
+engine and its row format, nvJPEG's hardware decoder and the native thread that makes its calls,
+nvImageCodec loaded once, the pinned staging pools, OpenCV's process-wide settings, and the build of
+penstock's C code (csrc/)."""

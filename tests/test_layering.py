@@ -118,7 +118,9 @@ def test_every_import_points_to_its_own_layer_or_below():
 
 
 def test_no_import_circle():
-    graph = {module: {target for target, _ in edges} for module, edges in _imports(_modules()).items()}
+    modules = _modules()
+    imports = _imports(modules)
+    graph = {module: {target for target, _ in edges} for module, edges in imports.items()}
     # Tarjan's strongly connected components, iteratively
     index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
     for root in graph:
@@ -155,8 +157,10 @@ def test_no_import_circle():
                         break
                 if len(component) > 1:
                     circles.append(sorted(component))
-    assert not circles, "modules that import one another, directly or through others:\n" + \
-        "\n".join(", ".join(circle) for circle in circles)
+    assert not circles, "modules that import one another, directly or through others (the imports "\
+        "that close each circle):\n" + "\n".join(
+            f"{modules[module].relative_to(PACKAGE.parent)}:{line}: {module} imports {target}"
+            for circle in circles for module in circle for target, line in sorted(imports[module]) if target in circle)
 
 
 def test_operator_families_import_only_the_shared_package():

@@ -1,4 +1,4 @@
-"""Cases of the filters and noise (penstock.operators.filters.convolution and .noise) for the coverage test.
+"""Cases of the filters and noise (penstock.operators.filters.convolution, .rules and .noise) for the coverage test.
 
 References: gaussian_blur against OpenCV's GaussianBlur with the window sizes DALI derives from
 sigma (OpenCV rounds 8-bit results through fixed point: within 1 grey level), laplacian against

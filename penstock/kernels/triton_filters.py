@@ -38,7 +38,7 @@ from penstock.kernels.triton_launch import INTERPRETED, launch
 BLOCK = 1024
 HISTOGRAM_BLOCK = 8192  # values a program counts: one atomic add per bin for each
 
-# what taps outside the image read; the names are the rules of penstock.operators.filters.convolution
+# what taps outside the image read; the names are the rules of penstock.operators.filters.rules
 BORDER_CODES = {"reflect_101": 0, "reflect_1001": 1, "wrap": 2, "clamp": 3, "constant": 4}
 OPERATIONS = {"sum": 0, "min": 1, "max": 2}
 NOISES = {"gaussian": 0, "shot": 1, "salt_and_pepper": 2}

@@ -1,2 +1,2 @@
 """Filters: convolution, blur, laplacian, noise."""
-from penstock.operators.filters import convolution, noise  # noqa: F401  (registers the family's operators)
+from penstock.operators.filters import rules, convolution, noise  # noqa: F401  (registers the family's operators)

@@ -9,8 +9,7 @@ import struct
 
 import numpy as np
 
-from penstock import limits, registry
-from penstock.operators.readers import tfrecord_format
+from penstock import limits, registry, tfrecord
 from penstock.contract import OutputSpec, SampleContext
 from penstock.operators.shared.readers import (RECORD_READER_ARGS, ShardedReader, o_direct_without_mmap, sharded_epochs,
                                                shuffle_after_epoch_moving)
@@ -111,7 +110,7 @@ def _features_of(static: dict) -> dict:
         raise ArgError("'features' takes a dict of feature name -> tfrecord.FixedLenFeature / VarLenFeature, "
                        f"got {type(features).__name__}")
     for name, feature in features.items():
-        if not isinstance(name, str) or not isinstance(feature, tfrecord_format.Feature):
+        if not isinstance(name, str) or not isinstance(feature, tfrecord.Feature):
             raise ArgError(f"'features': {name!r} should name a tfrecord.FixedLenFeature, VarLenFeature or "
                            f"FixedLenSequenceFeature, got {type(feature).__name__}")
     return features
@@ -157,12 +156,12 @@ class TFRecordReader(RecordFileReader):
         self._wanted = frozenset(self.features)
         self.list_records(args, "readers.tfrecord",
                           lambda index, path: index_columns(index, (0, 1), "readers.tfrecord", "offset size"),
-                          tfrecord_format.record_offsets)
+                          tfrecord.record_offsets)
 
     def load(self, index, sample: SampleContext) -> tuple:
         number, offset, size = self.records[index]
         where = self.paths[index]
-        values = tfrecord_format.example_values(self.read_at(number, offset, size, where), self._wanted, where)
+        values = tfrecord.example_values(self.read_at(number, offset, size, where), self._wanted, where)
         return tuple(feature.array(values.get(name), f"{where}, feature '{name}'")
                      for name, feature in self.features.items())
 

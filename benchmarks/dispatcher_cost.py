@@ -41,7 +41,7 @@ def main() -> None:
 
     from penstock import devices, fn, pipeline_def, types
     from penstock.executor import gpu_stage, processes
-    from penstock.operators.decoders import images as decoders
+    from penstock.operators.decoders import mixed as decoders
     devices.emulate_gpu(True)
     # the worker side as on a GPU; the GPU stage's decode replaced by an empty image per sample
     decoders.MixedDecoder.prepare = lambda self, inputs, args, sample: self.encoded(inputs, args, sample)
@@ -100,7 +100,7 @@ def _stub_gpu_work():
     from penstock.batch import PackedBatch
     from penstock.kernels.image_plan import ImagePlan
     from penstock.runtime.pinned import to_device
-    from penstock.operators.decoders import images as decoders
+    from penstock.operators.decoders import mixed as decoders
 
     def decoded(self, inputs, args, batch):  # packed, as the GPU's decoders leave a batch
         count, pixels = len(inputs[0]), 8 * 8 * 3

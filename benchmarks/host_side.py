@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import torch
 
-from penstock.operators.decoders import images as decoders
+from penstock.operators.decoders import mixed as decoders
 from penstock.kernels import triton_resample
 from penstock.batch import PackedBatch
 from penstock.kernels.image_plan import ImagePlan

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from penstock import checkpoints, devices, distributed, optimize, registry
+from penstock import checkpoints, devices, distributed, optimize, registry, tuning
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.capabilities import ImagePlanStep, ReportsEngines
@@ -69,6 +69,8 @@ class Pipeline:
         self._last_result: IterationResult | None = None
         self._build_lock = threading.Lock()
         self._claims_opencv = False
+        # the numbers that tune speed and memory (penstock.tuning), given to the executor and every operator
+        self._tuning = tuning.DEFAULT
 
     # ---- definition --------------------------------------------------------------------------
     def __enter__(self) -> "Pipeline":
@@ -149,7 +151,8 @@ class Pipeline:
             # a weak reference: the executor's threads hold the implementations, and must not keep the
             # pipeline alive (its __del__ is what stops them when the user forgets close())
             context = BuildContext(self._batch_size, self._num_threads, self._device_id, op_seed,
-                                   weakref.proxy(self), _node_in_words(node), len(node.inputs), node, **machine)
+                                   weakref.proxy(self), _node_in_words(node), len(node.inputs), node,
+                                   tuning=self._tuning, **machine)
             impl = cls(node.static_args, context)
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):
@@ -173,7 +176,7 @@ class Pipeline:
         return Executor(sources, steps, outputs, self._output_layouts(), self._num_threads, self._prefetch_depth,
                         device, self._worker_processes, skip_failures=self._on_error == "skip",
                         timeout=self._timeout, checkpointing=self._enable_checkpointing or restored is not None,
-                        start_iteration=restored.iteration if restored is not None else 0)
+                        start_iteration=restored.iteration if restored is not None else 0, tuning=self._tuning)
 
     def _empty_source(self) -> Source:
         """A source of batch_size empty samples, which a graph of operators without inputs runs on."""

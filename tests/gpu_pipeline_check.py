@@ -5,13 +5,13 @@ Run as a script so that the GPU path can be emulated on the CPU (PENSTOCK_GPU_ON
 TRITON_INTERPRET=1 must be set before penstock is imported); test_gpu_pipeline.py runs it.
 usage: python gpu_pipeline_check.py DATA_DIR
 """
+import dataclasses
 import json
 import sys
 
 import numpy as np
 
-from penstock import fn, pipeline_def
-from penstock.executor import shared_ring
+from penstock import fn, pipeline_def, tuning
 from penstock.plugin.pytorch import ClassificationIterator, LastBatchPolicy
 from penstock.recipes import imagenet_train, imagenet_val
 
@@ -39,7 +39,8 @@ def outputs(factory, data_dir, device, **kwargs):
 def main():
     data_dir = sys.argv[1]
     report = {}
-    shared_ring.SMALLEST = 0  # the test images are small: let every one travel through the rings
+    # the test images are small: let every one travel through the rings
+    tuning.DEFAULT = dataclasses.replace(tuning.DEFAULT, ring_smallest=0)
     for name, factory, kwargs in (("train", imagenet_train, {"crop": 24}), ("val", imagenet_val, {"crop": 24, "size": 28}),
                                   ("moved", moved_to_gpu, {}),
                                   ("train_processes", imagenet_train, {"crop": 24, "worker_processes": True}),

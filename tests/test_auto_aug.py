@@ -241,9 +241,10 @@ def test_a_steps_draws_group_the_samples_by_operation_and_row_and_name_bad_rows(
     draw of its own pair, once; an op_index or row beyond the tables is an error naming it."""
     from penstock.auto_aug.core import step_table
     from penstock.operators.image.augment_step import Steps
+    from penstock.schema import Arguments
     chosen = [a.rotate, a.posterize, a.identity]
-    steps = Steps({"kinds": [aug.name if aug.name in ("rotate", "posterize") else "identity" for aug in chosen],
-                   "parameters": [step_table(aug, 31) for aug in chosen]})
+    steps = Steps(Arguments({"kinds": [aug.name if aug.name in ("rotate", "posterize") else "identity" for aug in chosen],
+                             "parameters": [step_table(aug, 31) for aug in chosen]}))
     rng = np.random.default_rng(3)
     op_index = rng.integers(0, 3, 200)
     row = rng.integers(0, 2, 200) * 31 + 9

@@ -5,7 +5,7 @@ batches (and two more in the GPU stage when there is one).
 Stages (Executor.__init__ makes their threads from its stage table):
   producer thread    sources.next_batch(i) + random draws for batch i   (in iteration order)
   worker threads     for each sample: source.load, then every per-sample operator in graph order, then
-                     the per-sample preparation of batch operators (up to MAX_PYTHON_WORKERS threads);
+                     the per-sample preparation of batch operators (up to Tuning.max_python_workers threads);
                      or, with worker processes, one dispatcher thread that hands the samples to
                      num_threads forked processes doing the same, and stores their results
   GPU stage thread   (pipelines with 'mixed' or 'gpu' operators) the batch operators on whole batches,

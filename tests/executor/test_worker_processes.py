@@ -1,7 +1,6 @@
 """Per-sample work in forked worker processes (Pipeline(worker_processes=True)) gives the same
 batches as worker threads, reports errors the same way, and leaves no process behind."""
 import dataclasses
-import functools
 import multiprocessing
 import time
 
@@ -23,9 +22,8 @@ def data(tmp_path_factory):
 
 def tuned(monkeypatch, **numbers) -> None:
     """Pipelines made from now on run with these tuning numbers changed (penstock.tuning)."""
-    from penstock.executor.executor import Executor
-    monkeypatch.setattr(Executor, "__init__", functools.partialmethod(Executor.__init__,
-                                                                      tuning=dataclasses.replace(DEFAULT, **numbers)))
+    from penstock import tuning
+    monkeypatch.setattr(tuning, "DEFAULT", dataclasses.replace(DEFAULT, **numbers))
 
 
 def _batches(data, worker_processes, count=3):
@@ -455,9 +453,9 @@ def test_worker_processes_run_below_the_pipelines_priority(data):
 _DYING_PIPELINES = """
 import dataclasses, functools, itertools, os, sys, threading, time
 import numpy as np
+import penstock.tuning
 from penstock import fn, pipeline_def
 from penstock.executor import processes
-from penstock.executor.executor import Executor
 from penstock.tuning import DEFAULT
 
 data, death, marks = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -511,8 +509,7 @@ for ragged in (False, True):
     layout = "ragged" if ragged else "dense"
     start(f"sending {layout}", pipeline(marked(f"sending {layout}", large(ragged, 0.9))))  # through the pipe
     # through the ring, which is full after one sample: the other waits in the pipe
-    Executor.__init__ = functools.partialmethod(Executor.__init__,
-                                                tuning=dataclasses.replace(DEFAULT, lent_ring_bytes=4 << 20))
+    penstock.tuning.DEFAULT = dataclasses.replace(DEFAULT, lent_ring_bytes=4 << 20)
     start(f"ring full {layout}", pipeline(marked(f"ring full {layout}", large(ragged, 3.0))))
 while len(os.listdir(marks)) < len(started) - 1:
     time.sleep(0.01)

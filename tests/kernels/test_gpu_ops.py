@@ -36,7 +36,7 @@ def _args(op_name: str, **kwargs) -> dict:
 def _run_gpu(cls, op_name, samples, per_sample=None, **kwargs):
     args = _args(op_name, **kwargs)
     per_sample = per_sample or [{}] * len(samples)
-    arg_list = [{**args, **extra} for extra in per_sample]
+    arg_list = [args.replace(**extra) for extra in per_sample]
     impl = cls(args, CONTEXT)
     tensors = [torch.from_numpy(s).to(DEVICE) for s in samples]
     result = impl.run_batch([tensors], arg_list, BatchContext(None, [], None, DEVICE))
@@ -53,7 +53,7 @@ def _run_cpu(cls, op_name, samples, per_sample=None, **kwargs):
     # what building a pipeline tells the operator first: its input is of HWC images
     impl.declare_outputs((OutputSpec(samples[0].dtype, samples[0].ndim, "HWC"[:samples[0].ndim]),))
     args = impl.args
-    return [impl.run((s,), {**args, **extra}, SampleContext(i)) for i, (s, extra) in
+    return [impl.run((s,), args.replace(**extra), SampleContext(i)) for i, (s, extra) in
             enumerate(zip(samples, per_sample))]
 
 
@@ -150,7 +150,7 @@ def test_fused_resize_then_normalize_is_one_plan_matching_cpu():
     batch = BatchContext(None, [], None, DEVICE)
     tensors = [torch.from_numpy(s).to(DEVICE) for s in samples]
     plan = ResizeGpu(resize_args, CONTEXT).run_batch([tensors], [resize_args] * 3, batch)
-    plan = normalize.CropMirrorNormalizeGpu(cmn_args, CONTEXT).run_batch([plan], [{**cmn_args, "mirror": 1}] * 3, batch)
+    plan = normalize.CropMirrorNormalizeGpu(cmn_args, CONTEXT).run_batch([plan], [cmn_args.replace(mirror=1)] * 3, batch)
     samples_out, dense = plan.materialize()
     assert dense is not None and tuple(dense.shape) == (3, 3, 10, 12)
     cpu_resized = _run_cpu(Resize, "resize", samples, resize_x=12, resize_y=10)
@@ -212,6 +212,7 @@ def test_packed_images_give_the_same_plan_results_as_separate_tensors():
     separate tensors: the kernel reads each at its address, row by row."""
     from penstock.kernels.image_plan import ImagePlan
     from penstock.batch import PackedBatch
+    from penstock.runtime.pinned import to_device
     samples = _ragged()
     shapes = [s.shape for s in samples]
     offsets, total = [], 0
@@ -226,7 +227,7 @@ def test_packed_images_give_the_same_plan_results_as_separate_tensors():
     separate = [torch.from_numpy(s).to(DEVICE) for s in samples]
     results = []
     for sources in (packed, separate):
-        plan = ImagePlan.of(sources).with_resize([(10, 12)] * 3, kernel_filter(types.INTERP_LINEAR), True)
+        plan = ImagePlan.of(sources, upload=to_device).with_resize([(10, 12)] * 3, kernel_filter(types.INTERP_LINEAR), True)
         results.append(plan.with_flips([(0, 1)] * 3).with_output(dtype=torch.float32).materialize()[1])
     assert torch.equal(results[0], results[1])
 

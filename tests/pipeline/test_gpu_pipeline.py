@@ -74,6 +74,7 @@ def test_decoded_images_of_two_batches_at_most_are_held(tmp_path):
 
     from penstock import fn, pipeline_def
     from penstock.runtime.nvimgcodec_decode import buffer_bytes
+    from penstock.tuning import DEFAULT
 
     for index in range(4):
         (tmp_path / "class_0").mkdir(exist_ok=True)
@@ -93,7 +94,7 @@ def test_decoded_images_of_two_batches_at_most_are_held(tmp_path):
     for _ in range(10):
         pipe.run()
     torch.cuda.synchronize()
-    decode_buffer = buffer_bytes(4 * 1200 * 1600 * 3)
+    decode_buffer = buffer_bytes(4 * 1200 * 1600 * 3, DEFAULT.decode_buffer_steps)
     held = torch.cuda.max_memory_allocated() - base  # the outputs (4 x 32 x 32 x 3 bytes) are small beside
     pipe.close()
     assert 2 * decode_buffer <= held < 2.5 * decode_buffer, (held, decode_buffer)

@@ -10,6 +10,7 @@ from penstock.kernels import cpu_image
 from penstock.operators.geometry.layouts import declare_hwc_layout
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of
 from penstock.operators.shared.images import check_hwc, rotated_size, rotation_edge_map
+from penstock.runtime import native
 from penstock.schema import REQUIRED, Arg, OpSchema
 
 
@@ -61,7 +62,7 @@ class Rotate(RotateDeclaration, SampleOperator):
         out_height, out_width = rotated_size(height, width, args.angle, args, self.args.get("size") is None)
         matrix = rotation_edge_map(height, width, out_height, out_width, args.angle)[:2]
         return cpu_image.affine_sample(image, matrix, out_height, out_width, args.interp_type is types.INTERP_NN,
-                                       border_value(args.fill_value, dtype), dtype)
+                                       border_value(args.fill_value, dtype), dtype, native.affine_warp)
 
 
 # DALI's warps (warp_affine, rotate) take uint8, int16, int32 and float32 images, and give the input's

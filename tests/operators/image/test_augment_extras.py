@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import gpu_or_emulated, noise_image, run_operator
 
-from penstock import PipelineError, fn, pipeline_def
+from penstock import PipelineError, fn, pipeline_def, registry
 from penstock.operators.image import mixing
 from penstock.pipeline import Pipeline
 
@@ -114,7 +114,7 @@ def _batch(count=4, height=6, width=8):
     return images, [np.array([index % 3], np.int64) for index in range(count)]
 
 
-ARGS = {"num_classes": 3, "probability": 1.0}
+ARGS, _ = registry.get_schema("mixup").validate({"num_classes": 3, "probability": 1.0})
 
 
 def test_mixup_matches_torchvision_with_a_fixed_lambda():
@@ -196,7 +196,7 @@ def test_mixed_labels_sum_to_one_and_a_seed_fixes_the_batch(kind):
 
 def test_probability_zero_passes_the_batch_with_one_hot_labels():
     images, labels = _batch()
-    out_images, out_labels = mixing.mix_batch(np, "mixup", images, labels, {"num_classes": 3, "probability": 0.0},
+    out_images, out_labels = mixing.mix_batch(np, "mixup", images, labels, ARGS.replace(probability=0.0),
                                               (0.5, 0.3, 0.0, 0.0), "mixup")
     for image, out in zip(images, out_images):
         np.testing.assert_array_equal(image, out)
@@ -255,7 +255,7 @@ def test_a_matrix_of_the_wrong_shape_is_refused_naming_the_operator():
 
 def test_mixing_refuses_class_ids_without_num_classes_and_images_of_different_shapes():
     with raises(ValueError, "mixup", "num_classes"):
-        mixing.mix_batch(np, "mixup", *_batch(), {"num_classes": None, "probability": 1.0}, (0, 0.5, 0, 0), "mixup")
+        mixing.mix_batch(np, "mixup", *_batch(), ARGS.replace(num_classes=None), (0, 0.5, 0, 0), "mixup")
     images, labels = _batch()
     images[1] = images[1][:5]
     with raises(ValueError, "cutmix", "differ in shape"):

@@ -217,10 +217,8 @@ def index_node(node: DataNode, subscripts) -> DataNode:
     if args or not (new_axes and isinstance(subscripts[-1], NewAxis)):
         result = invoke(registry.get_schema("tensor_subscript"), (node,), {**args, "num_subscripts": axis})
     if new_axes:
-        kwargs = {"axes": new_axes}
-        if new_names:
-            kwargs["new_axis_names"] = "".join(new_names)
-        result = invoke(registry.get_schema("expand_dims"), (result,), kwargs)
+        expand = {"axes": new_axes, **({"new_axis_names": "".join(new_names)} if new_names else {})}
+        result = invoke(registry.get_schema("expand_dims"), (result,), expand)
     return result
 
 

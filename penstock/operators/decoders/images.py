@@ -366,9 +366,8 @@ class ImageSlice(FixedWindowDecoder):
         for name in ("rel_start", "rel_end", "rel_shape"):
             window_args[name] = _single_precision(args[name])
         if len(inputs) == 3:
-            window_args["anchor"], window_args["window_shape"] = (
-                _anchor_input(name, value, len(axes), self.name) for name, value in (("anchor", inputs[1]),
-                                                                                     ("shape", inputs[2])))
+            window_args = window_args.replace(anchor=_anchor_input("anchor", inputs[1], len(axes), self.name),
+                                              window_shape=_anchor_input("shape", inputs[2], len(axes), self.name))
         bounds = [(0, height), (0, width)]
         try:
             windows = slice_windows(window_args, (height, width))

@@ -37,10 +37,13 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
 
 def pytest_collection_modifyitems(config, items):
     """The examples tier (``-m examples`` alone, ``-m "not examples"`` without it): the tests under
-    tests/examples/, which run the examples end to end and take about a third of the suite's time."""
+    tests/examples/, which run the examples end to end and take about a third of the suite's time.
+    They run first: in two processes (``-n 2``), the other one takes the rest of the suite meanwhile,
+    rather than one process running them alone at the end."""
     for item in items:
         if str(item.path).startswith(EXAMPLES + os.sep):
             item.add_marker(pytest.mark.examples)
+    items.sort(key=lambda item: item.get_closest_marker("examples") is None)
 
 
 def gpu_or_emulated():

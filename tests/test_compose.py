@@ -2,9 +2,8 @@
 against the same operators called one by one, and against DALI."""
 import numpy as np
 import pytest
-from conftest import noise_image
+from conftest import gpu_or_emulated, noise_image
 
-from penstock import devices
 from penstock.compat import dali as penstock_dali
 from penstock.compose import Compose
 
@@ -36,7 +35,7 @@ def test_compose_is_the_operators_called_in_turn():
 
 
 def test_a_gpu_operator_gets_its_inputs_copied_to_the_gpu():
-    with devices.emulated_gpu(True):
+    with gpu_or_emulated():
         layout, arrays = composed(penstock_dali, Compose, device="gpu")
     for array, image in zip(arrays, IMAGES):
         assert np.array_equal(array, image[:, ::-1].astype(np.float32).transpose(2, 0, 1))

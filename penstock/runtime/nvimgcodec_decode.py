@@ -517,11 +517,17 @@ class PendingDecode:
         self._upload(indices, lambda buffer, offsets: copy_into(buffer, offsets, arrays))
 
     def _decoded_on_cpu(self, item: EncodedImage, index: int) -> np.ndarray:
-        """The CPU decoders' pixels of the JPEG (image_codecs: the whole image, or only its window)."""
-        output_type = self._decoder._output_type
+        """The CPU decoders' pixels of the image (image_codecs: a JPEG's window only, where it has one;
+        other formats whole, then cut)."""
+        output_type, window = self._decoder._output_type, item.window
         try:
-            image = image_codecs.decode(item.data, output_type) if item.window is None else \
-                image_codecs.decode_jpeg_window(item.data, output_type, item.window)
+            if window is not None and image_codecs.is_jpeg(item.data):
+                image = image_codecs.decode_jpeg_window(item.data, output_type, window)
+            else:
+                image = image_codecs.decode(item.data, output_type)
+                if window is not None:
+                    top, left, height, width = window
+                    image = image[top:top + height, left:left + width]
         except image_codecs.DecodeError as error:
             raise image_codecs.DecodeError(f"{self._describe(index)}: {error}") from None
         if image.ndim == 2:

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import new_penstock_threads
 
 from penstock import devices, fn, pipeline_def, registry
 from penstock.contract import BatchOperator
@@ -42,6 +43,7 @@ def _pipeline(schema):
 
 
 def test_lane_calls_run_on_the_executors_lane_thread(scratch_registry):
+    threads_before = set(threading.enumerate())
     schema, probe = _register_probe("slow call")
     with devices.emulated_gpu():
         pipe = _pipeline(schema)
@@ -50,7 +52,7 @@ def test_lane_calls_run_on_the_executors_lane_thread(scratch_registry):
             np.testing.assert_array_equal(out.as_cpu().as_array()[1], np.ones(3))
         pipe.close()
     assert probe.seen and all(name.startswith("penstock-lane-") and "slow-call-" in name for name in probe.seen)
-    assert not [t for t in threading.enumerate() if t.name.startswith("penstock-lane-")]
+    assert not [t for t in new_penstock_threads(threads_before) if t.name.startswith("penstock-lane-")]
 
 
 def test_an_undeclared_lane_is_an_error_naming_the_operator(scratch_registry):
@@ -101,13 +103,14 @@ def test_cpu_work_handed_back_by_the_gpu_stage_runs_on_the_cpu_workers(scratch_r
 
 
 def test_an_error_in_cpu_work_handed_back_surfaces_naming_the_operator(scratch_registry):
+    threads_before = set(threading.enumerate())
     schema, _ = _register_worker_probe(fail_on=1)
     with devices.emulated_gpu():
         pipeline = _pipeline(schema)
         with pytest.raises(Exception, match="_worker_probe.*call 1 refused"):
             pipeline.run()
         pipeline.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("penstock-")]
+    assert not new_penstock_threads(threads_before)
 
 
 def test_open_runs_on_the_gpu_stage_before_the_first_batch_and_its_errors_reach_run_batch(scratch_registry):

@@ -2,6 +2,7 @@
 batches as worker threads, reports errors the same way, and leaves no process behind."""
 import dataclasses
 import multiprocessing
+import threading
 import time
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from helpers_data import make_class_tree
 
 import penstock
+from conftest import new_penstock_threads
 from penstock.recipes import imagenet_train
 from penstock.tuning import DEFAULT
 
@@ -365,7 +367,7 @@ def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monk
     """Where the GPU reads the rings, a thread of the executor's pins them once the first batch is
     handed out (not beside it: pinning holds the process's memory map); close() waits for it and
     unpins every ring it pinned, and no thread is left (nor the one that warms Triton up)."""
-    import threading
+    threads_before = set(threading.enumerate())
 
     import torch
 
@@ -391,7 +393,7 @@ def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monk
     _, rings = _rings_of_a_mixed_decoder_pipeline(data, pinning_ends)
     assert pinning == [("penstock-pin-rings", [True])] * 2
     assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
-    assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
+    assert not new_penstock_threads(threads_before)
 
 
 def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp_path, monkeypatch):
@@ -576,7 +578,7 @@ def test_worker_processes_end_when_the_pipeline_process_dies(data, tmp_path, dea
 def test_worker_processes_outlive_the_thread_that_started_them(data):
     """The system kills the worker processes when the thread that forked them ends: a pipeline first
     run from a thread that then ends keeps its workers, and runs on from another."""
-    import threading
+    threads_before = set(threading.enumerate())
 
     pipe = imagenet_train(data, batch_size=2, num_threads=2, device_id=None, seed=11, crop=32, worker_processes=True)
     try:
@@ -591,7 +593,7 @@ def test_worker_processes_outlive_the_thread_that_started_them(data):
         assert pipe._executor._processes._links == links
     finally:
         pipe.close()
-    assert not [thread for thread in threading.enumerate() if thread.name.startswith("penstock-")]
+    assert not new_penstock_threads(threads_before)
 
 
 def test_shared_heap_lends_arrays_given_back_in_any_order():
@@ -640,6 +642,9 @@ def test_large_samples_cross_as_views_of_the_heap_and_match_threads(tmp_path):
             if worker_processes:
                 heaps = [link.ring for link in built._executor._processes._links]
                 del outputs
+                deadline = time.monotonic() + 5  # the processes take their buffers back as they come to it
+                while sum(int(heap._returns[0]) for heap in heaps) < 8 and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 given_back = sum(int(heap._returns[0]) for heap in heaps)
                 return images, bases, given_back
             return images, bases, None

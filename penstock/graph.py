@@ -67,14 +67,14 @@ class DataNode:
         return self.property("source_info", device=device)
 
     def __getitem__(self, subscripts) -> "DataNode":
-        """Numpy-style indexing of every sample (operators/subscript.py): ints and per-sample
+        """Numpy-style indexing of every sample (operators/tensor/subscript.py): ints and per-sample
         DataNodes as indices, slices, and ``newaxis`` (or ``newaxis("Z")``, naming the new axis)."""
         return index_node(self, subscripts)
 
     def __repr__(self):
         return f"DataNode({self.name}, device='{self.device}')"
 
-    # arithmetic: element-wise, per sample (operators/arithmetic.py); comparisons give bool batches,
+    # arithmetic: element-wise, per sample (operators/tensor/arithmetic.py); comparisons give bool batches,
     # so a DataNode is compared by identity only where penstock itself needs it (hash, `is`)
     def _arithmetic(self, other, op: str, constant_first: bool = False) -> "DataNode":
         schema = registry.get_schema("_arithmetic")

@@ -168,7 +168,8 @@ def tensor_protos(*tensors: bytes) -> bytes:
 
 
 def lmdb_database(path: str, records: dict) -> str:
-    import lmdb
+    import pytest
+    lmdb = pytest.importorskip("lmdb")  # the test extra installs it
     environment = lmdb.open(path, map_size=1 << 22)
     with environment.begin(write=True) as transaction:
         for key, value in records.items():

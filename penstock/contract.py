@@ -30,11 +30,10 @@ from typing import Any, Callable
 import numpy as np
 
 from penstock import devices
-from penstock.batch import DeferredBatch
 from penstock.sharding import Place
 from penstock.tuning import DEFAULT as DEFAULT_TUNING, Tuning
 
-__all__ = ["MISSING", "WholeBatchOperator", "BatchContext", "BatchOperator", "BuildContext", "DeferredBatch", "EpochInfo", "FedSource",
+__all__ = ["MISSING", "WholeBatchOperator", "BatchContext", "BatchOperator", "BuildContext", "EpochInfo", "FedSource",
            "Operator", "OutputSpec", "Reader", "SampleContext", "SampleOperator", "SourceBatch",
            "SourceOperator"]
 

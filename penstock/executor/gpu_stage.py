@@ -11,8 +11,8 @@ import time
 from typing import Any, Callable
 
 from penstock import devices
-from penstock.batch import GpuBatch, PackedBatch
-from penstock.contract import BatchContext, DeferredBatch
+from penstock.batch import DeferredBatch, GpuBatch, PackedBatch
+from penstock.contract import BatchContext
 from penstock.executor import branches
 from penstock.executor.jobs import POLL_SECONDS, Job, StageTimes, WorkerCalls, as_tuple, call_operator
 from penstock.executor.plan import PREPARED, ExecutionPlan

@@ -5,6 +5,7 @@ same on every run), a look at penstock's threads, and a deadline that turns a ha
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import threading
@@ -62,7 +63,10 @@ def penstock_threads() -> list[threading.Thread]:
 
 def assert_no_penstock_threads(timeout: float = 3.0, ignore=()) -> None:
     """Fails when a thread named penstock-* (other than those in ``ignore``) is still alive after
-    ``timeout`` seconds of joining."""
+    ``timeout`` seconds of joining. Pipelines that earlier tests let go of but that wait for the
+    cyclic garbage collector (kept by a traceback's frames) are collected first: their __del__
+    closes them."""
+    gc.collect()
     until = time.monotonic() + timeout
     for thread in penstock_threads():
         if thread not in ignore:

@@ -25,6 +25,7 @@ SEED = 1234
 @pytest.fixture(autouse=True)
 def no_threads_left():
     """Every test here leaves no penstock thread behind (once its pipelines are unreachable)."""
+    gc.collect()  # pipelines earlier tests let go of, kept only by a cycle, close as they are collected
     before = set(penstock_threads())  # a leak of an earlier test is that test's failure, not this one's
     yield
     gc.collect()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -207,9 +206,3 @@ def scratch_registry():
                          (registry._REQUIREMENTS, requirements)):
         table.clear()
         table.update(saved)
-
-
-def new_penstock_threads(before: set) -> list:
-    """penstock's threads running now that were not in ``before`` (a test's own pipelines' threads;
-    a pipeline another test left to the garbage collector is not this test's)."""
-    return [thread for thread in threading.enumerate() if thread not in before and thread.name.startswith("penstock-")]

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import new_penstock_threads
+from helpers_data import penstock_threads
 
 from penstock import devices, fn, pipeline_def, registry
 from penstock.contract import BatchOperator
@@ -52,7 +52,7 @@ def test_lane_calls_run_on_the_executors_lane_thread(scratch_registry):
             np.testing.assert_array_equal(out.as_cpu().as_array()[1], np.ones(3))
         pipe.close()
     assert probe.seen and all(name.startswith("penstock-lane-") and "slow-call-" in name for name in probe.seen)
-    assert not [t for t in new_penstock_threads(threads_before) if t.name.startswith("penstock-lane-")]
+    assert not [t for t in penstock_threads() if t not in threads_before and t.name.startswith("penstock-lane-")]
 
 
 def test_an_undeclared_lane_is_an_error_naming_the_operator(scratch_registry):
@@ -110,7 +110,7 @@ def test_an_error_in_cpu_work_handed_back_surfaces_naming_the_operator(scratch_r
         with pytest.raises(Exception, match="_worker_probe.*call 1 refused"):
             pipeline.run()
         pipeline.close()
-    assert not new_penstock_threads(threads_before)
+    assert not set(penstock_threads()) - threads_before
 
 
 def test_open_runs_on_the_gpu_stage_before_the_first_batch_and_its_errors_reach_run_batch(scratch_registry):

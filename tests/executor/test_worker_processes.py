@@ -10,7 +10,7 @@ import pytest
 from helpers_data import make_class_tree
 
 import penstock
-from conftest import new_penstock_threads
+from helpers_data import penstock_threads
 from penstock.recipes import imagenet_train
 from penstock.tuning import DEFAULT
 
@@ -393,7 +393,7 @@ def test_rings_are_pinned_after_the_first_batch_and_unpinned_at_close(data, monk
     _, rings = _rings_of_a_mixed_decoder_pipeline(data, pinning_ends)
     assert pinning == [("penstock-pin-rings", [True])] * 2
     assert sorted(map(id, unpinned)) == sorted(id(ring.memory) for ring in rings)
-    assert not new_penstock_threads(threads_before)
+    assert not set(penstock_threads()) - threads_before
 
 
 def test_mixed_decoder_batches_do_not_share_the_rings_the_workers_write_next(tmp_path, monkeypatch):
@@ -593,7 +593,7 @@ def test_worker_processes_outlive_the_thread_that_started_them(data):
         assert pipe._executor._processes._links == links
     finally:
         pipe.close()
-    assert not new_penstock_threads(threads_before)
+    assert not set(penstock_threads()) - threads_before
 
 
 def test_shared_heap_lends_arrays_given_back_in_any_order():

@@ -1,8 +1,13 @@
 """Make a COCO-format detection data set: JPEGs of drawn objects and an instances JSON written as
 COCO writes it (images, annotations with bbox, area, iscrowd and segmentation, categories).
 
-usage: python benchmarks/make_coco.py OUT_DIR [IMAGES] [--seed S] [--sizes MIN MAX]
+usage: python benchmarks/make_coco.py OUT_DIR [IMAGES] [--seed S] [--sizes MIN MAX] [--photos DIR]
 Writes OUT_DIR/images/*.jpg and OUT_DIR/annotations/instances.json.
+
+With ``--photos DIR`` the images are the first IMAGES JPEGs under DIR (an ImageNet-like folder,
+such as the one benchmarks/make_photos.py or the GPU machine's data tool makes), copied unchanged,
+and each is annotated with 1-6 objects of the same kinds, not drawn: the photographs' decode cost
+is what such a set measures.
 
 Each image holds 0-6 objects (rectangles, triangles and ellipses as polygons, drawn filled over a
 smooth background, each object's bbox the bounds of its polygon); about one image in ten has none,
@@ -93,11 +98,61 @@ def make_coco(out_dir: str, count: int, seed: int = 0, sizes=(96, 320)) -> str:
         cv2.imwrite(os.path.join(image_dir, name), canvas[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])
         images.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width,
                        "date_captured": "2026-01-01 00:00:00", "flickr_url": "", "id": image_id})
+    return _write_annotations(annotation_dir, images, annotations, "penstock generated shapes")
+
+
+def annotate_photos(out_dir: str, photos: str, count: int, seed: int = 0) -> str:
+    """Copies the first ``count`` JPEGs under ``photos`` and writes COCO annotations of 1-6 objects
+    each; returns the annotations file's path."""
+    import shutil
+    rng = np.random.default_rng(seed)
+    files = sorted(os.path.join(root, name) for root, _, names in os.walk(photos) for name in names
+                   if name.lower().endswith((".jpg", ".jpeg")))[:count]
+    if len(files) < count:
+        raise SystemExit(f"--photos {photos}: {len(files)} JPEGs, {count} asked for")
+    image_dir, annotation_dir = os.path.join(out_dir, "images"), os.path.join(out_dir, "annotations")
+    os.makedirs(image_dir, exist_ok=True)
+    os.makedirs(annotation_dir, exist_ok=True)
+    category_of = {c["name"]: c["id"] for c in CATEGORIES}
+    images, annotations = [], []
+    for index, source in enumerate(files):
+        height, width = cv2.imread(source, cv2.IMREAD_REDUCED_GRAYSCALE_8).shape[:2]
+        height, width = _full_size(source, height, width)
+        image_id = 1000 + 3 * index
+        for _ in range(int(rng.integers(1, 7))):
+            kind, points = _shape(rng, width, height)
+            left, top = points.min(0)
+            right, bottom = points.max(0)
+            annotations.append({"segmentation": [points.reshape(-1).tolist()],
+                                "area": float(cv2.contourArea(points.astype(np.float32))), "iscrowd": 0,
+                                "image_id": image_id, "bbox": [round(v, 2) for v in (left, top, right - left, bottom - top)],
+                                "category_id": category_of[kind]})
+        name = f"{index:06d}.jpg"
+        shutil.copyfile(source, os.path.join(image_dir, name))
+        images.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width,
+                       "date_captured": "2026-01-01 00:00:00", "flickr_url": "", "id": image_id})
+    return _write_annotations(annotation_dir, images, annotations, "penstock annotated photographs")
+
+
+def _full_size(path: str, reduced_height: int, reduced_width: int) -> tuple[int, int]:
+    """The JPEG's size from its frame header (the 1/8 decode above only bounds it)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    at = 2
+    while at + 9 < len(data):
+        marker, length = data[at + 1], int.from_bytes(data[at + 2:at + 4], "big")
+        if marker in (0xC0, 0xC1, 0xC2):
+            return int.from_bytes(data[at + 5:at + 7], "big"), int.from_bytes(data[at + 7:at + 9], "big")
+        at += 2 + length
+    return reduced_height * 8, reduced_width * 8
+
+
+def _write_annotations(annotation_dir: str, images: list, annotations: list, description: str) -> str:
     for number, annotation in enumerate(annotations, 1):
         annotation["id"] = number
     path = os.path.join(annotation_dir, "instances.json")
     with open(path, "w") as handle:
-        json.dump({"info": {"description": "penstock generated shapes", "version": "1.0", "year": 2026},
+        json.dump({"info": {"description": description, "version": "1.0", "year": 2026},
                    "licenses": [{"id": 1, "name": "generated", "url": ""}], "images": images,
                    "annotations": annotations, "categories": CATEGORIES}, handle)
     return path
@@ -110,8 +165,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizes", type=int, nargs=2, default=(96, 320), metavar=("MIN", "MAX"),
                         help="image sides are drawn from [MIN, MAX)")
+    parser.add_argument("--photos", help="annotate the JPEGs under this folder instead of drawing images")
     args = parser.parse_args()
-    print(make_coco(args.out_dir, args.images, args.seed, tuple(args.sizes)))
+    if args.photos:
+        print(annotate_photos(args.out_dir, args.photos, args.images, args.seed))
+    else:
+        print(make_coco(args.out_dir, args.images, args.seed, tuple(args.sizes)))
 
 
 if __name__ == "__main__":

@@ -110,6 +110,84 @@ def build_pipeline(api, kind: str, device: str, data: str, batch_size: int, thre
     return {"train": train, "val": val, "aug": augmented}[kind]()
 
 
+def ssd300_default_boxes() -> list:
+    """SSD300's 8,732 default boxes (ltrb, relative) as DALI's SSD example computes them
+    (``dboxes300_coco().as_ltrb_list()``: six feature maps, scales 21-315 over 300 pixels, each
+    centre and size clamped to [0, 1] before the corners are taken), a list of numpy float32 scalars
+    as that example hands to BoxEncoder."""
+    import itertools
+    import math
+
+    import numpy as np
+    size, features, steps = 300, [38, 19, 10, 5, 3, 1], [8, 16, 32, 64, 100, 300]
+    scales, aspect_ratios = [21, 45, 99, 153, 207, 261, 315], [[2], [2, 3], [2, 3], [2, 3], [2], [2]]
+    boxes = []
+    for index, cells in enumerate(features):
+        small, large = scales[index] / size, scales[index + 1] / size
+        shapes = [(small, small), (math.sqrt(small * large),) * 2]
+        for alpha in aspect_ratios[index]:
+            shapes += [(small * math.sqrt(alpha), small / math.sqrt(alpha)),
+                       (small / math.sqrt(alpha), small * math.sqrt(alpha))]
+        cell = size / steps[index]
+        for width, height in shapes:
+            for row, column in itertools.product(range(cells), repeat=2):
+                boxes.append(((column + 0.5) / cell, (row + 0.5) / cell, width, height))
+    centred = np.clip(np.array(boxes, np.float32), 0, 1)
+    ltrb = np.concatenate([centred[:, :2] - 0.5 * centred[:, 2:], centred[:, :2] + 0.5 * centred[:, 2:]], axis=1)
+    return [value for value in ltrb.reshape(-1)]
+
+
+def ssd_example_pipeline(api, device: str, data: str, batch_size: int, threads: int, device_id=0):
+    """DALI's SSD300 training example as DALI writes it: a Pipeline subclass of ``ops`` objects,
+    random_bbox_crop and the box flip and encoder on the CPU, the mixed slice decoder, and flip,
+    resize, colour twist and normalize on the GPU (``device`` 'cpu': every operator on the CPU);
+    images FP16 CHW, offsets and labels moved to the GPU at the end."""
+    ops, types = api.ops, api.types
+    decoder, rest = ("mixed", "gpu") if device == "gpu" else ("cpu", "cpu")
+
+    class COCOPipeline(api.Pipeline):
+        def __init__(self):
+            super().__init__(batch_size=batch_size, device_id=device_id, num_threads=threads, seed=15)
+            self.input = ops.readers.COCO(file_root=os.path.join(data, "images"),
+                                          annotations_file=os.path.join(data, "annotations", "instances.json"),
+                                          ratio=True, ltrb=True, skip_empty=True, random_shuffle=True)
+            self.crop = ops.RandomBBoxCrop(device="cpu", aspect_ratio=[0.5, 2.0],
+                                           thresholds=[0, 0.1, 0.3, 0.5, 0.7, 0.9], scaling=[0.3, 1.0],
+                                           bbox_layout="xyXY", allow_no_crop=True, num_attempts=50)
+            self.decode_slice = ops.decoders.ImageSlice(device=decoder, output_type=types.RGB)
+            self.flip = ops.Flip(device=rest)
+            self.bbflip = ops.BbFlip(device="cpu", ltrb=True)
+            self.resize = ops.Resize(device=rest, resize_x=300, resize_y=300,
+                                     min_filter=types.DALIInterpType.INTERP_TRIANGULAR)
+            self.twist = ops.ColorTwist(device=rest)
+            self.normalize = ops.CropMirrorNormalize(device=rest, crop=(300, 300), mean=[0.0, 0.0, 0.0],
+                                                     std=[255.0, 255.0, 255.0], mirror=0, dtype=types.FLOAT16,
+                                                     output_layout=types.NCHW, pad_output=False)
+            self.saturation_contrast = ops.random.Uniform(range=[0.5, 1.5])
+            self.brightness = ops.random.Uniform(range=[0.875, 1.125])
+            self.hue = ops.random.Uniform(range=[-0.5, 0.5])
+            self.flip_coin = ops.random.CoinFlip(probability=0.5)
+            self.box_encoder = ops.BoxEncoder(device="cpu", criteria=0.5, anchors=ssd300_default_boxes())
+
+        def define_graph(self):
+            saturation, contrast = self.saturation_contrast(), self.saturation_contrast()
+            brightness, hue, coin = self.brightness(), self.hue(), self.flip_coin()
+            inputs, bboxes, labels = self.input(name="Reader")
+            crop_begin, crop_size, bboxes, labels = self.crop(bboxes, labels)
+            images = self.decode_slice(inputs, crop_begin, crop_size)
+            images = self.flip(images, horizontal=coin)
+            bboxes = self.bbflip(bboxes, horizontal=coin)
+            images = self.resize(images)
+            images = self.twist(images, saturation=saturation, contrast=contrast, brightness=brightness, hue=hue)
+            images = self.normalize(images)
+            bboxes, labels = self.box_encoder(bboxes, labels)
+            if device == "gpu":
+                return images, bboxes.gpu(), labels.gpu()
+            return images, bboxes, labels
+
+    return COCOPipeline()
+
+
 def torchvision_transform(v2, torch):
     """The augmentation-heavy pipeline in torchvision.transforms.v2, from a decoded uint8 CHW image."""
     return v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
@@ -281,6 +359,12 @@ def run_case(args) -> None:
         iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
 
         return _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["images"])
+    if kind == "ssd_example":  # DALI's SSD300 example, as DALI writes it
+        imported = time.time()
+        device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
+        pipe = ssd_example_pipeline(api, device, args.data, args.batch_size, args.threads, device_id)
+        iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
+        return _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["images"])
     if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
         importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
@@ -365,7 +449,7 @@ def _descendants(root: int) -> list[int]:
 def measure(args, case: str, runner: str, cores: list | None = None) -> dict:
     """One case in a process of its own; ``cores``: the CPUs it is held to (and its thread count), or
     None for the machine's and ``--threads``."""
-    data = args.coco if case.endswith("-ssd") else args.data
+    data = args.coco if "-ssd" in case else args.data
     if data is None:
         raise SystemExit(f"case {case} reads a COCO-format set: give --coco DIR (benchmarks/make_coco.py makes one)")
     threads = len(cores) if cores else args.threads

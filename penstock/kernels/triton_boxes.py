@@ -6,7 +6,7 @@ anchor (one program per sample and block of boxes, walking every anchor); ``enco
 gives each anchor the box it overlaps most, a box's own best anchor counting as an overlap of 2,
 and writes the encoded box and label (one program per sample and block of anchors, walking the
 sample's boxes). Ties go to the later anchor and the later box, as in DALI and the CPU form
-(penstock.operators.detection.box_encoder.encode_boxes), whose arithmetic this follows operation by operation:
+(penstock.operators.detection.box_encoder.encode_sample), whose arithmetic this follows operation by operation:
 the launches turn floating-point fusion off so that IoUs equal the CPU's and ties and the
 criteria threshold fall the same way.
 """

@@ -82,21 +82,35 @@ def _build(name: str) -> str:
     return built
 
 
-_affine_warp = None  # the C warp's function once loaded (False where it cannot be built)
+_functions: dict[str, object] = {}  # "library.symbol" -> the loaded function (None where it cannot be built)
+
+
+def _function(name: str, symbol: str, argtypes: list):
+    """csrc/<name>.c's function ``symbol``, loaded once, or None where it cannot be built."""
+    key = f"{name}.{symbol}"
+    if key not in _functions:
+        path = built(name)
+        function = None
+        if path is not None:
+            function = getattr(ctypes.CDLL(path), symbol)
+            function.argtypes, function.restype = argtypes, None
+        _functions[key] = function
+    return _functions[key]
+
+
+_POINTER, _INT, _FLOAT = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
 
 
 def affine_warp():
     """csrc/affine_warp.c's bilinear warp (cpu_image.affine_sample's native_warp), or None where it
     cannot be built (the numpy path then does the same float32 operations)."""
-    global _affine_warp
-    if _affine_warp is None:
-        path = built("affine_warp")
-        if path is None:
-            _affine_warp = False
-        else:
-            function = ctypes.CDLL(path).penstock_affine_linear
-            pointer, integer = ctypes.c_void_p, ctypes.c_int
-            function.argtypes = [pointer, integer, integer, integer, pointer, integer, integer, pointer, pointer]
-            function.restype = None
-            _affine_warp = function
-    return _affine_warp or None
+    return _function("affine_warp", "penstock_affine_linear",
+                     [_POINTER, _INT, _INT, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER])
+
+
+def box_encode():
+    """csrc/box_encoder.c's matching of one sample's boxes to the anchors (box_encoder's CPU form),
+    or None where it cannot be built (the numpy path then does the same float32 operations)."""
+    return _function("box_encoder", "penstock_box_encode",
+                     [_POINTER, _INT, _POINTER, _POINTER, _POINTER, _POINTER, _INT, _INT, _FLOAT, _INT, _FLOAT,
+                      _POINTER, _POINTER, _POINTER, _POINTER, _POINTER])

@@ -143,6 +143,44 @@ def test_the_gpu_encoder_walks_many_boxes_and_anchors_and_breaks_ties_as_the_cpu
     np.testing.assert_array_equal(gpu[1][0], want_labels)
 
 
+@pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_the_c_encoder_matches_the_numpy_encoder_to_the_bit(offset, degenerate):
+    """The CPU form's C path (runtime.native.box_encode) and its numpy path: the same float32
+    operations, so the same IoUs, ties (repeated boxes and anchors go to the later one) and
+    threshold; the offsets' logarithm may differ by a unit in the last place."""
+    from penstock import registry
+    from penstock.operators.detection import box_encoder
+    from penstock.runtime import native
+    encode = native.box_encode()
+    if encode is None:
+        pytest.skip(f"the C helper cannot be built here: {native.problem('box_encoder')}")
+    anchors = random_boxes(700, 7, ltrb=True)
+    anchors = np.concatenate([anchors, anchors[:5]])  # repeated anchors tie
+    if degenerate:  # anchors of zero area: a box without area then has a union of 0 with them
+        anchors = np.concatenate([anchors, np.array([[0.2, 0.2, 0.2, 0.6], [0.5, 0.5, 0.5, 0.5]], np.float32)])
+    table = box_encoder.AnchorTable(anchors)
+    assert table.all_positive is not degenerate
+    arguments = registry.get_schema("box_encoder").validate(
+        {"anchors": anchors.reshape(-1).tolist(), "criteria": 0.3, "offset": offset, "scale": 2.0,
+         "means": [0.01, -0.02, 0.0, 0.1], "stds": [0.1, 0.1, 0.2, 0.2]})[0]
+    for seed, count in enumerate([1, 3, 40, 0]):
+        boxes = xywh_to_ltrb(random_boxes(count, 30 + seed))
+        if count > 3:
+            boxes[-3:] = boxes[:3]  # repeated boxes tie
+            boxes[5] = [0.5, 0.5, 0.5, 0.5]  # a box without area
+        labels = np.arange(1, count + 1, dtype=np.int64)
+        want, want_labels = box_encoder.encode_sample(boxes, labels, table, arguments)
+        got, got_labels = box_encoder.encode_sample_native(encode, boxes, labels, table, arguments)
+        np.testing.assert_array_equal(got_labels, want_labels)
+        assert got_labels.dtype == want_labels.dtype
+        if offset:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+            np.testing.assert_array_equal(got[:, :2], want[:, :2])
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
 def test_the_gpu_names_the_sample_whose_boxes_and_labels_differ_in_number():
     boxes = [random_boxes(3, 0), random_boxes(2, 1)]
     labels = [np.ones(3, np.int32), np.ones(1, np.int32)]

@@ -165,6 +165,20 @@ class ArrayColumn(BatchColumn):
         return column
 
     @classmethod
+    def over(cls, array: np.ndarray, values) -> "ArrayColumn":
+        """A column whose rows are to be written into ``array`` (a batch buffer shared with the
+        worker processes), holding the values a list or column ``values`` has already."""
+        column = cls.__new__(cls)
+        column.array, column.present, column.others = array, np.zeros(len(array), bool), {}
+        if isinstance(values, ArrayColumn):
+            column.present[:] = values.present
+            column.array[values.present] = values.array[values.present]
+            column.others = dict(values.others)
+        else:
+            column._hold_as_themselves(values)
+        return column
+
+    @classmethod
     def full(cls, array: np.ndarray) -> "ArrayColumn":
         """The column of a whole batch's array (a random generator's draws)."""
         column = cls.__new__(cls)

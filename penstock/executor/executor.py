@@ -89,8 +89,8 @@ class Executor:
         self._times = StageTimes()
         uses_processes = plan.uses_processes(worker_processes)
         # worker processes write their samples straight into batch buffers shared with them
-        arena = SharedArena() if uses_processes and plan.dense_outputs else None
-        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3, arena=arena if slot in plan.dense_slots else None)
+        arena = SharedArena() if uses_processes and plan.shared_slots else None
+        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3, arena=arena if slot in plan.shared_slots else None)
                                            for slot in range(len(plan.kept))], self._times)
         self._slots = threading.Semaphore(depth)  # batches the producer may start before the consumer takes one
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()  # (job, sample index); None: stop

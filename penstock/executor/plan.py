@@ -52,6 +52,9 @@ class ExecutionPlan:
     kept: dict[Ref, int]
     dense_slots: frozenset[int]  # kept slots of pipeline outputs: stored in one batch buffer when they fit
     dense_outputs: dict[int, int]  # step key -> kept slot of the pipeline output it may write into directly
+    # kept slots of what the per-sample CPU operators make: worker processes write these into their
+    # rows of a batch buffer shared with them, once a batch has shown the rows' shape
+    shared_slots: frozenset[int]
     prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
     gpu_reads_rings: bool  # the GPU reads some preparations out of the workers' rings (gpu_reads_preparations)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
@@ -90,6 +93,8 @@ class ExecutionPlan:
             cpu_steps=cpu_steps, whole_batch_steps=whole_batch_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
             kept=kept, dense_slots=dense_slots,
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
+            shared_slots=frozenset(slot for (key, position), slot in kept.items()
+                                   if position != PREPARED and key in {step.key for step in cpu_steps}),
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
             gpu_reads_rings=any(step.impl.gpu_reads_preparations for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(

@@ -293,6 +293,9 @@ class WorkerProcesses:
                 if job.error is not None:
                     continue
                 read = value
+                if value is WrittenInPlace and slot not in dense_slots:  # a row of the job's ArrayColumn
+                    job.values[slot].present[index] = True
+                    continue
                 if value is WrittenInPlace:
                     value = job.buffers[slot][index]
                 elif slot in dense_slots and not (lent and in_ring[position]):
@@ -341,11 +344,13 @@ class WorkerProcesses:
 
     def _shared_buffers(self, job: Job) -> dict:
         """Kept slot -> SharedArena location of the job's buffer, for the values the processes may
-        write in place; the buffer is made here when the last batch's rows tell its shape."""
+        write in place; the buffer is made here when the last batch's rows tell its shape (the
+        buffer of a value that is not a pipeline output is the array of the job's ArrayColumn)."""
         shared = {}
         if self._arena is None:
             return shared
-        for slot in self._runner.plan.dense_outputs.values():
+        dense_slots = self._runner.plan.dense_slots
+        for slot in self._runner.plan.shared_slots:
             if job.ragged[slot]:
                 continue
             buffer = job.buffers[slot]
@@ -353,6 +358,8 @@ class WorkerProcesses:
                 if slot not in self._row_shapes:
                     continue  # the first sample back through the pipe makes it
                 buffer = self._runner.batch_buffer(job, slot, *self._row_shapes[slot])
+                if slot not in dense_slots:
+                    job.values[slot] = ArrayColumn.over(buffer, job.values[slot])
             location = self._arena.location(buffer)
             if location is not None:
                 shared[slot] = location
@@ -361,9 +368,17 @@ class WorkerProcesses:
     def _note_row_shapes(self, tasks: list) -> None:
         if self._arena is None:
             return
+        dense_slots = self._runner.plan.dense_slots
         for job in {id(job): job for job, _ in tasks}.values():
-            for slot in self._runner.plan.dense_outputs.values():
+            for slot in self._runner.plan.shared_slots:
                 buffer = job.buffers[slot]
+                if slot not in dense_slots:  # the rows of its ArrayColumn, when every sample had one
+                    column = job.values[slot]
+                    buffer = column.array if isinstance(column, ArrayColumn) and not column.others else None
+                    if buffer is None and isinstance(column, ArrayColumn | list) and \
+                            any(value is not None for value in column):
+                        self._row_shapes.pop(slot, None)  # rows of other shapes or values of other kinds
+                        continue
                 if job.ragged[slot]:
                     self._row_shapes.pop(slot, None)
                 elif buffer is not None:

@@ -54,7 +54,8 @@ def test_outputs_computed_on_the_cpu_are_kept_once_and_may_be_written_in_place()
     plan = ExecutionPlan.build([source(0)], steps, [(1, 0), (2, 0), (1, 0)])
     assert plan.kept == {(1, 0): 0, (2, 0): 1}
     assert plan.dense_slots == {0, 1}
-    assert plan.dense_outputs == {1: 0}  # step 2 has two outputs: not written into a buffer
+    assert plan.dense_outputs == {1: 0}  # step 2 has two outputs: threads do not write it into a buffer
+    assert plan.shared_slots == {0, 1}  # worker processes write both into their rows
     assert plan.computed_slots == (0, 1) and plan.passed_slots == {}
 
 

@@ -163,6 +163,58 @@ def test_processes_write_samples_into_the_shared_batch_buffer(data):
         pipe.close()
 
 
+def test_processes_write_fixed_shape_values_for_the_gpu_stage_into_shared_rows():
+    """Values of a fixed shape that the GPU stage reads (box_encoder's outputs on the CPU, on their way
+    to the GPU) are written by the processes into their rows of a shared buffer from the second
+    batch on, as pipeline outputs are, instead of coming back through the pipes; a batch whose rows
+    differ in shape goes back to the pipes. The batches are the threads' batches."""
+    import mmap
+
+    from cases_detection import ANCHORS, random_boxes, xywh_to_ltrb
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def
+    from penstock.columns import ArrayColumn
+
+    def boxes_of(iteration):
+        return [xywh_to_ltrb(random_boxes(1 + (iteration + index) % 3, iteration * 10 + index)) for index in range(4)]
+
+    def pipeline(worker_processes):
+        @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=3, worker_processes=worker_processes)
+        def encode():
+            boxes = fn.external_source(source=boxes_of, batch=True)
+            labels = fn.external_source(source=lambda iteration: [np.arange(1, len(b) + 1, dtype=np.int32)
+                                                                   for b in boxes_of(iteration)], batch=True)
+            encoded, encoded_labels = fn.box_encoder(boxes, labels, anchors=ANCHORS.tolist(), criteria=0.3)
+            return encoded.gpu(), encoded_labels.gpu(), fn.cast(boxes, dtype=penstock.types.FLOAT64)
+        return encode()
+
+    seen = []
+    with gpu_or_emulated():
+        threads, processes = pipeline(False), pipeline(True)
+        try:
+            from penstock.operators.tensor import transfer
+            original = transfer.ToGpu.run_batch
+
+            def watched(self, inputs, args, batch):
+                if isinstance(inputs[0], ArrayColumn) and inputs[0].complete:
+                    seen.append(isinstance(inputs[0].array.base, mmap.mmap))
+                return original(self, inputs, args, batch)
+            transfer.ToGpu.run_batch = watched
+            for _ in range(4):
+                want, got = threads.run(), processes.run()
+                for want_batch, got_batch in zip(want, got):
+                    for index in range(4):
+                        np.testing.assert_array_equal(np.asarray(got_batch.at(index).cpu() if hasattr(
+                            got_batch.at(index), "cpu") else got_batch.at(index)), np.asarray(
+                            want_batch.at(index).cpu() if hasattr(want_batch.at(index), "cpu") else want_batch.at(index)))
+        finally:
+            transfer.ToGpu.run_batch = original
+            threads.close()
+            processes.close()
+    assert any(seen) and not all(seen)  # threads' columns are their own; the processes' rows are shared
+
+
 def test_pipelines_running_the_users_code_stay_on_threads(data):
     from penstock import fn, pipeline_def
 

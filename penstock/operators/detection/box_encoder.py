@@ -168,8 +168,8 @@ class BoxEncoder(EncoderDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         boxes, labels = _encoder_inputs(np, *inputs)
         if self._anchor_table is None:  # made once: the argument is a tuple of thousands of numbers
+            self._native = native.box_encode()  # (set first: other threads go on once the table is there)
             self._anchor_table = AnchorTable(self.anchors())
-            self._native = native.box_encode()
         boxes = boxes.astype(np.float32, copy=False)
         if self._native is not None:
             return encode_sample_native(self._native, boxes, labels, self._anchor_table, args)

@@ -5,8 +5,9 @@ batches run; an operator that declares none has none of these members.
 
 - ``ShrinksOnDecode``, ``Resamples``: a decoder that may decode smaller for the resize after it
   (optimize.let_decoders_shrink).
-- ``SharesWindows``, ``LightOnGpu``: a GPU decoder that may hand a share of its windows to the CPU
-  workers where every other GPU step is light (optimize.let_decoders_share_windows).
+- ``SharesWindows``, ``LightOnGpu``, ``LightOnCpu``: a GPU decoder that may hand a share of its
+  windows to the CPU workers where every other GPU step is light and the CPU stage has no
+  per-sample work of its own beyond light steps (optimize.let_decoders_share_windows).
 - ``ImagePlanStep``: a GPU image step of the fused image kernel (Pipeline.describe).
 - ``PreparesOnCpu``: a batch operator's per-sample preparation, run on the CPU stage (executor.plan).
 - ``WantsCpuWorkers``: per-sample work sized for more CPU workers than num_threads (executor.plan).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["ImagePlanStep", "LightOnGpu", "PreparesOnCpu", "ReportsEngines", "Resamples", "RoutesSamples", "RunsUserCode",
+__all__ = ["ImagePlanStep", "LightOnCpu", "LightOnGpu", "PreparesOnCpu", "ReportsEngines", "Resamples", "RoutesSamples", "RunsUserCode",
            "SharesWindows", "ShrinksOnDecode", "WantsCpuWorkers"]
 
 
@@ -53,6 +54,11 @@ class SharesWindows:
 class LightOnGpu:
     """A batch operator whose work on the GPU stage is a copy or a step of the batch's fused image
     kernel, no more (operators.shared.gpu_plan.ExtendsImagePlan: an ImagePlanStep that is light)."""
+
+
+class LightOnCpu:
+    """A per-sample CPU operator whose work is a few numbers a sample (random generators given a
+    per-sample argument): it leaves the CPU workers to a GPU decoder's share of the windows."""
 
 
 class ImagePlanStep:

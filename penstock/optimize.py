@@ -3,8 +3,8 @@ tolerance): each one is a function over the graph's nodes and their implementati
 them only what the operators declare (penstock.capabilities)."""
 from __future__ import annotations
 
-from penstock.capabilities import LightOnGpu, Resamples, SharesWindows, ShrinksOnDecode
-from penstock.contract import BatchOperator
+from penstock.capabilities import LightOnCpu, LightOnGpu, Resamples, SharesWindows, ShrinksOnDecode
+from penstock.contract import BatchOperator, SampleOperator
 from penstock.graph import DataNode, OpNode
 
 
@@ -32,12 +32,16 @@ def let_decoders_shrink(nodes: list[OpNode], impls: dict, outputs: list[DataNode
 def let_decoders_share_windows(impls: dict) -> None:
     """A GPU decoder may hand a share of its windows to the CPU workers (``share_windows``) where
     every other GPU step of the pipeline is light (``LightOnGpu``: copies, and the steps of the
-    one fused image kernel, as in the ResNet-50 training recipe): there the hardware JPEG engines
-    set the pace. Where other GPU work follows (RandAugment, box encoding), the engines do not, and
-    the share only adds work: the augmentation pipeline ran 8-30% slower with it and SSD 3-7%
-    (BENCHMARKS.md)."""
+    one fused image kernel, as in the ResNet-50 training recipe) and the CPU workers have no
+    per-sample work but light steps (``LightOnCpu``: random generators): there the hardware JPEG
+    engines set the pace. Where other GPU work follows (RandAugment, box encoding), the engines do
+    not, and the share only adds work: the augmentation pipeline ran 8-30% slower with it and SSD
+    3-7%. Where other CPU work takes the workers (DALI's SSD example crops and encodes boxes on
+    the CPU), the share takes cores that work needs (BENCHMARKS.md)."""
     gpu_impls = [impl for impl in impls.values() if isinstance(impl, BatchOperator)]
-    if all(isinstance(impl, (LightOnGpu, SharesWindows)) for impl in gpu_impls):
+    cpu_impls = [impl for impl in impls.values() if isinstance(impl, SampleOperator)]
+    if all(isinstance(impl, (LightOnGpu, SharesWindows)) for impl in gpu_impls) and \
+            all(isinstance(impl, LightOnCpu) for impl in cpu_impls):
         for impl in gpu_impls:
             if isinstance(impl, SharesWindows):
                 impl.share_windows()

@@ -3,7 +3,7 @@ that all resample to sizes known at build (to the largest of them), and a GPU de
 windows only where every other GPU step is light."""
 from dataclasses import dataclass, field
 
-from penstock.capabilities import LightOnGpu, Resamples, SharesWindows, ShrinksOnDecode
+from penstock.capabilities import LightOnCpu, LightOnGpu, Resamples, SharesWindows, ShrinksOnDecode
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.optimize import let_decoders_share_windows, let_decoders_shrink
 
@@ -94,9 +94,21 @@ class HeavyStep(BatchOperator):
     pass
 
 
+class LightCpuStep(SampleOperator, LightOnCpu):
+    pass
+
+
+def test_a_gpu_decoder_leaves_its_windows_to_the_gpu_where_the_cpu_workers_have_work_of_their_own():
+    """Per-sample CPU work other than light steps (a flip, DALI's SSD example's box crop and encoding)
+    takes the cores a share of the windows would use."""
+    decoder = GpuDecoder()
+    let_decoders_share_windows({0: decoder, 1: LightStep({}, None), 2: LightCpuStep({}, None), 3: Flip({}, None)})
+    assert not decoder.sharing
+
+
 def test_a_gpu_decoder_shares_its_windows_where_the_other_gpu_steps_are_light():
     decoder = GpuDecoder()
-    let_decoders_share_windows({0: decoder, 1: LightStep({}, None), 2: Flip({}, None)})  # CPU steps do not count
+    let_decoders_share_windows({0: decoder, 1: LightStep({}, None), 2: LightCpuStep({}, None)})
     assert decoder.sharing
     decoder = GpuDecoder()
     let_decoders_share_windows({0: decoder, 1: LightStep({}, None), 2: HeavyStep({}, None)})

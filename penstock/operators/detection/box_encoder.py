@@ -30,7 +30,9 @@ class AnchorTable:
         self.column_table = np.ascontiguousarray(anchors.T, np.float32)  # [4, M]: left, top, right, bottom
         self.centre_extent = np.concatenate(_centre_extent(anchors), axis=1)  # [M, 4]: x, y, width, height
         self.centre_extent_rows = np.ascontiguousarray(self.centre_extent.T)  # [4, M]
-        self._scaled: dict[float, tuple] = {}
+        self._scaled: dict[float, np.ndarray] = {}
+        self._addresses: dict[float, tuple] = {}
+        self._normalizations: dict[tuple, tuple] = {}
 
     def scaled_table(self, scale: float) -> np.ndarray:
         """The anchors' centres and sizes [4, M] (x, y, width, height), multiplied by ``scale`` in
@@ -38,6 +40,22 @@ class AnchorTable:
         if scale not in self._scaled:
             self._scaled[scale] = self.centre_extent_rows * scale
         return self._scaled[scale]
+
+    def native_tables(self, scale: float) -> tuple[int, int, int, int]:
+        """The addresses of the tables the C encoder reads: the coordinates [4, M], the areas, the
+        centres and sizes [M, 4], and those scaled [4, M] (the arrays live as long as the table)."""
+        if scale not in self._addresses:
+            self._addresses[scale] = (self.column_table.ctypes.data, self.areas.ctypes.data,
+                                      self.centre_extent.ctypes.data, self.scaled_table(scale).ctypes.data)
+        return self._addresses[scale]
+
+    def native_normalization(self, means, stds) -> tuple[int, int]:
+        """The addresses of float32 copies of ``means`` and ``stds``, kept per value."""
+        key = (tuple(means), tuple(stds))
+        if key not in self._normalizations:
+            arrays = (np.ascontiguousarray(means, np.float32), np.ascontiguousarray(stds, np.float32))
+            self._normalizations[key] = (arrays, tuple(array.ctypes.data for array in arrays))
+        return self._normalizations[key][1]
 
     def scaled_rows(self, scale: float) -> tuple[np.ndarray, np.ndarray]:
         """scaled_table's centres and sizes, [2, M] each."""
@@ -71,13 +89,10 @@ def encode_sample_native(encode, boxes: np.ndarray, labels: np.ndarray, anchors:
     boxes = np.ascontiguousarray(boxes, np.float32)
     encoded = np.empty((anchors.count, 4), np.float32)
     best_box = np.empty(anchors.count, np.int32)
-    iou = np.empty((len(boxes), anchors.count), np.float32)
-    means = np.ascontiguousarray(args.means, np.float32)
-    stds = np.ascontiguousarray(args.stds, np.float32)
-    encode(boxes.ctypes.data, len(boxes), anchors.column_table.ctypes.data, anchors.areas.ctypes.data,
-           anchors.centre_extent.ctypes.data, anchors.scaled_table(args.scale).ctypes.data, anchors.count,
-           int(anchors.all_positive), args.criteria, int(args.offset), args.scale, means.ctypes.data,
-           stds.ctypes.data, iou.ctypes.data, encoded.ctypes.data, best_box.ctypes.data)
+    iou = np.empty((len(boxes) + 1, anchors.count), np.float32)
+    encode(boxes.ctypes.data, len(boxes), *anchors.native_tables(args.scale), anchors.count, int(anchors.all_positive),
+           args.criteria, int(args.offset), args.scale, *anchors.native_normalization(args.means, args.stds),
+           iou.ctypes.data, encoded.ctypes.data, best_box.ctypes.data)
     matched = best_box >= 0
     return encoded, np.where(matched, np.take(labels, np.maximum(best_box, 0)), labels.dtype.type(0))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
+from penstock.capabilities import LightOnCpu
 from penstock.columns import ArrayColumn
 from penstock.contract import BatchOperator, OutputSpec, SampleContext, SampleOperator, SourceBatch, SourceOperator
 from penstock.draws import keyed_stream, random_stream
@@ -165,7 +166,7 @@ class RandomGenerator:
         return self.batch_variates(keyed_stream(int(params)), self.sample_shape(inputs, args))
 
 
-class CpuGenerator(RandomGenerator, SampleOperator):
+class CpuGenerator(RandomGenerator, LightOnCpu, SampleOperator):
     """Per sample on the workers, where an input or a per-sample argument is given; else a source
     of whole batches (RandomSource: one vectorized draw, no work per sample)."""
 

@@ -14,6 +14,11 @@ COCO-format set given by ``--coco`` (benchmarks/make_coco.py makes one); the run
 it as torchvision's detection references do (CocoDetection in a DataLoader with ``--threads`` workers,
 the v2 transforms per image, the SSD matching and encoding per image as torchvision's SSD loss does).
 
+Cases gpu-ssd_example and cpu-ssd_example run DALI's SSD300 example as DALI writes it (a Pipeline
+subclass of ``ops``: the box crop, flip and encoding on the CPU, 8,732 anchors), and gpu-maskrcnn and
+cpu-maskrcnn a Mask R-CNN-style pipeline (polygon masks, shorter side 800, flip of image, boxes and
+vertices, padded to 32), both on the ``--coco`` set.
+
 Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
 flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
 operations at magnitude 9, normalize); the runner ``torchvision`` runs it with
@@ -186,6 +191,44 @@ def ssd_example_pipeline(api, device: str, data: str, batch_size: int, threads: 
             return images, bboxes, labels
 
     return COCOPipeline()
+
+
+def maskrcnn_pipeline(api, device: str, data: str, batch_size: int, threads: int, device_id=0, shuffle=True):
+    """A Mask R-CNN-style training input pipeline as DALI users write it (NVIDIA's Mask R-CNN and
+    DALI's detection pipeline tutorial): the COCO reader with polygon masks (relative, ltrb),
+    the whole image decoded, resized to a shorter side of 800 (the longer at most 1333), a flip of
+    the image, its boxes and its polygons' vertices on one coin, normalized FP16 CHW and padded to
+    a multiple of 32; boxes, labels, polygons and vertices moved to the GPU (``device`` 'cpu':
+    every operator on the CPU; ``shuffle`` False: in file order). Its images differ in size: the case reads batches with
+    ``Pipeline.run()``, not an iterator."""
+    fn, types = api.fn, api.types
+    decoder, rest = ("mixed", "gpu") if device == "gpu" else ("cpu", "cpu")
+
+    @api.pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=9)
+    def maskrcnn():
+        jpegs, boxes, labels, polygons, vertices = fn.readers.coco(
+            file_root=os.path.join(data, "images"), annotations_file=os.path.join(data, "annotations", "instances.json"),
+            polygon_masks=True, ratio=True, ltrb=True, skip_empty=True, random_shuffle=shuffle, name="Reader")
+        images = fn.decoders.image(jpegs, device=decoder, output_type=types.RGB)
+        flip = fn.random.coin_flip(probability=0.5)
+        boxes = fn.bb_flip(boxes, ltrb=True, horizontal=flip)
+        vertices = fn.coord_flip(vertices, layout="xy", flip_x=flip)
+        images = fn.resize(images, device=rest, resize_shorter=800, max_size=1333)
+        images = fn.crop_mirror_normalize(images, device=rest, mean=MEAN, std=STD, mirror=flip, dtype=types.FLOAT16,
+                                          output_layout="CHW")
+        images = fn.pad(images, device=rest, axes=(1, 2), align=32)
+        if device == "gpu":
+            return images, boxes.gpu(), labels.gpu(), polygons.gpu(), vertices.gpu()
+        return images, boxes, labels, polygons, vertices
+
+    return maskrcnn()
+
+
+def _pipeline_runs(pipe):
+    """Batches of ``pipe`` through Pipeline.run(), without end (for pipelines whose outputs an
+    iterator cannot stack)."""
+    while True:
+        yield pipe.run()
 
 
 def torchvision_transform(v2, torch):
@@ -365,6 +408,12 @@ def run_case(args) -> None:
         pipe = ssd_example_pipeline(api, device, args.data, args.batch_size, args.threads, device_id)
         iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
         return _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["images"])
+    if kind == "maskrcnn":
+        imported = time.time()
+        device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
+        pipe = maskrcnn_pipeline(api, device, args.data, args.batch_size, args.threads, device_id)
+        pipe.build()
+        return _time_steps(args, started, imported, synchronize, _pipeline_runs(pipe), lambda step: _Counted(step[0]))
     if kind == "aug":  # makes api.auto_aug.rand_augment importable as an attribute, as in a DALI program
         importlib.import_module(api.__name__ + ".auto_aug.rand_augment")
     imported = time.time()
@@ -373,6 +422,14 @@ def run_case(args) -> None:
     iterator = DALIClassificationIterator([pipe], reader_name="Reader", auto_reset=True)
 
     _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["data"])
+
+
+class _Counted:
+    """What _time_steps reads of a batch of Pipeline.run(): its number of samples, and where it is."""
+
+    def __init__(self, batch):
+        self.shape = (len(batch),)
+        self.device = "gpu" if type(batch).__name__.endswith("GPU") or getattr(batch, "is_cuda", False) else "cpu"
 
 
 def _epochs(iterator):
@@ -449,7 +506,7 @@ def _descendants(root: int) -> list[int]:
 def measure(args, case: str, runner: str, cores: list | None = None) -> dict:
     """One case in a process of its own; ``cores``: the CPUs it is held to (and its thread count), or
     None for the machine's and ``--threads``."""
-    data = args.coco if "-ssd" in case else args.data
+    data = args.coco if "-ssd" in case or "-maskrcnn" in case else args.data
     if data is None:
         raise SystemExit(f"case {case} reads a COCO-format set: give --coco DIR (benchmarks/make_coco.py makes one)")
     threads = len(cores) if cores else args.threads

@@ -7,7 +7,8 @@ usage: python benchmarks/stage_profile.py PIPELINE --data DIR [--device gpu] [--
        [--decoder cpu_decoder_load=0.1+hw_decoder_load=0.9]
 PIPELINE: train, val or aug (benchmarks/side_by_side.py's, on a folder-per-class set), ssd
 (examples/ssd_training.py's, on a COCO-format set made by benchmarks/make_coco.py) or ssd_example
-(DALI's SSD300 example as side_by_side.py has it, on a COCO-format set).
+(DALI's SSD300 example as side_by_side.py has it, on a COCO-format set) or maskrcnn (side_by_side.py's
+Mask R-CNN-style pipeline, on a COCO-format set).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pipeline", choices=("train", "val", "aug", "ssd", "ssd_example"))
+    parser.add_argument("pipeline", choices=("train", "val", "aug", "ssd", "ssd_example", "maskrcnn"))
     parser.add_argument("--data", required=True)
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     parser.add_argument("--batches", type=int, default=30)
@@ -40,6 +41,9 @@ def main() -> None:
     if args.pipeline == "ssd":
         from ssd_training import build_pipeline as ssd_pipeline
         pipe = ssd_pipeline(api, args.data, 300, args.batch_size, args.threads, gpu)
+    elif args.pipeline == "maskrcnn":
+        from side_by_side import maskrcnn_pipeline
+        pipe = maskrcnn_pipeline(api, args.device, args.data, args.batch_size, args.threads, 0 if gpu else None)
     elif args.pipeline == "ssd_example":
         from side_by_side import ssd_example_pipeline
         pipe = ssd_example_pipeline(api, args.device, args.data, args.batch_size, args.threads,

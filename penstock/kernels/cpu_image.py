@@ -327,8 +327,22 @@ def _nearest_indices(in_size: int, out_size: int, origin: float, scale: float) -
     return np.clip(np.floor(positions).astype(np.int64), 0, in_size - 1)
 
 
-def _resample_axis(array: np.ndarray, axis: int, taps) -> np.ndarray:
+def _resample_axis(array: np.ndarray, axis: int, taps, native=None, rounded: bool = False) -> np.ndarray:
+    """The taps applied along ``axis``: per output index, the first tap's product, then each
+    further one's added in turn, in float32. ``native``: the C function (runtime.native's
+    resample_axis) or None; with it the same operations run in C, without the interpreter lock,
+    and ``rounded`` gives a uint8 output rounded as ``resample`` rounds."""
     indices, weights = taps
+    if native is not None:
+        # other types are converted as each term's astype converts them, once for all terms
+        source = np.ascontiguousarray(array, array.dtype if array.dtype in (np.uint8, _F32) else _F32)
+        shape = (*array.shape[:axis], len(indices), *array.shape[axis + 1:])
+        out = np.empty(shape, np.uint8 if rounded else _F32)
+        indices, weights = np.ascontiguousarray(indices, np.int64), np.ascontiguousarray(weights, _F32)
+        native(source.ctypes.data, int(source.dtype == np.uint8), math.prod(array.shape[:axis]), array.shape[axis],
+               math.prod(array.shape[axis + 1:]), indices.ctypes.data, weights.ctypes.data, indices.shape[1],
+               len(indices), out.ctypes.data, int(rounded))
+        return out
     shape = [1] * array.ndim
     shape[axis] = len(indices)
     result = None
@@ -369,11 +383,14 @@ def _opencv_enlarges(array: np.ndarray, plans: list, kinds: list, roi_lo: tuple,
 
 
 def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
-             mag_filter: str, antialias: bool, dtype) -> np.ndarray:
+             mag_filter: str, antialias: bool, dtype, native_axis=None) -> np.ndarray:
     """DALI's resampling of ``array`` along its spatial ``axes`` (outermost first; others, channels
     and frames, are carried along) to ``out_sizes``: the source window from ``roi_lo`` to
     ``roi_hi`` in each axis (flipped where lo > hi), the filter min_filter where the axis shrinks,
-    else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's."""
+    else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's.
+    ``native_axis``: a callable giving the C function of one axis's taps
+    (runtime.native.resample_axis) or None; the filtered passes (and a uint8 output's rounding)
+    then run in C, several times faster, to the same bits."""
     dtype = np.dtype(dtype)
     count = len(axes)
     plans, kinds = [], []
@@ -403,6 +420,7 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
             result = np.take(result, indices, axis=axis)
         return numeric.saturate(result, dtype) if result.dtype != dtype else np.ascontiguousarray(result)
     order = _pass_order([p[1] for p in plans], [p[2] for p in plans], [p[6] for p in plans])
+    native = native_axis() if native_axis is not None else None
     result = array
     for position in order:
         axis, in_size, out_size, lo, scale, filt, _ = plans[position]
@@ -410,8 +428,9 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
             indices = _nearest_indices(in_size, out_size, lo, scale)
             result = np.take(result, indices, axis=axis).astype(_F32, copy=False)
         else:
-            result = _resample_axis(result, axis, _axis_taps(in_size, out_size, lo, scale, filt))
-    if dtype.kind in "iu":  # DALI's ConvertSat: to nearest, halves away from zero, saturated
+            rounded = native is not None and dtype == np.uint8 and position == order[-1]
+            result = _resample_axis(result, axis, _axis_taps(in_size, out_size, lo, scale, filt), native, rounded)
+    if dtype.kind in "iu" and result.dtype != dtype:  # DALI's ConvertSat: to nearest, halves away from zero, saturated
         info = np.iinfo(dtype)
         return np.clip(np.trunc(result + np.copysign(_F32(0.5), result)), info.min, info.max).astype(dtype)
     return result.astype(dtype, copy=False)

@@ -117,3 +117,12 @@ def box_encode():
     return _function("box_encoder", "penstock_box_encode",
                      [_POINTER, _INT, _POINTER, _POINTER, _POINTER, _POINTER, _INT, _INT, _FLOAT, _INT, _FLOAT,
                       _POINTER, _POINTER, _POINTER, _POINTER, _POINTER])
+
+
+def resample_axis():
+    """csrc/resample.c's resampling along one axis by taps and weights, a uint8 output rounded
+    (cpu_image.resample's native_axis), or None where it cannot be built (the numpy path then does
+    the same float32 operations)."""
+    return _function("resample", "penstock_resample_axis",
+                     [_POINTER, _INT, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _POINTER, _POINTER,
+                      ctypes.c_int64, ctypes.c_int64, _POINTER, _INT])

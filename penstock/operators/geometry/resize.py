@@ -14,6 +14,7 @@ from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.geometry.layouts import image_layout, spatial_axes
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of
+from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
 
 
@@ -283,7 +284,7 @@ class Resize(ResizeDeclaration, SampleOperator):
         axes = spatial_axes(layout)
         sizes, lo, hi = resize_window([image.shape[axis] for axis in axes], args)
         result = cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args.antialias,
-                                    resampled_dtype(image, args, self.name))
+                                    resampled_dtype(image, args, self.name), native.resample_axis)
         if args.save_attrs:
             return result, np.array([image.shape[axis] for axis in axes], np.int32)
         return result

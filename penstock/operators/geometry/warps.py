@@ -321,7 +321,8 @@ class RandomResizedCrop(RandomResizedCropDeclaration, SampleOperator):
         top, left, height, width = random_window(image.shape[axes[0]], image.shape[axes[1]], sample.params, args)
         # the window is the source region of the resampling: its filter reads past the window's edges
         return cpu_image.resample(image, axes, _output_size(args), (top, left), (top + height, left + width),
-                                  *resample_filters(args), args.antialias, resampled_dtype(image, args, self.name))
+                                  *resample_filters(args), args.antialias, resampled_dtype(image, args, self.name),
+                                  native.resample_axis)
 
 
 @registry.register("random_resized_crop", "gpu", requires=devices.gpu_problem)
@@ -428,7 +429,7 @@ class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
         axes = spatial_axes(self._layout)
         sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, self._layout)
         return cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args.antialias,
-                                  resampled_dtype(image, args, self.name))
+                                  resampled_dtype(image, args, self.name), native.resample_axis)
 
 
 @registry.register("resize_crop_mirror", "gpu", requires=devices.gpu_problem)

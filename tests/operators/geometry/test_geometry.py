@@ -433,3 +433,52 @@ def test_the_c_warp_computes_what_the_numpy_warp_does(dtype):
         fast = cpu_image.affine_sample(image, matrix, 31, 290, False, border, dtype, native.affine_warp)
         slow = cpu_image.affine_sample(image, matrix, 31, 290, False, border, dtype)
         np.testing.assert_array_equal(fast, slow)
+
+
+RESAMPLE_CASES = [  # (shape, axes, out_sizes, roi_lo, roi_hi)
+    ((37, 53, 3), (0, 1), (61, 29), (0.0, 0.0), (37.0, 53.0)),  # enlarged along H, shrunk along W
+    ((37, 53, 3), (0, 1), (17, 90), (30.25, 2.5), (3.75, 49.0)),  # H flipped, sub-pixel ROIs
+    ((40, 31), (0, 1), (23, 47), (1.5, 0.0), (38.0, 31.0)),  # HW
+    ((29, 41, 1), (0, 1), (50, 13), (0.0, 40.5), (29.0, 0.25)),  # one channel, W flipped
+    ((120, 7, 3), (0, 1), (35, 19), (0.0, 0.0), (120.0, 7.0)),  # tall and thin
+    ((6, 150, 4), (0, 1), (21, 44), (-2.0, 3.0), (8.0, 140.0)),  # wide and flat, a ROI past the edges
+]
+
+
+@pytest.mark.parametrize("case", range(len(RESAMPLE_CASES)))
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_the_c_resampling_computes_what_the_numpy_resampling_does(case, dtype):
+    """runtime/csrc/resample.c (when it builds) repeats the numpy taps' float32 operations, and
+    rounds uint8 outputs the same: equal to the bit for every filter, with and without antialias."""
+    from penstock.kernels import cpu_image
+    from penstock.runtime import native
+    if native.resample_axis() is None:
+        pytest.skip(f"the C resampling cannot be built here: {native.problem('resample')}")
+    shape, axes, sizes, lo, hi = RESAMPLE_CASES[case]
+    rng = np.random.default_rng(case)
+    image = rng.integers(0, 256, shape) if dtype == np.uint8 else rng.normal(0, 100, shape)
+    image = image.astype(dtype)
+    filters = [cpu_image.LINEAR, cpu_image.TRIANGULAR, cpu_image.CUBIC, cpu_image.LANCZOS3, cpu_image.GAUSSIAN]
+    for min_filter in filters:
+        for mag_filter in (min_filter, cpu_image.NEAREST):
+            for antialias in (True, False):
+                for out_dtype in {dtype, np.dtype(np.float32)}:
+                    call = (image, axes, sizes, lo, hi, min_filter, mag_filter, antialias, out_dtype)
+                    np.testing.assert_array_equal(cpu_image.resample(*call, native.resample_axis),
+                                                  cpu_image.resample(*call), strict=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.int32, np.uint32, np.int64, np.float64])
+def test_the_c_resampling_converts_other_types_as_the_numpy_resampling_does(dtype):
+    """Other input types reach the C resampling converted to float32 once, as each numpy term
+    converts them (values past float32's 24 bits of integers round the same)."""
+    from penstock.kernels import cpu_image
+    from penstock.runtime import native
+    if native.resample_axis() is None:
+        pytest.skip(f"the C resampling cannot be built here: {native.problem('resample')}")
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    low, high = max(float(info.min), -3e9), min(float(info.max), 5e9)
+    image = np.random.default_rng(3).uniform(low, high, (19, 23, 3)).astype(dtype)
+    call = (image, (0, 1), (31, 11), (0.0, 0.5), (19.0, 22.0), cpu_image.LANCZOS3, cpu_image.CUBIC, True, dtype)
+    np.testing.assert_array_equal(cpu_image.resample(*call, native.resample_axis), cpu_image.resample(*call),
+                                  strict=True)

@@ -371,18 +371,26 @@ class WorkerProcesses:
         dense_slots = self._runner.plan.dense_slots
         for job in {id(job): job for job, _ in tasks}.values():
             for slot in self._runner.plan.shared_slots:
+                if slot not in dense_slots:
+                    self._note_column_rows(slot, job.values[slot])
+                    continue
                 buffer = job.buffers[slot]
-                if slot not in dense_slots:  # the rows of its ArrayColumn, when every sample had one
-                    column = job.values[slot]
-                    buffer = column.array if isinstance(column, ArrayColumn) and not column.others else None
-                    if buffer is None and isinstance(column, ArrayColumn | list) and \
-                            any(value is not None for value in column):
-                        self._row_shapes.pop(slot, None)  # rows of other shapes or values of other kinds
-                        continue
                 if job.ragged[slot]:
                     self._row_shapes.pop(slot, None)
                 elif buffer is not None:
                     self._row_shapes[slot] = (buffer.shape[1:], buffer.dtype)
+
+    def _note_column_rows(self, slot: int, column) -> None:
+        """Learns the rows of a value that is not a pipeline output from its column: those of an
+        ArrayColumn once every sample has its row there; none where a sample's value is otherwise
+        (rows of other shapes, a RaggedColumn). A column still being filled says nothing yet."""
+        if isinstance(column, ArrayColumn):
+            if column.others:
+                self._row_shapes.pop(slot, None)
+            elif column.complete:
+                self._row_shapes[slot] = (column.array.shape[1:], column.array.dtype)
+        elif isinstance(column, RaggedColumn) or any(value is not None for value in column):
+            self._row_shapes.pop(slot, None)
 
     def _waiting_tasks(self, count: int) -> list:
         """Up to ``count`` queued tasks, without waiting; a None (shut down) ends the list."""
@@ -526,10 +534,15 @@ def _store_ragged(runs: list, slot: int, column: "RaggedPack") -> None:
         if job.error is not None:
             continue
         values = job.values[slot]
-        if not isinstance(values, RaggedColumn):
-            values = job.values[slot] = RaggedColumn.of(values, flat.dtype, shapes.shape[1])
         first = int(ends[begin - 1]) if begin else 0
         part = flat[first:int(ends[end - 1])], shapes[begin:end]
+        if isinstance(values, ArrayColumn) and values.array is job.buffers[slot]:
+            # the batch's rows are written in place in a shared buffer: these samples did not fit one
+            for index, value in zip(indices, unpack_rows(RaggedPack(part))):
+                values[index] = value
+            continue
+        if not isinstance(values, RaggedColumn):
+            values = job.values[slot] = RaggedColumn.of(values, flat.dtype, shapes.shape[1])
         if values.fits(*part):
             values.put_part(indices, *part, sizes[begin:end])
         else:  # arrays of another type or rank than the batch's first: kept one by one

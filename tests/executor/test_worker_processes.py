@@ -215,6 +215,40 @@ def test_processes_write_fixed_shape_values_for_the_gpu_stage_into_shared_rows()
     assert any(seen) and not all(seen)  # threads' columns are their own; the processes' rows are shared
 
 
+@pytest.mark.parametrize("counts", [[[2] * 8, [2, 2, 3, 3, 1, 2, 2, 4], [2] * 8, [1, 2] * 4],
+                                    [[1, 2] * 4, [3] * 8, [3, 3, 3, 3, 2, 2, 2, 2], [3] * 8]])
+def test_values_whose_shapes_change_from_batch_to_batch_come_back_whole(counts):
+    """Boxes on their way to the GPU: a batch whose every sample had the same number of boxes makes
+    the next batch's samples be written in place, in rows of that shape; those that do not fit come
+    back through the pipes, and the batch is the threads' batch."""
+    from cases_detection import random_boxes, xywh_to_ltrb
+    from conftest import gpu_or_emulated
+
+    from penstock import fn, pipeline_def
+
+    def boxes_of(iteration):
+        return [xywh_to_ltrb(random_boxes(count, 100 * iteration + index))
+                for index, count in enumerate(counts[iteration % len(counts)])]
+
+    def pipeline(worker_processes):
+        @pipeline_def(batch_size=8, num_threads=3, device_id=0, seed=3, worker_processes=worker_processes)
+        def flipped():
+            boxes = fn.external_source(source=boxes_of, batch=True)
+            return fn.bb_flip(boxes, ltrb=True, horizontal=fn.random.coin_flip()).gpu()
+        return flipped()
+
+    with gpu_or_emulated():
+        threads, processes = pipeline(False), pipeline(True)
+        try:
+            for _ in range(2 * len(counts)):
+                (want,), (got,) = threads.run(), processes.run()
+                for index in range(8):
+                    np.testing.assert_array_equal(np.asarray(got.at(index).cpu()), np.asarray(want.at(index).cpu()))
+        finally:
+            threads.close()
+            processes.close()
+
+
 def test_pipelines_running_the_users_code_stay_on_threads(data):
     from penstock import fn, pipeline_def
 

@@ -28,17 +28,15 @@ def _per_axis(values, count: int, name: str, default: int) -> list:
     return values
 
 
-def _pad(xp, args: list, samples: list) -> list:
+def _padded_shapes(args: list, samples: list) -> list:
     """As DALI: on each padded axis, a sample grows to ``shape`` (a value above 0; else the batch's
     largest extent) or stays at its own extent when that is larger, then up to a multiple of
-    ``align``; shape, align and fill_value may differ per sample."""
-    if not samples:
-        return []
+    ``align``; shape and align may differ per sample. Each sample's padded shape."""
     ndim = samples[0].ndim
     if any(sample.ndim != ndim for sample in samples):
         raise ValueError(f"samples of {sorted({s.ndim for s in samples})} dimensions in one batch")
     largest = [max(sample.shape[axis] for sample in samples) for axis in range(ndim)]
-    results = []
+    shapes = []
     for sample, sample_args in zip(samples, args):
         given = sample_args.axes
         axes = [axis_in_range(int(axis), ndim) for axis in (given if given is not None and len(given) else range(ndim))]
@@ -50,18 +48,46 @@ def _pad(xp, args: list, samples: list) -> list:
         for axis, size, step in zip(axes, wanted, align):
             extent = max(size if size > 0 else largest[axis], shape[axis])
             shape[axis] = -(-extent // step) * step
-        if shape == list(sample.shape):
-            results.append(sample)
-            continue
-        fill = np.asarray(sample_args.fill_value, np.float64)
-        if xp is np:
+        shapes.append(tuple(shape))
+    return shapes
+
+
+def _pad(xp, args: list, samples: list):
+    """``pad`` of a batch: numpy arrays on the CPU (a sample already of its padded shape is passed
+    on as it is); on the GPU one buffer for the whole batch (a PackedBatch, dense where every
+    sample has one shape), filled once where every sample has the same fill value: a tensor per
+    sample left PyTorch's caching allocator holding a block of every size a batch asked for."""
+    if not samples:
+        return []
+    shapes = _padded_shapes(args, samples)
+    fills = [np.asarray(sample_args.fill_value, np.float64) for sample_args in args]
+    if xp is np:
+        results = []
+        for sample, shape, fill in zip(samples, shapes, fills):
+            if shape == sample.shape:
+                results.append(sample)
+                continue
             out = np.full(shape, numeric.saturate(fill, sample.dtype), dtype=sample.dtype)
-        else:
-            fill = numeric.saturate(fill, types.to_numpy_dtype(sample.dtype))
-            out = xp.full(shape, fill.item(), dtype=sample.dtype, device=sample.device)
+            out[tuple(slice(0, size) for size in sample.shape)] = sample
+            results.append(out)
+        return results
+    from penstock.batch import PackedBatch, back_to_back
+    dtype = types.to_numpy_dtype(samples[0].dtype)
+    values = [numeric.saturate(fill, dtype).item() for fill in fills]
+    volumes = [int(np.prod(shape)) for shape in shapes]
+    offsets = np.concatenate([[0], np.cumsum(volumes)]).tolist()
+    buffer = xp.empty(offsets[-1], dtype=samples[0].dtype, device=samples[0].device)
+    one_fill = all(value == values[0] for value in values)
+    if one_fill:
+        buffer.fill_(values[0])
+    for sample, shape, value, offset, volume in zip(samples, shapes, values, offsets, volumes):
+        out = buffer[offset:offset + volume].view(shape)
+        if not one_fill:
+            out.fill_(value)
         out[tuple(slice(0, size) for size in sample.shape)] = sample
-        results.append(out)
-    return results
+    if len(set(shapes)) == 1:
+        return PackedBatch(buffer, back_to_back(len(shapes), volumes[0]), shapes)
+    return PackedBatch(buffer, offsets[:-1], shapes)
 
 
 def _permute(xp, args, samples: list) -> list:

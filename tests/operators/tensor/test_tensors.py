@@ -182,6 +182,14 @@ def test_pad_to_the_batch_or_a_shape_and_permute_batch():
     assert [p.shape for p in shaped] == [(8, 6, 3), (8, 3, 3)]
     (kept,) = _both_devices(lambda x: fn.pad(x, axes=(0,), shape=(4,)))  # as DALI: a larger sample keeps its extent
     assert [p.shape for p in kept] == [(4, 6, 3), (5, 3, 3)]
+    (same,) = _both_devices(lambda x: fn.pad(x, axes=(0, 1), fill_value=7))  # one shape: the GPU's batch is dense
+    assert [p.shape for p in same] == [(5, 6, 3), (5, 6, 3)]
+    np.testing.assert_array_equal(same[1][:, 3:], 7)
+    fills = [np.array(3, np.float32), np.array(9, np.float32)]
+    (filled,) = _both_devices(lambda x: fn.pad(x, axes=(0, 1), fill_value=fn.external_source(
+        source=lambda: fills, batch=True)))  # a fill value per sample
+    np.testing.assert_array_equal(filled[0][4:], 3)
+    np.testing.assert_array_equal(filled[1][:, 3:], 9)
     (permuted,) = _both_devices(lambda x: fn.permute_batch(x, indices=fn.batch_permutation(no_fixed_points=True)))
     assert np.array_equal(permuted[0], IMAGES[1]) and np.array_equal(permuted[1], IMAGES[0])
 

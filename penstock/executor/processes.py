@@ -229,9 +229,13 @@ class WorkerProcesses:
                 # large values, which it would otherwise wait for
                 idle.append(link)
                 hand_out()
-                shared = self._store_reply(link, tasks, replies) / len(tasks)
+                try:
+                    shared = self._store_reply(link, tasks, replies) / len(tasks)
+                    self._note_row_shapes(tasks)
+                except BaseException as error:  # these samples are in no queue now: they fail here
+                    finish_samples(tasks, error)
+                    raise
                 sample_bytes = shared if not sample_bytes else 0.8 * sample_bytes + 0.2 * shared
-                self._note_row_shapes(tasks)
                 finish_samples(tasks)
 
     def _store_reply(self, link: "ProcessLink", tasks: list, reply: tuple) -> int:

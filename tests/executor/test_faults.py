@@ -103,6 +103,35 @@ def test_a_source_that_raises_is_raised_by_run():
     assert_no_penstock_threads()
 
 
+@pytest.mark.parametrize("failing_reply", [1, 3])
+def test_an_error_storing_a_worker_process_reply_is_raised_by_run(monkeypatch, failing_reply):
+    """The samples of a reply the dispatcher thread fails to store are in no queue any more: they
+    fail with the error, which run() raises, rather than leave the GPU stage waiting for them."""
+    from conftest import gpu_or_emulated
+
+    from penstock.executor import processes
+    store, replies = processes.WorkerProcesses._store_reply, []
+
+    def failing(self, *arguments):
+        replies.append(1)
+        if len(replies) == failing_reply:
+            raise RuntimeError("storing broke")
+        return store(self, *arguments)
+    monkeypatch.setattr(processes.WorkerProcesses, "_store_reply", failing)
+
+    @pipeline_def(batch_size=8, num_threads=2, seed=1, device_id=0, worker_processes=True)
+    def boxes():
+        source = fn.external_source(source=lambda: [np.full((3, 4), 0.25, np.float32)] * 8, batch=True)
+        return fn.bb_flip(source, horizontal=fn.random.coin_flip()).gpu()
+    with gpu_or_emulated():
+        pipe = boxes()
+        with pytest.raises(Exception, match="storing broke"):
+            for _ in range(10):
+                pipe.run()
+        pipe.close()
+    assert_no_penstock_threads()
+
+
 def test_a_source_that_never_returns_is_reported_after_the_timeout():
     release = __import__("threading").Event()
 

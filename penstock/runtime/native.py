@@ -126,3 +126,11 @@ def resample_axis():
     return _function("resample", "penstock_resample_axis",
                      [_POINTER, _INT, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _POINTER, _POINTER,
                       ctypes.c_int64, ctypes.c_int64, _POINTER, _INT])
+
+
+def score_windows():
+    """csrc/box_crop.c's scoring of random_bbox_crop's candidate windows (BoxCropper.evaluate), or
+    None where it cannot be built (the numpy path then does the same float64 operations)."""
+    return _function("box_crop", "penstock_score_windows",
+                     [_POINTER, _POINTER, _POINTER, _POINTER, _INT, _INT, _POINTER, _POINTER, _INT, _INT, _INT, _INT,
+                      ctypes.c_double, _POINTER, _POINTER])

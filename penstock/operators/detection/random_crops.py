@@ -10,6 +10,7 @@ from penstock import registry
 from penstock.contract import OutputSpec, SampleOperator
 from penstock.draws import SampleStreams
 from penstock.operators.detection.box_arrays import AXES, EXTENT, HIGH, boxes_to_corners, check_boxes, corners_to_boxes
+from penstock.runtime import native
 from penstock.schema import Arg, ArgError, Arguments, OpSchema
 
 
@@ -61,6 +62,7 @@ class BoxCropper:
         self.iou = args.threshold_type == "iou"
         self.all_boxes = args.all_boxes_above_threshold
         self.prune = args.bbox_prune_threshold
+        self.native = native.score_windows()
 
     def _xyz(self, values):
         """A shape given in shape_layout order ('WH' by default) in x, y, z order."""
@@ -107,6 +109,14 @@ class BoxCropper:
         last axis of 2 or 3."""
         # [D, A], contiguous: numpy's broadcasting loops are several times slower on strided rows
         anchors, extents = np.ascontiguousarray(anchors.T), np.ascontiguousarray(extents.T)
+        if self.native is not None:  # one C call: the numpy path's dozen calls are most of a sample's time
+            count, windows = boxes.count, anchors.shape[1]
+            scores, kept = np.empty(windows), np.empty((count, windows), np.uint8)
+            self.native(boxes.low.ctypes.data, boxes.high.ctypes.data, boxes.volumes.ctypes.data,
+                        boxes.centres.ctypes.data, count, self.dimensions, anchors.ctypes.data, extents.ctypes.data,
+                        windows, int(self.iou), int(self.all_boxes), int(self.prune is not None),
+                        float(self.prune or 0.0), scores.ctypes.data, kept.ctypes.data)
+            return scores, kept.view(bool)
         far = anchors + extents
         overlap = np.minimum(boxes.high, far[:, None])  # [D, N, A]
         overlap -= np.maximum(boxes.low, anchors[:, None])

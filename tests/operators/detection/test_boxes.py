@@ -181,6 +181,40 @@ def test_the_c_encoder_matches_the_numpy_encoder_to_the_bit(offset, degenerate):
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("arguments, dimensions", [
+    ({}, 2), ({"threshold_type": "overlap"}, 2), ({"all_boxes_above_threshold": False}, 2),
+    ({"bbox_prune_threshold": 0.4}, 2), ({"bbox_layout": "xyzXYZ"}, 3),
+    ({"bbox_layout": "xyzXYZ", "threshold_type": "overlap", "bbox_prune_threshold": 0.0}, 3)])
+def test_the_c_window_scores_match_the_numpy_scores(arguments, dimensions):
+    """random_bbox_crop's windows scored in C (runtime.native.score_windows) and in numpy: the same
+    float64 operations, so the same scores and kept boxes, boxes without volume and windows that
+    miss every box included."""
+    from penstock import registry
+    from penstock.operators.detection import random_crops
+    checked = registry.get_schema("random_bbox_crop").validate(dict(arguments, num_attempts=50))[0]
+    cropper = random_crops.BoxCropper(checked, dimensions)
+    if cropper.native is None:
+        pytest.skip("the C helper cannot be built here")
+    rng = np.random.default_rng(5)
+    for count in (1, 4, 23):
+        low = rng.uniform(0, 0.7, (count, dimensions))
+        high = np.minimum(low + rng.uniform(0, 0.5, (count, dimensions)), 1.0)
+        high[0] = low[0]  # a box without volume
+        boxes = random_crops._CropBoxes(low, high)
+        anchors, extents, _ = cropper.windows(rng, 250)
+        want = random_crops.BoxCropper.evaluate(_numpy_only(cropper), boxes, anchors, extents)
+        got = cropper.evaluate(boxes, anchors, extents)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def _numpy_only(cropper):
+    import copy
+    numpy_cropper = copy.copy(cropper)
+    numpy_cropper.native = None
+    return numpy_cropper
+
+
 def test_the_gpu_names_the_sample_whose_boxes_and_labels_differ_in_number():
     boxes = [random_boxes(3, 0), random_boxes(2, 1)]
     labels = [np.ones(3, np.int32), np.ones(1, np.int32)]

@@ -2,14 +2,15 @@
 pipeline's CPU stage, on a machine without a GPU: that thread shares the pipeline process's
 interpreter lock with the GPU stage, so each microsecond here is one the GPU stage may wait.
 
-usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|train-full|ssd] [--processes 1]
+usage: python benchmarks/dispatcher_cost.py --data DIR [--pipeline train|train-full|ssd|ssd_example] [--processes 1]
        [--batches 60] [--batch-size 256]
 
 ``--pipeline train`` (the default) is the training pipeline's front (file reader -> mixed random-crop
 decoder; DIR a folder-per-class JPEG set), ``train-full`` the whole ResNet-50 training recipe of
 benchmarks/side_by_side.py (resize and crop_mirror_normalize too), ``ssd`` the whole SSD pipeline of
 examples/ssd_training.py (DIR a COCO set from make_coco.py: boxes, labels and per-sample colour
-arguments cross too), on the emulated GPU. The mixed decoder's worker-side work runs as on a GPU
+arguments cross too), ``ssd_example`` DALI's SSD300 example of side_by_side.py (its box crop, flip and
+encoder at 8,732 anchors on the CPU, their outputs copied to the GPU), on the emulated GPU. The mixed decoder's worker-side work runs as on a GPU
 (read the file, parse the JPEG header, choose the window: an EncodedImage back through the shared
 ring); its decode, the image
 kernel and the box encoder are replaced by empty results, so that the CPU stage, its messages and
@@ -31,10 +32,11 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a folder-per-class JPEG set (train) or a COCO set (ssd)")
-    parser.add_argument("--pipeline", choices=("train", "train-full", "ssd"), default="train")
+    parser.add_argument("--pipeline", choices=("train", "train-full", "ssd", "ssd_example"), default="train")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--stages", type=int, default=0, help="also print the most costly stages (stage_seconds)")
     args = parser.parse_args()
 
     import torch
@@ -67,6 +69,12 @@ def main() -> None:
 
     if args.pipeline == "ssd":
         pipe = _ssd_front(args)
+    elif args.pipeline == "ssd_example":
+        from penstock.compat import dali
+        sys.path.insert(0, HERE)
+        from side_by_side import ssd_example_pipeline
+        _stub_gpu_work()
+        pipe = ssd_example_pipeline(dali, "gpu", args.data, args.batch_size, args.processes)
     elif args.pipeline == "train-full":
         pipe = _training_recipe(args)
     else:
@@ -79,10 +87,12 @@ def main() -> None:
             return images, labels.gpu()
         pipe = front()
     pipe.build()
+    before = pipe.stage_seconds()
     begun = time.perf_counter()
     for _ in range(args.batches):
         pipe.run()
     seconds = time.perf_counter() - begun
+    stages = {stage: spent - before.get(stage, 0.0) for stage, spent in pipe.stage_seconds().items()}
     pipe.close()
     # the batches prefetched past the last one were dispatched too (the GPU stage holds two more)
     batches = args.batches + pipe.prefetch_queue_depth + 2
@@ -90,6 +100,8 @@ def main() -> None:
     print(f"{args.batches * args.batch_size / seconds:,.0f} images/s with {args.processes} worker process(es); "
           f"dispatcher CPU {spent['seconds'] / samples * 1e6:.2f} us per sample; "
           f"GPU stage CPU {spent['gpu stage'] / batches * 1e3:.2f} ms per batch")
+    for stage in sorted(stages, key=stages.get, reverse=True)[:args.stages]:
+        print(f"  {stages[stage] / args.batches * 1e3:8.2f} ms/batch  {stage}")
 
 
 def _stub_gpu_work():

@@ -29,6 +29,9 @@ class Tuning:
     lent_smallest: int = 1 << 20  # arrays from this size come back through the ring or heap, not pickled
     ring_smallest: int = 8 << 10  # arrays below this cross the pipe: a reference would save nothing
     pinned_rings_bytes: int = 1 << 30  # what the pinned rings of all processes share; 2-megapixel JPEGs, batches of 256
+    # the shared arena's region for fixed-shape CPU values the GPU copies (DALI's SSD example: box_encoder's 45 MB
+    # a batch), of which the pipeline pins what the first batches took, twice over: the GPU copies them in place
+    pinned_upload_bytes: int = 1 << 30
 
     # ---- mixed decoders ----
     decode_buffer_steps: int = 4  # sizes per power of two a batch's decode buffer is rounded to (0: exact); H200 memory

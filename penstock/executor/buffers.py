@@ -53,31 +53,43 @@ class SharedArena:
     and every view of it are gone. A worker makes views of buffers from their location (``view``).
     """
 
-    def __init__(self):
+    def __init__(self, upload_bytes: int = 0):
         self.memory = None
         for size in ARENA_BYTES:
             try:
-                self.memory = mmap.mmap(-1, size)
+                self.memory = mmap.mmap(-1, size + upload_bytes)
                 break
             except (OSError, OverflowError, ValueError):
                 continue
         self.size = len(self.memory) if self.memory is not None else 0
-        self._free = FreeList(self.size)
+        # the first upload_bytes hold the buffers the GPU copies from (``array(..., upload=True)``),
+        # a region the pipeline may pin (``upload_region``); the rest, every other buffer
+        self.upload_bytes = upload_bytes if self.memory is not None else 0
+        self._regions = (FreeList(self.size - self.upload_bytes), FreeList(self.upload_bytes))
+        self._bases = (self.upload_bytes, 0)
         self._lock = threading.Lock()
+        self.upload_high_water = 0  # the end of the upload region's highest space ever taken
 
-    def array(self, shape: tuple, dtype) -> np.ndarray | None:
-        """A new array in the arena, or None when it has no room."""
+    def array(self, shape: tuple, dtype, upload: bool = False) -> np.ndarray | None:
+        """A new array in the arena (in its upload region with ``upload``), or None when it has no room."""
         dtype = np.dtype(dtype)
         length = max(_ALIGNMENT, -(-math.prod(shape) * dtype.itemsize // _ALIGNMENT) * _ALIGNMENT)
         with self._lock:
-            offset = self._free.take(length)
+            offset = self._regions[upload].take(length)
+            if offset is not None and upload:
+                self.upload_high_water = max(self.upload_high_water, offset + length)
         if offset is None:
             return None
+        offset += self._bases[upload]
         # made on the mapping itself (not a view of a frombuffer array): the views of its rows then
         # refer to this array, so it lives, and keeps its space, while any of them does
         array = np.ndarray(shape, dtype, buffer=self.memory, offset=offset)
         weakref.finalize(array, self._release, offset, length)
         return array
+
+    def upload_region(self, nbytes: int) -> memoryview:
+        """The first ``nbytes`` of the upload region (to pin or unpin)."""
+        return memoryview(self.memory)[:min(nbytes, self.upload_bytes)]
 
     def location(self, array: np.ndarray) -> tuple | None:
         """(offset, shape, dtype) of an array made by ``array()``, for ``view`` in a worker; None
@@ -95,8 +107,9 @@ class SharedArena:
         return np.ndarray((1,), np.uint8, buffer=self.memory).ctypes.data
 
     def _release(self, offset: int, length: int) -> None:
+        upload = offset < self.upload_bytes
         with self._lock:
-            self._free.give_back(offset, length)
+            self._regions[upload].give_back(offset - self._bases[upload], length)
 
 
 class BufferPool:
@@ -106,10 +119,11 @@ class BufferPool:
     to its buffer; while it lives, the buffer is not reused.
     """
 
-    def __init__(self, keep: int, arena: SharedArena | None = None):
+    def __init__(self, keep: int, arena: SharedArena | None = None, upload: bool = False):
         self._buffers: list[np.ndarray] = []
         self._keep = keep
         self._arena = arena  # where new buffers go when worker processes write into them
+        self._upload = upload  # in the arena's upload region (the GPU copies them), while it has room
         self._lock = threading.Lock()
 
     def acquire(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -118,7 +132,11 @@ class BufferPool:
                 # references: the list, the loop variable, getrefcount's argument
                 if buffer.shape == shape and buffer.dtype == dtype and sys.getrefcount(buffer) <= 3:
                     return buffer
-            buffer = self._arena.array(shape, dtype) if self._arena is not None else None
+            buffer = None
+            if self._arena is not None and self._upload:
+                buffer = self._arena.array(shape, dtype, upload=True)
+            if buffer is None and self._arena is not None:
+                buffer = self._arena.array(shape, dtype)
             if buffer is None:
                 buffer = np.empty(shape, dtype)
             self._buffers.append(buffer)

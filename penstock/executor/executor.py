@@ -89,8 +89,11 @@ class Executor:
         self._times = StageTimes()
         uses_processes = plan.uses_processes(worker_processes)
         # worker processes write their samples straight into batch buffers shared with them
-        arena = SharedArena() if uses_processes and plan.shared_slots else None
-        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3, arena=arena if slot in plan.shared_slots else None)
+        arena = SharedArena(tuning.pinned_upload_bytes if plan.upload_slots else 0) \
+            if uses_processes and plan.shared_slots else None
+        self._arena = arena
+        self._runner = SampleRunner(plan, [BufferPool(keep=depth + 3, arena=arena if slot in plan.shared_slots else None,
+                                                      upload=slot in plan.upload_slots)
                                            for slot in range(len(plan.kept))], self._times)
         self._slots = threading.Semaphore(depth)  # batches the producer may start before the consumer takes one
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()  # (job, sample index); None: stop
@@ -317,29 +320,41 @@ class Executor:
 
     def _pin_rings(self) -> None:
         """Pins the worker processes' rings where the GPU reads preparations from them: its decoders
-        and copies then read each image straight from where its process wrote it. On a thread of
-        its own, once the consumer has its first batch: pinning Tuning.pinned_rings_bytes
+        and copies then read each image straight from where its process wrote it. Pins too the
+        shared arena's upload region where GPU operators take values the processes write there
+        (``ExecutionPlan.upload_slots``): as much of it as the first batches took, twice over
+        (Tuning.pinned_upload_bytes at most), so that the GPU copies those rows in place. On a
+        thread of its own, once the consumer has its first batch: pinning Tuning.pinned_rings_bytes
         takes a few tenths of a second, in which the process's other threads wait for its memory
         map (any allocation, any first touch of a page), which delayed the first batch by as much
-        when they ran side by side. Until a ring is pinned, the GPU reads it as pageable memory."""
-        self._pinned_rings, self._pinning = [], None
-        if self._plan.gpu_reads_rings and self._gpu is not None and self._gpu.on_cuda:
-            rings, device = self._processes.rings(), self._gpu.device
+        when they ran side by side. Until then, the GPU reads rings as pageable memory and the
+        upload region's rows through pinned staging."""
+        self._pinned_rings, self._pinned_upload, self._pinning = [], None, None
+        if self._gpu is None or not self._gpu.on_cuda:
+            return
+        rings = self._processes.rings() if self._plan.gpu_reads_rings else []
+        arena, device = self._arena if self._plan.upload_slots else None, self._gpu.device
+        if not rings and arena is None:
+            return
 
-            def pin_rings() -> None:
-                while not self._handed_out.wait(timeout=POLL_SECONDS):
-                    if self._stopping.is_set():
-                        return
-                import torch
-                from penstock.runtime import pinned
-                torch.cuda.set_device(device)  # the pipeline's GPU's context registers them
-                for ring in rings:
-                    if self._stopping.is_set():
-                        return
-                    if pinned.pin(ring.memory):
-                        self._pinned_rings.append(ring)
-            self._pinning = threading.Thread(target=pin_rings, name="penstock-pin-rings", daemon=True)
-            self._pinning.start()
+        def pin_rings() -> None:
+            while not self._handed_out.wait(timeout=POLL_SECONDS):
+                if self._stopping.is_set():
+                    return
+            import torch
+            from penstock.runtime import pinned
+            torch.cuda.set_device(device)  # the pipeline's GPU's context registers them
+            for ring in rings:
+                if self._stopping.is_set():
+                    return
+                if pinned.pin(ring.memory):
+                    self._pinned_rings.append(ring)
+            if arena is not None and arena.upload_high_water and not self._stopping.is_set():
+                region = arena.upload_region(min(2 * arena.upload_high_water, self._tuning.pinned_upload_bytes))
+                if pinned.pin(region):
+                    self._pinned_upload = region
+        self._pinning = threading.Thread(target=pin_rings, name="penstock-pin-rings", daemon=True)
+        self._pinning.start()
 
     def _unpin_rings(self) -> None:
         """Unpins them once the GPU has finished copying from them (a stage still running keeps
@@ -349,12 +364,15 @@ class Executor:
         if pinning is not None:  # it stops after the ring it is pinning
             pinning.join()
         rings, self._pinned_rings = getattr(self, "_pinned_rings", []), []
-        if rings:
+        region, self._pinned_upload = getattr(self, "_pinned_upload", None), None
+        if rings or region is not None:
             import torch
             from penstock.runtime import pinned
             torch.cuda.synchronize(self._gpu.device)
             for ring in rings:
                 pinned.unpin(ring.memory)
+            if region is not None:
+                pinned.unpin(region)
 
     def stage_seconds(self) -> dict[str, float]:
         """Seconds spent so far in each operator and stage, summed over threads and worker processes

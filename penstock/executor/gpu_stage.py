@@ -86,7 +86,7 @@ class GpuStage:
         self._ready = ready
         self._stopping = stopping
         self._timer = times.of_this_thread
-        # (event, the worker processes' rings to release after it)
+        # (event, the worker processes' rings to release after it, the batch's CPU values to keep until then)
         self._pending: collections.deque = collections.deque()
         self._streams: list = []  # one CUDA stream per batch in flight (None on a device that is not CUDA)
         self._started: collections.deque = collections.deque()  # batches whose first operators ran, oldest first
@@ -298,8 +298,9 @@ class GpuStage:
             # into the memory of this one's decoded images: one decode buffer per stream, where keeping
             # them until the event held three batches' (4 x 640 MiB on 2-megapixel photographs instead
             # of 2, BENCHMARKS.md). Host memory the GPU reads is kept by its own means: staging copies
-            # by their events (runtime.pinned), the rings here.
-            self._pending.append((ready, job.ring_ends))
+            # by their events (runtime.pinned), the rings here, and the batch's CPU values (rows the
+            # GPU copies from in place, where the shared arena's upload region is pinned).
+            self._pending.append((ready, job.ring_ends, job.values))
             job.ring_ends = {}
             while self._pending and self._pending[0][0].query():
                 _release_rings(self._pending.popleft()[1])

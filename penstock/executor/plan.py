@@ -55,6 +55,9 @@ class ExecutionPlan:
     # kept slots of what the per-sample CPU operators make: worker processes write these into their
     # rows of a batch buffer shared with them, once a batch has shown the rows' shape
     shared_slots: frozenset[int]
+    # the shared slots that are not pipeline outputs and that GPU operators take (copied to the GPU):
+    # their buffers live where the pipeline may pin them
+    upload_slots: frozenset[int]
     prepared_slots: frozenset[int]  # kept slots of per-sample preparations (the GPU stage's inputs)
     gpu_reads_rings: bool  # the GPU reads some preparations out of the workers' rings (gpu_reads_preparations)
     can_use_processes: bool  # fork exists and every preparation may cross to this process
@@ -80,6 +83,9 @@ class ExecutionPlan:
         _check_whole_batch_consumers(whole_batch_steps, (*cpu_steps, *prepared_on_cpu))
         kept = _kept_values(outputs, (*whole_batch_steps, *gpu_steps), prepared_on_cpu, gpu_keys)
         dense_slots = frozenset(kept[ref] for ref in outputs if ref in kept)
+        shared_slots = frozenset(slot for (key, position), slot in kept.items()
+                                 if position != PREPARED and key in {step.key for step in cpu_steps})
+        taken_on_gpu = {kept[ref] for step in gpu_steps for ref in step.inputs if ref in kept}
         passed = {key for key, source, _ in sources if source.items_are_values}
         passed_slots = {slot: ref[0] for ref, slot in kept.items()
                         if ref[0] in passed and ref[1] == 0 and slot not in dense_slots}
@@ -93,8 +99,7 @@ class ExecutionPlan:
             cpu_steps=cpu_steps, whole_batch_steps=whole_batch_steps, gpu_steps=gpu_steps, prepared_on_cpu=prepared_on_cpu, outputs=tuple(outputs),
             kept=kept, dense_slots=dense_slots,
             dense_outputs=_dense_outputs(outputs, cpu_steps, kept),
-            shared_slots=frozenset(slot for (key, position), slot in kept.items()
-                                   if position != PREPARED and key in {step.key for step in cpu_steps}),
+            shared_slots=shared_slots, upload_slots=(shared_slots & taken_on_gpu) - dense_slots,
             prepared_slots=frozenset(slot for (_, position), slot in kept.items() if position == PREPARED),
             gpu_reads_rings=any(step.impl.gpu_reads_preparations for step in prepared_on_cpu),
             can_use_processes="fork" in multiprocessing.get_all_start_methods() and all(

@@ -334,11 +334,18 @@ def upload_packed(device, arrays: list):
 
 def upload_rows(device, rows: np.ndarray):
     """The rows of an array [N, ...] as a PackedBatch on ``device``: one copy, and no array or
-    tensor per row."""
-    from penstock.batch import back_to_back
+    tensor per row. Rows in pinned memory (the worker processes' shared rows, once pinned) are
+    copied from where they are, without the pass through the staging buffer: the caller keeps
+    them unchanged until the current stream has run the copy (the GPU stage keeps a batch's
+    values until its GPU work has run)."""
+    from penstock.batch import PackedBatch, back_to_back
     count, shape = len(rows), tuple(rows.shape[1:])
-    return _upload_flats(device, [np.ascontiguousarray(rows).reshape(-1)], back_to_back(count, math.prod(shape)),
-                         [shape] * count)
+    offsets = back_to_back(count, math.prod(shape))
+    if device.type == "cuda" and rows.nbytes and is_pinned(rows):
+        packed = torch.empty(rows.nbytes, dtype=torch.uint8, device=device)
+        copy_into(packed, [0], [rows.reshape(-1).view(np.uint8)])
+        return PackedBatch(packed.view(to_torch_dtype(rows.dtype)), offsets, [shape] * count)
+    return _upload_flats(device, [np.ascontiguousarray(rows).reshape(-1)], offsets, [shape] * count)
 
 
 def upload_ragged(device, column):

@@ -165,8 +165,8 @@ def test_processes_write_samples_into_the_shared_batch_buffer(data):
 
 def test_processes_write_fixed_shape_values_for_the_gpu_stage_into_shared_rows():
     """Values of a fixed shape that the GPU stage reads (box_encoder's outputs on the CPU, on their way
-    to the GPU) are written by the processes into their rows of a shared buffer from the second
-    batch on, as pipeline outputs are, instead of coming back through the pipes; a batch whose rows
+    to the GPU) are written by the processes into their rows of a shared buffer once a batch has
+    shown their shape, as pipeline outputs are, instead of coming back through the pipes; a batch whose rows
     differ in shape goes back to the pipes. The batches are the threads' batches."""
     import mmap
 
@@ -201,7 +201,7 @@ def test_processes_write_fixed_shape_values_for_the_gpu_stage_into_shared_rows()
                     seen.append(isinstance(inputs[0].array.base, mmap.mmap))
                 return original(self, inputs, args, batch)
             transfer.ToGpu.run_batch = watched
-            for _ in range(4):
+            for _ in range(10):  # the batches prefetched before the first one's rows were known come by the pipes
                 want, got = threads.run(), processes.run()
                 for want_batch, got_batch in zip(want, got):
                     for index in range(4):
@@ -284,6 +284,26 @@ def test_shared_arena_reuses_freed_space_and_says_when_full():
     assert arena.array((arena.size,), np.uint8) is None  # no room: the pool makes a private buffer
     pool = buffers.BufferPool(keep=2, arena=arena)
     assert arena.location(pool.acquire((3, 4), np.float32)) is not None
+
+
+def test_the_arenas_upload_region_holds_what_the_gpu_copies_and_its_pools_fall_back_when_full():
+    """Buffers the GPU copies from go first to the arena's upload region (the part the pipeline
+    pins), their space reused once freed; the region's highest use says how much to pin; a pool
+    whose region is full takes the rest of the arena."""
+    from penstock.executor import buffers
+
+    arena = buffers.SharedArena(upload_bytes=3 * 4096)
+    uploaded = arena.array((1000,), np.int32, upload=True)
+    other = arena.array((10,), np.uint8)
+    assert arena.location(uploaded)[0] == 0 and arena.location(other)[0] >= arena.upload_bytes
+    assert arena.upload_high_water == 4096 and len(arena.upload_region(1 << 20)) == 3 * 4096
+    del uploaded
+    again = arena.array((2000,), np.int32, upload=True)  # two pages, from the start again
+    assert arena.location(again)[0] == 0 and arena.upload_high_water == 2 * 4096
+    assert arena.array((5000,), np.int32, upload=True) is None  # no room in the region
+    pool = buffers.BufferPool(keep=2, arena=arena, upload=True)
+    fallback = pool.acquire((5000,), np.int32)
+    assert arena.location(fallback)[0] >= arena.upload_bytes  # the rest of the arena, still shared
 
 
 @pytest.mark.parametrize("values", [

@@ -120,3 +120,27 @@ def test_staging_buffers_dropped_beyond_those_kept_free_their_events(monkeypatch
     assert len(kept) == pinned._Staging.KEPT and {0, 1, 2, 3} <= kept
     assert sorted(kept | set(Calls.destroyed)) == list(range(len(buffers)))
     assert not kept & set(Calls.destroyed)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_rows_in_a_pinned_region_upload_in_place_as_the_staged_rows_do():
+    """upload_rows of rows that lie in a pinned region (the shared arena's upload region) copies
+    them from where they are; rows elsewhere go through the staging buffer: the same batch."""
+    import torch
+    memory = mmap.mmap(-1, 1 << 22)
+    region = memoryview(memory)[:1 << 21]
+    assert pinned.pin(region)
+    try:
+        rows = np.ndarray((64, 4096), np.float32, buffer=memory, offset=0)  # 1 MiB, inside the region
+        rows[:] = np.random.default_rng(1).random(rows.shape, dtype=np.float32)
+        outside = np.ndarray((64, 8), np.float32, buffer=memory, offset=1 << 21)
+        assert pinned.is_pinned(rows) and not pinned.is_pinned(outside)
+        device = torch.device("cuda", 0)
+        uploaded, staged = pinned.upload_rows(device, rows), pinned.upload_rows(device, rows.copy())
+        torch.cuda.synchronize()
+        assert torch.equal(uploaded.dense(), staged.dense())
+        np.testing.assert_array_equal(uploaded.dense().cpu().numpy(), rows)
+    finally:
+        pinned.unpin(region)
+        del region

@@ -1,6 +1,7 @@
 """Per-sample CPU image kernels over HWC arrays, on OpenCV (which releases the GIL)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2
@@ -319,6 +320,15 @@ def _axis_taps(in_size: int, out_size: int, origin: float, scale: float, filt):
     return indices, weights.astype(_F32)
 
 
+@functools.lru_cache(maxsize=1024)
+def _taps_of(in_size: int, out_size: int, origin: float, scale: float, kind: str, shrinking: bool, extent: float):
+    """_axis_taps of a filter kind, kept for the sizes and windows that come again (photographs of
+    a data set share a few sizes: building the taps was a third of resizing one to 256 pixels)."""
+    indices, weights = _axis_taps(in_size, out_size, origin, scale, _filter_for(kind, shrinking, extent, out_size))
+    indices.flags.writeable = weights.flags.writeable = False
+    return indices, weights
+
+
 def _nearest_indices(in_size: int, out_size: int, origin: float, scale: float) -> np.ndarray:
     """DALI's nearest-neighbour source indices: floor(origin + (i + 0.5) * scale) in float32,
     clamped. (DALI's CPU kernel steps the outer axes' positions as running float32 sums, which
@@ -404,9 +414,11 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
         elif kind == TRIANGULAR and not (antialias and out_size < extent):
             kind = LINEAR
         scale = _F32(_F32(hi - lo) / _F32(out_size))
-        filt = None if kind == NEAREST else _filter_for(kind, antialias and out_size < extent, extent, out_size)
+        shrinking = antialias and out_size < extent
+        filt = None if kind == NEAREST else _filter_for(kind, shrinking, extent, out_size)
         support = 1 if filt is None else max(1, int(math.ceil(_F32(len(filt[0]) - 1) / filt[2])))
-        plans.append((axis, in_size, out_size, lo, scale, filt, support))
+        plans.append((axis, in_size, out_size, lo, scale, filt, support,
+                      (in_size, out_size, float(lo), float(scale), kind, shrinking, extent)))
         kinds.append(kind)
     if _opencv_enlarges(array, plans, kinds, roi_lo, roi_hi, dtype):
         # DALI's linear enlargement of a whole image is OpenCV's bilinear (within a level of uint8):
@@ -415,7 +427,7 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
         return enlarged.reshape(out_sizes[0], out_sizes[1], *array.shape[2:])  # (OpenCV drops one channel)
     if all(plan[5] is None for plan in plans):  # nearest neighbour along every axis: a gather
         result = array
-        for position, (axis, in_size, out_size, lo, scale, _, _) in enumerate(plans):
+        for position, (axis, in_size, out_size, lo, scale, *_) in enumerate(plans):
             indices = _nearest_indices(in_size, out_size, lo, scale)
             result = np.take(result, indices, axis=axis)
         return numeric.saturate(result, dtype) if result.dtype != dtype else np.ascontiguousarray(result)
@@ -423,13 +435,13 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
     native = native_axis() if native_axis is not None else None
     result = array
     for position in order:
-        axis, in_size, out_size, lo, scale, filt, _ = plans[position]
+        axis, in_size, out_size, lo, scale, filt, _, taps_key = plans[position]
         if filt is None:
             indices = _nearest_indices(in_size, out_size, lo, scale)
             result = np.take(result, indices, axis=axis).astype(_F32, copy=False)
         else:
             rounded = native is not None and dtype == np.uint8 and position == order[-1]
-            result = _resample_axis(result, axis, _axis_taps(in_size, out_size, lo, scale, filt), native, rounded)
+            result = _resample_axis(result, axis, _taps_of(*taps_key), native, rounded)
     if dtype.kind in "iu" and result.dtype != dtype:  # DALI's ConvertSat: to nearest, halves away from zero, saturated
         info = np.iinfo(dtype)
         return np.clip(np.trunc(result + np.copysign(_F32(0.5), result)), info.min, info.max).astype(dtype)

@@ -73,12 +73,7 @@ def make_coco(out_dir: str, count: int, seed: int = 0, sizes=(96, 320)) -> str:
         for _ in range(objects):
             kind, points = _shape(rng, width, height)
             cv2.fillPoly(canvas, [np.round(points).astype(np.int32)], [int(v) for v in rng.integers(0, 256, 3)])
-            left, top = points.min(0)
-            right, bottom = points.max(0)
-            annotations.append({"segmentation": [points.reshape(-1).tolist()],
-                                "area": float(cv2.contourArea(points.astype(np.float32))), "iscrowd": 0,
-                                "image_id": image_id, "bbox": [round(v, 2) for v in (left, top, right - left, bottom - top)],
-                                "category_id": category_of[kind]})
+            annotations.append(_polygon_annotation(points, image_id, category_of[kind]))
         if rng.random() < 1 / 8:  # a crowd region, its segmentation a run-length mask
             mask = np.zeros((height, width), np.uint8)
             cx, cy = int(rng.integers(width // 4, 3 * width // 4)), int(rng.integers(height // 4, 3 * height // 4))
@@ -96,9 +91,22 @@ def make_coco(out_dir: str, count: int, seed: int = 0, sizes=(96, 320)) -> str:
                                 "category_id": category_of["rectangle"]})
         name = f"{index:06d}.jpg"
         cv2.imwrite(os.path.join(image_dir, name), canvas[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])
-        images.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width,
-                       "date_captured": "2026-01-01 00:00:00", "flickr_url": "", "id": image_id})
+        images.append(_image_entry(name, height, width, image_id))
     return _write_annotations(annotation_dir, images, annotations, "penstock generated shapes")
+
+
+def _polygon_annotation(points: np.ndarray, image_id: int, category: int) -> dict:
+    """A COCO annotation of one polygon object: its segmentation, area and bounding box."""
+    left, top = points.min(0)
+    right, bottom = points.max(0)
+    return {"segmentation": [points.reshape(-1).tolist()], "area": float(cv2.contourArea(points.astype(np.float32))),
+            "iscrowd": 0, "image_id": image_id, "bbox": [round(v, 2) for v in (left, top, right - left, bottom - top)],
+            "category_id": category}
+
+
+def _image_entry(name: str, height: int, width: int, image_id: int) -> dict:
+    return {"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width,
+            "date_captured": "2026-01-01 00:00:00", "flickr_url": "", "id": image_id}
 
 
 def annotate_photos(out_dir: str, photos: str, count: int, seed: int = 0) -> str:
@@ -116,26 +124,19 @@ def annotate_photos(out_dir: str, photos: str, count: int, seed: int = 0) -> str
     category_of = {c["name"]: c["id"] for c in CATEGORIES}
     images, annotations = [], []
     for index, source in enumerate(files):
-        height, width = cv2.imread(source, cv2.IMREAD_REDUCED_GRAYSCALE_8).shape[:2]
-        height, width = _full_size(source, height, width)
+        height, width = _jpeg_size(source)
         image_id = 1000 + 3 * index
         for _ in range(int(rng.integers(1, 7))):
             kind, points = _shape(rng, width, height)
-            left, top = points.min(0)
-            right, bottom = points.max(0)
-            annotations.append({"segmentation": [points.reshape(-1).tolist()],
-                                "area": float(cv2.contourArea(points.astype(np.float32))), "iscrowd": 0,
-                                "image_id": image_id, "bbox": [round(v, 2) for v in (left, top, right - left, bottom - top)],
-                                "category_id": category_of[kind]})
+            annotations.append(_polygon_annotation(points, image_id, category_of[kind]))
         name = f"{index:06d}.jpg"
         shutil.copyfile(source, os.path.join(image_dir, name))
-        images.append({"license": 1, "file_name": name, "coco_url": "", "height": height, "width": width,
-                       "date_captured": "2026-01-01 00:00:00", "flickr_url": "", "id": image_id})
+        images.append(_image_entry(name, height, width, image_id))
     return _write_annotations(annotation_dir, images, annotations, "penstock annotated photographs")
 
 
-def _full_size(path: str, reduced_height: int, reduced_width: int) -> tuple[int, int]:
-    """The JPEG's size from its frame header (the 1/8 decode above only bounds it)."""
+def _jpeg_size(path: str) -> tuple[int, int]:
+    """(height, width) of a JPEG from its frame header (decoded, where no header says it)."""
     with open(path, "rb") as handle:
         data = handle.read()
     at = 2
@@ -144,7 +145,7 @@ def _full_size(path: str, reduced_height: int, reduced_width: int) -> tuple[int,
         if marker in (0xC0, 0xC1, 0xC2):
             return int.from_bytes(data[at + 5:at + 7], "big"), int.from_bytes(data[at + 7:at + 9], "big")
         at += 2 + length
-    return reduced_height * 8, reduced_width * 8
+    return cv2.imread(path, cv2.IMREAD_UNCHANGED).shape[:2]
 
 
 def _write_annotations(annotation_dir: str, images: list, annotations: list, description: str) -> str:

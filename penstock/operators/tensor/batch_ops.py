@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from penstock import devices, numeric, registry, types
+from penstock.batch import PackedBatch, back_to_back
 from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator, named_axes
 from penstock.operators.shared.arrays import axis_in_range
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
@@ -71,7 +72,6 @@ def _pad(xp, args: list, samples: list):
             out[tuple(slice(0, size) for size in sample.shape)] = sample
             results.append(out)
         return results
-    from penstock.batch import PackedBatch, back_to_back
     dtype = types.to_numpy_dtype(samples[0].dtype)
     values = [numeric.saturate(fill, dtype).item() for fill in fills]
     volumes = [int(np.prod(shape)) for shape in shapes]

@@ -267,18 +267,36 @@ class ImagePlan(DeferredBatch):
             if per_sample or not isinstance(self.sources, PackedBatch):
                 return list(self.sources), None
             return self.sources, self.sources.dense()
-        channels = self.source_channels
-        borders = self.borders if self.borders is not None else np.zeros((len(self.sources), channels))
-        plan = ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,
-                            self.color_offsets, self.fills, borders,
-                            self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
-                            self.bounds, self.tables, self.dtype or hwc_facts(self.sources)[1], self.chw,
-                            self.pad_channels)
-        packed = run_resample(plan, block=block, upload=self.upload)
+        packed = run_resample(self._resample_plan(), block=block, upload=self.upload)
         dense = packed.dense()
         if dense is not None:
             return (list(dense) if per_sample else None), dense
         return (list(packed) if per_sample else packed), None
+
+    def output_shapes(self) -> list:
+        """Each sample's output shape, HWC or CHW as planned."""
+        channels = self.channels + (1 if self.pad_channels else 0)
+        return [(channels, h, w) if self.chw else (h, w, channels) for h, w in self.sizes]
+
+    def materialize_on_canvas(self, canvas_sizes: list, fills: np.ndarray) -> PackedBatch:
+        """Runs the plan with each output at the top left of a canvas of ``canvas_sizes[i]``
+        (height, width; at least the output's), the rest of it ``fills[i]`` (one value per output
+        channel): ``pad`` of the plan's outputs in the same pass, the padded batch in one buffer."""
+        if self.pending is not None:
+            self.pending.wait()
+        if not len(self.sources):
+            return PackedBatch(torch.empty(0), [], [])
+        plan = replace(self._resample_plan(), canvas_sizes=[(int(h), int(w)) for h, w in canvas_sizes],
+                       canvas_fills=np.asarray(fills, np.float64))
+        return run_resample(plan, upload=self.upload)
+
+    def _resample_plan(self) -> ResamplePlan:
+        borders = self.borders if self.borders is not None else np.zeros((len(self.sources), self.source_channels))
+        return ResamplePlan(self.sources, self.maps, self.sizes, self.stretches(), self.color_matrices,
+                            self.color_offsets, self.fills, borders,
+                            self.filter if self.resized else triton_resample.FILTER_NEAREST, self.border,
+                            self.bounds, self.tables, self.dtype or hwc_facts(self.sources)[1], self.chw,
+                            self.pad_channels)
 
 
 def _source_sizes(sources) -> list:

@@ -93,29 +93,45 @@ def _border_index(index, size, BORDER: tl.constexpr):
 
 @triton.jit
 def resample_kernel(
-    integers,  # int64 [N + 1, 7]: per sample source pointer, height, width, row stride, output offset,
-               # output height, output width; then the filter taps per axis for the widest sample (a
-               # runtime bound: no recompiling per batch)
+    integers,  # int64 [N + 1, 9]: per sample source pointer, height, width, row stride, output offset,
+               # output height, output width, canvas height, canvas width; then the filter taps per
+               # axis for the widest sample (a runtime bound: no recompiling per batch)
     reals,  # float64 [N, REALS]: the 3x3 map from output to source coordinates (row-major), the
             # filter's stretch (y, x), the colour matrix [COLOR_CHANNELS, CHANNELS] and offsets
-            # (out = matrix @ value + offset), the fill per colour channel, the border per source channel
+            # (out = matrix @ value + offset), the fill per colour channel, the border per source
+            # channel, the canvas's fill per output channel
     output, count, tables,  # tables: uint8 [N, CHANNELS, 256] looked up on every source value (USE_TABLE)
     CHANNELS: tl.constexpr, COLOR_CHANNELS: tl.constexpr, OUT_CHANNELS: tl.constexpr, CHW: tl.constexpr,
     FILTER: tl.constexpr, PERSPECTIVE: tl.constexpr, DIAGONAL: tl.constexpr, BORDER: tl.constexpr,
     SOURCE_DTYPE: tl.constexpr, ROUND: tl.constexpr, OUT_MIN: tl.constexpr, OUT_MAX: tl.constexpr,
-    USE_TABLE: tl.constexpr, BLOCK: tl.constexpr,
+    USE_TABLE: tl.constexpr, CANVAS: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    # CANVAS: each output lies at the top left of a larger canvas (pad after the plan), the rest of
+    # which takes the canvas fill: the padded batch is written in this one pass
     tile = tl.program_id(0)
     sample = tl.program_id(1)
-    ints = integers + sample * 7
-    floats = reals + sample * (11 + COLOR_CHANNELS * CHANNELS + 2 * COLOR_CHANNELS + CHANNELS)
+    ints = integers + sample * 9
+    floats = reals + sample * (11 + COLOR_CHANNELS * CHANNELS + 2 * COLOR_CHANNELS + CHANNELS + OUT_CHANNELS)
     out_height = tl.load(ints + 5).to(tl.int32)
     out_width = tl.load(ints + 6).to(tl.int32)
     pixels = tile * BLOCK + tl.arange(0, BLOCK)
-    active = pixels < out_height * out_width
+    if CANVAS:
+        canvas_height = tl.load(ints + 7).to(tl.int32)
+        canvas_width = tl.load(ints + 8).to(tl.int32)
+        active = pixels < canvas_height * canvas_width
+        column_of = pixels % canvas_width
+        row_of = pixels // canvas_width
+        content = (column_of < out_width) & (row_of < out_height)
+    else:
+        canvas_height = out_height
+        canvas_width = out_width
+        active = pixels < out_height * out_width
+        column_of = pixels % out_width
+        row_of = pixels // out_width
+        content = active
     # output pixel edges (centre + 0.5) in float64: a tie (4.5 * 40/30 = 6) is a tie, not 5.9999
-    out_x = (pixels % out_width).to(tl.float64) + 0.5
-    out_y = (pixels // out_width).to(tl.float64) + 0.5
+    out_x = column_of.to(tl.float64) + 0.5
+    out_y = row_of.to(tl.float64) + 0.5
 
     source = tl.load(ints).to(tl.pointer_type(SOURCE_DTYPE))
     height = tl.load(ints + 1).to(tl.int32)
@@ -135,6 +151,8 @@ def resample_kernel(
                  (center_x >= -0.5) & (center_x <= width.to(tl.float32) - 0.5)
     else:  # taps outside the source read the border value (1), the edge pixels (2) or the
         inside = active  # reflected or wrapped image (3-5)
+    if CANVAS:
+        inside = inside & content
     stretch_y = tl.load(floats + 9).to(tl.float32)
     stretch_x = tl.load(floats + 10).to(tl.float32)
     if FILTER == 0:  # numeric.nearest_indices: a centre on a pixel boundary takes the later pixel
@@ -156,8 +174,8 @@ def resample_kernel(
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
     acc3 = tl.zeros([BLOCK], dtype=tl.float32)
     total = tl.zeros([BLOCK], dtype=tl.float32)
-    taps_y = tl.load(integers + count * 7).to(tl.int32)
-    taps_x = tl.load(integers + count * 7 + 1).to(tl.int32)
+    taps_y = tl.load(integers + count * 9).to(tl.int32)
+    taps_x = tl.load(integers + count * 9 + 1).to(tl.int32)
     ky = 0
     while ky < taps_y:  # a runtime bound (a while loop, which Triton's interpreter also runs)
         y = first_y + ky
@@ -199,7 +217,8 @@ def resample_kernel(
     offsets = matrix + COLOR_CHANNELS * CHANNELS
     fills = offsets + COLOR_CHANNELS
     out_base = output + tl.load(ints + 4)
-    plane = (out_height * out_width).to(tl.int64)
+    canvas_fills = fills + COLOR_CHANNELS + CHANNELS
+    plane = (canvas_height * canvas_width).to(tl.int64)
     for channel in tl.static_range(OUT_CHANNELS):
         if channel < COLOR_CHANNELS:
             row_of_matrix = matrix + channel * CHANNELS
@@ -225,6 +244,8 @@ def resample_kernel(
             value = tl.where(inside, value, tl.load(fills + channel).to(tl.float32))
         else:
             value = tl.zeros([BLOCK], dtype=tl.float32)
+        if CANVAS:
+            value = tl.where(content, value, tl.load(canvas_fills + channel).to(tl.float32))
         if ROUND:  # penstock.numeric's rule: to nearest, halves to even; NaN to 0; saturate
             value = round_half_to_even(tl.where(value == value, value, 0.0))
             value = tl.minimum(tl.maximum(value, OUT_MIN), OUT_MAX)
@@ -265,6 +286,10 @@ class ResamplePlan:
     out_dtype: torch.dtype = torch.float32
     chw: bool = False
     pad_channels: bool = False
+    # (height, width) per sample: each output written at the top left of a canvas this large, the
+    # rest of which takes ``canvas_fills`` ([N, output channels]); None: outputs as they are
+    canvas_sizes: list | None = None
+    canvas_fills: np.ndarray | None = None
 
 
 def taps_for(filter_id: int, stretches) -> int:
@@ -303,7 +328,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     else:
         layouts = _layouts(plan.sources, channels, dtype)
     out_channels = plan.color_matrices.shape[1] + (1 if plan.pad_channels else 0)
-    output_sizes = plan.output_sizes
+    output_sizes = plan.output_sizes if plan.canvas_sizes is None else plan.canvas_sizes
     first = one_value(output_sizes)  # one output size (a fixed-size resize)
     uniform = first is not None
     if uniform:  # no loop per sample
@@ -328,7 +353,7 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
     # every per-sample number in two tables, sent in two copies from pinned memory: the launch
     # does not wait for the work already queued on the stream (such as the decoding of the sources)
     color_channels = plan.color_matrices.shape[1]
-    integers = np.zeros((count + 1, 7), np.int64)
+    integers = np.zeros((count + 1, 9), np.int64)
     integers[:count, :4] = layouts  # address, height, width, row stride
     maps = plan.maps
     if plan.bounds is not None:  # each source seen as its bounded part: a pointer into it, and the map moved
@@ -341,10 +366,13 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         shift[:, 1, 2] = -bounds[:, 0]
         maps = shift @ maps
     integers[:count, 4] = offsets
-    integers[:count, 5:7] = first if uniform else output_sizes
+    integers[:count, 7:9] = first if uniform else output_sizes
+    integers[:count, 5:7] = integers[:count, 7:9] if plan.canvas_sizes is None else plan.output_sizes
+    canvas_fills = plan.canvas_fills if plan.canvas_fills is not None else np.zeros((count, out_channels))
     integers[count, :2] = (taps_for(plan.filter, plan.stretches[:, 0]), taps_for(plan.filter, plan.stretches[:, 1]))
     reals = np.concatenate([maps.reshape(count, 9), plan.stretches, plan.color_matrices.reshape(count, -1),
-                            plan.color_offsets, plan.fills, plan.borders], axis=1).astype(np.float64, copy=False)
+                            plan.color_offsets, plan.fills, plan.borders, canvas_fills],
+                           axis=1).astype(np.float64, copy=False)
     integers, reals = upload(device, [integers, reals])
     bounds = None if plan.out_dtype.is_floating_point or plan.out_dtype == torch.bool else \
         numeric.integer_bounds(types.to_numpy_dtype(plan.out_dtype))
@@ -361,5 +389,5 @@ def run_resample(plan: ResamplePlan, output: torch.Tensor | None = None, block: 
         FILTER=plan.filter, PERSPECTIVE=bool(np.any(maps[:, 2] != (0.0, 0.0, 1.0))), DIAGONAL=bool(diagonal),
         BORDER=plan.border, SOURCE_DTYPE=_TORCH_TO_TRITON[dtype], ROUND=bounds is not None,
         OUT_MIN=bounds[0] if bounds else 0.0, OUT_MAX=bounds[1] if bounds else 0.0,
-        USE_TABLE=plan.tables is not None, BLOCK=block)
+        USE_TABLE=plan.tables is not None, CANVAS=plan.canvas_sizes is not None, BLOCK=block)
     return PackedBatch(output, offsets, shapes)

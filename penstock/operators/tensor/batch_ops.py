@@ -4,14 +4,15 @@ source ``batch_permutation`` (a random order of the batch, for MixUp-style pairi
 
 Each is one function of the batch's list of samples written against the array API numpy and torch
 share; on the CPU it is a WholeBatchOperator (it runs once the batch's per-sample work is done), on
-the GPU a BatchOperator.
+the GPU a BatchOperator. ``pad`` on the GPU pads a planned image batch as the fused image kernel
+writes it, and other batches with one kernel launch (penstock.kernels.triton_pad).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from penstock import devices, numeric, registry, types
-from penstock.batch import PackedBatch, back_to_back
+from penstock.batch import PackedBatch, back_to_back, hwc_facts
 from penstock.contract import BatchOperator, OutputSpec, SourceBatch, SourceOperator, WholeBatchOperator, named_axes
 from penstock.operators.shared.arrays import axis_in_range
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
@@ -29,23 +30,23 @@ def _per_axis(values, count: int, name: str, default: int) -> list:
     return values
 
 
-def _padded_shapes(args: list, samples: list) -> list:
+def _padded_shapes(args: list, sample_shapes: list) -> list:
     """As DALI: on each padded axis, a sample grows to ``shape`` (a value above 0; else the batch's
     largest extent) or stays at its own extent when that is larger, then up to a multiple of
     ``align``; shape and align may differ per sample. Each sample's padded shape."""
-    ndim = samples[0].ndim
-    if any(sample.ndim != ndim for sample in samples):
-        raise ValueError(f"samples of {sorted({s.ndim for s in samples})} dimensions in one batch")
-    largest = [max(sample.shape[axis] for sample in samples) for axis in range(ndim)]
+    ndim = len(sample_shapes[0])
+    if any(len(shape) != ndim for shape in sample_shapes):
+        raise ValueError(f"samples of {sorted({len(shape) for shape in sample_shapes})} dimensions in one batch")
+    largest = [max(shape[axis] for shape in sample_shapes) for axis in range(ndim)]
     shapes = []
-    for sample, sample_args in zip(samples, args):
+    for sample_shape, sample_args in zip(sample_shapes, args):
         given = sample_args.axes
         axes = [axis_in_range(int(axis), ndim) for axis in (given if given is not None and len(given) else range(ndim))]
         wanted = _per_axis(sample_args.shape, len(axes), "shape", -1)
         align = _per_axis(sample_args.align, len(axes), "align", 1)
         if any(step < 1 for step in align):
             raise ValueError(f"Values of `align` argument must be positive, got {tuple(align)}")
-        shape = list(sample.shape)
+        shape = list(sample_shape)
         for axis, size, step in zip(axes, wanted, align):
             extent = max(size if size > 0 else largest[axis], shape[axis])
             shape[axis] = -(-extent // step) * step
@@ -56,11 +57,12 @@ def _padded_shapes(args: list, samples: list) -> list:
 def _pad(xp, args: list, samples: list):
     """``pad`` of a batch: numpy arrays on the CPU (a sample already of its padded shape is passed
     on as it is); on the GPU one buffer for the whole batch (a PackedBatch, dense where every
-    sample has one shape), filled once where every sample has the same fill value: a tensor per
-    sample left PyTorch's caching allocator holding a block of every size a batch asked for."""
+    sample has one shape), written by one kernel launch where the kernel applies: a tensor per
+    sample left PyTorch's caching allocator holding a block of every size a batch asked for, and
+    filling the buffer before copying the samples in wrote it twice."""
     if not samples:
         return []
-    shapes = _padded_shapes(args, samples)
+    shapes = _padded_shapes(args, [tuple(sample.shape) for sample in samples])
     fills = [np.asarray(sample_args.fill_value, np.float64) for sample_args in args]
     if xp is np:
         results = []
@@ -72,22 +74,46 @@ def _pad(xp, args: list, samples: list):
             out[tuple(slice(0, size) for size in sample.shape)] = sample
             results.append(out)
         return results
+    from penstock.kernels.triton_pad import run_pad
+    from penstock.runtime.pinned import to_device
     dtype = types.to_numpy_dtype(samples[0].dtype)
     values = [numeric.saturate(fill, dtype).item() for fill in fills]
+    padded = run_pad(samples, shapes, values, upload=to_device)
+    if padded is not None:
+        return padded
     volumes = [int(np.prod(shape)) for shape in shapes]
     offsets = np.concatenate([[0], np.cumsum(volumes)]).tolist()
     buffer = xp.empty(offsets[-1], dtype=samples[0].dtype, device=samples[0].device)
-    one_fill = all(value == values[0] for value in values)
-    if one_fill:
-        buffer.fill_(values[0])
     for sample, shape, value, offset, volume in zip(samples, shapes, values, offsets, volumes):
         out = buffer[offset:offset + volume].view(shape)
-        if not one_fill:
-            out.fill_(value)
+        out.fill_(value)
         out[tuple(slice(0, size) for size in sample.shape)] = sample
     if len(set(shapes)) == 1:
         return PackedBatch(buffer, back_to_back(len(shapes), volumes[0]), shapes)
     return PackedBatch(buffer, offsets[:-1], shapes)
+
+
+def _pad_gpu(args: list, batch_input):
+    """``pad`` on the GPU. A planned image batch (resize, crop_mirror_normalize and the other fused
+    image steps, not yet run) is padded as the fused kernel writes it, where only its height and
+    width grow: each image at the top left of its padded canvas, the padding written in the same
+    pass, with no unpadded copy of the batch made first."""
+    import torch
+
+    from penstock.kernels.image_plan import ImagePlan
+    from penstock.operators.shared.gpu_plan import tensors_of
+    if isinstance(batch_input, ImagePlan) and len(batch_input) and len(args) == len(batch_input):
+        shapes = batch_input.output_shapes()
+        padded = _padded_shapes(args, shapes)
+        channel_axis = 0 if batch_input.chw else 2
+        if all(new[channel_axis] == old[channel_axis] for new, old in zip(padded, shapes)):
+            dtype = types.to_numpy_dtype(batch_input.dtype or hwc_facts(batch_input.sources)[1])
+            channels = shapes[0][channel_axis]
+            fills = np.array([[float(numeric.saturate(np.asarray(a.fill_value, np.float64), dtype))] * channels
+                              for a in args])
+            canvas = [shape[1:] if batch_input.chw else shape[:2] for shape in padded]
+            return batch_input.materialize_on_canvas(canvas, fills)
+    return _pad(torch, args, tensors_of(batch_input))
 
 
 def _permute(xp, args, samples: list) -> list:
@@ -146,7 +172,10 @@ class Declared:
         return type(self).declare(self, inputs)
 
 
-def _register(name, function, declare, args, doc, checks):
+_GPU_FORMS = {"pad": _pad_gpu}  # operators whose GPU form takes the batch as it comes (a plan, say)
+
+
+def _register(name, function, declare, args, doc, checks, gpu_function=None):
     registry.register_schema(OpSchema(name=name, class_name="".join(w.capitalize() for w in name.split("_")),
                                       doc=doc, args=args, checks=checks))
 
@@ -156,10 +185,11 @@ def _register(name, function, declare, args, doc, checks):
 
     class Gpu(Declared, BatchOperator):
         def run_batch(self, inputs, args, batch):
+            if gpu_function is not None:
+                return gpu_function(args, inputs[0])
             from penstock.operators.shared.gpu_plan import tensors_of
             import torch
-            samples = tensors_of(inputs[0])
-            return function(torch, args, samples)
+            return function(torch, args, tensors_of(inputs[0]))
 
     Cpu.declare = Gpu.declare = staticmethod(declare)
     Cpu.__name__ = Cpu.__qualname__ = "".join(w.capitalize() for w in name.split("_"))
@@ -169,7 +199,7 @@ def _register(name, function, declare, args, doc, checks):
 
 
 for _name, (_function, _declare, _args, _doc, _checks) in OPERATORS.items():
-    _register(_name, _function, _declare, _args, _doc, _checks)
+    _register(_name, _function, _declare, _args, _doc, _checks, gpu_function=_GPU_FORMS.get(_name))
 
 
 registry.register_schema(OpSchema(

@@ -77,10 +77,21 @@ def normalize_uint8(image: np.ndarray, table: np.ndarray) -> np.ndarray:
     return result.reshape(image.shape)
 
 
-def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror: bool = False) -> None:
+def lookup_planes(image: np.ndarray, table: np.ndarray, out: np.ndarray, mirror: bool = False,
+                  native_lookup=None) -> None:
     """``out[c] = table[0, :, c][image[:, :, c]]`` for an HWC uint8 image, mirrored left to right
-    first when asked: the channels split into planes (OpenCV) and each looked up straight into its
-    plane of ``out`` [C, H, W] (GIL released)."""
+    first when asked, each channel looked up straight into its plane of ``out`` [C, H, W] (GIL
+    released). ``native_lookup``: a callable giving the C lookup's function
+    (runtime.native.lookup_planes) or None; without it the channels are split into planes and
+    looked up by OpenCV, which costs four passes over the image where the C lookup makes one."""
+    function = native_lookup() if native_lookup is not None else None
+    height, width, channels = image.shape
+    if function is not None and out.flags.c_contiguous and image.strides[1:] == (channels, 1) \
+            and out.shape == (channels, height, width):
+        items = np.ascontiguousarray(table[0, :, :channels].astype(out.dtype, copy=False))
+        function(image.ctypes.data, height, width, image.strides[0], channels, items.ctypes.data,
+                 out.dtype.itemsize, out.ctypes.data, int(bool(mirror)))
+        return
     source = image if image.flags.c_contiguous else np.ascontiguousarray(image)
     if mirror:
         source = cv2.flip(source, 1).reshape(image.shape)

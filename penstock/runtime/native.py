@@ -119,6 +119,15 @@ def box_encode():
                       _POINTER, _POINTER, _POINTER, _POINTER, _POINTER])
 
 
+def lookup_planes():
+    """csrc/lookup_planes.c's table lookup of a uint8 HWC image into CHW planes, mirrored when
+    asked (cpu_image.lookup_planes' native path), or None where it cannot be built (OpenCV's
+    lookups then give the same values)."""
+    return _function("lookup_planes", "penstock_lookup_planes",
+                     [_POINTER, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _POINTER, _INT,
+                      _POINTER, _INT])
+
+
 def resample_axis():
     """csrc/resample.c's resampling along one axis by taps and weights, a uint8 output rounded
     (cpu_image.resample's native_axis), or None where it cannot be built (the numpy path then does

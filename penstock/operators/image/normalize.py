@@ -11,6 +11,7 @@ from penstock import devices, numeric, registry, types
 from penstock.columns import arg_column, distinct_args
 from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator
 from penstock.kernels import cpu_image
+from penstock.runtime import native
 from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, declare_hwc,
                                          with_crop_of)
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
@@ -253,7 +254,8 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
             if out is None:
                 out = np.empty((out_channels, window_height, window_width), dtype)
             table = self._tables.get(means, multipliers, channels, dtype)
-            cpu_image.lookup_planes(inside, table, out[:channels], mirror=bool(args.mirror))
+            cpu_image.lookup_planes(inside, table, out[:channels], mirror=bool(args.mirror),
+                                    native_lookup=native.lookup_planes)
             out[channels:] = _convert_fill(fills[channels:], dtype)[:, None, None]
             return out
         if image.dtype == np.uint8 and inside.size:

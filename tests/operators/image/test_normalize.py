@@ -304,3 +304,25 @@ def test_crop_mirror_normalize_names_the_layouts_it_takes():
     with pytest.raises(ValueError, match='crop_mirror_normalize: the layout "ABC" does not match any of the allowed '
                                          'layouts: HWC, CHW'):
         run_operator(fn.crop_mirror_normalize, [noise_image(8, 8)], layout="ABC")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int32, np.float64])
+def test_the_c_lookup_into_planes_gives_what_opencvs_lookups_give(dtype):
+    """runtime/csrc/lookup_planes.c (when it builds) writes each channel's looked-up values into its
+    CHW plane, mirrored when asked: equal to the bit to OpenCV's split-and-lookup, for a crop that
+    is a strided view of a larger image and for each output type's size."""
+    from penstock.kernels import cpu_image
+    from penstock.runtime import native
+    if native.lookup_planes() is None:
+        pytest.skip(f"the C lookup cannot be built here: {native.problem('lookup_planes')}")
+    rng = np.random.default_rng(7)
+    image = rng.integers(0, 256, (23, 31, 3), dtype=np.uint8)[2:19, 3:28]
+    table = rng.normal(0, 40, (1, 256, 3)).astype(dtype) if np.dtype(dtype).kind == "f" else \
+        rng.integers(0, 120, (1, 256, 3)).astype(dtype)
+    for mirror in (False, True):
+        with_c, with_opencv = (np.empty((3, 17, 25), dtype) for _ in range(2))
+        cpu_image.lookup_planes(image, table, with_c, mirror=mirror, native_lookup=native.lookup_planes)
+        cpu_image.lookup_planes(image, table, with_opencv, mirror=mirror)
+        np.testing.assert_array_equal(with_c.view(np.uint8), with_opencv.view(np.uint8))
+        want = table[0, image, np.arange(3)].transpose(2, 0, 1)
+        np.testing.assert_array_equal(with_c, want[:, :, ::-1] if mirror else want)

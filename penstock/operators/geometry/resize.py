@@ -207,6 +207,56 @@ def resize_window(in_shape, args: dict) -> tuple[list, list, list]:
     return sizes, lo, hi
 
 
+def batch_resized_sizes(in_sizes, args: dict) -> np.ndarray | None:
+    """resize_window's output sizes for a batch of inputs that share ``args`` ([N, spatial] input
+    extents, outermost first), worked out for all of them at once with the same float32 and
+    float64 steps; None where the per-sample rules are needed (a ROI, or an empty input)."""
+    if args.roi_start is not None and len(args.roi_start):
+        return None
+    extents = np.asarray(in_sizes, np.float64)
+    if extents.ndim != 2 or not extents.size or not np.all(extents > 0):
+        return None
+    spatial = extents.shape[1]
+    extents = extents.astype(np.float32).astype(np.float64)
+    requested, mode = _resize_request(args, spatial)
+    requested = np.broadcast_to(np.asarray(requested, np.float64), extents.shape)
+    given = requested != 0
+    scales = requested / extents
+    out = requested.copy()
+    to_float32 = lambda values: values.astype(np.float32).astype(np.float64)  # noqa: E731
+    max_size = None
+    if args.max_size is not None and len(args.max_size):
+        max_size = np.broadcast_to(np.ravel(args.max_size).astype(np.float64), (spatial,))
+    if mode in ("default", "stretch"):
+        missing = ~given
+        if mode == "default":
+            scale = np.ones(len(extents))
+            for axis in range(spatial):
+                scale = np.where(given[:, axis], scale * np.abs(scales[:, axis]), scale)
+            counts = given.sum(axis=1)
+            scale = np.where(counts > 1, scale ** (1.0 / np.maximum(counts, 1)), scale)
+            out = np.where(missing, to_float32(extents * scale[:, None]), out)
+        else:
+            out = np.where(missing, extents, out)
+        if max_size is not None:
+            over = (max_size > 0) & (np.abs(out) > max_size)
+            out = np.where(over, np.copysign(np.broadcast_to(max_size, out.shape), out), out)
+    else:
+        scale32 = to_float32(np.abs(scales))
+        if mode == "not_smaller":
+            final = np.max(np.where(given, scale32, -np.inf), axis=1)
+        else:
+            final = np.min(np.where(given, scale32, np.inf), axis=1)
+        if max_size is not None:
+            for axis in range(spatial):
+                if max_size[axis] > 0:
+                    final = np.minimum(final, max_size[axis] / extents[:, axis])
+        kept = given & (np.abs(scales) == final[:, None])
+        out = np.where(kept, out, to_float32(extents * np.copysign(final[:, None], scales)))
+    out = np.where(given.any(axis=1)[:, None], out, extents)
+    return np.maximum(1, np.floor(np.abs(to_float32(out)) + 0.5)).astype(np.int64)
+
+
 def resample_filters(args: dict) -> tuple[str, str]:
     """(min_filter, mag_filter) of a resampling operator, as cpu_image.resample names them."""
     interp = args.interp_type
@@ -315,6 +365,9 @@ def _resized_sizes(sizes: list, args: list) -> list:
         return [resized_shape(size, a) for size, a in zip(sizes, args)]
     if sizes and fixed_resize_size(first) is not None:
         return [resized_shape(sizes[0], first)] * len(sizes)
+    batch = batch_resized_sizes(sizes, first) if len(sizes) > 1 else None
+    if batch is not None:
+        return list(map(tuple, batch.tolist()))
     known: dict = {}
     resized = []
     for size in sizes:

@@ -30,6 +30,17 @@ def _per_axis(values, count: int, name: str, default: int) -> list:
     return values
 
 
+def _pad_rule(sample_args, ndim: int) -> list:
+    """(axis, wanted extent, alignment) of each padded axis of one sample's arguments."""
+    given = sample_args.axes
+    axes = [axis_in_range(int(axis), ndim) for axis in (given if given is not None and len(given) else range(ndim))]
+    wanted = _per_axis(sample_args.shape, len(axes), "shape", -1)
+    align = _per_axis(sample_args.align, len(axes), "align", 1)
+    if any(step < 1 for step in align):
+        raise ValueError(f"Values of `align` argument must be positive, got {tuple(align)}")
+    return list(zip(axes, wanted, align))
+
+
 def _padded_shapes(args: list, sample_shapes: list) -> list:
     """As DALI: on each padded axis, a sample grows to ``shape`` (a value above 0; else the batch's
     largest extent) or stays at its own extent when that is larger, then up to a multiple of
@@ -38,16 +49,14 @@ def _padded_shapes(args: list, sample_shapes: list) -> list:
     if any(len(shape) != ndim for shape in sample_shapes):
         raise ValueError(f"samples of {sorted({len(shape) for shape in sample_shapes})} dimensions in one batch")
     largest = [max(shape[axis] for shape in sample_shapes) for axis in range(ndim)]
+    rules: dict = {}  # one per distinct arguments: usually one for the batch
     shapes = []
     for sample_shape, sample_args in zip(sample_shapes, args):
-        given = sample_args.axes
-        axes = [axis_in_range(int(axis), ndim) for axis in (given if given is not None and len(given) else range(ndim))]
-        wanted = _per_axis(sample_args.shape, len(axes), "shape", -1)
-        align = _per_axis(sample_args.align, len(axes), "align", 1)
-        if any(step < 1 for step in align):
-            raise ValueError(f"Values of `align` argument must be positive, got {tuple(align)}")
+        rule = rules.get(id(sample_args))
+        if rule is None:
+            rule = rules[id(sample_args)] = _pad_rule(sample_args, ndim)
         shape = list(sample_shape)
-        for axis, size, step in zip(axes, wanted, align):
+        for axis, size, step in rule:
             extent = max(size if size > 0 else largest[axis], shape[axis])
             shape[axis] = -(-extent // step) * step
         shapes.append(tuple(shape))
@@ -109,8 +118,9 @@ def _pad_gpu(args: list, batch_input):
         if all(new[channel_axis] == old[channel_axis] for new, old in zip(padded, shapes)):
             dtype = types.to_numpy_dtype(batch_input.dtype or hwc_facts(batch_input.sources)[1])
             channels = shapes[0][channel_axis]
-            fills = np.array([[float(numeric.saturate(np.asarray(a.fill_value, np.float64), dtype))] * channels
-                              for a in args])
+            values = {id(a): float(numeric.saturate(np.asarray(a.fill_value, np.float64), dtype))
+                      for a in {id(a): a for a in args}.values()}  # once per distinct arguments
+            fills = np.repeat(np.array([values[id(a)] for a in args])[:, None], channels, axis=1)
             canvas = [shape[1:] if batch_input.chw else shape[:2] for shape in padded]
             return batch_input.materialize_on_canvas(canvas, fills)
     return _pad(torch, args, tensors_of(batch_input))

@@ -482,3 +482,22 @@ def test_the_c_resampling_converts_other_types_as_the_numpy_resampling_does(dtyp
     call = (image, (0, 1), (31, 11), (0.0, 0.5), (19.0, 22.0), cpu_image.LANCZOS3, cpu_image.CUBIC, True, dtype)
     np.testing.assert_array_equal(cpu_image.resample(*call, native.resample_axis), cpu_image.resample(*call),
                                   strict=True)
+
+
+@pytest.mark.parametrize("arguments", [
+    dict(resize_shorter=800, max_size=1333), dict(resize_shorter=256), dict(resize_longer=300),
+    dict(resize_longer=300, max_size=(200, 250)), dict(resize_x=224), dict(resize_y=117.5),
+    dict(resize_x=224, resize_y=180, mode="not_smaller"), dict(resize_x=224, resize_y=180, mode="not_larger"),
+    dict(resize_x=224, resize_y=180, mode="not_larger", max_size=(150, 0)), dict(resize_x=300, max_size=400),
+    dict(resize_y=-90), dict(size=(0, 333), mode="stretch"), dict(size=(411.3, 0), max_size=500),
+    dict(resize_x=-200, resize_y=120, mode="not_smaller")])
+def test_the_batch_sizes_of_resize_are_its_per_sample_sizes(arguments):
+    """batch_resized_sizes (a batch sharing its arguments, worked out at once) gives each sample
+    the size resize_window's per-sample rules give, for every mode, max_size and sign."""
+    from penstock import registry
+    from penstock.operators.geometry.resize import batch_resized_sizes, resize_window
+    args, _ = registry.get_schema("resize").validate(arguments)
+    rng = np.random.default_rng(11)
+    sizes = np.concatenate([rng.integers(1, 4000, (400, 2)), [[1, 1], [3, 7919], [480, 640], [640, 480]]])
+    batch = batch_resized_sizes(sizes, args)
+    assert batch.tolist() == [resize_window(list(size), args)[0] for size in sizes.tolist()]

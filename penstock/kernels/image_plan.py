@@ -125,6 +125,10 @@ class ImagePlan(DeferredBatch):
         if not len(windows):
             return self
         window = _float_pairs(windows, 4)
+        if self.border != BORDER_FILL_OUTSIDE and (np.any(window[:, :2] < 0) or
+                                                   np.any(window[:, :2] + window[:, 2:] > self.size_array())):
+            # the fill outside is read from the current output as it is, not through another border rule
+            return ImagePlan.of(self.materialize()[0], upload=self.upload).with_crop(windows)
         step = np.tile(np.eye(3), (len(window), 1, 1))
         step[:, 0, 2] = window[:, 1]
         step[:, 1, 2] = window[:, 0]
@@ -141,6 +145,30 @@ class ImagePlan(DeferredBatch):
         step[:, 2, 2] = 1.0
         plan = self._then_map(step, sizes)
         return replace(plan, filter=filter_id, antialias=antialias or self.antialias, resized=True)
+
+    def with_resize_windows(self, sizes: list, starts: np.ndarray, ends: np.ndarray, filter_id: int,
+                            antialias: bool) -> "ImagePlan":
+        """Resamples each current output's window from ``starts`` to ``ends`` ([N, 2] (y, x), in the
+        current output's coordinates; an end before its start flips that axis) into ``sizes``: a
+        resize whose region of interest, sub-pixel scale or negative size moves its window."""
+        if not len(sizes):
+            return self
+        new = _float_pairs(sizes)
+        starts, ends = np.asarray(starts, np.float64), np.asarray(ends, np.float64)
+        plan = self
+        if np.any(np.minimum(starts, ends) < 0) or np.any(np.maximum(starts, ends) > self.size_array()):
+            # a window reaching outside reads the edge pixels there (the CPU resampling's rule)
+            plan = self.bounds_for_border(BORDER_CLAMP, None) or \
+                ImagePlan.of(self.materialize()[0], upload=self.upload).bounds_for_border(BORDER_CLAMP, None)
+            plan = replace(plan, border=BORDER_CLAMP)
+        step = np.zeros((len(new), 3, 3))
+        step[:, 0, 0] = (ends[:, 1] - starts[:, 1]) / new[:, 1]
+        step[:, 1, 1] = (ends[:, 0] - starts[:, 0]) / new[:, 0]
+        step[:, 0, 2] = starts[:, 1]
+        step[:, 1, 2] = starts[:, 0]
+        step[:, 2, 2] = 1.0
+        plan = plan._then_map(step, sizes)
+        return replace(plan, filter=filter_id, antialias=antialias or plan.antialias, resized=True)
 
     def with_flips(self, flips: list) -> "ImagePlan":
         """Mirrors each current output: flips are (vertical, horizontal) per sample."""

@@ -108,6 +108,22 @@ def test_resize_shorter_gives_ragged_sizes_like_cpu():
     _compare(got, want, 1.0, 6)
 
 
+@pytest.mark.parametrize("kwargs", [
+    dict(resize_x=14, resize_y=11, roi_start=(3, 5), roi_end=(15, 20)),  # a region of interest
+    dict(resize_x=-12, resize_y=9),  # a negative size flips the axis
+    dict(resize_x=10, resize_y=-13, roi_start=(0.1, 0.2), roi_end=(0.9, 0.7), roi_relative=True),
+    dict(resize_shorter=13.4),  # a fractional size keeps its scale (subpixel_scale)
+    dict(resize_shorter=13.4, subpixel_scale=False)])
+def test_resize_windows_match_cpu(kwargs):
+    """The GPU resize samples the window the CPU form samples: its region of interest, flipped by
+    a negative size, moved for a fractional size; within the bilinear tolerance of the other
+    resize tests, and exact in shape."""
+    samples = _ragged()
+    kwargs = dict(kwargs, interp_type=types.INTERP_LINEAR)
+    got, want = _run_gpu(ResizeGpu, "resize", samples, **kwargs), _run_cpu(Resize, "resize", samples, **kwargs)
+    _compare(got, want, 0.5, 3)
+
+
 def test_crop_is_exact_with_padding():
     samples = _ragged()
     per_sample = [{"crop_pos_x": 0.0, "crop_pos_y": 1.0}, {"crop_pos_x": 0.5, "crop_pos_y": 0.5},

@@ -207,10 +207,11 @@ def resize_window(in_shape, args: dict) -> tuple[list, list, list]:
     return sizes, lo, hi
 
 
-def batch_resized_sizes(in_sizes, args: dict) -> np.ndarray | None:
-    """resize_window's output sizes for a batch of inputs that share ``args`` ([N, spatial] input
-    extents, outermost first), worked out for all of them at once with the same float32 and
-    float64 steps; None where the per-sample rules are needed (a ROI, or an empty input)."""
+def batch_resize_windows(in_sizes, args: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """resize_window for a batch of inputs that share ``args`` ([N, spatial] input extents,
+    outermost first), worked out for all of them at once with the same float32 and float64 steps:
+    (output sizes, source starts, source ends), each [N, spatial]; None where the per-sample rules
+    are needed (a ROI, or an empty input)."""
     if args.roi_start is not None and len(args.roi_start):
         return None
     extents = np.asarray(in_sizes, np.float64)
@@ -253,8 +254,18 @@ def batch_resized_sizes(in_sizes, args: dict) -> np.ndarray | None:
                     final = np.minimum(final, max_size[axis] / extents[:, axis])
         kept = given & (np.abs(scales) == final[:, None])
         out = np.where(kept, out, to_float32(extents * np.copysign(final[:, None], scales)))
-    out = np.where(given.any(axis=1)[:, None], out, extents)
-    return np.maximum(1, np.floor(np.abs(to_float32(out)) + 0.5)).astype(np.int64)
+    wanted = to_float32(np.where(given.any(axis=1)[:, None], out, extents))
+    sizes = np.maximum(1, np.floor(np.abs(wanted) + 0.5))
+    flipped = wanted < 0
+    lo, hi = np.where(flipped, extents, 0.0), np.where(flipped, 0.0, extents)
+    if args.subpixel_scale:
+        moved = sizes != np.abs(wanted)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            adjustment = np.minimum(np.maximum(sizes / np.abs(wanted), -10.0), 10.0)
+        centre = 0.5 * lo + 0.5 * hi
+        lo = np.where(moved, centre + (lo - centre) * adjustment, lo)
+        hi = np.where(moved, centre + (hi - centre) * adjustment, hi)
+    return sizes.astype(np.int64), lo, hi
 
 
 def resample_filters(args: dict) -> tuple[str, str]:
@@ -348,31 +359,24 @@ class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
         plan = plan_of(inputs[0])
         if plan.resized or plan.geometry_final:
             plan = plan_of(plan.materialize()[0])
-        sizes = _resized_sizes(plan.sizes, args)
+        sizes, starts, ends = resize_windows_of_batch(plan.sizes, args)
         first = args[0]
         shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
-        plan = plan.with_resize(sizes, kernel_filter(resize_filter(first, shrinking)), first.antialias)
+        plan = plan.with_resize_windows(sizes, starts, ends, kernel_filter(resize_filter(first, shrinking)),
+                                        first.antialias)
         if first.dtype is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(first.dtype))
         return plan
 
 
-def _resized_sizes(sizes: list, args: list) -> list:
-    """Each sample's size after resize; worked out once per distinct input size when the batch
-    shares its arguments, once in all when the output size does not depend on the input."""
+def resize_windows_of_batch(sizes: list, args: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """resize_window for each (height, width) of a batch: (output sizes as tuples, source starts
+    and ends [N, 2]), for the whole batch at once where it shares its arguments."""
     first = args[0] if args else None
-    if not all(a is first for a in args):
-        return [resized_shape(size, a) for size, a in zip(sizes, args)]
-    if sizes and fixed_resize_size(first) is not None:
-        return [resized_shape(sizes[0], first)] * len(sizes)
-    batch = batch_resized_sizes(sizes, first) if len(sizes) > 1 else None
+    batch = batch_resize_windows(sizes, first) if sizes and all(a is first for a in args) else None
     if batch is not None:
-        return list(map(tuple, batch.tolist()))
-    known: dict = {}
-    resized = []
-    for size in sizes:
-        key = tuple(size)
-        if key not in known:
-            known[key] = resized_shape(size, first)
-        resized.append(known[key])
-    return resized
+        out, starts, ends = batch
+        return list(map(tuple, out.tolist())), starts, ends
+    windows = [resize_window(list(size), a) for size, a in zip(sizes, args)]
+    return ([tuple(out) for out, _, _ in windows], np.array([lo for _, lo, _ in windows], np.float64).reshape(-1, 2),
+            np.array([hi for _, _, hi in windows], np.float64).reshape(-1, 2))

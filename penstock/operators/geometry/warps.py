@@ -22,7 +22,7 @@ from penstock.operators.geometry.crop_flip_transpose import fixed_crop_size
 from penstock.operators.geometry.layouts import declare_hwc_layout, image_layout, layout_refused, spatial_axes
 from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, fixed_resize_size,
                                                 resample_filters, resampled_dtype, resize_filter, resize_window,
-                                                resized_shape)
+                                                resize_windows_of_batch)
 from penstock.operators.geometry.rotate import WARP_INTERPOLATIONS, border_value, warped_dtype
 from penstock.operators.shared.images import WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, warp_size
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
@@ -440,11 +440,11 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
         plan = geometry_plan(inputs[0])
         if plan.resized:
             plan = plan_of(plan.materialize()[0])
-        sizes = [resized_shape(size, a) for size, a in zip(plan.sizes, args)]
+        sizes, starts, ends = resize_windows_of_batch(plan.sizes, args)
         first = args[0] if args else None
         shrinking = bool(sizes) and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
-        plan = plan.with_resize(sizes, kernel_filter(resize_filter(first, shrinking)) if first else 0,
-                                first.antialias if first else True)
+        plan = plan.with_resize_windows(sizes, starts, ends, kernel_filter(resize_filter(first, shrinking)) if first
+                                        else 0, first.antialias if first else True)
         windows = [_crop_after_resize(h, w, a) for (h, w), a in zip(sizes, args)]
         for (top, left, height, width), (full_h, full_w) in zip(windows, sizes):
             if top < 0 or left < 0 or top + height > full_h or left + width > full_w:

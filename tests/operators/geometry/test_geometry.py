@@ -491,13 +491,18 @@ def test_the_c_resampling_converts_other_types_as_the_numpy_resampling_does(dtyp
     dict(resize_x=224, resize_y=180, mode="not_larger", max_size=(150, 0)), dict(resize_x=300, max_size=400),
     dict(resize_y=-90), dict(size=(0, 333), mode="stretch"), dict(size=(411.3, 0), max_size=500),
     dict(resize_x=-200, resize_y=120, mode="not_smaller")])
-def test_the_batch_sizes_of_resize_are_its_per_sample_sizes(arguments):
-    """batch_resized_sizes (a batch sharing its arguments, worked out at once) gives each sample
-    the size resize_window's per-sample rules give, for every mode, max_size and sign."""
+def test_the_batch_windows_of_resize_are_its_per_sample_windows(arguments):
+    """batch_resize_windows (a batch sharing its arguments, worked out at once) gives each sample
+    the size and source window resize_window's per-sample rules give, for every mode, max_size and
+    sign, with and without the sub-pixel scale."""
     from penstock import registry
-    from penstock.operators.geometry.resize import batch_resized_sizes, resize_window
-    args, _ = registry.get_schema("resize").validate(arguments)
+    from penstock.operators.geometry.resize import batch_resize_windows, resize_window
     rng = np.random.default_rng(11)
     sizes = np.concatenate([rng.integers(1, 4000, (400, 2)), [[1, 1], [3, 7919], [480, 640], [640, 480]]])
-    batch = batch_resized_sizes(sizes, args)
-    assert batch.tolist() == [resize_window(list(size), args)[0] for size in sizes.tolist()]
+    for subpixel in (True, False):
+        args, _ = registry.get_schema("resize").validate({**arguments, "subpixel_scale": subpixel})
+        out, starts, ends = batch_resize_windows(sizes, args)
+        expected = [resize_window(list(size), args) for size in sizes.tolist()]
+        assert out.tolist() == [size for size, _, _ in expected]
+        assert starts.tolist() == [lo for _, lo, _ in expected]
+        assert ends.tolist() == [hi for _, _, hi in expected]

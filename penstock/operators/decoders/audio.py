@@ -1,0 +1,1 @@
+"""decoders.audio: audio files decoded on the CPU."""

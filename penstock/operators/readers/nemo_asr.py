@@ -1,0 +1,1 @@
+"""readers.nemo_asr: NeMo speech manifests."""

@@ -1,0 +1,2 @@
+"""Operator coverage cases of the audio operators (signal)."""
+CASES = {}

@@ -1,0 +1,2 @@
+"""Conformance cases of the audio operators (io)."""
+SPECS = []

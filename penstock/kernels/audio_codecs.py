@@ -2,35 +2,30 @@
 WAV (PCM 8/16/24/32-bit and float), FLAC, Ogg Vorbis, MP3 and the other formats libsndfile reads.
 
 ``decode_audio`` is what ``decoders.audio`` and ``readers.nemo_asr`` run per sample: the file's
-header read first and its claimed length checked against a sample limit before anything is
-allocated, then the samples as DALI gives them (frames x channels, or frames when downmixed),
-resampled to a rate when asked, in the requested type.
+header read first and its claimed length (and the resampled length) checked against a sample limit
+before anything is allocated, then the samples as DALI gives them (frames x channels, or frames
+when downmixed), resampled to a rate when asked, in the requested type.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 
 import numpy as np
 
+from penstock.kernels import audio_resampling
 from penstock.limits import SizeClaimError
 
 # a header claiming more samples (frames x channels) than this is refused before decoding: 2^31
 # float32 values are 8 GiB, about 12 hours of 48 kHz stereo
 DEFAULT_MAX_SAMPLES = 1 << 31
 
+# the types DALI's decoder gives; libsndfile converts to each itself (sf_readf_short, _int, _float)
+DECODED_TYPES = {np.dtype(np.int16): "int16", np.dtype(np.int32): "int32", np.dtype(np.float32): "float32"}
+
 
 class AudioDecodeError(ValueError):
     """A file that is not audio libsndfile can read, or is truncated or corrupt."""
-
-
-def audio_info(data, what: str) -> tuple[int, int, int]:
-    """(frames, channels, sample rate) from the file's header, without decoding it."""
-    import soundfile
-    try:
-        with soundfile.SoundFile(io.BytesIO(_bytes_of(data))) as file:
-            return int(file.frames), int(file.channels), int(file.samplerate)
-    except (soundfile.SoundFileError, RuntimeError) as error:
-        raise AudioDecodeError(f"{what}: cannot read audio: {error}") from None
 
 
 def _bytes_of(data) -> bytes:
@@ -39,25 +34,106 @@ def _bytes_of(data) -> bytes:
     return np.ascontiguousarray(data, np.uint8).tobytes()
 
 
+@contextlib.contextmanager
+def _opened(data, what: str):
+    """The file open for reading, its header checked; libsndfile's errors as AudioDecodeError."""
+    import soundfile
+    encoded = _bytes_of(data)
+    if not encoded:
+        raise AudioDecodeError(f"{what}: cannot decode audio: the encoded data is empty")
+    try:
+        with soundfile.SoundFile(io.BytesIO(encoded)) as file:
+            if file.frames < 0 or file.channels <= 0 or file.samplerate <= 0:
+                raise AudioDecodeError(f"{what}: its header claims {file.frames} frames of {file.channels} channels "
+                                       f"at {file.samplerate} Hz")
+            yield file
+    except (soundfile.SoundFileError, RuntimeError) as error:
+        raise AudioDecodeError(f"{what}: cannot decode audio: {error}") from None
+
+
+def _check_claim(what: str, frames: int, channels: int, max_samples: int | None, claim: str) -> None:
+    if max_samples is not None and frames * channels > max_samples:
+        raise SizeClaimError(f"{what}: {claim} {frames:,} frames x {channels} channels = {frames * channels:,} "
+                             f"samples, more than the limit of {max_samples:,}")
+
+
+def _read(file, what: str, dtype: str) -> np.ndarray:
+    """Every frame the header claims, [frames, channels]; fewer is a truncated file."""
+    frames = int(file.frames)
+    samples = file.read(frames, dtype=dtype, always_2d=True)
+    if len(samples) < frames:
+        raise AudioDecodeError(f"{what}: truncated: its header claims {frames:,} frames, the data holds "
+                               f"{len(samples):,}")
+    return samples
+
+
+def audio_info(data, what: str) -> tuple[int, int, int]:
+    """(frames, channels, sample rate) from the file's header, without decoding it."""
+    with _opened(data, what) as file:
+        return int(file.frames), int(file.channels), int(file.samplerate)
+
+
 def read_samples(data, what: str, *, max_samples: int | None = DEFAULT_MAX_SAMPLES,
                  dtype: str = "float32") -> tuple[np.ndarray, int]:
     """(samples [frames, channels] of ``dtype`` ('float32': in [-1, 1]; 'int16' or 'int32': full
     scale, as libsndfile converts), sample rate). The header's frames x channels is checked
     against ``max_samples`` first; a file that decodes to fewer frames than its header claims is
     refused as truncated."""
-    import soundfile
-    try:
-        with soundfile.SoundFile(io.BytesIO(_bytes_of(data))) as file:
-            frames, channels, rate = int(file.frames), int(file.channels), int(file.samplerate)
-            if frames < 0 or channels <= 0:
-                raise AudioDecodeError(f"{what}: its header claims {frames} frames of {channels} channels")
-            if max_samples is not None and frames * channels > max_samples:
-                raise SizeClaimError(f"{what}: its header claims {frames:,} frames x {channels} channels = "
-                                     f"{frames * channels:,} samples, more than the limit of {max_samples:,}")
-            samples = file.read(frames, dtype=dtype, always_2d=True)
-    except (soundfile.SoundFileError, RuntimeError) as error:
-        raise AudioDecodeError(f"{what}: cannot decode audio: {error}") from None
-    if len(samples) < frames:
-        raise AudioDecodeError(f"{what}: truncated: its header claims {frames:,} frames, the data holds "
-                               f"{len(samples):,}")
-    return samples, rate
+    with _opened(data, what) as file:
+        _check_claim(what, int(file.frames), int(file.channels), max_samples, "its header claims")
+        return _read(file, what, dtype), int(file.samplerate)
+
+
+def downmixed(samples: np.ndarray) -> np.ndarray:
+    """The channels' mean [frames] in float32, summed channel after channel with weight
+    1 / channels, as DALI's Downmix."""
+    weight = np.float32(1.0 / samples.shape[1])
+    total = samples[:, 0] * weight
+    for channel in range(1, samples.shape[1]):
+        total += samples[:, channel] * weight
+    return total
+
+
+def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: bool = False,
+                 dtype=np.float32, quality: float = 50.0,
+                 max_samples: int | None = DEFAULT_MAX_SAMPLES) -> tuple[np.ndarray, np.float32]:
+    """(samples, rate) as DALI's decoders.audio gives them for one encoded file.
+
+    samples: [frames, channels], or [frames] when ``downmix`` (the channels' mean); float32 in
+    [-1, 1], or int16 / int32 at full scale. ``sample_rate`` given and positive and not the file's:
+    resampled to it with DALI's windowed sinc of ``quality`` (then converted to the integer types by
+    DALI's rule, not libsndfile's). rate: ``sample_rate`` when given (as DALI, even when it is 0 or
+    negative, which leave the audio as it is), else the file's, as float32.
+
+    Refused with AudioDecodeError naming ``what``: data libsndfile cannot read, a truncated file;
+    with SizeClaimError: a header (or a resampling) claiming more than ``max_samples`` samples,
+    before decoding; with ValueError: a type other than those three, a quality outside [0, 100]
+    when resampling is asked for."""
+    dtype = np.dtype(dtype)
+    if dtype not in DECODED_TYPES:
+        raise ValueError(f"{what}: unsupported output type {dtype}; supported: int16, int32, float32")
+    target = None if sample_rate is None else np.float32(sample_rate)
+    if target is not None and not 0.0 <= quality <= 100.0:
+        raise ValueError(f"{what}: resampling quality must be in [0..100] range, got {quality}")
+    with _opened(data, what) as file:
+        frames, channels, rate = int(file.frames), int(file.channels), int(file.samplerate)
+        _check_claim(what, frames, channels, max_samples, "its header claims")
+        resampling = target is not None and target > 0 and target != rate
+        out_channels = 1 if downmix else channels
+        if resampling:
+            out_frames = audio_resampling.resampled_length(frames, rate, float(target))
+            _check_claim(what, out_frames, out_channels, max_samples, f"resampled from {rate} to {target} Hz it has")
+        mixing = downmix and channels > 1
+        if not resampling and not mixing:
+            samples = _read(file, what, DECODED_TYPES[dtype])
+            return (samples[:, 0] if downmix else samples), np.float32(rate if target is None else target)
+        samples = _read(file, what, "float32")
+    if mixing:
+        samples = downmixed(samples)
+    elif downmix:
+        samples = samples[:, 0]
+    if resampling:
+        samples = audio_resampling.resample(samples, rate, float(target), quality, dtype=dtype)
+    else:
+        samples = audio_resampling.to_output_type(samples, dtype)
+    return samples, np.float32(rate if target is None else target)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def _opened(data, what: str):
                                        f"at {file.samplerate} Hz")
             yield file
     except (soundfile.SoundFileError, RuntimeError) as error:
-        raise AudioDecodeError(f"{what}: cannot decode audio: {error}") from None
+        # soundfile names the stream object it read from; the reason is what follows it
+        reason = re.sub(r"^Error opening <[^>]*>: ", "", str(error))
+        raise AudioDecodeError(f"{what}: cannot decode audio: {reason}") from None
 
 
 def _check_claim(what: str, frames: int, channels: int, max_samples: int | None, claim: str) -> None:
@@ -135,5 +138,5 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
     if resampling:
         samples = audio_resampling.resample(samples, rate, float(target), quality, dtype=dtype)
     else:
-        samples = audio_resampling.to_output_type(samples, dtype)
+        samples = audio_resampling.to_output_type(np, samples, dtype)
     return samples, np.float32(rate if target is None else target)

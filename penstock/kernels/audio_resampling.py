@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from penstock import numeric
+from penstock import numeric, types
 
 # DALI's lookup table holds 64 entries per lobe of the sinc (lookup_size = lobes * 64 + 1)
 ENTRIES_PER_LOBE = 64
@@ -82,11 +82,13 @@ def tap_positions(out_length: int, in_rate: float, out_rate: float, lobes: int) 
     return first, offset.astype(np.float32)
 
 
-def filter_taps(xp, signal, first, offset, taps, table, center: float, length: int):
-    """The resampled signal [outputs, channels] (float32) from ``signal`` [length, channels] and
+def filter_taps(xp, signal, first, offset, taps, table, center: float, length, base=0):
+    """The resampled signal [outputs, channels] (float32) from ``signal`` [samples, channels] and
     ``tap_positions``' arrays; ``taps`` is arange(2 * lobes) in float32 and ``table`` the
-    window_table, both arrays of ``xp`` (numpy or torch) on the signal's device. Taps outside the
-    signal count 0. Every step is exact in float32 but the interpolation and the sum, as in DALI."""
+    window_table, both arrays of ``xp`` (numpy or torch) on the signal's device. The input of each
+    output starts at row ``base`` of ``signal`` and is ``length`` rows long (numbers, or arrays of
+    one per output: a batch's signals one after another); taps outside it count 0. Every step is
+    exact in float32 but the interpolation and the sum, as in DALI."""
     position = (offset[:, None] + taps[None, :]) * ENTRIES_PER_LOBE / 2 + center
     below = xp.floor(position)
     fraction = position - below
@@ -94,9 +96,11 @@ def filter_taps(xp, signal, first, offset, taps, table, center: float, length: i
     lower = table[index]
     weights = lower + fraction * (table[index + 1] - lower)
     inputs = first[:, None] + _as_index(xp, taps)[None, :]
+    length = length[:, None] if hasattr(length, "shape") else length
+    base = base[:, None] if hasattr(base, "shape") else base
     inside = (inputs >= 0) & (inputs < length)
     weights = xp.where(inside, weights, xp.zeros_like(weights))
-    gathered = signal[inputs.clip(0, max(length - 1, 0))]  # [outputs, taps, channels]
+    gathered = signal[xp.where(inside, inputs, xp.zeros_like(inputs)) + base]  # [outputs, taps, channels]
     return (gathered * weights[:, :, None]).sum(axis=1)
 
 
@@ -110,19 +114,21 @@ CPU_CHUNK = 4096
 
 def resample(signal: np.ndarray, in_rate: float, out_rate: float, quality: float = 50.0, *,
              out_length: int | None = None, dtype=np.float32) -> np.ndarray:
-    """``signal`` [length] or [length, channels] (float32, in [-1, 1]) resampled from ``in_rate`` to
-    ``out_rate``: ``resampled_length`` samples unless ``out_length`` says, converted to ``dtype`` as
-    DALI converts (integer types: full scale, rounded and saturated)."""
+    """``signal`` [length] or [length, channels] (float32, in [-1, 1]; [0, 1] for unsigned
+    ``dtype``) resampled from ``in_rate`` to ``out_rate``: ``resampled_length`` samples unless
+    ``out_length`` says, converted to ``dtype`` as DALI converts (integer types: full scale,
+    rounded and saturated)."""
     signal = np.asarray(signal, np.float32)
     if signal.ndim not in (1, 2):
         raise ValueError(f"resample takes [length] or [length, channels] signals, got shape {signal.shape}")
-    if not in_rate > 0 or not out_rate > 0:
-        raise ValueError(f"resample: sampling rates must be positive, got {in_rate} and {out_rate}")
+    if not in_rate > 0 or not out_rate >= 0:
+        raise ValueError(f"resample: the input rate must be positive and the output rate not negative, got "
+                         f"{in_rate} and {out_rate}")
     lobes = lobes_for_quality(quality)
     length = len(signal)
     count = resampled_length(length, in_rate, out_rate) if out_length is None else int(out_length)
     planar = signal.reshape(length, -1)
-    result = np.empty((count, planar.shape[1]), np.float32)
+    result = np.zeros((count, planar.shape[1]), np.float32)
     if count and length:
         first, offset = tap_positions(count, in_rate, out_rate, lobes)
         taps, table = np.arange(2 * lobes, dtype=np.float32), window_table(lobes)
@@ -130,16 +136,18 @@ def resample(signal: np.ndarray, in_rate: float, out_rate: float, quality: float
             stop = min(start + CPU_CHUNK, count)
             result[start:stop] = filter_taps(np, planar, first[start:stop], offset[start:stop], taps, table,
                                              table_center(lobes), length)
-    else:
-        result[:] = 0
-    return to_output_type(result.reshape((count,) + signal.shape[1:]), dtype)
+    return to_output_type(np, result.reshape((count,) + signal.shape[1:]), dtype)
 
 
-def to_output_type(values: np.ndarray, dtype) -> np.ndarray:
-    """float32 values in [-1, 1] as ``dtype``: integer types scaled to full range (by the type's
-    maximum, in float32), rounded and saturated (DALI's ConvertSatNorm); unsigned types take
-    values already in [0, 1]."""
+def to_output_type(xp, values, dtype):
+    """float32 values in [-1, 1] (numpy or torch) as ``dtype`` (a numpy type): integer types scaled
+    to full range (by the type's maximum, in float32), rounded and saturated (DALI's
+    ConvertSatNorm; halves away from zero on the CPU, to even on the GPU, as DALI's); unsigned
+    types take values already in [0, 1]."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        return values.astype(dtype, copy=False)
-    return numeric.saturate(values * np.float32(np.iinfo(dtype).max), dtype)
+        return values.astype(dtype, copy=False) if xp is np else values.to(types.to_torch_dtype(dtype))
+    scaled = values * float(np.float32(np.iinfo(dtype).max))
+    if xp is np:
+        return numeric.saturate(scaled.astype(np.float32, copy=False), dtype)
+    return numeric.saturate_tensor(scaled, types.to_torch_dtype(dtype))

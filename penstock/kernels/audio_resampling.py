@@ -127,7 +127,7 @@ def resample(signal: np.ndarray, in_rate: float, out_rate: float, quality: float
     lobes = lobes_for_quality(quality)
     length = len(signal)
     count = resampled_length(length, in_rate, out_rate) if out_length is None else int(out_length)
-    planar = signal.reshape(length, -1)
+    planar = signal.reshape(length, signal.shape[1] if signal.ndim == 2 else 1)
     result = np.zeros((count, planar.shape[1]), np.float32)
     if count and length:
         first, offset = tap_positions(count, in_rate, out_rate, lobes)

@@ -125,7 +125,7 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
         out_channels = 1 if downmix else channels
         if resampling:
             out_frames = audio_resampling.resampled_length(frames, rate, float(target))
-            _check_claim(what, out_frames, out_channels, max_samples, f"resampled from {rate} to {target} Hz it has")
+            _check_claim(what, out_frames, out_channels, max_samples, f"resampled from {rate} to {float(target):g} Hz it has")
         mixing = downmix and channels > 1
         if not resampling and not mixing:
             samples = _read(file, what, DECODED_TYPES[dtype])

@@ -138,7 +138,7 @@ SIGNALS = [speech_like(4000, 1, floor=1e-2), speech_like(6000, 2, (0.1, 0.5), fl
            speech_like(2500, 3, (0.0, 0.8), floor=1e-2), speech_like(1500, 4, (0.4, 1.0))]
 
 
-@pytest.mark.parametrize("kwargs", [{"cutoff_db": -30.0}, {"cutoff_db": -20.0, "window_length": 256, "reset_interval": 1024},
+@pytest.mark.parametrize("kwargs", [{"cutoff_db": -30.0, "window_length": 512}, {"cutoff_db": -20.0, "window_length": 256, "reset_interval": 1024},
                                     {"cutoff_db": -30.0, "window_length": 512, "reference_power": 0.5,
                                      "reset_interval": -1}])
 def test_region_matches_direct_moving_mean_square(kwargs):

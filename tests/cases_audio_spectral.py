@@ -57,3 +57,82 @@ CASES = {
         on_device(node, device), device=device, window_length=400, window_step=160, nfft=512),
         _spectrogram_reference, max_abs=0.05, rtol=1e-4),
 }
+
+
+# ---- mel filter bank: librosa's published formulas (librosa.filters.mel, librosa.mel_frequencies) ----
+def hz_to_mel(frequencies, htk=False):
+    frequencies = np.asarray(frequencies, np.float64)
+    if htk:
+        return 2595.0 * np.log10(1.0 + frequencies / 700.0)
+    f_sp, min_log_hz, min_log_mel, logstep = 200.0 / 3, 1000.0, 15.0, np.log(6.4) / 27.0
+    return np.where(frequencies >= min_log_hz, min_log_mel + np.log(np.maximum(frequencies, 1e-10) / min_log_hz)
+                    / logstep, frequencies / f_sp)
+
+
+def mel_to_hz(mels, htk=False):
+    mels = np.asarray(mels, np.float64)
+    if htk:
+        return 700.0 * (10.0 ** (mels / 2595.0) - 1.0)
+    f_sp, min_log_hz, min_log_mel, logstep = 200.0 / 3, 1000.0, 15.0, np.log(6.4) / 27.0
+    return np.where(mels >= min_log_mel, min_log_hz * np.exp(logstep * (mels - min_log_mel)), f_sp * mels)
+
+
+def librosa_mel(sample_rate, nfft, nfilter=128, freq_low=0.0, freq_high=None, htk=False, normalize=True):
+    """(nfilter, nfft // 2 + 1) weights: triangles between mel points evenly spaced from freq_low to
+    freq_high, the minimum of the rising and the falling slope; Slaney's normalization divides each
+    by half its width in Hz."""
+    freq_high = sample_rate / 2 if freq_high is None else freq_high
+    frequencies = np.fft.rfftfreq(nfft, 1.0 / sample_rate)
+    points = mel_to_hz(np.linspace(hz_to_mel(freq_low, htk), hz_to_mel(freq_high, htk), nfilter + 2), htk)
+    widths = np.diff(points)
+    ramps = points[:, None] - frequencies[None, :]
+    weights = np.maximum(0, np.minimum(-ramps[:-2] / widths[:-1, None], ramps[2:] / widths[1:, None]))
+    if normalize:
+        weights *= (2.0 / (points[2:nfilter + 2] - points[:nfilter]))[:, None]
+    return weights
+
+
+def _mel_reference(samples, _):
+    return [librosa_mel(RATE, 510, 40) @ sample.astype(np.float64) for sample in samples]
+
+
+def power_spectrograms() -> list:
+    return [numpy_stft(signal, nfft=510, window_length=400, window_step=160).astype(np.float32) for signal in tones()]
+
+
+def log_mels() -> list:
+    weights = librosa_mel(RATE, 510, 40)
+    return [np.log(weights @ spectrum + 1e-6).astype(np.float32) for spectrum in power_spectrograms()]
+
+
+def dali_dct(values, dct_type=2, normalize=False, axis=0):
+    """DALI's DCT from scipy's: the orthonormal one as scipy's, else half scipy's unnormalized sums."""
+    import scipy.fft
+    result = scipy.fft.dct(values.astype(np.float64), type=dct_type, axis=axis, norm="ortho" if normalize else None)
+    return result if normalize else result / 2
+
+
+def _mfcc_reference(samples, _):
+    lifter = 1 + 11.0 * np.sin(np.pi * np.arange(1, 14) / 22.0)
+    return [dali_dct(sample)[:13] * lifter[:, None] for sample in samples]
+
+
+def numpy_decibels(values, multiplier=10.0, reference=None, cutoff_db=-200.0):
+    values = values.astype(np.float64)
+    reference = reference if reference is not None else (values.max() if values.size and values.max() > 0 else 1.0)
+    return multiplier * np.log10(np.maximum(10.0 ** (cutoff_db / multiplier), values / reference))
+
+
+CASES.update({
+    "mel_filter_bank": Case(power_spectrograms, lambda node, device: fn.mel_filter_bank(
+        on_device(node, device), device=device, sample_rate=RATE, nfilter=40), _mel_reference, max_abs=1e-2,
+        rtol=1e-4),
+    "mfcc": Case(log_mels, lambda node, device: fn.mfcc(on_device(node, device), device=device, n_mfcc=13,
+                                                        lifter=22.0), _mfcc_reference, max_abs=1e-3, rtol=1e-4),
+    "to_decibels": Case(power_spectrograms, lambda node, device: fn.to_decibels(
+        on_device(node, device), device=device, cutoff_db=-80.0),
+        lambda samples, _: [numpy_decibels(s, cutoff_db=-80.0) for s in samples], max_abs=1e-3),
+    "power_spectrum": Case(tones, lambda node, device: fn.power_spectrum(node, nfft=2048),
+                           lambda samples, _: [np.abs(np.fft.rfft(s.astype(np.float64), n=2048)) ** 2 for s in samples],
+                           max_abs=0.05, rtol=1e-4),
+})

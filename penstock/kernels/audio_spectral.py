@@ -88,7 +88,8 @@ def spectrum(xp, values, nfft: int, power: int, axis: int = -1):
 def apply_along_axis(xp, matrix, samples: list, axis: int) -> list:
     """``matrix`` (m x n) applied to each sample's ``axis`` (of extent n): the samples' other axes
     flattened into columns side by side and multiplied in one matrix product."""
-    columns = [xp.moveaxis(sample, axis, 0).reshape(sample.shape[axis], -1) for sample in samples]
+    columns = [xp.moveaxis(sample, axis, 0).reshape(sample.shape[axis], math.prod(sample.shape) // sample.shape[axis]
+                                                     if sample.shape[axis] else 0) for sample in samples]
     widths = [column.shape[1] for column in columns]
     if xp is np:
         product = matrix @ (columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1))
@@ -236,15 +237,6 @@ def min_ratio(cutoff_db: float, multiplier: float) -> np.float32:
     return ratio if ratio > 0 else np.nextafter(np.float32(0), np.float32(1))
 
 
-def reference_of(values_max: float | None, reference: float | None) -> np.float32:
-    """The reference magnitude: the given one, else the sample's largest value (from 0 up; 1 where
-    that is 0, so that silence stays finite)."""
-    if reference is not None:
-        return np.float32(reference)
-    largest = max(float(values_max), 0.0) if values_max is not None else 0.0
-    return np.float32(largest if largest != 0 else 1.0)
-
-
 def decibels(xp, values, inverse_reference, multiplier: float, smallest: np.float32):
     """multiplier * log10(max(smallest, values / reference)), in float32 as DALI: the logarithm in
     base 2 times multiplier * log10(2), and the ratio a product with 1 / reference
@@ -255,6 +247,3 @@ def decibels(xp, values, inverse_reference, multiplier: float, smallest: np.floa
         return (scale * np.log2(np.maximum(ratio, smallest))).astype(np.float32)
     return scale * xp.log2(xp.clamp_min(ratio, float(smallest)))
 
-
-def inverse(reference: np.float32) -> np.float32:
-    return np.float32(1) if reference == 1 else np.float32(1) / reference

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cases_audio_spectral import hann, numpy_stft, tones
+from cases_audio_spectral import (RATE, dali_dct, hann, librosa_mel, log_mels, numpy_decibels, numpy_stft,
+                                  power_spectrograms, tones)
 from conftest import gpu_or_emulated
 
 from penstock import fn, pipeline_def
@@ -119,3 +120,146 @@ def test_spectrogram_gpu_matches_cpu_on_a_ragged_batch():
     gpu, _ = run("gpu", build["gpu"], signals)
     for on_cpu, on_gpu in zip(cpu, gpu):
         assert_relative(on_gpu, on_cpu, rtol=0)
+
+
+# ---- mel filter bank ------------------------------------------------------------------------------
+MEL_ARGS = [
+    {"sample_rate": RATE, "nfilter": 40},
+    {"sample_rate": RATE, "nfilter": 64, "freq_low": 300.0, "freq_high": 6000.0, "mel_formula": "htk"},
+    {"sample_rate": RATE, "nfilter": 20, "normalize": False, "freq_high": 12000.0},
+    {"nfilter": 128},
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("layout", ["ft", "tf"])
+@pytest.mark.parametrize("args", MEL_ARGS, ids=["slaney", "htk_band", "peak_one_above_nyquist", "defaults"])
+def test_mel_filter_bank_matches_librosas_formulas(device, layout, args):
+    spectra = power_spectrograms()
+    samples = spectra if layout == "ft" else [np.ascontiguousarray(s.T) for s in spectra]
+    outputs, out_layout = run(device, lambda node: fn.mel_filter_bank(node, device=device, **args), samples, layout)
+    assert out_layout == layout
+    weights = librosa_mel(args.get("sample_rate", 44100.0), 510, args["nfilter"], args.get("freq_low", 0.0),
+                          args.get("freq_high"), args.get("mel_formula") == "htk", args.get("normalize", True))
+    for spectrum, output in zip(spectra, outputs):
+        expected = weights @ spectrum.astype(np.float64)
+        assert output.dtype == np.float32
+        assert_relative(output, expected if layout == "ft" else expected.T, where=str(args))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_mel_filter_bank_takes_the_f_axis_of_any_layout(device):
+    spectra = [np.stack([s, 2 * s]) for s in power_spectrograms()[:2]]
+    outputs, _ = run(device, lambda node: fn.mel_filter_bank(node, device=device, sample_rate=RATE, nfilter=16),
+                     spectra, "cft")
+    weights = librosa_mel(RATE, 510, 16)
+    for spectrum, output in zip(spectra, outputs):
+        assert_relative(output, np.einsum("mf,cft->cmt", weights, spectrum.astype(np.float64)))
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_mel_filter_bank_refuses_a_layout_without_f(device):
+    with pytest.raises(Exception, match="mel_filter_bank.*'f'"):
+        run(device, lambda node: fn.mel_filter_bank(node, device=device), power_spectrograms()[:1], "ab")
+
+
+@pytest.mark.parametrize("kwargs", [{"freq_low": 9000.0, "sample_rate": RATE}, {"sample_rate": 0.0},
+                                    {"freq_high": 50000.0}, {"mel_formula": "mel"}, {"nfilter": 0}])
+def test_mel_filter_bank_refuses_bad_arguments_where_called(kwargs):
+    with pytest.raises((ValueError, TypeError), match="mel_filter_bank"):
+        fn.mel_filter_bank(fn.external_source(source=lambda: [np.ones((3, 4), np.float32)], batch=True), **kwargs)
+
+
+# ---- MFCC -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("dct_type, normalize", [(1, False), (2, False), (2, True), (3, False), (3, True), (4, True)])
+def test_mfcc_is_scipys_dct(device, dct_type, normalize):
+    mels = log_mels()
+    outputs, _ = run(device, lambda node: fn.mfcc(node, device=device, dct_type=dct_type, normalize=normalize,
+                                                  n_mfcc=13), mels)
+    for mel, output in zip(mels, outputs):
+        assert_relative(output, dali_dct(mel, dct_type, normalize)[:13])
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_mfcc_lifters_along_the_axis_and_keeps_at_most_the_axis_extent(device):
+    mels = log_mels()  # 11 to 21 frames along axis 1: fewer than n_mfcc
+    outputs, _ = run(device, lambda node: fn.mfcc(node, device=device, axis=1, n_mfcc=50, lifter=-7.0), mels)
+    for mel, output in zip(mels, outputs):
+        frames = mel.shape[1]
+        assert output.shape == (40, frames)
+        lifter = 1 + (-3.5) * np.sin(np.pi * np.arange(1, frames + 1) / -7.0)
+        assert_relative(output, dali_dct(mel, axis=1) * lifter)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("samples, kwargs, message", [
+    ([np.ones(5, np.float32)], {}, "2 to 4 dimensions"), ([np.ones((3, 4), np.float32)], {"axis": 2}, "out of bounds"),
+    ([np.ones((1, 4), np.float32)], {"dct_type": 1}, "type I"), ([np.ones((3, 4), np.float64)], {}, "float32"),
+], ids=["1d", "axis", "dct1_of_one", "float64"])
+def test_mfcc_refuses_bad_input_naming_the_operator(device, samples, kwargs, message):
+    with pytest.raises(Exception, match=f"mfcc.*{message}"):
+        run(device, lambda node: fn.mfcc(node, device=device, **kwargs), samples)
+
+
+def test_mfcc_refuses_normalizing_dct_type_1_where_called():
+    with pytest.raises(ValueError, match="mfcc.*type I"):
+        fn.mfcc(fn.external_source(source=lambda: [np.ones((3, 4), np.float32)], batch=True), dct_type=1,
+                normalize=True)
+
+
+# ---- decibels -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("kwargs", [{}, {"multiplier": 20.0, "cutoff_db": -60.0}, {"reference": 100.0},
+                                    {"reference": -2.0}, {"cutoff_db": -1000.0}])
+def test_to_decibels_matches_numpy(device, kwargs):
+    samples = [*power_spectrograms()[:2], np.zeros((2, 3), np.float32), np.float32([[-1.0, 0.0, 0.25]])]
+    outputs, _ = run(device, lambda node: fn.to_decibels(node, device=device, **kwargs), samples)
+    for sample, output in zip(samples, outputs):
+        multiplier = kwargs.get("multiplier", 10.0)
+        smallest = multiplier * np.log10(float(np.nextafter(np.float32(0), np.float32(1))))  # float32's smallest ratio
+        expected = numpy_decibels(sample, multiplier, kwargs.get("reference"), max(kwargs.get("cutoff_db", -200.0),
+                                                                                   smallest))
+        assert output.dtype == np.float32 and output.shape == sample.shape
+        np.testing.assert_allclose(output, expected, atol=1e-4, rtol=1e-5)
+
+
+def test_to_decibels_refuses_a_zero_reference_where_called():
+    with pytest.raises(ValueError, match="to_decibels.*reference"):
+        fn.to_decibels(fn.external_source(source=lambda: [np.ones(3, np.float32)], batch=True), reference=0.0)
+
+
+# ---- power spectrum (CPU only) --------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, axis", [({}, -1), ({"nfft": 64, "power": 1}, -1), ({"axis": 0, "nfft": 10}, 0),
+                                          ({"axis": -2}, -1)])
+def test_power_spectrum_matches_numpy(kwargs, axis):
+    samples = [np.stack([signal[:200], signal[100:300]]) for signal in tones()]
+    outputs, _ = run("cpu", lambda node: fn.power_spectrum(node, **kwargs), samples)
+    for sample, output in zip(samples, outputs):
+        magnitude = np.abs(np.fft.rfft(sample.astype(np.float64), n=kwargs.get("nfft"), axis=axis))
+        assert_relative(output, magnitude ** kwargs.get("power", 2), rtol=0)
+
+
+@pytest.mark.parametrize("samples, kwargs, message", [
+    ([np.ones((2, 2, 2, 8), np.float32)], {}, "1 to 3 dimensions"), ([np.ones(2, np.float32)], {}, "at least 3"),
+    ([np.ones(8, np.float32)], {"axis": 1}, "out of bounds"), ([np.ones(8, np.float64)], {}, "float32"),
+], ids=["4d", "two_values", "axis", "float64"])
+def test_power_spectrum_refuses_bad_input_naming_the_operator(samples, kwargs, message):
+    with pytest.raises(Exception, match=f"power_spectrum.*{message}"):
+        run("cpu", lambda node: fn.power_spectrum(node, **kwargs), samples)
+
+
+# ---- the GPU forms against the CPU forms, on ragged batches ----------------------------------------
+@pytest.mark.parametrize("build", [
+    lambda node, device: fn.mel_filter_bank(fn.spectrogram(node, device=device, nfft=400, window_length=300,
+                                                           window_step=100), device=device, sample_rate=RATE),
+    lambda node, device: fn.mfcc(fn.to_decibels(fn.mel_filter_bank(fn.spectrogram(
+        node, device=device, layout="tf"), device=device, nfilter=40), device=device), device=device, axis=1),
+], ids=["mel_spectrogram", "mfcc_of_decibels"])
+def test_gpu_features_match_the_cpu_on_a_ragged_batch(build):
+    signals = tones((0.05, 0.31, 0.02))
+    cpu, cpu_layout = run("cpu", lambda node: build(node, "cpu"), signals)
+    gpu, gpu_layout = run("gpu", lambda node: build(node, "gpu"), signals)
+    assert cpu_layout == gpu_layout
+    for on_cpu, on_gpu in zip(cpu, gpu):
+        assert_relative(on_gpu, on_cpu)

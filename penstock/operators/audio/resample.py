@@ -45,12 +45,12 @@ registry.register_schema(OpSchema(
         "`quality` sets, as DALI: by the ratio of out_rate to in_rate, by `scale`, or to `out_length` samples.",
     args=(
         Arg("in_rate", "float", None, "Input sampling rate (with out_rate; any unit, the same as out_rate's).",
-            per_sample=True),
-        Arg("out_rate", "float", None, "Output sampling rate (with in_rate).", per_sample=True),
+            per_sample=True, scalar=True),
+        Arg("out_rate", "float", None, "Output sampling rate (with in_rate).", per_sample=True, scalar=True),
         Arg("scale", "float", None, "Ratio of the output's sampling rate to the input's: 2 doubles the length.",
-            per_sample=True),
+            per_sample=True, scalar=True),
         Arg("out_length", "int", None, "The output's length in samples; the ratio is out_length / input length.",
-            per_sample=True),
+            per_sample=True, scalar=True),
         Arg("quality", "float", 50.0, "Resampling quality, 0 to 100: 0 gives 3 lobes of the sinc, 50 gives 16, "
             "100 gives 64.", min=0.0, max=100.0),
         Arg("dtype", "dtype", None, "Output type (default: the input's); values are scaled to its full range "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -60,9 +61,10 @@ def _check_claim(what: str, frames: int, channels: int, max_samples: int | None,
                              f"samples, more than the limit of {max_samples:,}")
 
 
-def _read(file, what: str, dtype: str) -> np.ndarray:
-    """Every frame the header claims, [frames, channels]; fewer is a truncated file."""
-    frames = int(file.frames)
+def _read(file, what: str, dtype: str, frames: int | None = None) -> np.ndarray:
+    """``frames`` frames from where the file stands (default: every frame the header claims),
+    [frames, channels]; fewer is a truncated file."""
+    frames = int(file.frames) if frames is None else frames
     samples = file.read(frames, dtype=dtype, always_2d=True)
     if len(samples) < frames:
         raise AudioDecodeError(f"{what}: truncated: its header claims {frames:,} frames, the data holds "
@@ -98,21 +100,28 @@ def downmixed(samples: np.ndarray) -> np.ndarray:
 
 
 def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: bool = False,
-                 dtype=np.float32, quality: float = 50.0,
-                 max_samples: int | None = DEFAULT_MAX_SAMPLES) -> tuple[np.ndarray, np.float32]:
+                 dtype=np.float32, quality: float = 50.0, max_samples: int | None = DEFAULT_MAX_SAMPLES,
+                 window: Callable[[int, int], tuple[int, int]] | None = None,
+                 rate_out: str = "target") -> tuple[np.ndarray, np.float32]:
     """(samples, rate) as DALI's decoders.audio gives them for one encoded file.
 
     samples: [frames, channels], or [frames] when ``downmix`` (the channels' mean); float32 in
     [-1, 1], or int16 / int32 at full scale. ``sample_rate`` given and positive and not the file's:
     resampled to it with DALI's windowed sinc of ``quality`` (then converted to the integer types by
     DALI's rule, not libsndfile's). rate: ``sample_rate`` when given (as DALI, even when it is 0 or
-    negative, which leave the audio as it is), else the file's, as float32.
+    negative, which leave the audio as it is), else the file's, as float32; with ``rate_out="file"``
+    always the file's (readers.nemo_asr's rate output).
+
+    ``window(frames, file_rate) -> (offset, length)``, when given, picks the frames decoded (a
+    reader's offset and duration), before downmixing and resampling, as DALI's readers do.
 
     Refused with AudioDecodeError naming ``what``: data libsndfile cannot read, a truncated file;
     with SizeClaimError: a header (or a resampling) claiming more than ``max_samples`` samples,
     before decoding; with ValueError: a type other than those three, a quality outside [0, 100]
     when resampling is asked for."""
     dtype = np.dtype(dtype)
+    if rate_out not in ("target", "file"):
+        raise ValueError(f"{what}: rate_out is 'target' or 'file', got {rate_out!r}")
     if dtype not in DECODED_TYPES:
         raise ValueError(f"{what}: unsupported output type {dtype}; supported: int16, int32, float32")
     target = None if sample_rate is None else np.float32(sample_rate)
@@ -120,17 +129,27 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
         raise ValueError(f"{what}: resampling quality must be in [0..100] range, got {quality}")
     with _opened(data, what) as file:
         frames, channels, rate = int(file.frames), int(file.channels), int(file.samplerate)
+        if window is not None:
+            offset, length = (int(value) for value in window(frames, rate))
+            if offset < 0 or length < 0 or offset + length > frames:
+                raise AudioDecodeError(f"{what}: the window of {length:,} frames from frame {offset:,} is not within "
+                                       f"the file's {frames:,} frames")
+            if offset:
+                file.seek(offset)
+            frames = length
         _check_claim(what, frames, channels, max_samples, "its header claims")
         resampling = target is not None and target > 0 and target != rate
         out_channels = 1 if downmix else channels
         if resampling:
             out_frames = audio_resampling.resampled_length(frames, rate, float(target))
-            _check_claim(what, out_frames, out_channels, max_samples, f"resampled from {rate} to {float(target):g} Hz it has")
+            _check_claim(what, out_frames, out_channels, max_samples,
+                         f"resampled from {rate} to {float(target):g} Hz it has")
         mixing = downmix and channels > 1
+        rate_given = np.float32(rate if target is None or rate_out == "file" else target)
         if not resampling and not mixing:
-            samples = _read(file, what, DECODED_TYPES[dtype])
-            return (samples[:, 0] if downmix else samples), np.float32(rate if target is None else target)
-        samples = _read(file, what, "float32")
+            samples = _read(file, what, DECODED_TYPES[dtype], frames)
+            return (samples[:, 0] if downmix else samples), rate_given
+        samples = _read(file, what, "float32", frames)
     if mixing:
         samples = downmixed(samples)
     elif downmix:
@@ -139,4 +158,4 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
         samples = audio_resampling.resample(samples, rate, float(target), quality, dtype=dtype)
     else:
         samples = audio_resampling.to_output_type(np, samples, dtype)
-    return samples, np.float32(rate if target is None else target)
+    return samples, rate_given

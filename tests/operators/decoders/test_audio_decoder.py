@@ -3,12 +3,13 @@ files soundfile writes here: WAV PCM 8/16/24/32-bit and float, FLAC, Ogg Vorbis 
 
 References and tolerances: soundfile's own reading of the same file, exact (both read it with
 libsndfile, in float32 or at the integer type's full scale), but MP3 within 1e-6 of full scale
-(libsndfile's MP3 decoder gives values a float32 rounding apart from one read to the next); the signal that was written, within
-half a step of the file's sample size (PCM, FLAC); the downmix against the mean of soundfile's
-channels within float32 rounding (1e-6); resampling against the analytic sine at the new rate
-within 1e-3 away from the ends (quality 50: 16 lobes; the ends see the zeros outside the signal)
-and against scipy's resample_poly within 2e-3 (scipy's own filter differs by that much). DALI's
-own results are compared in the conformance tier (tests/conformance/cases_audio_io.py).
+(libsndfile's MP3 decoder gives values a float32 rounding apart from one read to the next); the
+signal that was written, within a step of the file's sample size (PCM, FLAC); the downmix against
+the mean of soundfile's channels within float32 rounding (1e-6); resampling against the analytic
+sine at the new rate within 1e-3 away from the ends (quality 50: 16 lobes; the ends see the zeros
+outside the signal) and against scipy's resample_poly within 2e-3 (scipy's own filter differs by
+that much). DALI's own results are compared in the conformance tier
+(tests/conformance/cases_audio_io.py).
 Hostile files: truncated, corrupt, empty, of a format libsndfile does not read, and headers
 claiming billions of samples (refused before anything is allocated for them).
 """
@@ -121,6 +122,19 @@ def test_rate_given_but_not_positive_or_the_files_own_leaves_the_audio():
         samples, rate = decode_audio(data, "file", sample_rate=given)
         np.testing.assert_array_equal(samples, plain)
         assert rate == np.float32(given)
+
+
+def test_a_window_of_frames_is_decoded_before_downmixing_and_resampling():
+    data = encoded(sine(600, 2), "WAV", "FLOAT")
+    whole = soundfile_read(data)
+    samples, rate = decode_audio(data, "file", window=lambda frames, rate: (100, 300), rate_out="file")
+    np.testing.assert_array_equal(samples, whole[100:400])
+    resampled, rate = decode_audio(data, "file", sample_rate=8000, downmix=True, rate_out="file",
+                                   window=lambda frames, rate: (frames - 200, 200))
+    assert rate == RATE and resampled.shape == (100,)
+    np.testing.assert_allclose(resampled, whole[400::2].mean(axis=1), rtol=0, atol=1e-6)
+    with pytest.raises(AudioDecodeError, match="file: the window of 500 frames from frame 200 is not within"):
+        decode_audio(data, "file", window=lambda frames, rate: (200, 500))
 
 
 def test_zero_frames_give_an_empty_output():

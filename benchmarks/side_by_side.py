@@ -19,6 +19,11 @@ subclass of ``ops``: the box crop, flip and encoding on the CPU, 8,732 anchors),
 cpu-maskrcnn a Mask R-CNN-style pipeline (polygon masks, shorter side 800, flip of image, boxes and
 vertices, padded to 32), both on the ``--coco`` set.
 
+Cases gpu-speech and cpu-speech run examples/speech_features.py's QuartzNet-style feature pipeline
+(readers.nemo_asr at 16 kHz, dither, pre-emphasis, spectrogram, 64 mel bands, log, per-feature
+normalize, pad) on the NeMo manifest in ``--speech`` (benchmarks/make_speech.py makes a corpus);
+samples/s is reported in the images/s column.
+
 Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
 flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
 operations at magnitude 9, normalize); the runner ``torchvision`` runs it with
@@ -408,6 +413,15 @@ def run_case(args) -> None:
         pipe = ssd_example_pipeline(api, device, args.data, args.batch_size, args.threads, device_id)
         iterator = DALIGenericIterator([pipe], ["images", "boxes", "labels"], reader_name="Reader", auto_reset=True)
         return _time_steps(args, started, imported, synchronize, _epochs(iterator), lambda step: step[0]["images"])
+    if kind == "speech":  # examples/speech_features.py's feature pipeline on a NeMo manifest
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        from speech_features import speech_pipeline
+        imported = time.time()
+        device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
+        pipe = speech_pipeline(api, os.path.join(args.data, "manifest.json"), args.batch_size, args.threads, device,
+                               device_id)
+        pipe.build()
+        return _time_steps(args, started, imported, synchronize, _pipeline_runs(pipe), lambda step: _Counted(step[0]))
     if kind == "maskrcnn":
         imported = time.time()
         device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
@@ -506,9 +520,10 @@ def _descendants(root: int) -> list[int]:
 def measure(args, case: str, runner: str, cores: list | None = None) -> dict:
     """One case in a process of its own; ``cores``: the CPUs it is held to (and its thread count), or
     None for the machine's and ``--threads``."""
-    data = args.coco if "-ssd" in case or "-maskrcnn" in case else args.data
+    data = args.coco if "-ssd" in case or "-maskrcnn" in case else args.speech if "-speech" in case else args.data
     if data is None:
-        raise SystemExit(f"case {case} reads a COCO-format set: give --coco DIR (benchmarks/make_coco.py makes one)")
+        raise SystemExit(f"case {case} reads a COCO-format set (--coco DIR, benchmarks/make_coco.py makes one) or a "
+                         "speech corpus (--speech DIR, benchmarks/make_speech.py)")
     threads = len(cores) if cores else args.threads
     command = [sys.executable, os.path.abspath(__file__), "--one", "--case", case, "--runner", runner,
                "--data", data, "--batch-size", str(args.batch_size), "--threads", str(threads),
@@ -541,6 +556,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
     parser.add_argument("--coco", help="a COCO-format folder for the ssd cases (images/, annotations/instances.json)")
+    parser.add_argument("--speech", help="a folder with a NeMo manifest.json for the speech cases")
     parser.add_argument("--cases", default="gpu-train,gpu-val,cpu-train,cpu-val")
     parser.add_argument("--runners", default="penstock,dali")
     parser.add_argument("--rounds", type=int, default=2)

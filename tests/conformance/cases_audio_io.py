@@ -10,8 +10,9 @@ quality 100, whose 128 taps sum the most terms), so integer outputs may differ b
 import numpy as np
 from cases_audio_io import encoded_audio, tones
 
+from conformance.cases_readers import reader_specs
 from conformance.harness import Close, Data, PerSample, Spec
-from conformance.samples import f32
+from conformance.samples import _once, f32, folder, on_disk
 
 
 class FullScale:
@@ -113,3 +114,45 @@ SPECS = [
              "quality": [0.0, 100.0],
          }, refused=("-1", "empty")),
 ]
+
+
+@_once
+def nemo_corpus() -> dict:
+    """Six clips (8, 16 and 22.05 kHz; one and two channels; WAV and FLAC) and a NeMo manifest with
+    texts, durations and offsets, a line without a path and a line that is not JSON."""
+    import json
+    import os
+
+    import soundfile
+    root = folder("nemo_asr")
+    lines = ["", "{\"text\": \"no path\"}"]
+    for index, (rate, channels) in enumerate([(8000, 1), (16000, 2), (22050, 1), (8000, 2), (16000, 1),
+                                              (8000, 1)]):
+        path = os.path.join(root, f"clip{index}.{'flac' if index % 2 else 'wav'}")
+        soundfile.write(path, tones(rate // 20 + 37 * index, channels, rate=rate, seed=index), rate, subtype="PCM_16")
+        entry = {"audio_filepath": path, "duration": round((rate // 20 + 37 * index) / rate, 4),
+                 "text": f"clip number {index}"}
+        if index == 3:
+            entry.update(offset=0.01, duration=0.02)
+        if index == 5:
+            del entry["duration"], entry["text"]
+        lines.append(json.dumps(entry))
+    lines.insert(4, "not json")
+    manifest = os.path.join(root, "manifest.json")
+    with open(manifest, "w") as file:
+        file.write("\n".join(lines) + "\n")
+    return {"manifests": [manifest]}
+
+
+# the sample rates (8000 to 22050) are read by the grid, not by the shuffled cases' statistics
+SPECS += reader_specs("readers.nemo_asr", {"manifest_filepaths": on_disk(nemo_corpus, "manifests"),
+                                           "read_idxs": True, "read_sample_rate": False}, compare=DECODED, grid={
+    "downmix": [False],
+    "dtype": ["types.INT16", "types.INT32"],
+    "sample_rate": [16000.0, 0.0],
+    "quality": [0.0, 100.0],
+    "read_text": [False],
+    "read_sample_rate": [True],
+    "min_duration": [0.04],
+    "max_duration": [0.05],
+})

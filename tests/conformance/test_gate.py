@@ -94,17 +94,6 @@ PER_SAMPLE_EXEMPTIONS = {
 
 # operators of DALI's CPU registry (by fn path) that penstock.compat.dali.fn lacks -> why
 MISSING_OPERATORS = {
-    "audio_decoder": "audio: penstock reads and transforms images and tensors, not sound",
-    "audio_resample": "audio: penstock reads and transforms images and tensors, not sound",
-    "decoders.audio": "audio: penstock reads and transforms images and tensors, not sound",
-    "experimental.audio_resample": "audio: penstock reads and transforms images and tensors, not sound",
-    "mel_filter_bank": "audio: penstock reads and transforms images and tensors, not sound",
-    "mfcc": "audio: penstock reads and transforms images and tensors, not sound",
-    "power_spectrum": "audio: penstock reads and transforms images and tensors, not sound",
-    "spectrogram": "audio: penstock reads and transforms images and tensors, not sound",
-    "to_decibels": "audio: penstock reads and transforms images and tensors, not sound",
-    "readers.nemo_asr": "audio: penstock reads and transforms images and tensors, not sound",
-    "nemo_asr_reader": "audio: penstock reads and transforms images and tensors, not sound",
     "decoders.video": "video: penstock has no video decoder",
     "experimental.decoders.video": "video: penstock has no video decoder",
     "experimental.inputs.video": "video: penstock has no video decoder",

@@ -101,3 +101,12 @@ def test_ssd_crop_keeps_boxes_on_their_objects():
         found_rows, found_columns = np.nonzero(bright.any(1))[0], np.nonzero(bright.any(0))[0]
         assert abs(found_rows[0] - y0 * rows) <= 1.5 and abs(found_rows[-1] + 1 - y1 * rows) <= 1.5
         assert abs(found_columns[0] - x0 * columns) <= 1.5 and abs(found_columns[-1] + 1 - x1 * columns) <= 1.5
+
+
+def test_speech_features_loss_falls(tmp_path):
+    printed = run("speech_features.py", "--clips", "24", "--steps", "30", "--batch-size", "8", "--work-dir",
+                  str(tmp_path))
+    assert "(8, 64," in printed
+    summary = printed.strip().splitlines()[-1]
+    first, last = (float(value) for value in summary.split("loss ")[1].split(" over")[0].split(" -> "))
+    assert last < first

@@ -321,10 +321,29 @@ def _sequence_reader_case(tmp_path_factory) -> Case:
                                           for start in range(len(outputs))])
 
 
+def _nemo_asr_reader_case(tmp_path_factory) -> Case:
+    import json
+
+    import soundfile
+    root = tmp_path_factory.mktemp("nemo_asr")
+    clips, lines = [], []
+    for index in range(3):
+        clip = (0.3 * np.sin(np.arange(400 + 100 * index) * 0.05 * (index + 1))).astype(np.float32)
+        soundfile.write(root / f"{index}.wav", clip, 8000, subtype="FLOAT")
+        clips.append(clip)
+        lines.append(json.dumps({"audio_filepath": str(root / f"{index}.wav"), "text": f"clip {index}"}))
+    (root / "manifest.json").write_text("\n".join(lines) + "\n")
+    return Case(list, lambda node, device: fn.readers.nemo_asr(manifest_filepaths=[str(root / "manifest.json")],
+                                                               read_sample_rate=False, read_text=False),
+                # soundfile's float samples, in manifest order (a batch of 5 goes on into the next epoch)
+                lambda samples, outputs: [clips[index % len(clips)] for index in range(len(outputs))])
+
+
 # readers: their cases make files first
 SOURCE_CASES = {"readers.file": _file_reader_case, "readers.numpy": _numpy_reader_case,
                 "readers.tfrecord": _tfrecord_reader_case, "readers.webdataset": _webdataset_reader_case,
-                "readers.mxnet": _mxnet_reader_case, "readers.sequence": _sequence_reader_case}
+                "readers.mxnet": _mxnet_reader_case, "readers.sequence": _sequence_reader_case,
+                "readers.nemo_asr": _nemo_asr_reader_case}
 
 
 def _check_permutation(outputs):

@@ -96,7 +96,12 @@ def saturate_tensor(tensor, dtype):
             low, high = tensor <= float(info.min), tensor >= float(info.max)
             result = tensor.clamp(float(info.min), float(info.max)).to(dtype)
             return result.masked_fill(low, info.min).masked_fill(high, info.max)
-    return tensor.clamp(info.min, info.max).to(dtype)
+        return tensor.clamp(info.min, info.max).to(dtype)
+    if tensor.dtype == torch.bool:
+        return tensor.to(dtype)
+    # bounds the source type can hold: a narrower source needs no clamp where the target is wider
+    source = torch.iinfo(tensor.dtype)
+    return tensor.clamp(max(info.min, source.min), min(info.max, source.max)).to(dtype)
 
 
 def normalization_affine(mean, std, scale: float, shift: float, channels: int, op_name: str) -> tuple[tuple, tuple]:

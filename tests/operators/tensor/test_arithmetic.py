@@ -321,3 +321,18 @@ def test_constants_are_typed_as_dalis_and_refused_where_written():
         _run(lambda a, b: a + 3000000000)
     with pytest.raises(TypeError, match="numpy float64 constant"):
         _run(lambda a, b: a * np.float64(0.5))
+
+
+def test_saturating_an_integer_tensor_to_a_wider_or_narrower_integer_type():
+    """numeric.saturate_tensor between integer types: a wider target keeps every value (the
+    target's bounds are not representable in the source type, so none is clamped to them), a
+    narrower one saturates, as numpy's reference of clipping and converting gives."""
+    import torch
+
+    from penstock.numeric import saturate_tensor
+    values = np.array([-32768, -129, -1, 0, 5, 128, 255, 32767], np.int16)
+    for target in (np.int32, np.int64, np.int8, np.uint8, np.int16):
+        info = np.iinfo(target)
+        got = saturate_tensor(torch.from_numpy(values), getattr(torch, np.dtype(target).name)).numpy()
+        np.testing.assert_array_equal(got, np.clip(values.astype(np.int64), info.min, info.max).astype(target))
+    np.testing.assert_array_equal(saturate_tensor(torch.tensor([True, False]), torch.int32).numpy(), [1, 0])

@@ -21,7 +21,7 @@ from penstock.executor import Executor, IterationResult, Source, Step
 from penstock.graph import DataNode, Graph
 from penstock.pipeline_args import PIPELINE_ARGS, PIPELINE_ARGUMENTS, arguments_doc, check_pipeline_arguments
 from penstock.pipeline_outputs import check_outputs, constant_output, output_descriptions, spec_text
-from penstock.runtime import opencv_settings
+from penstock.runtime import thread_settings
 from penstock.schema import closest
 
 
@@ -119,7 +119,7 @@ class Pipeline:
                 self._take_outputs(tuple(outputs) if isinstance(outputs, (list, tuple)) else (outputs,))
             self._output_descriptions()  # the lengths checked before anything starts
             self._executor = self._make_executor()
-            opencv_settings.claim_opencv()
+            thread_settings.claim_threads()
             self._claims_opencv = True
 
     def _make_executor(self) -> Executor:
@@ -460,7 +460,7 @@ class Pipeline:
             self._executor.shutdown()
         if self._claims_opencv:
             self._claims_opencv = False
-            opencv_settings.release_opencv()
+            thread_settings.release_threads()
 
     def __del__(self):
         if getattr(self, "_build_lock", None) is not None:  # __init__ ran to the end

@@ -10,8 +10,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = r"""
 import json, sys
 import cv2
+import numpy
+from threadpoolctl import threadpool_info
 def settings():
     return {"opencv_threads": cv2.getNumThreads(), "opencv_log_level": cv2.utils.logging.getLogLevel(),
+            "blas_threads": sorted(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"),
             "torch_imported": "torch" in sys.modules}
 before = settings()
 import numpy as np
@@ -40,6 +43,7 @@ def test_import_changes_no_setting_of_another_library():
     assert report["after_import"] == report["before"], report
     assert not report["after_import"]["torch_imported"], "import penstock should not import torch"
     assert report["while_running"]["opencv_threads"] == 1  # penstock's own calls: one sample per worker
+    assert set(report["while_running"]["blas_threads"]) <= {1}
     assert report["after_close"] == {**report["before"], "torch_imported": report["after_close"]["torch_imported"]}
 
 

@@ -102,7 +102,7 @@ def downmixed(samples: np.ndarray) -> np.ndarray:
 def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: bool = False,
                  dtype=np.float32, quality: float = 50.0, max_samples: int | None = DEFAULT_MAX_SAMPLES,
                  window: Callable[[int, int], tuple[int, int]] | None = None,
-                 rate_out: str = "target") -> tuple[np.ndarray, np.float32]:
+                 rate_out: str = "target", native_resample=None) -> tuple[np.ndarray, np.float32]:
     """(samples, rate) as DALI's decoders.audio gives them for one encoded file.
 
     samples: [frames, channels], or [frames] when ``downmix`` (the channels' mean); float32 in
@@ -111,6 +111,8 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
     DALI's rule, not libsndfile's). rate: ``sample_rate`` when given (as DALI, even when it is 0 or
     negative, which leave the audio as it is), else the file's, as float32; with ``rate_out="file"``
     always the file's (readers.nemo_asr's rate output).
+
+    ``native_resample``: runtime.native.audio_resample, or None (kernels.audio_resampling.resample).
 
     ``window(frames, file_rate) -> (offset, length)``, when given, picks the frames decoded (a
     reader's offset and duration), before downmixing and resampling, as DALI's readers do.
@@ -155,7 +157,8 @@ def decode_audio(data, what: str, *, sample_rate: float | None = None, downmix: 
     elif downmix:
         samples = samples[:, 0]
     if resampling:
-        samples = audio_resampling.resample(samples, rate, float(target), quality, dtype=dtype)
+        samples = audio_resampling.resample(samples, rate, float(target), quality, dtype=dtype,
+                                            native=native_resample)
     else:
         samples = audio_resampling.to_output_type(np, samples, dtype)
     return samples, rate_given

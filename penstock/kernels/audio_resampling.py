@@ -113,11 +113,14 @@ CPU_CHUNK = 4096
 
 
 def resample(signal: np.ndarray, in_rate: float, out_rate: float, quality: float = 50.0, *,
-             out_length: int | None = None, dtype=np.float32) -> np.ndarray:
+             out_length: int | None = None, dtype=np.float32, native=None) -> np.ndarray:
     """``signal`` [length] or [length, channels] (float32, in [-1, 1]; [0, 1] for unsigned
     ``dtype``) resampled from ``in_rate`` to ``out_rate``: ``resampled_length`` samples unless
     ``out_length`` says, converted to ``dtype`` as DALI converts (integer types: full scale,
-    rounded and saturated)."""
+    rounded and saturated). ``native``: a callable giving the C resampler's function
+    (runtime.native.audio_resample) or None; with it DALI's loop runs in C, without the
+    interpreter lock, its sums in DALI's order (about 20 times faster than filtering the taps
+    with numpy, which is the path without it)."""
     signal = np.asarray(signal, np.float32)
     if signal.ndim not in (1, 2):
         raise ValueError(f"resample takes [length] or [length, channels] signals, got shape {signal.shape}")
@@ -129,7 +132,13 @@ def resample(signal: np.ndarray, in_rate: float, out_rate: float, quality: float
     count = resampled_length(length, in_rate, out_rate) if out_length is None else int(out_length)
     planar = signal.reshape(length, signal.shape[1] if signal.ndim == 2 else 1)
     result = np.zeros((count, planar.shape[1]), np.float32)
-    if count and length:
+    function = native() if native is not None else None
+    if count and length and function is not None:
+        planar = np.ascontiguousarray(planar)
+        table = window_table(lobes)
+        function(planar.ctypes.data, length, planar.shape[1], result.ctypes.data, 0, count, float(in_rate),
+                 float(out_rate), table.ctypes.data, lobes, float(ENTRIES_PER_LOBE // 2), table_center(lobes))
+    elif count and length:
         first, offset = tap_positions(count, in_rate, out_rate, lobes)
         taps, table = np.arange(2 * lobes, dtype=np.float32), window_table(lobes)
         for start in range(0, count, CPU_CHUNK):

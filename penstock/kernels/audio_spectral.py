@@ -57,15 +57,20 @@ def frame_indices(length: int, window_length: int, step: int, padding: str) -> n
     centre = 0 if padding == "none" else window_length // 2
     count = count_windows(length, window_length, step, padding != "none")
     index = (np.arange(count, dtype=np.int64)[:, None] * step - centre) + np.arange(window_length, dtype=np.int64)
+    # only the windows at either end reach outside the signal: the rule is applied to those rows
+    starts = np.arange(count, dtype=np.int64) * step - centre
+    edge = (starts < 0) | (starts + window_length > length)
+    rows = index[edge]
     if padding == "reflect":
         if length == 1:
-            index = np.zeros_like(index)
+            rows = np.zeros_like(rows)
         else:
             period = 2 * (length - 1)
-            index = np.mod(index, period)
-            index = np.where(index >= length, period - index, index)
+            rows = np.mod(rows, period)
+            rows = np.where(rows >= length, period - rows, rows)
     else:
-        index = np.where((index < 0) | (index >= length), length, index)
+        rows = np.where((rows < 0) | (rows >= length), length, rows)
+    index[edge] = rows
     index.flags.writeable = False
     return index
 

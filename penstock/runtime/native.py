@@ -111,6 +111,14 @@ def affine_warp():
                      [_POINTER, _INT, _INT, _INT, _POINTER, _INT, _INT, _POINTER, _POINTER])
 
 
+def audio_resample():
+    """csrc/audio_resample.c's resampling of a float32 signal (kernels.audio_resampling.resample's
+    native path), or None where it cannot be built (the numpy path then filters the same taps)."""
+    return _function("audio_resample", "penstock_audio_resample",
+                     [_POINTER, ctypes.c_int64, _INT, _POINTER, ctypes.c_int64, ctypes.c_int64, ctypes.c_double,
+                      ctypes.c_double, _POINTER, _INT, _FLOAT, _FLOAT])
+
+
 def box_encode():
     """csrc/box_encoder.c's matching of one sample's boxes to the anchors (box_encoder's CPU form),
     or None where it cannot be built (the numpy path then does the same float32 operations)."""

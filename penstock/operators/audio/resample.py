@@ -16,6 +16,7 @@ from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import audio_resampling
 from penstock.kernels.audio_codecs import DEFAULT_MAX_SAMPLES
 from penstock.operators.shared.gpu_plan import tensors_of
+from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema
 
 NAME = "audio_resample"
@@ -135,7 +136,7 @@ class AudioResample(ResampleDeclaration, SampleOperator):
         out_type = output_type(args, input_type)
         count, in_rate, out_rate = rates_of(self.name, signal.shape, args)
         return audio_resampling.resample(normalized(np, signal, input_type, out_type), in_rate, out_rate,
-                                         args.quality, out_length=count, dtype=out_type)
+                                         args.quality, out_length=count, dtype=out_type, native=native.audio_resample)
 
 
 # outputs filtered at once on the GPU: bounds the [outputs, taps] temporaries

@@ -9,6 +9,7 @@ import numpy as np
 from penstock import registry, types
 from penstock.contract import OutputSpec, SampleOperator
 from penstock.kernels.audio_codecs import DEFAULT_MAX_SAMPLES, decode_audio
+from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema
 
 NAME = "decoders.audio"
@@ -66,5 +67,6 @@ class Audio(SampleOperator):
             raise TypeError(f"{what}: expected encoded bytes (a 1-D uint8 array), got {data.dtype} of shape "
                             f"{data.shape}")
         samples, rate = decode_audio(data, what, sample_rate=args.sample_rate, downmix=args.downmix,
-                                     dtype=args.dtype.numpy, quality=args.quality, max_samples=args.max_samples)
+                                     dtype=args.dtype.numpy, quality=args.quality, max_samples=args.max_samples,
+                                     native_resample=native.audio_resample)
         return samples, np.array(rate, np.float32)

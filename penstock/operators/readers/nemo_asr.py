@@ -20,6 +20,7 @@ from penstock.contract import OutputSpec, SampleContext
 from penstock.kernels.audio_codecs import decode_audio
 from penstock.operators.shared.readers import (SAMPLE_READER_ARGS, ShardedReader, read_bytes, sharded_epochs,
                                                shuffle_after_epoch_alone)
+from penstock.runtime import native
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
 AUDIO_TYPES = (types.INT16, types.INT32, types.FLOAT)
@@ -132,7 +133,7 @@ class NemoAsrReader(ShardedReader):
                                    downmix=args.downmix, dtype=args.dtype.numpy, quality=args.quality,
                                    window=lambda frames, file_rate: frame_window(frames, file_rate, entry["offset"],
                                                                                  entry["duration"]),
-                                   rate_out="file")
+                                   rate_out="file", native_resample=native.audio_resample)
         outputs = [audio]
         if args.read_sample_rate:
             outputs.append(np.float32(rate))

@@ -102,28 +102,56 @@ class SpectrogramDeclaration:
         which out-of-signal indices read), one FFT transforms every window."""
         nfft, step, padding, window = self.framing()
         window_length = len(window)
-        indices, offset = [], 0
+        indices, counts, offset = [], [], 0
         for index, signal in enumerate(signals):
             length = signal.shape[0]
-            if rules.count_windows(length, window_length, step, padding != "none") <= 0:
+            count = rules.count_windows(length, window_length, step, padding != "none")
+            if count <= 0:
                 raise ValueError(f"{self.name}: sample {index}'s signal ({length} samples) is too short for "
                                  f"windows of {window_length} samples without center_windows")
-            indices.append(rules.frame_indices(length, window_length, step, padding) + offset)
+            if xp is np:
+                indices.append(rules.frame_indices(length, window_length, step, padding) + offset)
+            counts.append(count)
             offset += length + 1
-        counts = [len(part) for part in indices]
-        index = np.concatenate(indices)
         if xp is np:
+            index = np.concatenate(indices)
             padded = np.concatenate([part for signal in signals for part in (signal, np.zeros(1, FLOAT32))])
             spectra = rules.spectrum(np, padded[index] * window, nfft, self.args.power)
             parts = np.split(spectra, np.cumsum(counts)[:-1])
         else:
             zero = xp.zeros(1, dtype=signals[0].dtype, device=_device_of(signals))
             padded = xp.cat([part for signal in signals for part in (signal, zero)])
-            frames = padded[_upload(signals, index)] * rules.on_device(window, padded.device)
+            frames = padded[self._device_indices(signals, counts, window_length, step, padding, padded.device)]
+            frames = frames * rules.on_device(window, padded.device)
             parts = xp.split(rules.spectrum(xp, frames, nfft, self.args.power), counts)
         if self.args.layout == "tf":
             return [np.ascontiguousarray(part) if xp is np else part.contiguous() for part in parts]
         return [np.ascontiguousarray(part.T) if xp is np else part.T.contiguous() for part in parts]
+
+
+    @staticmethod
+    def _device_indices(signals: list, counts: list, window_length: int, step: int, padding: str, device):
+        """rules.frame_indices of every signal, one after another in the signals joined with a zero
+        after each, made on the device from three numbers per window (its start, its signal's
+        length and place): the batch's index table would be hundreds of megabytes to upload."""
+        import torch
+        centre = 0 if padding == "none" else window_length // 2
+        lengths = np.array([signal.shape[0] for signal in signals], np.int64)
+        places = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
+        repeats = np.asarray(counts)
+        starts = np.concatenate([np.arange(count, dtype=np.int64) * step - centre for count in counts])
+        per_window = torch.from_numpy(np.stack([starts, np.repeat(lengths, repeats), np.repeat(places, repeats)]))
+        start, length, place = per_window.to(device, non_blocking=True)
+        index = start[:, None] + torch.arange(window_length, device=device)[None, :]
+        length = length[:, None]
+        if padding == "reflect":  # reflect-101, again and again for short signals
+            period = torch.clamp(2 * (length - 1), min=1)
+            index = torch.remainder(index, period)
+            index = torch.where(index >= length, period - index, index)
+            index = torch.where(length == 1, torch.zeros_like(index), index)
+        else:  # outside the signal: its zero
+            index = torch.where((index < 0) | (index >= length), length, index)
+        return index + place[:, None]
 
 
 @registry.register("spectrogram", "cpu")

@@ -263,3 +263,24 @@ def test_gpu_features_match_the_cpu_on_a_ragged_batch(build):
     assert cpu_layout == gpu_layout
     for on_cpu, on_gpu in zip(cpu, gpu):
         assert_relative(on_gpu, on_cpu)
+
+
+def test_the_gpu_frames_index_the_signals_as_the_cpu_table_does():
+    """The GPU form makes its index table on the device from each window's start, its signal's
+    length and place: the same indices as frame_indices, for every padding, short signals
+    (reflected again and again) and signals just around the window's length."""
+    import torch
+
+    from penstock.kernels import audio_spectral as rules
+    from penstock.operators.audio.spectral import SpectrogramDeclaration
+    for padding in ("reflect", "zero", "none"):
+        for window_length, step in ((8, 3), (5, 5), (16, 4)):
+            lengths = [n for n in (1, 2, 3, 7, 8, 9, 40, 41)
+                       if rules.count_windows(n, window_length, step, padding != "none") > 0]
+            counts = [rules.count_windows(n, window_length, step, padding != "none") for n in lengths]
+            places = np.concatenate([[0], np.cumsum(np.add(lengths, 1))[:-1]])
+            want = np.concatenate([rules.frame_indices(n, window_length, step, padding) + place
+                                   for n, place in zip(lengths, places)])
+            got = SpectrogramDeclaration._device_indices([np.zeros(n, np.float32) for n in lengths], counts,
+                                                         window_length, step, padding, torch.device("cpu"))
+            np.testing.assert_array_equal(got.numpy(), want)

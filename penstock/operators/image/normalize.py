@@ -452,11 +452,56 @@ class NormalizeBatch(Normalize, WholeBatchOperator):
                 for result, a in zip(normalize_samples(np, [np.asarray(s) for s in inputs[0]], args), args)]
 
 
+def normalize_along_one_axis(torch, samples: list, args: list) -> list | None:
+    """normalize_samples for a ragged batch whose samples share their arguments and reduce over one
+    axis, their other extents equal (features x frames of audio, each band over its clip's frames):
+    every sample's statistics from one segmented sum over the batch joined along that axis, in a
+    fixed number of calls where the per-sample path makes about ten a sample; the same float32
+    steps, the float64 sums in another order. None where another case (given mean or stddev,
+    batch=True, other shapes)."""
+    first = args[0] if args else None
+    if first is None or any(a is not first for a in args) or first.batch or first.mean is not None \
+            or first.stddev is not None or any(sample.dim() != 2 for sample in samples):
+        return None
+    axes = _reduced_axes(first, 2)
+    if len(axes) != 1:
+        return None
+    axis, kept = axes[0], 1 - axes[0]
+    lengths = [int(sample.shape[axis]) for sample in samples]
+    if any(sample.shape[kept] != samples[0].shape[kept] for sample in samples) or min(lengths) <= first.ddof:
+        return None
+    device = samples[0].device
+    joined = torch.cat([sample.to(torch.float32) for sample in samples], dim=axis)
+    segment = torch.repeat_interleave(torch.arange(len(samples), device=device),
+                                      torch.as_tensor(lengths, device=device))
+    shape = (samples[0].shape[kept], len(samples)) if axis == 1 else (len(samples), samples[0].shape[kept])
+    counts = torch.as_tensor(lengths, dtype=torch.float64, device=device)
+    counts = counts[None, :] if axis == 1 else counts[:, None]
+    sums = torch.zeros(shape, dtype=torch.float64, device=device).index_add_(axis, segment, joined.double())
+    difference = joined - (sums / counts).float().index_select(axis, segment)
+    squares = torch.zeros(shape, dtype=torch.float64, device=device).index_add_(
+        axis, segment, (difference * difference).double()).float()
+    reciprocals = torch.as_tensor(np.float32(1.0) / (np.asarray(lengths, np.float64) - first.ddof).astype(np.float32),
+                                  device=device)
+    variance = squares * (reciprocals[None, :] if axis == 1 else reciprocals[:, None])
+    scale, epsilon = np.float32(first.scale), np.float32(first.epsilon)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if epsilon:
+            multiplier = scale / torch.sqrt(variance + epsilon)
+        else:
+            multiplier = _keep_zero(torch, variance, scale / torch.sqrt(variance))
+    result = difference * multiplier.index_select(axis, segment) + np.float32(first.shift)
+    return [part.contiguous() for part in torch.split(result, lengths, dim=axis)]
+
+
 @registry.register("normalize", "gpu", requires=devices.gpu_problem)
 class NormalizeGpu(NormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         import torch
-        results = normalize_samples(torch, tensors_of(inputs[0]), args)
+        samples = tensors_of(inputs[0])
+        results = normalize_along_one_axis(torch, samples, args)
+        if results is None:
+            results = normalize_samples(torch, samples, args)
         return [numeric.saturate_tensor(result, types.to_torch_dtype(a.dtype)) for result, a in zip(results, args)]
 
 

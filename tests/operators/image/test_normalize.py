@@ -326,3 +326,27 @@ def test_the_c_lookup_into_planes_gives_what_opencvs_lookups_give(dtype):
         np.testing.assert_array_equal(with_c.view(np.uint8), with_opencv.view(np.uint8))
         want = table[0, image, np.arange(3)].transpose(2, 0, 1)
         np.testing.assert_array_equal(with_c, want[:, :, ::-1] if mirror else want)
+
+
+@pytest.mark.parametrize("arguments", [dict(axes=[1]), dict(axes=[0]), dict(axes=[1], epsilon=1e-5),
+                                       dict(axes=[1], ddof=1, scale=2.0, shift=3.0)])
+def test_the_gpu_forms_batch_of_one_reduced_axis_computes_what_each_sample_alone_computes(arguments):
+    """normalize_along_one_axis (the GPU form's path for ragged features reduced over one axis:
+    one segmented sum for the batch) gives the per-sample path's values, a constant sample (no
+    deviation) included; equal to the bit here (float64 sums of float32 values)."""
+    import torch
+
+    from penstock import registry
+    from penstock.operators.image.normalize import normalize_along_one_axis, normalize_samples
+    static, _ = registry.get_schema("normalize").validate(arguments)
+    axis = arguments["axes"][0]
+    rng = np.random.default_rng(4)
+    shapes = [(16, n) if axis == 1 else (n, 16) for n in (5, 17, 90, 2)]
+    samples = [torch.from_numpy(rng.normal(3, 2, shape).astype(np.float32)) for shape in shapes]
+    samples.append(torch.full((16, 7) if axis == 1 else (7, 16), 1.5))
+    args = [static] * len(samples)
+    batched = normalize_along_one_axis(torch, samples, args)
+    assert batched is not None and all(sample.is_contiguous() for sample in batched)
+    for got, want in zip(batched, normalize_samples(torch, samples, args)):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert normalize_along_one_axis(torch, samples, [static.replace(batch=True)] * len(samples)) is None

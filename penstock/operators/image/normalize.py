@@ -455,10 +455,10 @@ class NormalizeBatch(Normalize, WholeBatchOperator):
 def normalize_along_one_axis(torch, samples: list, args: list) -> list | None:
     """normalize_samples for a ragged batch whose samples share their arguments and reduce over one
     axis, their other extents equal (features x frames of audio, each band over its clip's frames):
-    every sample's statistics from one segmented sum over the batch joined along that axis, in a
-    fixed number of calls where the per-sample path makes about ten a sample; the same float32
-    steps, the float64 sums in another order. None where another case (given mean or stddev,
-    batch=True, other shapes)."""
+    every sample's statistics from float64 running sums over the batch joined along that axis,
+    differenced at the samples' bounds, in a fixed number of calls where the per-sample path makes
+    about ten a sample; the same float32 steps, the float64 sums in another order. None where
+    another case (given mean or stddev, batch=True, other shapes)."""
     first = args[0] if args else None
     if first is None or any(a is not first for a in args) or first.batch or first.mean is not None \
             or first.stddev is not None or any(sample.dim() != 2 for sample in samples):
@@ -474,13 +474,17 @@ def normalize_along_one_axis(torch, samples: list, args: list) -> list | None:
     joined = torch.cat([sample.to(torch.float32) for sample in samples], dim=axis)
     segment = torch.repeat_interleave(torch.arange(len(samples), device=device),
                                       torch.as_tensor(lengths, device=device))
-    shape = (samples[0].shape[kept], len(samples)) if axis == 1 else (len(samples), samples[0].shape[kept])
+    bounds = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)]), device=device)
     counts = torch.as_tensor(lengths, dtype=torch.float64, device=device)
     counts = counts[None, :] if axis == 1 else counts[:, None]
-    sums = torch.zeros(shape, dtype=torch.float64, device=device).index_add_(axis, segment, joined.double())
-    difference = joined - (sums / counts).float().index_select(axis, segment)
-    squares = torch.zeros(shape, dtype=torch.float64, device=device).index_add_(
-        axis, segment, (difference * difference).double()).float()
+
+    def segment_sums(values):  # float64 running sums, differenced at the samples' bounds
+        running = torch.cumsum(values.double(), dim=axis)
+        running = torch.cat([torch.zeros_like(running.narrow(axis, 0, 1)), running], dim=axis)
+        return running.index_select(axis, bounds[1:]) - running.index_select(axis, bounds[:-1])
+
+    difference = joined - (segment_sums(joined) / counts).float().index_select(axis, segment)
+    squares = segment_sums(difference * difference).float()
     reciprocals = torch.as_tensor(np.float32(1.0) / (np.asarray(lengths, np.float64) - first.ddof).astype(np.float32),
                                   device=device)
     variance = squares * (reciprocals[None, :] if axis == 1 else reciprocals[:, None])

@@ -276,8 +276,12 @@ class Executor:
         self._stopping.set()
         self._resume.set()
         self._slots.release()  # wakes a producer waiting for a free slot, so that it sees the stop now
+        source_error = None
         for _, source, _ in self._plan.sources:
-            source.shutdown()
+            try:
+                source.shutdown()
+            except Exception as error:  # the threads are stopped all the same, then it is raised
+                source_error = source_error or error
         for _ in range(self._sample_threads):
             self._tasks.put(None)
         if self._processes is not None:
@@ -300,6 +304,8 @@ class Executor:
             # the stages' loops are this executor's bound methods: dropped, so that a pipeline let go
             # of frees its buffers (shared memory included) at once, not at the next cyclic collection
             self._stages = [dataclasses.replace(stage, loop=None) for stage in self._stages]
+        if source_error is not None:
+            raise source_error
 
     def _stop_gpu_stage(self) -> None:
         """Waits for the GPU stage to reach its cancellation point (the stop is looked at between

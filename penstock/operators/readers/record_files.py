@@ -4,10 +4,23 @@ epochs, shards and shuffling (ShardedReader), and the checks of their files and 
 from __future__ import annotations
 
 import os
+import threading
 
 from penstock import limits
 from penstock.operators.shared.readers import ShardedReader, sharded_epochs
 from penstock.schema import ArgError
+
+# guards the readers' descriptor tables: worker threads open descriptors while the pipeline's
+# shutdown closes them (sources are shut down before the workers stop)
+_descriptors_lock = threading.Lock()
+
+
+def _new_lock_in_forked_child() -> None:
+    global _descriptors_lock  # a thread of the parent may have held it at the fork
+    _descriptors_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_forked_child)
 
 
 class RecordFileReader(ShardedReader):
@@ -42,23 +55,47 @@ class RecordFileReader(ShardedReader):
                                      [number for number, _, _ in self.records])
 
     def read_at(self, number: int, offset: int, size: int, where: str) -> bytes:
-        descriptors = self.__dict__.setdefault("_descriptors", {})
-        descriptor = descriptors.get(number)
-        if descriptor is None:  # two worker threads may get here at once: one descriptor is kept
-            opened = os.open(self.files[number], os.O_RDONLY)
-            descriptor = descriptors.setdefault(number, opened)
-            if descriptor != opened:
-                os.close(opened)
-        # pread allocates what it is asked for: an index may claim more than the file holds
-        limits.checked_bytes(where, size, 1, os.fstat(descriptor).st_size - offset)
-        data = os.pread(descriptor, size, offset)
+        with _descriptors_lock:
+            state = self.__dict__.setdefault("_descriptors", _Descriptors())
+            descriptor = state.open.get(number)
+            if descriptor is None:
+                descriptor = state.open[number] = os.open(self.files[number], os.O_RDONLY)
+            state.reading += 1
+        try:
+            # pread allocates what it is asked for: an index may claim more than the file holds
+            limits.checked_bytes(where, size, 1, os.fstat(descriptor).st_size - offset)
+            data = os.pread(descriptor, size, offset)
+        finally:
+            with _descriptors_lock:
+                state.reading -= 1
+                if state.closing and not state.reading:
+                    state.close()
         if len(data) != size:  # the file shrank since its size was taken
             raise ValueError(f"{where}: the file ends {size - len(data)} bytes into it (a stale index?)")
         return data
 
     def shutdown(self) -> None:
-        for descriptor in self.__dict__.pop("_descriptors", {}).values():
+        """Closes the descriptors, or lets the last read in flight close them."""
+        with _descriptors_lock:
+            state = self.__dict__.get("_descriptors")
+            if state is not None:
+                state.closing = True
+                if not state.reading:
+                    state.close()
+
+
+class _Descriptors:
+    """A reader's open descriptors by file number, and the reads using them."""
+
+    def __init__(self):
+        self.open: dict[int, int] = {}
+        self.reading = 0
+        self.closing = False
+
+    def close(self) -> None:
+        for descriptor in self.open.values():
             os.close(descriptor)
+        self.open.clear()
 
 
 def check_entries(entries, path: str, where: str) -> None:

@@ -75,6 +75,39 @@ def frame_indices(length: int, window_length: int, step: int, padding: str) -> n
     return index
 
 
+def framed(signal: np.ndarray, window_length: int, step: int, padding: str) -> np.ndarray:
+    """The windows DALI takes from a 1-D signal, [windows, window_length], by ``frame_indices``'s
+    rules: a strided view of the signal padded at its ends where one reflection (or zeros) covers
+    what the windows reach outside it, else a gather through ``frame_indices``."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    length = signal.shape[0]
+    centre = 0 if padding == "none" else window_length // 2
+    count = count_windows(length, window_length, step, padding != "none")
+    after = max(0, (count - 1) * step + window_length - centre - length)
+    if padding == "reflect" and max(centre, after) >= length:  # reflected again and again
+        return np.append(signal, np.float32(0))[frame_indices(length, window_length, step, padding)]
+    padded = np.pad(signal, (centre, after), mode="reflect" if padding == "reflect" else "constant")
+    return sliding_window_view(padded, window_length)[::step][:count]
+
+
+def spectrogram(signal: np.ndarray, window: np.ndarray, nfft: int, step: int, padding: str, power: int,
+                time_major: bool) -> np.ndarray:
+    """The spectrogram of a 1-D float32 signal on the CPU, [frequencies, windows] (or [windows,
+    frequencies] when ``time_major``). The windows go transposed into zeroed transform columns (an
+    FFT of rows shorter than its points pads them in a copy of its own, three times the time), and
+    the transform runs down the columns, which gives the frequency-major layout without a transpose."""
+    import scipy.fft
+    frames = framed(signal, len(window), step, padding)
+    if len(window) < nfft:
+        columns = np.zeros((nfft, frames.shape[0]), np.float32)
+        np.multiply(frames.T, window[:, None], out=columns[:len(window)])
+    else:
+        columns = frames.T * window[:, None]
+    transform = scipy.fft.rfft(columns, n=nfft, axis=0, overwrite_x=True)
+    spectra = np.abs(transform) if power == 1 else np.square(transform.real) + np.square(transform.imag)
+    return np.ascontiguousarray(spectra.T) if time_major else spectra
+
+
 def spectrum(xp, values, nfft: int, power: int, axis: int = -1):
     """The first nfft // 2 + 1 bins of the FFT of ``values`` along ``axis`` (zero-padded, or cut, to
     ``nfft`` points): |X|^2 for power 2, |X| for power 1, float32. DALI centres a shorter window in

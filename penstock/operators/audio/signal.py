@@ -74,8 +74,14 @@ def check_type(dtype, allowed, op_name: str, what: str = "input") -> None:
 
 def emphasized(xp, work, coefficients, border: str):
     """The filtered rows of ``work`` (samples by row, float), each row by its coefficient (a column)."""
-    result = work * 1
-    result[:, 1:] = work[:, 1:] - coefficients * work[:, :-1]
+    if xp is np:  # in place in the result: no temporaries the size of the signal
+        result = np.empty_like(work)
+        np.multiply(work[:, :-1], coefficients, out=result[:, 1:])
+        np.subtract(work[:, 1:], result[:, 1:], out=result[:, 1:])
+        result[:, :1] = work[:, :1]
+    else:
+        result = work * 1
+        result[:, 1:] = work[:, 1:] - coefficients * work[:, :-1]
     if border != "zero":
         edge = work[:, 1:2] if border == "reflect" else work[:, :1]
         result[:, :1] = work[:, :1] - coefficients * edge
@@ -107,7 +113,7 @@ class PreemphasisFilter(PreemphasisDeclaration, SampleOperator):
         if args.preemph_coeff == 0 or flat.shape[1] == 0:
             return numeric.saturate(data, out_type)  # DALI converts the input as it is
         work = np.float64 if data.dtype == np.float64 else np.float32
-        result = numeric.saturate(emphasized(np, flat.astype(work), np.array([[args.preemph_coeff]], np.float32)
+        result = numeric.saturate(emphasized(np, flat.astype(work, copy=False), np.array([[args.preemph_coeff]], np.float32)
                                              .astype(work), args.border), out_type)
         if args.border == "zero":
             result[:, 0] = numeric.saturate(flat[:, 0], out_type)

@@ -98,36 +98,30 @@ class SpectrogramDeclaration:
         return args.nfft if args.nfft is not None else args.window_length, args.window_step, padding, window
 
     def spectrograms(self, xp, signals: list) -> list:
-        """The spectrograms of 1-D signals: one gather frames them all (each signal followed by one zero,
-        which out-of-signal indices read), one FFT transforms every window."""
+        """The spectrograms of 1-D signals: on the CPU one by one (rules.spectrogram); on the GPU one
+        gather frames them all (each signal followed by one zero, which out-of-signal indices read)
+        and one FFT transforms every window."""
         nfft, step, padding, window = self.framing()
         window_length = len(window)
-        indices, counts, offset = [], [], 0
+        counts = []
         for index, signal in enumerate(signals):
             length = signal.shape[0]
             count = rules.count_windows(length, window_length, step, padding != "none")
             if count <= 0:
                 raise ValueError(f"{self.name}: sample {index}'s signal ({length} samples) is too short for "
                                  f"windows of {window_length} samples without center_windows")
-            if xp is np:
-                indices.append(rules.frame_indices(length, window_length, step, padding) + offset)
             counts.append(count)
-            offset += length + 1
         if xp is np:
-            index = np.concatenate(indices)
-            padded = np.concatenate([part for signal in signals for part in (signal, np.zeros(1, FLOAT32))])
-            spectra = rules.spectrum(np, padded[index] * window, nfft, self.args.power)
-            parts = np.split(spectra, np.cumsum(counts)[:-1])
-        else:
-            zero = xp.zeros(1, dtype=signals[0].dtype, device=_device_of(signals))
-            padded = xp.cat([part for signal in signals for part in (signal, zero)])
-            frames = padded[self._device_indices(signals, counts, window_length, step, padding, padded.device)]
-            frames = frames * rules.on_device(window, padded.device)
-            parts = xp.split(rules.spectrum(xp, frames, nfft, self.args.power), counts)
+            return [rules.spectrogram(signal, window, nfft, step, padding, self.args.power, self.args.layout == "tf")
+                    for signal in signals]
+        zero = xp.zeros(1, dtype=signals[0].dtype, device=_device_of(signals))
+        padded = xp.cat([part for signal in signals for part in (signal, zero)])
+        frames = padded[self._device_indices(signals, counts, window_length, step, padding, padded.device)]
+        frames = frames * rules.on_device(window, padded.device)
+        parts = xp.split(rules.spectrum(xp, frames, nfft, self.args.power), counts)
         if self.args.layout == "tf":
-            return [np.ascontiguousarray(part) if xp is np else part.contiguous() for part in parts]
-        return [np.ascontiguousarray(part.T) if xp is np else part.T.contiguous() for part in parts]
-
+            return [part.contiguous() for part in parts]
+        return [part.T.contiguous() for part in parts]
 
     @staticmethod
     def _device_indices(signals: list, counts: list, window_length: int, step: int, padding: str, device):

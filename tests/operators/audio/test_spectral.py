@@ -284,3 +284,19 @@ def test_the_gpu_frames_index_the_signals_as_the_cpu_table_does():
             got = SpectrogramDeclaration._device_indices([np.zeros(n, np.float32) for n in lengths], counts,
                                                          window_length, step, padding, torch.device("cpu"))
             np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_the_cpu_frames_are_the_index_tables_windows():
+    """The CPU form frames a signal as a strided view of it padded once at each end, or through
+    frame_indices where one reflection does not cover the windows' reach: the same windows as the
+    index table for every padding, short signals and signals just around the window's length."""
+    from penstock.kernels import audio_spectral as rules
+    for padding in ("reflect", "zero", "none"):
+        for window_length, step in ((8, 3), (5, 5), (16, 4), (7, 1)):
+            for length in (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 40, 41):
+                if rules.count_windows(length, window_length, step, padding != "none") <= 0:
+                    continue
+                signal = np.arange(1, length + 1, dtype=np.float32)
+                want = np.append(signal, 0)[rules.frame_indices(length, window_length, step, padding)]
+                np.testing.assert_array_equal(rules.framed(signal, window_length, step, padding), want,
+                                              err_msg=f"{padding}, window {window_length} step {step}, length {length}")

@@ -71,6 +71,17 @@ def test_every_format_decodes_as_soundfile_reads_it(fmt, subtype, step):
                                    atol=np.ceil(tolerance * np.iinfo(dtype).max))
 
 
+@pytest.mark.parametrize("fmt, subtype", [("WAV", "PCM_16"), ("WAV", "PCM_U8"), ("FLAC", "PCM_16"),
+                                           ("AIFF", "PCM_S8")])
+def test_every_16_bit_value_decodes_to_libsndfiles_float(fmt, subtype):
+    """Encodings of 16 bits or fewer are read as int16 and scaled by 2^-15: libsndfile's own float
+    reading of every value, to the bit."""
+    every_value = np.arange(-32768, 32768, dtype=np.int16)[:, None]
+    data = encoded(every_value, fmt, subtype)
+    samples, _ = decode_audio(data, "file")
+    np.testing.assert_array_equal(samples, soundfile_read(data))
+
+
 def test_downmix_is_the_mean_of_the_channels_and_one_dimensional():
     data = encoded(sine(500, 3), "WAV", "PCM_24")
     mixed, _ = decode_audio(data, "file", downmix=True)

@@ -84,8 +84,9 @@ def noisy_cpu(values: np.ndarray, kind: str, parameters: tuple, seed: int, axis:
     values = values.astype(work)
     first, second, salt, pepper = parameters
     if kind == "gaussian":
-        # the numbers random.normal(data, mean, stddev) gives with the same seed, added (as DALI)
-        return values + (first + second * rng.standard_normal(values.shape)).astype(work)
+        # the numbers random.normal(data, mean, stddev) gives with the same seed, added (as DALI): both
+        # draw float32 for float32 (random.normal: float32 or float16 output), else float64
+        return values + (first + second * rng.standard_normal(values.shape, dtype=work)).astype(work)
     if kind == "shot":
         # DALI's: poisson(x / factor) * factor, which is 0 for a factor of 0
         return np.zeros_like(values) if first == 0 else rng.poisson(np.maximum(values / first, 0.0)) * first

@@ -9,7 +9,9 @@ the batch's standard variates (uniform in [0, 1), standard normal) are drawn at 
 sample maps its own onto its parameters: the GPU forms of coin_flip, uniform and normal take the
 same variates, so a seed gives the same values on both devices. Where the shape follows the data,
 each sample draws from a stream of its own (keyed by a number drawn from the batch's); on the GPU
-that stream is torch's, so the values follow the same distribution, not the same numbers."""
+that stream is Philox in Triton, the whole batch in one launch (kernels.triton_random; torch's
+generator, a sample at a time, for float64 outputs), so the values follow the same distribution,
+not the same numbers."""
 from __future__ import annotations
 
 import numpy as np
@@ -217,7 +219,8 @@ class RandomSource(RandomGenerator, SourceOperator):
 
 class GpuGenerator(RandomGenerator, BatchOperator):
     """The batch's variates uploaded and mapped with torch where the shape is fixed (the CPU form's
-    numbers); else per sample from torch's generator on the GPU, seeded by the sample's key."""
+    numbers); else drawn for the whole batch in one launch, each sample keyed by its key (float64
+    outputs: per sample from torch's generator on the GPU, seeded by the sample's key)."""
 
     def run_batch(self, inputs, args, batch):
         import torch
@@ -226,6 +229,8 @@ class GpuGenerator(RandomGenerator, BatchOperator):
         columns = [tensors_of(value) for value in inputs]
         device = batch.device
         fixed = self.fixed_shape() is not None
+        if not fixed and all(np.dtype(a.dtype.numpy) != np.float64 for a in args):
+            return self._drawn_at_once(columns, args, batch)
         variates = torch.as_tensor(np.asarray(batch.params), device=device) if fixed else None
         results = []
         for index, sample_args in enumerate(args):
@@ -240,6 +245,27 @@ class GpuGenerator(RandomGenerator, BatchOperator):
             results.append(numeric.saturate_tensor(self.values(torch, base, sample_args),
                                                    types.to_torch_dtype(sample_args.dtype)))
         return results
+
+
+    def _drawn_at_once(self, columns, args, batch):
+        """Shapes that follow the data: the batch's float32 variates in one launch (each sample
+        keyed by its own key), mapped once for the whole buffer where the samples share their
+        arguments, else sample by sample."""
+        import torch
+
+        from penstock.batch import PackedBatch
+        from penstock.kernels.triton_random import draw_variates
+        from penstock.runtime.pinned import to_device
+        shapes = [tuple(columns[self.shape_input][index].shape) if self._shape_like else tuple(a.shape or ())
+                  for index, a in enumerate(args)]
+        drawn = draw_variates(np.asarray(batch.params, np.int64), shapes, self.variates == "normal", batch.device,
+                              upload=to_device)
+        if all(a is args[0] for a in args):
+            values = numeric.saturate_tensor(self.values(torch, drawn.buffer, args[0]),
+                                             types.to_torch_dtype(args[0].dtype))
+            return PackedBatch(values, drawn.offsets, drawn.shapes)
+        return [numeric.saturate_tensor(self.values(torch, sample, a), types.to_torch_dtype(a.dtype))
+                for sample, a in zip(drawn, args)]
 
 
 def _register(name: str, values, variates: str = "uniform", gpu: bool = False) -> None:

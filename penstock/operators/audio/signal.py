@@ -30,6 +30,7 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.operators.shared.gpu_plan import tensors_of
+from penstock.runtime.pinned import to_device
 from penstock.schema import Arg, OpSchema
 
 BORDERS = ("zero", "clamp", "reflect")
@@ -139,10 +140,12 @@ class PreemphasisFilterGpu(PreemphasisDeclaration, BatchOperator):
         device = samples[0].device
         work = torch.float64 if in_type == np.float64 else torch.float32
         coefficients = np.array([[a.preemph_coeff] for a in args], np.float32)
+        # uploaded without waiting for the GPU (from pageable memory the copy would)
+        on_device, converted_as_is = to_device(device, [coefficients, coefficients[:, 0] == 0])
         rows = torch.nn.utils.rnn.pad_sequence([sample.reshape(-1) for sample in samples], batch_first=True)
-        filtered = emphasized(torch, rows.to(work), torch.from_numpy(coefficients).to(device, work), border)
+        filtered = emphasized(torch, rows.to(work), on_device.to(work), border)
         # where DALI converts the input as it is: a coefficient of 0, and the first element with border 'zero'
-        direct = torch.from_numpy(coefficients[:, 0] == 0).to(device)[:, None].expand_as(filtered).clone()
+        direct = converted_as_is[:, None].expand_as(filtered).clone()
         if border == "zero":
             direct[:, 0] = True
         converted = torch.where(direct, saturated(torch, rows, out_type), saturated(torch, filtered, out_type))
@@ -216,7 +219,7 @@ def moving_mean_squares(xp, squares, lengths, windows, reset_interval: int, accu
         padded = np.zeros(shape, squares[0].dtype)
     else:
         padded = xp.zeros(shape, dtype=squares[0].dtype, device=squares[0].device)
-        tape, positions = (xp.from_numpy(array).to(padded.device) for array in (tape, positions))
+        tape, positions = to_device(padded.device, [tape, positions])
     for sample, values in enumerate(squares):
         padded[sample, width - 1:width - 1 + values.shape[0]] = values
     gathered = padded.reshape(-1)[tape]
@@ -227,7 +230,7 @@ def moving_mean_squares(xp, squares, lengths, windows, reset_interval: int, accu
     running = sums[:, width - 1::2].reshape(-1)[positions]
     running = running.astype(np.float32) if xp is np else running.to(xp.float32)
     scale = np.array([np.float32(1) / np.float32(window) for window in windows], np.float32)[:, None]
-    return running * (scale if xp is np else xp.from_numpy(scale).to(running.device))
+    return running * (scale if xp is np else to_device(running.device, [scale])[0])
 
 
 def threshold_factor(cutoff_db: float) -> np.float32:
@@ -242,7 +245,7 @@ def regions(xp, mms, lengths, windows, args):
     given = np.array([a.reference_power for a in args], np.float32)
     factors = np.array([threshold_factor(a.cutoff_db) for a in args], np.float32)
     if xp is not np:
-        valid, given, factors = (xp.from_numpy(array).to(mms.device) for array in (valid, given, factors))
+        valid, given, factors = to_device(mms.device, [valid, given, factors])
     largest = (mms * valid).max(1) if xp is np else (mms * valid).amax(1)  # (the squares are never negative)
     references = xp.where(given == 0, largest, given)
     loud = (mms >= (references * factors)[:, None]) & valid
@@ -322,6 +325,6 @@ class NonsilentRegionGpu(NonsilenceDeclaration, BatchOperator):
             mms = moving_mean_squares(torch, [square_rows(torch, samples[i], dtype) for i in present],
                                       [lengths[i] for i in present], windows, interval, accumulator)
             found = regions(torch, mms, [lengths[i] for i in present], windows, [args[i] for i in present])
-            where = torch.tensor(present, device=begins.device)
+            where, = to_device(begins.device, [np.asarray(present, np.int64)])
             begins[where], sizes[where] = found
         return list(begins.unbind()), list(sizes.unbind())

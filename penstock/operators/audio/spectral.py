@@ -129,13 +129,15 @@ class SpectrogramDeclaration:
         after each, made on the device from three numbers per window (its start, its signal's
         length and place): the batch's index table would be hundreds of megabytes to upload."""
         import torch
+
+        from penstock.runtime.pinned import to_device
         centre = 0 if padding == "none" else window_length // 2
         lengths = np.array([signal.shape[0] for signal in signals], np.int64)
         places = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
         repeats = np.asarray(counts)
         starts = np.concatenate([np.arange(count, dtype=np.int64) * step - centre for count in counts])
-        per_window = torch.from_numpy(np.stack([starts, np.repeat(lengths, repeats), np.repeat(places, repeats)]))
-        start, length, place = per_window.to(device, non_blocking=True)
+        start, length, place = to_device(device, [np.stack([starts, np.repeat(lengths, repeats),
+                                                            np.repeat(places, repeats)])])[0]
         index = start[:, None] + torch.arange(window_length, device=device)[None, :]
         length = length[:, None]
         if padding == "reflect":  # reflect-101, again and again for short signals

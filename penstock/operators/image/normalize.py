@@ -470,12 +470,13 @@ def normalize_along_one_axis(torch, samples: list, args: list) -> list | None:
     lengths = [int(sample.shape[axis]) for sample in samples]
     if any(sample.shape[kept] != samples[0].shape[kept] for sample in samples) or min(lengths) <= first.ddof:
         return None
-    device = samples[0].device
+    from penstock.runtime.pinned import to_device
     joined = torch.cat([sample.to(torch.float32) for sample in samples], dim=axis)
-    segment = torch.repeat_interleave(torch.arange(len(samples), device=device),
-                                      torch.as_tensor(lengths, device=device))
-    bounds = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)]), device=device)
-    counts = torch.as_tensor(lengths, dtype=torch.float64, device=device)
+    # the tables in one upload that does not wait for the GPU (from pageable memory it would)
+    segment, bounds, counts, reciprocals = to_device(samples[0].device, [
+        np.repeat(np.arange(len(samples), dtype=np.int64), lengths),
+        np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), np.asarray(lengths, np.float64),
+        np.float32(1.0) / (np.asarray(lengths, np.float64) - first.ddof).astype(np.float32)])
     counts = counts[None, :] if axis == 1 else counts[:, None]
 
     def segment_sums(values):  # float64 running sums, differenced at the samples' bounds
@@ -485,8 +486,6 @@ def normalize_along_one_axis(torch, samples: list, args: list) -> list | None:
 
     difference = joined - (segment_sums(joined) / counts).float().index_select(axis, segment)
     squares = segment_sums(difference * difference).float()
-    reciprocals = torch.as_tensor(np.float32(1.0) / (np.asarray(lengths, np.float64) - first.ddof).astype(np.float32),
-                                  device=device)
     variance = squares * (reciprocals[None, :] if axis == 1 else reciprocals[:, None])
     scale, epsilon = np.float32(first.scale), np.float32(first.epsilon)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -231,7 +231,9 @@ class GpuGenerator(RandomGenerator, BatchOperator):
         fixed = self.fixed_shape() is not None
         if not fixed and all(np.dtype(a.dtype.numpy) != np.float64 for a in args):
             return self._drawn_at_once(columns, args, batch)
-        variates = torch.as_tensor(np.asarray(batch.params), device=device) if fixed else None
+        if fixed:  # uploaded without waiting for the GPU (from pageable memory the copy would)
+            from penstock.runtime.pinned import to_device
+            variates = to_device(device, [np.ascontiguousarray(batch.params)])[0]
         results = []
         for index, sample_args in enumerate(args):
             if fixed:

@@ -71,13 +71,7 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # coord_flip
     # bb_flip
     # crop
-    'crop[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('crop failed: ValueError: crop: expected an HWC image (3 dimensions), got shape (2, 6, 8, 3)')",
-    'crop[input=u8_dhwc]': "DALI accepts, penstock refuses: PipelineError('crop failed: ValueError: crop: expected an HWC image (3 dimensions), got shape (6, 6, 8, 3)')",
     # crop_3d
-    'crop_3d[base]': 'DALI accepts, penstock refuses: ValueError("crop: argument \'crop\': expected 1 or 2 values, got 3")',
-    'crop_3d[crop_pos_z=0.0]': 'DALI accepts, penstock refuses: ValueError("crop: argument \'crop\': expected 1 or 2 values, got 3")',
-    'crop_3d[crop_pos_z=1.0]': 'DALI accepts, penstock refuses: ValueError("crop: argument \'crop\': expected 1 or 2 values, got 3")',
-    'crop_3d[crop_pos_z=per_sample]': 'DALI accepts, penstock refuses: ValueError("crop: argument \'crop\': expected 1 or 2 values, got 3")',
     # crop_mirror_normalize
     # paste
     # cast_float
@@ -99,8 +93,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # brightness_contrast
     # the Python API (tests/conformance/test_api.py)
     # sources, decoders, readers, segmentation, sequences and other operators (cases_sources.py ... cases_extras.py)
-    'decoders.image_crop_wh[crop_d=3.0]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_d\' (did you mean \'crop_w\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, crop_pos',
-    'decoders.image_crop_wh[crop_pos_z=0.5]': 'DALI accepts, penstock refuses: TypeError("decoders.image_crop: unknown argument \'crop_pos_z\' (did you mean \'crop_pos_y\'?); it takes adjust_orientation, affine, bytes_per_sample_hint, cache_batch_copy, cache_debug, cache_size, cache_threshold, cache_type, cpu_decoder_load, crop, crop_h, crop_pos_x, ',
     'readers.numpy_roi[roi_start=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_start\' cannot be a per-sample input (a DataNode); pass a plain value")',
     'readers.numpy_roi[roi_end=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_end\' cannot be a per-sample input (a DataNode); pass a plain value")',
     'fast_resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',

@@ -30,7 +30,6 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.operators.shared.gpu_plan import tensors_of
-from penstock.runtime.pinned import to_device
 from penstock.schema import Arg, OpSchema
 
 BORDERS = ("zero", "clamp", "reflect")
@@ -140,7 +139,6 @@ class PreemphasisFilterGpu(PreemphasisDeclaration, BatchOperator):
         device = samples[0].device
         work = torch.float64 if in_type == np.float64 else torch.float32
         coefficients = np.array([[a.preemph_coeff] for a in args], np.float32)
-        # uploaded without waiting for the GPU (from pageable memory the copy would)
         on_device, converted_as_is = to_device(device, [coefficients, coefficients[:, 0] == 0])
         rows = torch.nn.utils.rnn.pad_sequence([sample.reshape(-1) for sample in samples], batch_first=True)
         filtered = emphasized(torch, rows.to(work), on_device.to(work), border)
@@ -206,6 +204,13 @@ def tape_indices(lengths, windows, reset_interval: int):
         tape[row, width::2][:count] = np.where(leaving >= 0, start + leaving, nothing)
         positions[sample, first:first + count] = row * columns + np.arange(count)
     return tape, positions
+
+
+def to_device(device, arrays: list):
+    """Arrays as tensors on the device, uploaded without waiting for the GPU (from pageable memory
+    the copy would wait for the work queued before it)."""
+    from penstock.runtime.pinned import to_device as upload
+    return upload(device, arrays)
 
 
 def moving_mean_squares(xp, squares, lengths, windows, reset_interval: int, accumulator):

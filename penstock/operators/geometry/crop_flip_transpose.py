@@ -8,17 +8,20 @@ import numpy as np
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.operators.geometry.layouts import layout_refused
+from penstock.operators.geometry.layouts import image_layout, layout_refused
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, plan_of, tensors_of
-from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size,
-                                              declare_hwc, with_crop_of)
+from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, crop_placement, crop_size, cut_window,
+                                              window_of_layout, with_crop_of)
 from penstock.schema import Arg, ArgError, OpSchema
 
 
 registry.register_schema(OpSchema(
     name="crop", class_name="Crop",
-    doc="Cuts a (height, width) window out of HWC or CHW images (without a layout: HWC), placed by "
-        "crop_pos_x / crop_pos_y; without a window the image is kept whole.",
+    doc="Cuts a window out of images, volumes and sequences (layouts " + ", ".join(
+        ("HWC", "CHW", "DHWC", "CDHW", "FHWC", "FCHW", "CFHW", "FDHWC", "FCDHW", "CFDHW")) + "; without a layout "
+        "HWC, DHWC or FDHWC by the number of dimensions): (height, width), placed by crop_pos_x / crop_pos_y, and a "
+        "depth placed by crop_pos_z along D, or along F in sequences without D (as DALI); without a window the "
+        "sample is kept whole.",
     args=(*CROP_ARGS, Arg("image_type", "image_type", None, "Accepted for DALI compatibility."),
           Arg("dtype", "dtype", None, "Output type; default the input's.")),
     checks=WINDOW_CHECKS,
@@ -59,7 +62,8 @@ def fixed_crop_size(args) -> tuple[int, int] | None:
     return size if size is not None and min(size) > 0 else None
 
 
-CROP_LAYOUTS = ("HWC", "CHW")
+CROP_LAYOUTS = ("HWC", "CHW", "DHWC", "CDHW", "FHWC", "FCHW", "CFHW", "FDHWC", "FCDHW", "CFDHW")  # DALI's
+CROP_DEFAULT_LAYOUTS = {3: "HWC", 4: "DHWC", 5: "FDHWC"}  # for samples without a layout, as DALI reads them
 
 
 def crop_image(image: np.ndarray, args: dict, op_name: str, layout: str = "HWC") -> np.ndarray:
@@ -73,42 +77,59 @@ def crop_image(image: np.ndarray, args: dict, op_name: str, layout: str = "HWC")
     return window.transpose(2, 0, 1) if layout == "CHW" else window
 
 
+def crop_sample(xp, sample, layout: str, args, op_name: str):
+    """crop's window of one sample (numpy or torch) in any of CROP_LAYOUTS."""
+    if layout in ("HWC", "CHW") and xp is np:
+        return crop_image(sample, args, op_name, layout)
+    window = window_of_layout(tuple(sample.shape), layout, args, op_name)
+    return sample if window is None else cut_window(xp, sample, window, args.fill_values, layout.index("C"))
+
+
 class CropDeclaration:
     _layout = "HWC"
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
-        declare_hwc(spec, self.name)
-        layout = spec.layout or "HWC"  # as DALI reads an image without a layout
-        if layout not in CROP_LAYOUTS:
-            raise layout_refused(self.name, layout, CROP_LAYOUTS)
-        self._layout = layout
-        size = None if self.args.out_of_bounds_policy == "trim_to_shape" else fixed_crop_size(self.args)
-        channels = (spec.shape[2] if layout == "HWC" else spec.shape[0]) if spec.shape else None
-        shape = ((*size, channels) if layout == "HWC" else (channels, *size)) if size and channels else None
-        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, ndim=3, layout=layout,
-                        shape=shape)
+        # where nothing tells the dimensions before the data comes, the samples are read as HWC images
+        layout = self._layout = image_layout(spec.layout, spec.ndim, CROP_LAYOUTS, CROP_DEFAULT_LAYOUTS,
+                                             self.name) or "HWC"
+        shape = None
+        if layout in ("HWC", "CHW"):
+            size = None if self.args.out_of_bounds_policy == "trim_to_shape" else fixed_crop_size(self.args)
+            channels = (spec.shape[2] if layout == "HWC" else spec.shape[0]) if spec.shape else None
+            shape = ((*size, channels) if layout == "HWC" else (channels, *size)) if size and channels else None
+        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, layout=layout, shape=shape)
+
+    def layout_of(self, sample) -> str:
+        return image_layout(self._layout, sample.ndim, CROP_LAYOUTS, CROP_DEFAULT_LAYOUTS, self.name)
 
 
 @registry.register("crop", "cpu")
 class Crop(CropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
-        check_hwc(image, self.name)
-        result = crop_image(image, args, self.name, self._layout)
+        result = crop_sample(np, image, self.layout_of(image), args, self.name)
         dtype = args.dtype.numpy if args.dtype else image.dtype
         return np.array(result, dtype=dtype, copy=True)
 
 
 @registry.register("crop", "gpu", requires=devices.gpu_problem)
 class CropGpu(ExtendsImagePlan, CropDeclaration, BatchOperator):
+    """HWC images fold into the batch's image plan; other layouts are cut sample by sample."""
+
     def run_batch(self, inputs, args, batch):
-        if self._layout != "HWC":
-            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
-        plan = with_crop_of(geometry_plan(inputs[0]), args, self.name)
-        if args[0].dtype is not None:
-            plan = plan.with_output(dtype=types.to_torch_dtype(args[0].dtype))
-        return plan
+        if self._layout == "HWC":
+            plan = with_crop_of(geometry_plan(inputs[0]), args, self.name)
+            if args[0].dtype is not None:
+                plan = plan.with_output(dtype=types.to_torch_dtype(args[0].dtype))
+            return plan
+        import torch
+        results = []
+        for sample, sample_args in zip(tensors_of(inputs[0]), args):
+            result = crop_sample(torch, sample, self.layout_of(sample), sample_args, self.name)
+            dtype = types.to_torch_dtype(sample_args.dtype) if sample_args.dtype is not None else result.dtype
+            results.append(result.to(dtype).contiguous() if result.dtype != dtype else result.contiguous())
+        return results
 
 
 FLIP_LAYOUTS = ("FDHWC", "FHWC", "DHWC", "HWC", "FCDHW", "FCHW", "CDHW", "CHW")  # DALI's, in its order

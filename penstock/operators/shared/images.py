@@ -15,13 +15,17 @@ from penstock.schema import Arg, ArgError, given
 # Window arguments shared by crop, crop_mirror_normalize, resize_crop_mirror and decoders.image_crop,
 # documented once; without a window the whole image is kept.
 WINDOW_ARGS = (
-    Arg("crop", "floats", None, "Window size (height, width) in pixels, truncated; a size of 0 or less keeps "
-        "the image's.", per_sample=True, length=(2,)),
+    Arg("crop", "floats", None, "Window size (height, width) in pixels, truncated, or (depth, height, width) for "
+        "volumes and sequences; a size of 0 or less keeps the image's.", per_sample=True, length=(2, 3)),
     Arg("crop_w", "float", 0.0, "Window width in pixels, truncated (with crop_h, instead of crop).", per_sample=True),
     Arg("crop_h", "float", 0.0, "Window height in pixels, truncated (with crop_w, instead of crop).", per_sample=True),
+    Arg("crop_d", "float", 0.0, "Window depth (the D axis of volumes, else the F axis of sequences), truncated "
+        "(with crop_h and crop_w, instead of crop); 0 keeps the whole depth.", per_sample=True),
     Arg("crop_pos_x", "float", 0.5, "Horizontal window position, 0 (left edge) to 1 (right edge): the window "
         "starts at crop_pos_x * (width - window width).", per_sample=True, min=0.0, max=1.0),
     Arg("crop_pos_y", "float", 0.5, "Vertical window position, 0 (top edge) to 1 (bottom edge).",
+        per_sample=True, min=0.0, max=1.0),
+    Arg("crop_pos_z", "float", 0.5, "Depthwise window position, 0 (first slice or frame) to 1 (last).",
         per_sample=True, min=0.0, max=1.0),
     Arg("rounding", "str", "round", "How the window's start becomes a whole pixel: 'round' (to nearest, halves "
         "away from zero) or 'truncate' (towards zero).", choices=("round", "truncate")),
@@ -34,6 +38,9 @@ def _one_window_form(static: dict, per_sample: frozenset) -> None:
         raise ArgError("give the window as crop=(height, width) or as crop_h and crop_w, not both")
     if given(static, per_sample, "crop_h") != given(static, per_sample, "crop_w"):
         raise ArgError("give crop_w and crop_h together")
+    if given(static, per_sample, "crop") and given(static, per_sample, "crop_d"):
+        raise ArgError("give a depth as crop=(depth, height, width) or as crop_d beside crop_h and crop_w, not "
+                       "crop_d beside crop")
 
 
 # the checks of a call that takes WINDOW_ARGS
@@ -65,10 +72,18 @@ def crop_size(args) -> tuple[int, int] | None:
     operator's build-time arguments (which hold no per-sample ones)."""
     crop = args.get("crop")
     if crop:
-        return int(crop[0]), int(crop[1])
+        return int(crop[-2]), int(crop[-1])
     if args.get("crop_h") or args.get("crop_w"):
         return int(args.get("crop_h") or 0), int(args.get("crop_w") or 0)
     return None
+
+
+def crop_depth(args) -> int | None:
+    """The window's depth (crop=(depth, height, width), else crop_d), truncated; None where none is
+    given (or it is 0): the whole depth."""
+    crop = args.get("crop")
+    depth = int(crop[0]) if crop is not None and len(crop) == 3 else int(args.get("crop_d") or 0)
+    return depth or None
 
 
 def crop_placement(image_height: int, image_width: int, args: dict) -> tuple[int, int, int, int] | None:
@@ -80,6 +95,62 @@ def crop_placement(image_height: int, image_width: int, args: dict) -> tuple[int
     top = cpu_image.crop_anchor(image_height, height, args.crop_pos_y, args.rounding)
     left = cpu_image.crop_anchor(image_width, width, args.crop_pos_x, args.rounding)
     return top, left, height, width
+
+
+def window_of_layout(shape: tuple, layout: str, args, op_name: str) -> list[tuple[int, int]] | None:
+    """crop's window in a sample of ``shape`` and ``layout`` (DALI's crop layouts: images, volumes
+    and sequences, channels first or last): (start, size) per axis, the window fitted to the sample
+    by ``out_of_bounds_policy`` ('error' raises, 'trim_to_shape' cuts it, 'pad' leaves it reaching
+    outside); None where no window is asked for. The depth is the D axis, or the F axis of
+    sequences without one (as in DALI)."""
+    height_width = crop_placement(shape[layout.index("H")], shape[layout.index("W")], args)
+    depth = crop_depth(args)
+    depth_axis = layout.find("D") if "D" in layout else layout.find("F")
+    if height_width is None and (depth is None or depth_axis < 0):
+        return None
+    window = [(0, extent) for extent in shape]
+    if height_width is not None:
+        top, left, height, width = height_width
+        window[layout.index("H")], window[layout.index("W")] = (top, height), (left, width)
+    if depth is not None and depth_axis >= 0:
+        extent = shape[depth_axis]
+        size = depth if depth > 0 else extent
+        window[depth_axis] = (cpu_image.crop_anchor(extent, size, args.crop_pos_z, args.rounding), size)
+    inside = all(start >= 0 and start + size <= extent for (start, size), extent in zip(window, shape))
+    if inside or args.out_of_bounds_policy == "pad":
+        return window
+    if args.out_of_bounds_policy == "error":
+        starts, sizes = (tuple(part) for part in zip(*window))
+        raise ValueError(f"{op_name}: the window of shape {sizes} at {starts} falls outside the sample of shape "
+                         f"{tuple(shape)} ({layout}). Slice can't be placed out of bounds with current policy. "
+                         "Pass out_of_bounds_policy='pad' or 'trim_to_shape'.")
+    return [(max(start, 0), max(0, min(start + size, extent) - max(start, 0)))
+            for (start, size), extent in zip(window, shape)]
+
+
+def cut_window(xp, sample, window: list[tuple[int, int]], fill_values, channel_axis: int):
+    """The window (start, size per axis) of a numpy array or a torch tensor; where it reaches
+    outside the sample, the outside is ``fill_values`` (one, or one per channel along
+    ``channel_axis``)."""
+    shape = tuple(sample.shape)
+    if all(start >= 0 and start + size <= extent for (start, size), extent in zip(window, shape)):
+        return sample[tuple(slice(start, start + size) for start, size in window)]
+    sizes = tuple(size for _, size in window)
+    fill_shape = [1] * len(shape)
+    if len(fill_values) > 1:
+        fill_shape[channel_axis] = len(fill_values)
+    if xp is np:
+        fill = np.asarray(fill_values, np.float64).reshape(fill_shape).astype(sample.dtype)
+        result = np.empty(sizes, sample.dtype)
+    else:
+        fill = xp.as_tensor(np.asarray(fill_values, np.float64).reshape(fill_shape)).to(sample.dtype).to(sample.device)
+        result = xp.empty(sizes, dtype=sample.dtype, device=sample.device)
+    result[...] = fill
+    source = tuple(slice(max(start, 0), min(start + size, extent)) for (start, size), extent in zip(window, shape))
+    target = tuple(slice(part.start - start, part.stop - start) for part, (start, _) in zip(source, window))
+    if all(part.stop > part.start for part in source):
+        result[target] = sample[source]
+    return result
 
 
 def _crop_args_shared(args) -> bool:

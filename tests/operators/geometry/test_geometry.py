@@ -250,6 +250,66 @@ def test_crop_outside_the_image_is_an_error_by_default():
         run_operator(fn.crop, [noise_image(20, 30)], crop=(40, 24))
 
 
+def reference_window(sample: np.ndarray, layout: str, sizes: dict, positions: dict, fill=0) -> np.ndarray:
+    """The window of ``sizes`` (axis letter -> size) placed at ``positions`` (axis letter -> 0..1) by
+    DALI's anchor, the outside ``fill``: element by element over the output, independent of the
+    operator's slicing."""
+    shape = tuple(sizes.get(name, extent) for name, extent in zip(layout, sample.shape))
+    starts = [crop_anchor(extent, sizes[name], positions.get(name, 0.5)) if name in sizes else 0
+              for name, extent in zip(layout, sample.shape)]
+    result = np.full(shape, fill, sample.dtype)
+    for index in np.ndindex(*shape):
+        source = tuple(start + i for start, i in zip(starts, index))
+        if all(0 <= at < extent for at, extent in zip(source, sample.shape)):
+            result[index] = sample[source]
+    return result
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("layout, shape, kwargs, sizes, positions", [
+    ("DHWC", (7, 9, 8, 2), dict(crop=(3, 4, 5), crop_pos_z=1.0), dict(D=3, H=4, W=5), dict(D=1.0)),
+    ("CDHW", (2, 7, 9, 8), dict(crop_d=5, crop_h=4, crop_w=3, crop_pos_z=0.0, crop_pos_x=0.2),
+     dict(D=5, H=4, W=3), dict(D=0.0, W=0.2)),
+    ("FHWC", (6, 9, 8, 3), dict(crop=(4, 5), crop_pos_y=0.0), dict(H=4, W=5), dict(H=0.0)),  # each frame alike
+    ("FHWC", (6, 9, 8, 3), dict(crop=(2, 4, 5)), dict(F=2, H=4, W=5), {}),  # the frames' axis as the depth
+    ("FCHW", (5, 3, 9, 8), dict(crop_h=3, crop_w=6, crop_pos_x=1.0), dict(H=3, W=6), dict(W=1.0)),
+    ("DHWC", (4, 6, 5, 3), dict(crop=(6, 8, 3), out_of_bounds_policy="pad", fill_values=9),
+     dict(D=6, H=8, W=3), {}),
+])
+def test_crop_of_volumes_and_sequences(device, layout, shape, kwargs, sizes, positions):
+    """crop over volumes and sequences, on both devices, against the element-by-element window; as
+    DALI, a sequence without a D axis takes the depth along its frames."""
+    from conftest import gpu_or_emulated
+    samples = [np.random.default_rng(seed).integers(0, 255, shape, dtype=np.uint8) for seed in (1, 2)]
+
+    @penstock.pipeline_def(batch_size=2, num_threads=1, device_id=0 if device == "gpu" else None)
+    def pipeline():
+        node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+        return fn.crop(node.gpu() if device == "gpu" else node, device=device, **kwargs)
+    with gpu_or_emulated():
+        pipe = pipeline()
+        try:
+            batch, = pipe.run()
+        finally:
+            pipe.close()
+    assert batch.layout() == layout
+    fill = kwargs.get("fill_values", 0)
+    for got, sample in zip(batch.as_cpu() if device == "gpu" else batch, samples):
+        np.testing.assert_array_equal(np.asarray(got), reference_window(sample, layout, sizes, positions, fill))
+
+
+def test_crop_of_a_volume_outside_is_an_error_naming_the_window():
+    volume = np.zeros((4, 6, 5, 3), np.uint8)
+    with pytest.raises(penstock.PipelineError, match=r"crop: the window of shape \(6, 4, 5, 3\) at \(-1, 1, 0, 0\) "
+                                                      r"falls outside the sample of shape \(4, 6, 5, 3\) \(DHWC\)"):
+        run_operator(fn.crop, [volume], layout="DHWC", crop=(6, 4, 5))
+
+
+def test_crop_refuses_a_depth_beside_a_window_of_two_sizes():
+    with pytest.raises(Exception, match="crop_d beside crop"):
+        run_operator(fn.crop, [np.zeros((4, 6, 5, 3), np.uint8)], layout="DHWC", crop=(4, 5), crop_d=2)
+
+
 # ---- flip -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("horizontal,vertical", [(1, 0), (0, 1), (1, 1), (0, 0)])
 def test_flip(horizontal, vertical):

@@ -4,8 +4,8 @@ agree fails until it is taken off this list.
 
 Value differences give the first sample that differs, how many elements and by how much; refusals
 say which library refuses and with what. Most of them share a few causes:
-- image operators take only HWC (or HW) samples: DALI's sequences (FHWC), volumes (DHWC) and CHW
-  inputs are refused;
+- the volumetric forms of rotate, warp_affine and resize_crop_mirror (DHWC volumes, axis, 3x4
+  matrices, resize_z) are refused;
 - arguments DALI has that penstock does not (subpixel_scale, temp_buffer_hint, roi_relative,
   rounding, minibatch_size on some operators) are refused as unknown;
 - per-sample forms of arguments differ (DALI's per-sample size, crop_pos, align);
@@ -16,13 +16,11 @@ say which library refuses and with what. Most of them share a few causes:
 
 KNOWN_DIFFERENCES: dict[str, str] = {
     # resize_crop_mirror
-    'resize_crop_mirror[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('resize_crop_mirror failed: ValueError: resize_crop_mirror: expected an HWC image (3 dimensions), got...",
     # resize_crop_mirror_3d
     'resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
     'resize_crop_mirror_3d[crop_pos_z=0.0]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
     'resize_crop_mirror_3d[crop_pos_z=1.0]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
     # warp_affine
-    'warp_affine[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('warp_affine failed: ValueError: warp_affine: expected an HWC image (3 dimensions), got shape (2, 6,...",
     # warp_affine_3d
     'warp_affine_3d[base]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
     'warp_affine_3d[size=4,5,6]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'size\': expected 2 values, got 3")',
@@ -30,7 +28,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'warp_affine_3d[fill_value=7.0]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
     # experimental.warp_perspective
     # rotate
-    'rotate[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('rotate failed: ValueError: rotate: expected an HWC image (3 dimensions), got shape (2, 6, 8, 3)')",
     # rotate_3d
     'rotate_3d[base]': "DALI accepts, penstock refuses: PipelineError('rotate failed: ValueError: rotate: expected an HWC image (3 dimensions), got shape (6, 6, 8, 3)')",
     'rotate_3d[axis=1,0,0]': "DALI accepts, penstock refuses: PipelineError('rotate failed: ValueError: rotate: expected an HWC image (3 dimensions), got shape (6, 6, 8, 3)')",
@@ -42,7 +39,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # water
     # sphere
     # random_resized_crop
-    'random_resized_crop[input=u8_fhwc]': "DALI accepts, penstock refuses: PipelineError('random_resized_crop failed: ValueError: random_resized_crop: expected an HWC image (3 dimensions), g...",
     # gaussian_blur
     # laplacian
     # filter

@@ -1,4 +1,4 @@
-"""``rotate`` of HWC images about their centre, on both devices, and what warp_affine shares with it:
+"""``rotate`` of HWC images (and of each frame of FHWC sequences) about their centre, on both devices, and what warp_affine shares with it:
 the interpolations they take, the border value and the output type."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
-from penstock.operators.geometry.layouts import declare_hwc_layout
-from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of
+from penstock.operators.geometry.layouts import image_layout
+from penstock.operators.shared.frames import each_frame, run_on_frames
+from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of, tensors_of
 from penstock.operators.shared.images import check_hwc, rotated_size, rotation_edge_map
 from penstock.runtime import native
 from penstock.schema import REQUIRED, Arg, OpSchema
@@ -20,7 +21,8 @@ WARP_INTERPOLATIONS = (types.INTERP_NN, types.INTERP_LINEAR)
 
 registry.register_schema(OpSchema(
     name="rotate", class_name="Rotate",
-    doc="Rotates HWC images by ``angle`` degrees counter-clockwise about their centre, as DALI. The output "
+    doc="Rotates HWC images (and each frame of FHWC sequences alike) by ``angle`` degrees counter-clockwise about "
+        "their centre, as DALI. The output "
         "is the input's size with keep_size, ``size`` when given, else the bounding box of the rotated "
         "image (each side's parity that of the input side it mostly comes from, so that the centre stays "
         "on the pixel grid). Pixels from outside the input take fill_value, or without one the nearest "
@@ -46,16 +48,28 @@ def border_value(fill, dtype):
     return None if fill is None else numeric.saturate(np.asarray(fill, np.float32), dtype)
 
 
+ROTATE_LAYOUTS = ("HWC", "FHWC")  # each frame of a sequence rotated alike
+
+
 class RotateDeclaration:
+    _layout = "HWC"
+
     def declare_outputs(self, inputs):
-        spec = declare_hwc_layout(inputs[0], self.name)
-        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, shape=None)
+        spec = inputs[0]
+        self._layout = image_layout(spec.layout, spec.ndim, ROTATE_LAYOUTS, {3: "HWC"}, self.name) or "HWC"
+        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, shape=None,
+                        layout=self._layout)
 
 
 @registry.register("rotate", "cpu")
 class Rotate(RotateDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
+        if self._layout == "FHWC" and image.ndim == 4:
+            return each_frame(lambda frame: self._rotated(frame, args), image, self._layout)
+        return self._rotated(image, args)
+
+    def _rotated(self, image, args):
         check_hwc(image, self.name)
         dtype = warped_dtype(image.dtype, args.dtype, self.name)
         height, width = image.shape[:2]
@@ -85,8 +99,13 @@ class RotateGpu(ExtendsImagePlan, RotateDeclaration, BatchOperator):
     """Folded into the batch's image plan as a warp whose outside is fill_value (or the edge)."""
 
     def run_batch(self, inputs, args, batch):
+        if self._layout == "FHWC":
+            return run_on_frames(self._rotated, tensors_of(inputs[0]), args, batch, self._layout)
+        return self._rotated(inputs[0], args, batch)
+
+    def _rotated(self, images, args, batch):
         from penstock.kernels.image_plan import BORDER_CLAMP, BORDER_CONSTANT
-        plan = plan_of(inputs[0])
+        plan = plan_of(images)
         maps, sizes = [], []
         for (height, width), a in zip(plan.sizes, args):
             out_height, out_width = rotated_size(height, width, a.angle, a, self.args.get("size") is None)

@@ -1,5 +1,6 @@
 """Warps and random crops: ``warp_affine``, ``experimental.warp_perspective``,
-``random_resized_crop`` and ``resize_crop_mirror`` over HWC images.
+``random_resized_crop`` and ``resize_crop_mirror`` over HWC images, and over the frames of
+sequences alike (operators.shared.frames).
 
 Every warp is a map from output pixel edges (x + 0.5, y + 0.5, 1) to the input's (a 3x3 matrix,
 the convention of penstock.kernels.image_plan): the rules that build it from the arguments are
@@ -19,13 +20,14 @@ from penstock.runtime import native
 from penstock.operators.shared import crop_windows as crop_generator
 from penstock.operators.shared.crop_windows import RANDOM_CROP_ARGS
 from penstock.operators.geometry.crop_flip_transpose import fixed_crop_size
-from penstock.operators.geometry.layouts import declare_hwc_layout, image_layout, layout_refused, spatial_axes
+from penstock.operators.geometry.layouts import image_layout, layout_refused, spatial_axes
 from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, fixed_resize_size,
                                                 resample_filters, resampled_dtype, resize_filter, resize_window,
                                                 resize_windows_of_batch)
 from penstock.operators.geometry.rotate import WARP_INTERPOLATIONS, border_value, warped_dtype
 from penstock.operators.shared.images import WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, warp_size
-from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of
+from penstock.operators.shared.frames import each_frame, frame_layout, run_on_frames
+from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
 from penstock.schema import ArgError, Arg, OpSchema
 
 BORDER_MODES = ("constant", "replicate", "reflect", "reflect_101", "wrap")
@@ -54,7 +56,8 @@ WARP_ARGS = (
 
 registry.register_schema(OpSchema(
     name="warp_affine", class_name="WarpAffine",
-    doc="Samples HWC images (uint8, int16, int32 or float32) through an affine map: the output pixel at "
+    doc="Samples HWC images (uint8, int16, int32 or float32), and each frame of FHWC sequences alike, through an "
+        "affine map: the output pixel at "
         "(x, y) takes the input at matrix @ (x, y, 1), in coordinates whose origin is the top-left corner of "
         "the top-left pixel (pixel centres at +0.5), as DALI. Give the matrix as 6 values (or a 2x3 array; "
         "per sample from fn.transforms.*), as ``matrix=`` or as the second input. Outside the input: "
@@ -76,7 +79,8 @@ registry.register_schema(OpSchema(
 
 registry.register_schema(OpSchema(
     name="experimental.warp_perspective", class_name="experimental.WarpPerspective",
-    doc="Samples HW, HWC or CHW images (up to 4 channels; uint8, uint16, int16 or float32; the output of "
+    doc="Samples HW, HWC or CHW images, and each frame of FHWC or FCHW sequences alike (up to 4 channels; uint8, "
+        "uint16, int16 or float32; the output of "
         "the input's type) through a perspective map (a 3x3 homography; the output pixel at (x, y) takes the "
         "input at (u / w, v / w), (u, v, w) = matrix @ (x, y, 1)), as DALI (OpenCV's warpPerspective on the "
         "CPU). ``pixel_origin`` 'corner' (default) puts the origin at the top-left pixel's corner, 'center' at "
@@ -146,7 +150,7 @@ def _border_values(fill, channels: int, count: int) -> np.ndarray:
 PERSPECTIVE_TYPES = tuple(np.dtype(name) for name in ("uint8", "uint16", "int16", "float32"))
 
 
-PERSPECTIVE_LAYOUTS = ("HW", "HWC", "CHW")
+PERSPECTIVE_LAYOUTS = ("HW", "HWC", "CHW", "FHWC", "FCHW")  # sequences: each frame warped alike
 
 
 def perspective_layout(spec: OutputSpec, op_name: str) -> str:
@@ -159,14 +163,20 @@ def perspective_layout(spec: OutputSpec, op_name: str) -> str:
     return spec.layout
 
 
+AFFINE_LAYOUTS = ("HWC", "FHWC")  # each frame of a sequence warped alike
+
+
 class WarpDeclaration:
+    _layout = "HWC"
+
     def declare_outputs(self, inputs):
+        spec = inputs[0]
         if self.name == "warp_affine":
-            spec = declare_hwc_layout(inputs[0], self.name)
-            return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype,
-                            shape=self._shape(spec, "HWC"))
-        self._layout = perspective_layout(inputs[0], self.name)
-        return inputs[0].but(layout=self._layout, shape=self._shape(inputs[0], self._layout))
+            self._layout = image_layout(spec.layout, spec.ndim, AFFINE_LAYOUTS, {3: "HWC"}, self.name) or "HWC"
+            return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, layout=self._layout,
+                            shape=self._shape(spec, self._layout))
+        self._layout = perspective_layout(spec, self.name)
+        return spec.but(layout=self._layout, shape=self._shape(spec, self._layout))
 
     def _shape(self, spec: OutputSpec, layout: str):
         """Every sample's output shape when a fixed size is given and the input's shape is known."""
@@ -180,7 +190,11 @@ class WarpDeclaration:
 @registry.register("warp_affine", "cpu")
 class WarpAffine(WarpDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
+        if "F" in self._layout and inputs[0].ndim == len(self._layout):
+            return each_frame(lambda frame: self._warped(frame, args), inputs[0], self._layout)
+        return self._warped(inputs[0], args)
+
+    def _warped(self, image, args):
         check_hwc(image, self.name)
         dtype = warped_dtype(image.dtype, args.dtype, self.name)
         height, width = warp_size(image.shape[0], image.shape[1], args.size, self.args.get("size") is None)
@@ -202,8 +216,13 @@ class WarpPerspective(WarpDeclaration, SampleOperator):
     _layout = ""
 
     def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
-        layout = self._layout or {2: "HW", 3: "HWC"}.get(image.ndim, "")
+        if "F" in self._layout and inputs[0].ndim == len(self._layout):
+            frame = frame_layout(self._layout)
+            return each_frame(lambda image: self._warped(image, frame, args), inputs[0], self._layout)
+        return self._warped(inputs[0], self._layout, args)
+
+    def _warped(self, image, layout, args):
+        layout = layout or {2: "HW", 3: "HWC"}.get(image.ndim, "")
         if image.ndim != len(layout):
             raise ValueError(f"{self.name}: expected HW, HWC or CHW images, got shape {image.shape}")
         if image.dtype not in PERSPECTIVE_TYPES:
@@ -230,7 +249,14 @@ class WarpPerspective(WarpDeclaration, SampleOperator):
 
 class WarpGpu(ExtendsImagePlan, WarpDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
-        plan = plan_of(inputs[0])
+        if "F" in self._layout:
+            return run_on_frames(self._warped, tensors_of(inputs[0]), args, batch, self._layout)
+        return self._warped(inputs[0], args, batch)
+
+    def _warped(self, images, args, batch):
+        if frame_layout(self._layout) not in ("", "HWC"):
+            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
+        plan = plan_of(images)
         maps = np.stack([warp_map(self.name, a) for a in args]) if args else np.zeros((0, 3, 3))
         per_sample = self.args.get("size") is None
         sizes = [warp_size(h, w, a.size, per_sample) for (h, w), a in zip(plan.sizes, args)]
@@ -258,7 +284,8 @@ for _name, _suffix in (("warp_affine", "WarpAffine"), ("experimental.warp_perspe
 # ---- random_resized_crop and resize_crop_mirror ------------------------------------------------
 registry.register_schema(OpSchema(
     name="random_resized_crop", class_name="RandomResizedCrop",
-    doc="Cuts a random window of each HWC or CHW image (its area a random share of the image's, its aspect "
+    doc="Cuts a random window of each HWC or CHW image (of FHWC, FCHW or CFHW sequences: one window for every frame "
+        "of a sample; its area a random share of the image's, its aspect "
         "ratio random, chosen as DALI's random_crop_generator chooses it) and resizes it to ``size``; the "
         "filter reads past the window's edges where the image goes on.",
     args=(
@@ -283,7 +310,7 @@ def _output_size(args: dict) -> tuple[int, int]:
     return int(size[0]), int(size[-1])
 
 
-RANDOM_RESIZED_CROP_LAYOUTS = ("HWC", "CHW")
+RANDOM_RESIZED_CROP_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "CFHW")  # sequences: one window for every frame
 
 
 def random_window(height: int, width: int, draws, args: dict) -> tuple[int, int, int, int]:
@@ -301,23 +328,36 @@ class RandomResizedCropDeclaration:
         spec = inputs[0]
         self._layout = image_layout(spec.layout, spec.ndim, RANDOM_RESIZED_CROP_LAYOUTS, {3: "HWC"}, self.name) \
             or "HWC"
-        channels = spec.shape[self._layout.index("C")] if spec.shape else None
-        size = _output_size(self.args)
-        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, ndim=3,
-                        layout=self._layout,
-                        shape=((*size, channels) if self._layout == "HWC" else (channels, *size)) if channels else None)
+        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, layout=self._layout,
+                        shape=_resized_shape(spec, self._layout, _output_size(self.args)))
 
     def draw(self, rng, count):
         return UniformBlocks.draw(rng, count, self.args.num_attempts)
 
 
+def _resized_shape(spec: OutputSpec, layout: str, size) -> tuple | None:
+    """Every sample's output shape, where the input's shape and the output (height, width) are fixed."""
+    if not size or not spec.shape or len(spec.shape) != len(layout):
+        return None
+    return tuple({"H": size[0], "W": size[1]}.get(axis, extent) for axis, extent in zip(layout, spec.shape))
+
+
+def _image_of(op_name: str, image: np.ndarray, layout: str) -> None:
+    if image.ndim != len(layout):
+        raise ValueError(f"{op_name}: expected {layout} samples ({len(layout)} dimensions), got shape {image.shape}")
+
+
 @registry.register("random_resized_crop", "cpu")
 class RandomResizedCrop(RandomResizedCropDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
-        if image.ndim != 3:
-            raise ValueError(f"{self.name}: expected {self._layout} images (3 dimensions), got shape {image.shape}")
-        axes = spatial_axes(self._layout)
+        _image_of(self.name, inputs[0], self._layout)
+        if "F" in self._layout:
+            frame = frame_layout(self._layout)
+            return each_frame(lambda image: self._cropped(image, frame, args, sample), inputs[0], self._layout)
+        return self._cropped(inputs[0], self._layout, args, sample)
+
+    def _cropped(self, image, layout, args, sample):
+        axes = spatial_axes(layout)
         top, left, height, width = random_window(image.shape[axes[0]], image.shape[axes[1]], sample.params, args)
         # the window is the source region of the resampling: its filter reads past the window's edges
         return cpu_image.resample(image, axes, _output_size(args), (top, left), (top + height, left + width),
@@ -328,9 +368,15 @@ class RandomResizedCrop(RandomResizedCropDeclaration, SampleOperator):
 @registry.register("random_resized_crop", "gpu", requires=devices.gpu_problem)
 class RandomResizedCropGpu(ExtendsImagePlan, RandomResizedCropDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
-        if self._layout != "HWC":
-            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
-        plan = geometry_plan(inputs[0])
+        if frame_layout(self._layout) != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images and FHWC sequences; got the layout "
+                             f"{self._layout!r}")
+        if "F" in self._layout:
+            return run_on_frames(self._cropped, tensors_of(inputs[0]), args, batch, self._layout)
+        return self._cropped(inputs[0], args, batch)
+
+    def _cropped(self, images, args, batch):
+        plan = geometry_plan(images)
         if plan.resized:
             plan = plan_of(plan.materialize()[0])
         first = args[0] if args else None
@@ -347,7 +393,8 @@ class RandomResizedCropGpu(ExtendsImagePlan, RandomResizedCropDeclaration, Batch
 
 registry.register_schema(OpSchema(
     name="resize_crop_mirror", class_name="ResizeCropMirror",
-    doc="Resizes HWC or CHW images (resize_x / resize_y / resize_shorter / resize_longer / size, as resize), "
+    doc="Resizes HWC or CHW images and FHWC, FCHW or CFHW sequences (every frame alike; resize_x / resize_y / "
+        "resize_shorter / resize_longer / size, as resize), "
         "cuts a window (crop, crop_pos_x, crop_pos_y, as crop) and mirrors it (``mirror``: bit 1 "
         "horizontally, bit 2 vertically): one resampling of the input region under the window, as DALI, so "
         "a window reaching outside the resized image repeats its edge.",
@@ -363,7 +410,7 @@ registry.register_schema(OpSchema(
     checks=(*RESIZE_CHECKS, *WINDOW_CHECKS),
     input_names=("images",)))
 
-RESIZE_CROP_MIRROR_LAYOUTS = ("HWC", "CHW")
+RESIZE_CROP_MIRROR_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "CFHW")  # sequences: every frame alike
 
 
 def _crop_after_resize(height: int, width: int, args: dict) -> tuple[int, int, int, int]:
@@ -405,11 +452,8 @@ class ResizeCropMirrorDeclaration:
         spec = inputs[0]
         self._layout = image_layout(spec.layout, spec.ndim, RESIZE_CROP_MIRROR_LAYOUTS, {3: "HWC"}, self.name) \
             or "HWC"
-        channels = spec.shape[self._layout.index("C")] if spec.shape else None
-        size = self._fixed_size()
-        shape = ((*size, channels) if self._layout == "HWC" else (channels, *size)) if size and channels else None
-        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, ndim=3,
-                        layout=self._layout, shape=shape)
+        return spec.but(dtype=self.args.dtype.numpy if self.args.dtype else spec.dtype, layout=self._layout,
+                        shape=_resized_shape(spec, self._layout, self._fixed_size()))
 
     def _fixed_size(self):
         """The output (height, width) when it does not depend on the input or on per-sample values."""
@@ -423,11 +467,15 @@ class ResizeCropMirrorDeclaration:
 @registry.register("resize_crop_mirror", "cpu")
 class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
-        image = inputs[0]
-        if image.ndim != 3:
-            raise ValueError(f"{self.name}: expected {self._layout} images (3 dimensions), got shape {image.shape}")
-        axes = spatial_axes(self._layout)
-        sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, self._layout)
+        _image_of(self.name, inputs[0], self._layout)
+        if "F" in self._layout:
+            frame = frame_layout(self._layout)
+            return each_frame(lambda image: self._resized(image, frame, args), inputs[0], self._layout)
+        return self._resized(inputs[0], self._layout, args)
+
+    def _resized(self, image, layout, args):
+        axes = spatial_axes(layout)
+        sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, layout)
         return cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args.antialias,
                                   resampled_dtype(image, args, self.name), native.resample_axis)
 
@@ -435,9 +483,15 @@ class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
 @registry.register("resize_crop_mirror", "gpu", requires=devices.gpu_problem)
 class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
-        if self._layout != "HWC":
-            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
-        plan = geometry_plan(inputs[0])
+        if frame_layout(self._layout) != "HWC":
+            raise ValueError(f"{self.name}: the GPU form takes HWC images and FHWC sequences; got the layout "
+                             f"{self._layout!r}")
+        if "F" in self._layout:
+            return run_on_frames(self._resized, tensors_of(inputs[0]), args, batch, self._layout)
+        return self._resized(inputs[0], args, batch)
+
+    def _resized(self, images, args, batch):
+        plan = geometry_plan(images)
         if plan.resized:
             plan = plan_of(plan.materialize()[0])
         sizes, starts, ends = resize_windows_of_batch(plan.sizes, args)

@@ -1,0 +1,73 @@
+"""Image operators over FHWC sequences: each frame is what the operator gives that frame as an HWC
+image with the sample's arguments and random draws (exact, on the CPU), and the GPU form gives the
+CPU form's frames (within the GPU resampling's tolerance against the CPU's: 1 level of 255 at most,
+0.1 on average). A sequence of no frames gives none. DALI's own results are in the conformance tier."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import gpu_or_emulated
+
+import penstock
+from penstock import fn
+
+CALLS = {
+    "rotate": lambda x, d: fn.rotate(x, angle=25.0, device=d),
+    "warp_affine": lambda x, d: fn.warp_affine(x, matrix=[0.9, 0.1, 1.0, -0.05, 1.1, 2.0], device=d),
+    "warp_perspective": lambda x, d: fn.experimental.warp_perspective(
+        x, matrix=[1.0, 0.1, 1.0, 0.05, 1.0, 2.0, 0.001, 0.0, 1.0], device=d),
+    "random_resized_crop": lambda x, d: fn.random_resized_crop(x, size=(9, 7), device=d),
+    "resize_crop_mirror": lambda x, d: fn.resize_crop_mirror(x, size=(14, 12), crop=(9, 7), mirror=1, device=d),
+    "crop": lambda x, d: fn.crop(x, crop=(9, 7), crop_pos_x=0.2, device=d),
+}
+
+
+def outputs(call, samples: list, layout: str, device: str = "cpu") -> list:
+    @penstock.pipeline_def(batch_size=len(samples), num_threads=1, device_id=0 if device == "gpu" else None, seed=5)
+    def pipeline():
+        node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+        return call(node.gpu() if device == "gpu" else node, device)
+    with gpu_or_emulated():
+        pipe = pipeline()
+        try:
+            batch, = pipe.run()
+        finally:
+            pipe.close()
+    assert batch.layout() == layout
+    return [np.asarray(sample) for sample in (batch.as_cpu() if device == "gpu" else batch)]
+
+
+def sequences() -> list:
+    rng = np.random.default_rng(3)
+    return [rng.integers(0, 255, (frames, height, width, 3), dtype=np.uint8)
+            for frames, height, width in ((3, 20, 16), (2, 15, 22), (0, 12, 10))]
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_each_frame_is_the_operator_on_that_frame(name):
+    samples = sequences()
+    sequenced = outputs(CALLS[name], samples, "FHWC")
+    empty_frame_shape = outputs(CALLS[name], [np.zeros(samples[2].shape[1:], np.uint8)], "HWC")[0].shape
+    assert sequenced[2].shape == (0, *empty_frame_shape)
+    for frame in range(2):
+        images = [sample[min(frame, len(sample) - 1)] for sample in samples[:2]]
+        alone = outputs(CALLS[name], images, "HWC")
+        for index in range(2):
+            if frame < len(samples[index]):
+                np.testing.assert_array_equal(sequenced[index][frame], alone[index], err_msg=f"{name} frame {frame}")
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_the_gpu_form_gives_the_cpu_frames(name):
+    samples = sequences()
+    cpu, gpu = outputs(CALLS[name], samples, "FHWC"), outputs(CALLS[name], samples, "FHWC", "gpu")
+    for on_cpu, on_gpu in zip(cpu, gpu):
+        assert on_cpu.shape == on_gpu.shape and on_cpu.dtype == on_gpu.dtype
+        difference = np.abs(on_cpu.astype(np.int64) - on_gpu.astype(np.int64))
+        if difference.size:
+            assert difference.max() <= 1 and difference.mean() <= 0.1, name
+
+
+def test_a_sequence_layout_an_operator_does_not_take_is_refused_where_called():
+    with pytest.raises(ValueError, match=r'rotate: the layout "FCHW" does not match any of the allowed layouts'):
+        outputs(CALLS["rotate"], [np.zeros((2, 3, 8, 8), np.uint8)], "FCHW")

@@ -80,6 +80,9 @@ SPECS = [
              "roi_start": [(1, 1)], "roi_end": [(5, 6)], "roi_relative": [True],
              "minibatch_size": [2], "temp_buffer_hint": [64],
          }),
+    # the mirror's bits count the sequence's layout, frames included: of FHWC, 1 flips H and 2 nothing
+    Spec("resize_crop_mirror", IMAGE_INPUTS["u8_fhwc"], {"resize_x": 10, "resize_y": 12, "crop": (6, 5), "mirror": 1},
+         name="resize_crop_mirror_sequences", compare=RESAMPLED, grid={"mirror": [2, 3]}),
     Spec("resize_crop_mirror", (images(layout="DHWC"),),
          {"resize_x": 6, "resize_y": 6, "resize_z": 6, "crop": (4, 4, 4)},
          name="resize_crop_mirror_3d", compare=RESAMPLED, grid={

@@ -428,7 +428,7 @@ def mirrored_axes(layout: str, mirror: int) -> tuple[bool, ...]:
 def resize_crop_mirror_window(in_sizes, args: dict, layout: str) -> tuple[list, list, list]:
     """DALI's fused resize_crop_mirror: (output size, source start, source end) per spatial axis: the
     window, placed in the resized image, mapped back onto the resize's source region; flipped axes
-    swap their start and end."""
+    (by the mirror's bits over ``layout``, the sample's) swap their start and end."""
     sizes, lo, hi = resize_window(in_sizes, args)
     lo, hi = ([float(np.float32(value)) for value in ends] for ends in (lo, hi))  # DALI keeps them as float32
     top, left, height, width = _crop_after_resize(sizes[0], sizes[1], args)
@@ -475,7 +475,8 @@ class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
 
     def _resized(self, image, layout, args):
         axes = spatial_axes(layout)
-        sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, layout)
+        # the mirror's bits count the sample's layout, frames included (DALI's: of FHWC, 1 flips H)
+        sizes, lo, hi = resize_crop_mirror_window([image.shape[axis] for axis in axes], args, self._layout)
         return cpu_image.resample(image, axes, sizes, lo, hi, *resample_filters(args), args.antialias,
                                   resampled_dtype(image, args, self.name), native.resample_axis)
 
@@ -504,7 +505,7 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
             if top < 0 or left < 0 or top + height > full_h or left + width > full_w:
                 raise ValueError(f"{self.name}: the window {height}x{width} at ({top}, {left}) reaches outside the "
                                  f"{full_h}x{full_w} resized image")
-        plan = plan.with_crop(windows).with_flips([mirrored_axes("HWC", a.mirror) for a in args])
+        plan = plan.with_crop(windows).with_flips([mirrored_axes(self._layout, a.mirror) for a in args])
         if first and first.dtype is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(first.dtype))
         return plan

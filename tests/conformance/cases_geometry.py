@@ -41,6 +41,25 @@ SPECS = [
          }),
     Spec("crop_mirror_normalize", (images(layout="DHWC"),), {"crop": (3, 4, 5)}, name="crop_mirror_normalize_3d",
          compare=NORMALIZED, grid=CROP_3D),
+    # sequences and volumes: output_layout a permutation of theirs (DALI's default, CHW, is refused)
+    Spec("crop_mirror_normalize", (images(layout="FHWC", frames=3),),
+         {"crop": (4, 5), "mean": (10.0, 20.0, 30.0), "std": (2.0, 3.0, 4.0), "output_layout": "FCHW"},
+         name="crop_mirror_normalize_sequences", compare=NORMALIZED, grid={
+             "@input": {"fchw": (images(layout="FCHW", frames=3),), "cfhw": (images(layout="CFHW", frames=3),)},
+             "output_layout": ["FHWC", "CFHW", "CHW"], "mirror": [1, PerSample(np.int32(0), np.int32(1), np.int32(1))],
+             "pad_output": [True], "dtype": ["types.UINT8", "types.FLOAT16"],
+             "crop": [(2, 4, 5), (20, 3)], "crop_pos_z": [1.0], "crop_pos_x": [0.0],
+             # (fill_values and 'pad' one at a time: DALI 2.4's CPU operator zeroes channels 1 and 2 of
+             # a sequence's data where both are given per channel)
+             "out_of_bounds_policy": ["pad", "trim_to_shape"], "fill_values": [7.0],
+         }),
+    Spec("crop_mirror_normalize", (images(layout="DHWC"),),
+         {"crop": (4, 5), "mean": (10.0, 20.0, 30.0), "std": (2.0, 3.0, 4.0), "output_layout": "CDHW"},
+         name="crop_mirror_normalize_volumes", compare=NORMALIZED, grid={
+             "@input": {"cdhw": (images(layout="CDHW"),)},
+             "output_layout": ["DHWC", "CHW"], "mirror": [1], "pad_output": [True],
+             "crop_d": [2], "crop_pos_z": [0.0, 1.0], "dtype": ["types.UINT8"],
+         }),
     Spec("pad", (tensors([(2, 3), (4, 1), (1, 5)]),), {}, grid={
         "@input": {"u8_hwc": (images(),), "i16": (tensors([(2, 3), (4, 1)], "int16"),)},
         "fill_value": [7.0, -1.5],

@@ -23,12 +23,14 @@ def _values(shape, dtype, seed):
 
 
 def images(dtype="uint8", layout="HWC", channels=3, sizes=SIZES, frames=2, seed=0) -> Data:
-    """A batch of images: layout HWC, CHW, HW, FHWC (``frames`` frames) or DHWC (depth = height)."""
+    """A batch of images: layout HWC, CHW, HW, FHWC, FCHW or CFHW (``frames`` frames), DHWC or CDHW
+    (depth = height)."""
     samples = []
     for index, (height, width) in enumerate(sizes):
         shape = {"HWC": (height, width, channels), "CHW": (channels, height, width), "HW": (height, width),
                  "FHWC": (frames, height, width, channels), "DHWC": (height, height, width, channels),
-                 "FCHW": (frames, channels, height, width)}[layout]
+                 "FCHW": (frames, channels, height, width), "CDHW": (channels, height, height, width),
+                 "CFHW": (channels, frames, height, width)}[layout]
         samples.append(_values(shape, dtype, seed + index))
     return Data(samples, layout)
 

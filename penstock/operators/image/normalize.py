@@ -12,8 +12,8 @@ from penstock.columns import arg_column, distinct_args
 from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator
 from penstock.kernels import cpu_image
 from penstock.runtime import native
-from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, declare_hwc,
-                                         with_crop_of)
+from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size,
+                                              with_crop_of)
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -21,7 +21,9 @@ from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 # DALI's input and output types of crop_mirror_normalize
 CMN_INPUT_TYPES = (types.UINT8, types.INT16, types.UINT16, types.INT32, types.FLOAT, types.FLOAT16)
 CMN_OUTPUT_TYPES = (types.FLOAT, types.FLOAT16, types.UINT8, types.INT8)
-CMN_LAYOUTS = ("HWC", "CHW")  # input layouts (an input without one is read as HWC)
+# input layouts (an input without one is read as HWC): images, and sequences and volumes (whose
+# windows and normalization crop_mirror_normalize_sample computes)
+CMN_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "CFHW", "DHWC", "CDHW")
 
 
 def _check_mean_std(static: dict, per_sample: frozenset) -> None:
@@ -35,8 +37,9 @@ def _check_mean_std(static: dict, per_sample: frozenset) -> None:
 registry.register_schema(OpSchema(
     name="crop_mirror_normalize", class_name="CropMirrorNormalize",
     doc="Crops, mirrors (per sample), normalizes ((x - mean) / std * scale + shift), converts the type "
-        "and permutes the layout of HWC or CHW images in one pass. Takes uint8, int16, uint16, int32, float32 "
-        "and float16 images.",
+        "and permutes the layout of HWC or CHW images in one pass; of FHWC, FCHW or CFHW sequences and DHWC or "
+        "CDHW volumes too (their window's depth along D, or along the frames, as crop's; output_layout a "
+        "permutation of theirs). Takes uint8, int16, uint16, int32, float32 and float16 samples.",
     args=(
         *CROP_ARGS,
         Arg("mean", "floats", (0.0,), "Subtracted from each channel (one value or one per channel).",
@@ -197,30 +200,87 @@ def _output_shape(image_shape: tuple, layout: str, permutation: tuple, args: dic
 
 
 class CropMirrorNormalizeDeclaration:
-    """Resolves the input's layout (HWC, CHW; none reads as HWC) and the output's permutation of it, once."""
+    """Resolves the input's layout (one of CMN_LAYOUTS; none reads as HWC) and the output's
+    permutation of it, once: of HWC for images (their CHW input is read as HWC), of the input's
+    layout for sequences and volumes."""
 
     layout, permutation = "HWC", (2, 0, 1)
 
     def declare_outputs(self, inputs):
         spec = inputs[0]
-        declare_hwc(spec, self.name)
         check_type(spec.dtype, CMN_INPUT_TYPES, self.name)
-        layout = spec.layout or "HWC"
+        layout = spec.layout or ("HWC" if spec.ndim in (None, 3) else "")
         if layout not in CMN_LAYOUTS:
-            raise ValueError(f'{self.name}: the layout "{spec.layout}" does not match any of the allowed layouts: '
-                             f'{", ".join(CMN_LAYOUTS)}')
+            raise ValueError(f'{self.name}: the layout "{spec.layout or f"of {spec.ndim} dimensions"}" does not match '
+                             f'any of the allowed layouts: {", ".join(CMN_LAYOUTS)}')
         output_layout = self.args.output_layout or layout
         if sorted(output_layout) != sorted(layout):
             raise ValueError(f"{self.name}: output_layout {output_layout!r} is not a permutation of the input's "
                              f"layout {layout!r}")
-        self.layout, self.permutation = layout, tuple("HWC".index(axis) for axis in output_layout)
+        self.layout = layout
+        self.permutation = tuple(("HWC" if self.is_image else layout).index(axis) for axis in output_layout)
         channels = spec.known_channels if spec.layout else None
         if channels is not None:
             channels = padded_channels(channels, self.args)
             cmn_channel_values(self.args, channels, self.name)  # refuses argument counts that do not fit
-        shape = _output_shape(spec.shape, layout, self.permutation, self.args) if spec.shape else None
-        return spec.but(dtype=self.args.dtype.numpy, ndim=3, layout=output_layout, shape=shape,
-                        channels=channels)
+        shape = _output_shape(spec.shape, layout, self.permutation, self.args) \
+            if spec.shape and self.is_image else None
+        return spec.but(dtype=self.args.dtype.numpy, layout=output_layout, shape=shape, channels=channels)
+
+    @property
+    def is_image(self) -> bool:
+        return self.layout in ("HWC", "CHW")
+
+
+def crop_mirror_normalize_sample(xp, sample, layout: str, permutation: tuple, args, op_name: str):
+    """crop_mirror_normalize of one sequence or volume (numpy or torch): crop's window (the depth
+    along D, or along the frames; the outside under out_of_bounds_policy), mirrored along W,
+    normalized per channel in float32 and converted, the channels padded under pad_output, the
+    window's outside and the padded channels the fill values as they are; then permuted."""
+    from penstock.operators.shared.images import cut_window, window_of_layout
+    shape, channel_axis = tuple(sample.shape), layout.index("C")
+    window = window_of_layout(shape, layout, args, op_name) or [(0, extent) for extent in shape]
+    inside = [(max(start, 0), max(0, min(start + size, extent) - max(start, 0)))
+              for (start, size), extent in zip(window, shape)]
+    region = sample[tuple(slice(start, start + size) for start, size in inside)]
+    channels = shape[channel_axis]
+    out_channels = padded_channels(channels, args)
+    means, multipliers, fills = cmn_channel_values(args, out_channels, op_name)
+    dtype = np.dtype(args.dtype.numpy)
+    along_channels = [1] * len(shape)
+    along_channels[channel_axis] = channels
+    if xp is np:
+        values = region.astype(np.float32)
+        if len(means):
+            with np.errstate(invalid="ignore"):  # infinity times 0 (std 0) is NaN, as DALI
+                values = (values - means[:channels].reshape(along_channels)) * multipliers[:channels].reshape(along_channels)
+        values = numeric.saturate(values, dtype)
+    else:
+        values = region.to(xp.float32)
+        if len(means):
+            device = region.device
+            values = (values - xp.from_numpy(means[:channels].reshape(along_channels)).to(device)) \
+                * xp.from_numpy(multipliers[:channels].reshape(along_channels)).to(device)
+        values = numeric.saturate_tensor(values, types.to_torch_dtype(dtype))
+    fill = _convert_fill(fills, dtype)
+    if out_channels > channels:  # the padded channels take their fill
+        extra = list(values.shape)
+        extra[channel_axis] = out_channels - channels
+        filler = fill[channels:].reshape([out_channels - channels if axis == channel_axis else 1
+                                          for axis in range(len(shape))])
+        if xp is np:
+            values = np.concatenate([values, np.broadcast_to(filler, extra)], axis=channel_axis)
+        else:
+            values = xp.cat([values, xp.from_numpy(np.ascontiguousarray(np.broadcast_to(filler, extra)))
+                             .to(values.device)], dim=channel_axis)
+    relative = [(start - kept, size) for (start, size), (kept, _) in zip(window, inside)]
+    relative[channel_axis] = (0, out_channels)
+    values = cut_window(xp, values, relative, fill if len(fill) > 1 else fill[:1], channel_axis)
+    if args.mirror:
+        values = xp.flip(values, (layout.index("W"),)) if xp is not np else values[tuple(
+            slice(None, None, -1) if axis == layout.index("W") else slice(None) for axis in range(len(shape)))]
+    values = values.transpose(permutation) if xp is np else values.permute(permutation)
+    return np.ascontiguousarray(values) if xp is np else values.contiguous()
 
 
 @registry.register("crop_mirror_normalize", "cpu")
@@ -230,11 +290,17 @@ class CropMirrorNormalize(CropMirrorNormalizeDeclaration, SampleOperator):
         self._tables = _TableCache()
 
     def output_spec(self, inputs, args):
-        shape = _output_shape(inputs[0].shape, self.layout, self.permutation, args) if inputs[0].ndim == 3 else None
+        shape = _output_shape(inputs[0].shape, self.layout, self.permutation, args) \
+            if inputs[0].ndim == 3 and self.is_image else None
         return None if shape is None else (shape, args.dtype.numpy)
 
     def run(self, inputs, args, sample, out=None):
         image = np.asarray(inputs[0])
+        if not self.is_image:
+            check_type(image.dtype, CMN_INPUT_TYPES, self.name)
+            if image.ndim != len(self.layout):
+                raise ValueError(f"{self.name}: a sample of shape {image.shape} in the layout {self.layout!r}")
+            return crop_mirror_normalize_sample(np, image, self.layout, self.permutation, args, self.name)
         check_hwc(image, self.name)
         check_type(image.dtype, CMN_INPUT_TYPES, self.name)
         hwc = image.transpose(1, 2, 0) if self.layout == "CHW" else image
@@ -287,6 +353,10 @@ AFFINE_ARGS = ("mean", "std", "scale", "shift")
 @registry.register("crop_mirror_normalize", "gpu", requires=devices.gpu_problem)
 class CropMirrorNormalizeGpu(ExtendsImagePlan, CropMirrorNormalizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
+        if not self.is_image:  # sequences and volumes: sample by sample
+            import torch
+            return [crop_mirror_normalize_sample(torch, sample, self.layout, self.permutation, args[index], self.name)
+                    for index, sample in enumerate(tensors_of(inputs[0]))]
         if self.layout != "HWC" or self.permutation not in ((2, 0, 1), (0, 1, 2)):
             raise ValueError(f"{self.name}: the GPU form takes HWC images to CHW or HWC")
         plan = geometry_plan(inputs[0])

@@ -9,7 +9,7 @@ import pytest
 from conftest import gpu_or_emulated
 
 import penstock
-from penstock import fn
+from penstock import fn, types
 
 CALLS = {
     "rotate": lambda x, d: fn.rotate(x, angle=25.0, device=d),
@@ -23,7 +23,7 @@ CALLS = {
 }
 
 
-def outputs(call, samples: list, layout: str, device: str = "cpu") -> list:
+def outputs(call, samples: list, layout: str, device: str = "cpu", out_layout: str | None = None) -> list:
     @penstock.pipeline_def(batch_size=len(samples), num_threads=1, device_id=0 if device == "gpu" else None, seed=5)
     def pipeline():
         node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
@@ -34,7 +34,7 @@ def outputs(call, samples: list, layout: str, device: str = "cpu") -> list:
             batch, = pipe.run()
         finally:
             pipe.close()
-    assert batch.layout() == layout
+    assert batch.layout() == (out_layout or layout)
     return [np.asarray(sample) for sample in (batch.as_cpu() if device == "gpu" else batch)]
 
 
@@ -82,3 +82,24 @@ def test_the_gpu_form_mirrors_sequences_as_the_cpu_form(mirror):
 def test_a_sequence_layout_an_operator_does_not_take_is_refused_where_called():
     with pytest.raises(ValueError, match=r'rotate: the layout "FCHW" does not match any of the allowed layouts'):
         outputs(CALLS["rotate"], [np.zeros((2, 3, 8, 8), np.uint8)], "FCHW")
+
+
+@pytest.mark.parametrize("kwargs", [dict(crop=(9, 7), mirror=1, dtype=types.UINT8, pad_output=True),
+                                    dict(crop=(2, 9, 7), crop_pos_z=1.0, mean=[10.0, 20, 30], std=[2.0, 3, 4]),
+                                    dict(crop=(30, 7), out_of_bounds_policy="pad", fill_values=[1.0, 2, 3])])
+def test_crop_mirror_normalize_of_sequences_on_both_devices(kwargs):
+    """Each frame of FCHW output is the CHW output of that frame, where the window keeps every frame;
+    the GPU form gives the CPU form's values (float32 arithmetic on both: within 1e-5)."""
+    def call(x, device, output_layout="FCHW"):
+        return fn.crop_mirror_normalize(x, output_layout=output_layout, device=device, **kwargs)
+    samples = sequences()[:2]
+    cpu, gpu = outputs(call, samples, "FHWC", out_layout="FCHW"), outputs(call, samples, "FHWC", "gpu", "FCHW")
+    for on_cpu, on_gpu in zip(cpu, gpu):
+        assert on_cpu.shape == on_gpu.shape and on_cpu.dtype == on_gpu.dtype
+        np.testing.assert_allclose(on_gpu.astype(np.float64), on_cpu.astype(np.float64), rtol=0, atol=1e-5)
+    if "crop_pos_z" not in kwargs:
+        for frame in range(2):
+            alone = outputs(lambda x, device: call(x, device, "CHW"), [sample[frame] for sample in samples], "HWC",
+                            out_layout="CHW")
+            for index in range(2):
+                np.testing.assert_array_equal(cpu[index][frame], alone[index])

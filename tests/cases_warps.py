@@ -6,7 +6,8 @@ warp_perspective with pixel_origin='center' against OpenCV's warpPerspective, wh
 are pixel centres; random_resized_crop (with a window forced to the whole image) and
 resize_crop_mirror against Pillow's antialiased resize. Tolerances in grey levels: bilinear
 sampling within 1 (rounding; OpenCV's warps use 1/32-pixel fixed point, so 2 against it), resizing
-as resize's case (mean 1, max 5).
+as resize's case (mean 1, max 5). tensor_resize enlarging float tensors against torch's bilinear
+interpolation (pixel centres, edges repeated: DALI's linear filter when it enlarges), within 1e-4.
 """
 from __future__ import annotations
 
@@ -55,6 +56,18 @@ def _resize_crop_mirror_reference(samples, _):
     return results
 
 
+def _float_tensors():
+    rng = np.random.default_rng(12)
+    return [rng.random(shape, dtype=np.float32) * 100 for shape in ((7, 9), (10, 12), (13, 22))]
+
+
+def _bilinear_enlarged(samples, _):
+    """torch's bilinear interpolation (pixel centres, edges repeated): DALI's linear enlargement."""
+    import torch
+    return [torch.nn.functional.interpolate(torch.from_numpy(sample)[None, None], size=(13, 22), mode="bilinear",
+                                            align_corners=False)[0, 0].numpy() for sample in samples]
+
+
 CASES = {
     "warp_affine": Case(ragged_images, image_op("warp_affine", matrix=AFFINE, size=(21, 25)),
                         lambda samples, _: [bilinear_reference(s, np.reshape(AFFINE, (2, 3)), 21, 25) for s in samples],
@@ -75,6 +88,7 @@ CASES = {
     "resize_crop_mirror": Case(ragged_images, image_op("resize_crop_mirror", size=(20, 26), crop=(14, 16),
                                                        crop_pos_x=0.25, mirror=1),
                                _resize_crop_mirror_reference, max_abs=5, mean_abs=1.0),
+    "tensor_resize": Case(_float_tensors, image_op("tensor_resize", sizes=(13, 22)), _bilinear_enlarged, max_abs=1e-4),
 }
 
 __all__ = ["CASES", "bilinear_reference"]

@@ -403,20 +403,15 @@ def _opencv_enlarges(array: np.ndarray, plans: list, kinds: list, roi_lo: tuple,
                for plan, kind, lo, hi in zip(plans, kinds, roi_lo, roi_hi))
 
 
-def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
-             mag_filter: str, antialias: bool, dtype, native_axis=None) -> np.ndarray:
-    """DALI's resampling of ``array`` along its spatial ``axes`` (outermost first; others, channels
-    and frames, are carried along) to ``out_sizes``: the source window from ``roi_lo`` to
-    ``roi_hi`` in each axis (flipped where lo > hi), the filter min_filter where the axis shrinks,
-    else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's.
-    ``native_axis``: a callable giving the C function of one axis's taps
-    (runtime.native.resample_axis) or None; the filtered passes (and a uint8 output's rounding)
-    then run in C, several times faster, to the same bits."""
-    dtype = np.dtype(dtype)
-    count = len(axes)
+def resampling_passes(shape: tuple, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
+                      mag_filter: str, antialias: bool) -> tuple[list, list, list]:
+    """DALI's resampling of an array of ``shape`` along its spatial ``axes`` (see ``resample``) as
+    passes, one per axis in DALI's order: (axis, taps) with taps (indices, weights) [out, K] of a
+    filter, or (axis, indices) [out] of nearest neighbours (weights None). Also the per-axis plans
+    and filter kinds, in the axes' order (for resample's shortcuts)."""
     plans, kinds = [], []
     for position, axis in enumerate(axes):
-        in_size, out_size = array.shape[axis], out_sizes[position]
+        in_size, out_size = shape[axis], out_sizes[position]
         lo, hi = _F32(roi_lo[position]), _F32(roi_hi[position])
         extent = abs(float(hi) - float(lo))
         kind = min_filter if out_size < extent else mag_filter
@@ -431,28 +426,45 @@ def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, ro
         plans.append((axis, in_size, out_size, lo, scale, filt, support,
                       (in_size, out_size, float(lo), float(scale), kind, shrinking, extent)))
         kinds.append(kind)
+    order = _pass_order([p[1] for p in plans], [p[2] for p in plans], [p[6] for p in plans])
+    passes = []
+    for position in order:
+        axis, in_size, out_size, lo, scale, filt, _, taps_key = plans[position]
+        passes.append((axis, (_nearest_indices(in_size, out_size, lo, scale), None) if filt is None
+                       else _taps_of(*taps_key)))
+    return passes, plans, kinds
+
+
+def resample(array: np.ndarray, axes: tuple, out_sizes: tuple, roi_lo: tuple, roi_hi: tuple, min_filter: str,
+             mag_filter: str, antialias: bool, dtype, native_axis=None) -> np.ndarray:
+    """DALI's resampling of ``array`` along its spatial ``axes`` (outermost first; others, channels
+    and frames, are carried along) to ``out_sizes``: the source window from ``roi_lo`` to
+    ``roi_hi`` in each axis (flipped where lo > hi), the filter min_filter where the axis shrinks,
+    else mag_filter (names of RESAMPLING_FILTERS' values); ``dtype``: the output's.
+    ``native_axis``: a callable giving the C function of one axis's taps
+    (runtime.native.resample_axis) or None; the filtered passes (and a uint8 output's rounding)
+    then run in C, several times faster, to the same bits."""
+    dtype = np.dtype(dtype)
+    passes, plans, kinds = resampling_passes(array.shape, axes, out_sizes, roi_lo, roi_hi, min_filter, mag_filter,
+                                             antialias)
     if _opencv_enlarges(array, plans, kinds, roi_lo, roi_hi, dtype):
         # DALI's linear enlargement of a whole image is OpenCV's bilinear (within a level of uint8):
         # ~40x faster than the taps below
         enlarged = cv2.resize(array, (out_sizes[1], out_sizes[0]), interpolation=cv2.INTER_LINEAR)
         return enlarged.reshape(out_sizes[0], out_sizes[1], *array.shape[2:])  # (OpenCV drops one channel)
-    if all(plan[5] is None for plan in plans):  # nearest neighbour along every axis: a gather
+    if all(weights is None for _, (_, weights) in passes):  # nearest neighbour along every axis: a gather
         result = array
-        for position, (axis, in_size, out_size, lo, scale, *_) in enumerate(plans):
-            indices = _nearest_indices(in_size, out_size, lo, scale)
+        for axis, (indices, _) in passes:
             result = np.take(result, indices, axis=axis)
         return numeric.saturate(result, dtype) if result.dtype != dtype else np.ascontiguousarray(result)
-    order = _pass_order([p[1] for p in plans], [p[2] for p in plans], [p[6] for p in plans])
     native = native_axis() if native_axis is not None else None
     result = array
-    for position in order:
-        axis, in_size, out_size, lo, scale, filt, _, taps_key = plans[position]
-        if filt is None:
-            indices = _nearest_indices(in_size, out_size, lo, scale)
-            result = np.take(result, indices, axis=axis).astype(_F32, copy=False)
+    for number, (axis, taps) in enumerate(passes):
+        if taps[1] is None:
+            result = np.take(result, taps[0], axis=axis).astype(_F32, copy=False)
         else:
-            rounded = native is not None and dtype == np.uint8 and position == order[-1]
-            result = _resample_axis(result, axis, _taps_of(*taps_key), native, rounded)
+            rounded = native is not None and dtype == np.uint8 and number == len(passes) - 1
+            result = _resample_axis(result, axis, taps, native, rounded)
     if dtype.kind in "iu" and result.dtype != dtype:  # DALI's ConvertSat: to nearest, halves away from zero, saturated
         info = np.iinfo(dtype)
         return np.clip(np.trunc(result + np.copysign(_F32(0.5), result)), info.min, info.max).astype(dtype)

@@ -3,7 +3,7 @@ random_resized_crop, water, sphere."""
 import numpy as np
 
 from conformance.harness import Close, PerSample, Spec, Stats
-from conformance.samples import f32, images
+from conformance.samples import f32, images, tensors
 
 INTERPOLATIONS = ["types.INTERP_NN", "types.INTERP_LINEAR", "types.INTERP_CUBIC", "types.INTERP_LANCZOS3",
                   "types.INTERP_TRIANGULAR", "types.INTERP_GAUSSIAN"]
@@ -88,6 +88,33 @@ SPECS = [
          name="resize_crop_mirror_3d", compare=RESAMPLED, grid={
              "crop_d": [3], "crop_pos_z": [0.0, 1.0], "size": [(5, 5, 5)],
          }),
+    Spec("tensor_resize", (tensors([(10, 12), (7, 9), (4, 5)]),), {"sizes": (5, 20)}, compare=RESAMPLED, grid={
+        "@input": {"u8_hwc": (images(),), "3d": (tensors([(4, 6, 5), (3, 3, 3), (6, 2, 4)]),)},
+        "sizes": [(15, 6), (1, 1), PerSample(f32(4, 4), f32(9, 3), f32(3, 8))],
+        "scales": [(0.5, 1.7), (2.0,), PerSample(f32(0.5, 0.5), f32(1.5, 1), f32(3, 0.25))],
+        "size_rounding": ["truncate", "ceil"],
+        "alignment": [(0.0, 1.0), (0.25,)],
+        "axes": [(1,), (-1,)], "axis_names": ["W"],
+        "mag_filter": ["types.INTERP_NN"], "min_filter": ["types.INTERP_CUBIC"],
+        "minibatch_size": [4], "temp_buffer_hint": [1024],
+        "mode": ["not_larger", "not_smaller", "stretch"],
+        "max_size": [(8, 8)],
+        "roi_start": [(1, 2)], "roi_end": [(6, 8)], "roi_relative": [True],
+        "subpixel_scale": [False],
+        "interp_type": sorted(set(WARP_INTERPOLATIONS + ["types.INTERP_CUBIC", "types.INTERP_LANCZOS3"])),
+        "antialias": [False],
+        "dtype": ["types.FLOAT"],
+    }),
+    Spec("tensor_resize", (tensors([(10, 12), (7, 9), (4, 5)]),), {"scales": (0.55, 1.33)},
+         name="tensor_resize_scaled", compare=RESAMPLED, grid={
+             "size_rounding": ["truncate", "ceil"], "alignment": [(0.0, 1.0), (1.0,)], "subpixel_scale": [False],
+             "roi_start": [(8, 2), PerSample(f32(0, 0), f32(1, 2), f32(2, 1))],
+             "roi_end": [(1, 9), PerSample(f32(10, 12), f32(6, 8), f32(4, 5))]}),
+    Spec("tensor_resize", (tensors([(10, 12), (7, 9), (4, 5)]),), {"scales": (0.55, 1.33)},
+         name="tensor_resize_aligned", compare=RESAMPLED, grid={
+             "alignment": [PerSample(f32(0, 1), f32(0.5, 0.5), f32(1, 0))]}),
+    Spec("experimental.tensor_resize", (tensors([(10, 12), (7, 9)]),), {"sizes": (5, 20)}, compare=RESAMPLED),
+    Spec("experimental.resize", (images(),), {"resize_x": 10, "resize_y": 12}, compare=RESAMPLED),
     Spec("warp_affine", (images(),), {"matrix": (1.0, 0.1, 0.5, 0.2, 0.9, -1.0)}, compare=RESAMPLED, grid={
         "@input": IMAGE_INPUTS,
         "matrix": [(1, 0, 0, 0, 1, 0), (0.5, 0, 0, 0, 2, 0), (1, 0, 0, 0, 1),

@@ -15,6 +15,8 @@ say which library refuses and with what. Most of them share a few causes:
 """
 
 KNOWN_DIFFERENCES: dict[str, str] = {
+    # experimental.resize
+    'experimental.resize[base]': "DALI has only the GPU form (on CV-CUDA) and refuses the CPU one; penstock's name for resize runs on both devices",
     # resize_crop_mirror
     # resize_crop_mirror_3d
     'resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',

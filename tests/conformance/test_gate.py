@@ -82,6 +82,9 @@ PER_SAMPLE_EXEMPTIONS = {
     ("resize_crop_mirror", "roi_start"): "no per-sample case yet: the family's cases give it as a constant",
     ("resize_crop_mirror", "size"): "no per-sample case yet: the family's cases give it as a constant",
     ("roi_random_crop", "roi_end"): "no per-sample case yet: the family's cases give it as a constant",
+    ("tensor_resize", "interp_type"): "no per-sample case yet: the family's cases give it as a constant",
+    ("tensor_resize", "mag_filter"): "no per-sample case yet: the family's cases give it as a constant",
+    ("tensor_resize", "min_filter"): "no per-sample case yet: the family's cases give it as a constant",
     ("roi_random_crop", "roi_shape"): "no per-sample case yet: the family's cases give it as a constant",
     ("slice", "end"): "no per-sample case yet: the family's cases give it as a constant",
     ("slice", "rel_end"): "no per-sample case yet: the family's cases give it as a constant",
@@ -100,8 +103,6 @@ MISSING_OPERATORS = {
     "experimental.readers.video": "video: penstock has no video decoder",
     "decoders.numpy": "not implemented",
     "experimental.readers.fits": "not implemented",
-    "tensor_resize": "not implemented",
-    "experimental.tensor_resize": "not implemented",
 }
 
 

@@ -100,6 +100,7 @@ registry.register_schema(OpSchema(
     ),
     checks=RESIZE_CHECKS,
     num_outputs=lambda static: 2 if static.get("save_attrs") else 1,
+    also_named=(("experimental.resize", "experimental.Resize"),),  # DALI's resize on CV-CUDA: the same operator
     input_names=("images",)))
 
 
@@ -194,15 +195,31 @@ def resize_window(in_shape, args: dict) -> tuple[list, list, list]:
     if args.max_size is not None and len(args.max_size):
         max_size = list(np.broadcast_to(np.ravel(args.max_size).astype(np.float64), (spatial,)))
     wanted = [float(np.float32(value)) for value in _adjust_output_size(requested, extents, mode, max_size)]
+    return fitted_window(wanted, lo, hi, args.subpixel_scale)
+
+
+def round_half_away(value: float) -> int:
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def fitted_window(wanted: list, lo: list, hi: list, subpixel_scale: bool, alignment=None, round_size=round_half_away,
+                  smallest: int = 1) -> tuple[list, list, list]:
+    """DALI's CalculateSampleParams after the sizes are adjusted: each axis's whole output size
+    (``round_size`` of the wanted size's magnitude, at least ``smallest``), its source window
+    flipped where the size is negative, and, with subpixel_scale, moved about the point at
+    ``alignment`` (0 its start, 0.5 its centre, 1 its end) so that a rounded size keeps the scale."""
     sizes = []
-    for d in range(spatial):
-        size = max(1, int(math.copysign(math.floor(abs(wanted[d]) + 0.5), 1)))
-        if wanted[d] < 0:
+    lo, hi = list(lo), list(hi)
+    for d, value in enumerate(wanted):
+        size = max(smallest, round_size(abs(value)))
+        if value < 0:
             lo[d], hi[d] = hi[d], lo[d]
-        if args.subpixel_scale and size != abs(wanted[d]):
-            adjustment = min(max(size / abs(wanted[d]), -10.0), 10.0)
-            centre = 0.5 * lo[d] + 0.5 * hi[d]
-            lo[d], hi[d] = centre + (lo[d] - centre) * adjustment, centre + (hi[d] - centre) * adjustment
+        if subpixel_scale and size != abs(value):
+            adjustment = min(max(size / abs(value), -10.0), 10.0)
+            align = 0.5 if alignment is None else float(alignment[d])
+            centre = (1.0 - align) * lo[d] + align * hi[d]
+            lo[d], hi[d] = (min(max(centre + (lo[d] - centre) * adjustment, -1e9), 1e9),
+                            min(max(centre + (hi[d] - centre) * adjustment, -1e9), 1e9))
         sizes.append(size)
     return sizes, lo, hi
 

@@ -13,7 +13,7 @@ from penstock.capabilities import Resamples
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels import cpu_image
 from penstock.operators.geometry.layouts import image_layout, spatial_axes
-from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of
+from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of, tensors_of
 from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema, given, require_one_of
 
@@ -372,7 +372,7 @@ class Resize(ResizeDeclaration, SampleOperator):
 class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
         if self.layout_of(3) != "HWC":
-            raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self.layout_of(3)!r}")
+            return self._resampled_one_by_one(tensors_of(inputs[0]), args)
         plan = plan_of(inputs[0])
         if plan.resized or plan.geometry_final:
             plan = plan_of(plan.materialize()[0])
@@ -384,6 +384,28 @@ class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
         if first.dtype is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(first.dtype))
         return plan
+
+    def _resampled_one_by_one(self, samples: list, args) -> list:
+        """Sequences, volumes and planar images: each sample through the CPU form's resampling passes,
+        run on the device (the CPU form's values)."""
+        from penstock.kernels.tensor_resampling import resample_tensor
+        from penstock.runtime.pinned import to_device
+        results, shapes = [], []
+        for index, sample in enumerate(samples):
+            sample_args = args[index]
+            layout = self.layout_of(sample.dim())
+            if sample.dim() != len(layout):
+                raise ValueError(f"{self.name}: a sample of shape {tuple(sample.shape)} in the layout {layout!r}")
+            axes = spatial_axes(layout)
+            sizes, lo, hi = resize_window([sample.shape[axis] for axis in axes], sample_args)
+            passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), axes, sizes, lo, hi,
+                                                       *resample_filters(sample_args), sample_args.antialias)
+            dtype = sample.dtype if sample_args.dtype is None else types.to_torch_dtype(sample_args.dtype)
+            results.append(resample_tensor(sample, passes, dtype, upload=to_device))
+            shapes.append(np.array([sample.shape[axis] for axis in axes], np.int32))
+        if samples and args[0].save_attrs:
+            return results, to_device(samples[0].device, shapes)
+        return results
 
 
 def resize_windows_of_batch(sizes: list, args: list) -> tuple[list, np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Image operators over FHWC sequences: each frame is what the operator gives that frame as an HWC
+"""Image operators over FHWC sequences (and resize over volumes and planar images on the GPU, at the
+end): each frame is what the operator gives that frame as an HWC
 image with the sample's arguments and random draws (exact, on the CPU), and the GPU form gives the
 CPU form's frames (within the GPU resampling's tolerance against the CPU's: 1 level of 255 at most,
 0.1 on average). A sequence of no frames gives none. DALI's own results are in the conformance tier."""
@@ -103,3 +104,18 @@ def test_crop_mirror_normalize_of_sequences_on_both_devices(kwargs):
                             out_layout="CHW")
             for index in range(2):
                 np.testing.assert_array_equal(cpu[index][frame], alone[index])
+
+
+@pytest.mark.parametrize("layout, shape, kwargs", [
+    ("FHWC", (3, 10, 12, 3), dict(size=(6, 7))),
+    ("DHWC", (5, 10, 12, 3), dict(size=(3, 6, 7), interp_type=types.INTERP_CUBIC)),
+    ("CDHW", (2, 5, 10, 12), dict(resize_z=8, resize_x=5, mode="stretch")),
+    ("CHW", (3, 10, 12), dict(size=(13, 7), antialias=False)),
+])
+def test_resize_of_sequences_volumes_and_planes_gives_the_cpu_values_on_the_gpu(layout, shape, kwargs):
+    samples = [np.random.default_rng(seed).integers(0, 255, shape, dtype=np.uint8) for seed in (1, 2)]
+
+    def call(x, device):
+        return fn.resize(x, device=device, **kwargs)
+    for on_cpu, on_gpu in zip(outputs(call, samples, layout), outputs(call, samples, layout, "gpu")):
+        np.testing.assert_array_equal(on_gpu, on_cpu)

@@ -19,9 +19,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     'experimental.resize[base]': "DALI has only the GPU form (on CV-CUDA) and refuses the CPU one; penstock's name for resize runs on both devices",
     # resize_crop_mirror
     # resize_crop_mirror_3d
-    'resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
-    'resize_crop_mirror_3d[crop_pos_z=0.0]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
-    'resize_crop_mirror_3d[crop_pos_z=1.0]': 'DALI accepts, penstock refuses: TypeError("resize_crop_mirror: unknown argument \'resize_z\' (did you mean \'resize_y\'?); it takes antialias, bytes_pe...',
     # warp_affine
     # warp_affine_3d
     'warp_affine_3d[base]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
@@ -93,9 +90,5 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # sources, decoders, readers, segmentation, sequences and other operators (cases_sources.py ... cases_extras.py)
     'readers.numpy_roi[roi_start=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_start\' cannot be a per-sample input (a DataNode); pass a plain value")',
     'readers.numpy_roi[roi_end=per_sample]': 'DALI accepts, penstock refuses: TypeError("readers.numpy: argument \'roi_end\' cannot be a per-sample input (a DataNode); pass a plain value")',
-    'fast_resize_crop_mirror_3d[base]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
-    'fast_resize_crop_mirror_3d[crop_pos_z=0.0]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
-    'fast_resize_crop_mirror_3d[crop_pos_z=1.0]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
-    'fast_resize_crop_mirror_3d[resize_z=5]': 'DALI accepts, penstock refuses: ValueError("resize_crop_mirror: argument \'crop\': expected 1 or 2 values, got 3")',
     'random.uniform[shape=per_sample]': "DALI refuses per-sample shapes of different lengths in one batch (400,), (4, 100), (0,); penstock gives each sample its own",
 }

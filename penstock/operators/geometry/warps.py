@@ -25,7 +25,8 @@ from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE
                                                 resample_filters, resampled_dtype, resize_filter, resize_window,
                                                 resize_windows_of_batch)
 from penstock.operators.geometry.rotate import WARP_INTERPOLATIONS, border_value, warped_dtype
-from penstock.operators.shared.images import WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size, warp_size
+from penstock.operators.shared.images import (WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_depth, crop_placement,
+                                              crop_size, warp_size)
 from penstock.operators.shared.frames import each_frame, frame_layout, run_on_frames
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, geometry_plan, kernel_filter, plan_of, tensors_of
 from penstock.schema import ArgError, Arg, OpSchema
@@ -337,7 +338,7 @@ class RandomResizedCropDeclaration:
 
 def _resized_shape(spec: OutputSpec, layout: str, size) -> tuple | None:
     """Every sample's output shape, where the input's shape and the output (height, width) are fixed."""
-    if not size or not spec.shape or len(spec.shape) != len(layout):
+    if not size or not spec.shape or len(spec.shape) != len(layout) or "D" in layout:
         return None
     return tuple({"H": size[0], "W": size[1]}.get(axis, extent) for axis, extent in zip(layout, spec.shape))
 
@@ -393,8 +394,8 @@ class RandomResizedCropGpu(ExtendsImagePlan, RandomResizedCropDeclaration, Batch
 
 registry.register_schema(OpSchema(
     name="resize_crop_mirror", class_name="ResizeCropMirror",
-    doc="Resizes HWC or CHW images and FHWC, FCHW or CFHW sequences (every frame alike; resize_x / resize_y / "
-        "resize_shorter / resize_longer / size, as resize), "
+    doc="Resizes HWC or CHW images, FHWC, FCHW or CFHW sequences (every frame alike) and DHWC or CDHW volumes "
+        "(resize_x / resize_y / resize_z / resize_shorter / resize_longer / size, as resize), "
         "cuts a window (crop, crop_pos_x, crop_pos_y, as crop) and mirrors it (``mirror``: bit 1 "
         "horizontally, bit 2 vertically): one resampling of the input region under the window, as DALI, so "
         "a window reaching outside the resized image repeats its edge.",
@@ -410,12 +411,24 @@ registry.register_schema(OpSchema(
     checks=(*RESIZE_CHECKS, *WINDOW_CHECKS),
     input_names=("images",)))
 
-RESIZE_CROP_MIRROR_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "CFHW")  # sequences: every frame alike
+# sequences: every frame alike; volumes: resized and cut in depth too (resize_z, crop_d, crop_pos_z)
+RESIZE_CROP_MIRROR_LAYOUTS = ("HWC", "CHW", "FHWC", "FCHW", "CFHW", "DHWC", "CDHW")
 
 
 def _crop_after_resize(height: int, width: int, args: dict) -> tuple[int, int, int, int]:
     """(top, left, height, width) of the window in the resized image (the whole of it without crop)."""
     return crop_placement(height, width, args) or (0, 0, height, width)
+
+
+def _window_after_resize(sizes: list, args: dict) -> list[tuple[int, int]]:
+    """(start, size) of the window along each spatial axis of the resized sample (outermost first):
+    crop's (height, width) and, of volumes, its depth placed by crop_pos_z."""
+    top, left, height, width = _crop_after_resize(sizes[-2], sizes[-1], args)
+    window = [(top, height), (left, width)]
+    if len(sizes) == 3:
+        depth = crop_depth(args) or sizes[0]
+        window.insert(0, (cpu_image.crop_anchor(sizes[0], depth, args.crop_pos_z, args.rounding), depth))
+    return window
 
 
 def mirrored_axes(layout: str, mirror: int) -> tuple[bool, ...]:
@@ -431,10 +444,9 @@ def resize_crop_mirror_window(in_sizes, args: dict, layout: str) -> tuple[list, 
     (by the mirror's bits over ``layout``, the sample's) swap their start and end."""
     sizes, lo, hi = resize_window(in_sizes, args)
     lo, hi = ([float(np.float32(value)) for value in ends] for ends in (lo, hi))  # DALI keeps them as float32
-    top, left, height, width = _crop_after_resize(sizes[0], sizes[1], args)
     flips = mirrored_axes(layout, args.mirror)
     out, starts, ends = [], [], []
-    for d, (anchor, extent) in enumerate(((top, height), (left, width))):
+    for d, (anchor, extent) in enumerate(_window_after_resize(sizes, args)):
         ratio = (hi[d] - lo[d]) / sizes[d]
         start, end = anchor * ratio + lo[d], (anchor + extent) * ratio + lo[d]
         if flips[d]:
@@ -484,12 +496,30 @@ class ResizeCropMirror(ResizeCropMirrorDeclaration, SampleOperator):
 @registry.register("resize_crop_mirror", "gpu", requires=devices.gpu_problem)
 class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOperator):
     def run_batch(self, inputs, args, batch):
-        if frame_layout(self._layout) != "HWC":
-            raise ValueError(f"{self.name}: the GPU form takes HWC images and FHWC sequences; got the layout "
-                             f"{self._layout!r}")
-        if "F" in self._layout:
+        if self._layout == "FHWC":
             return run_on_frames(self._resized, tensors_of(inputs[0]), args, batch, self._layout)
+        if self._layout != "HWC":
+            return self._resampled_one_by_one(tensors_of(inputs[0]), args)
         return self._resized(inputs[0], args, batch)
+
+    def _resampled_one_by_one(self, samples: list, args) -> list:
+        """Planar images, other sequences and volumes: each sample through the CPU form's resampling
+        passes (the frames' axis carried along), run on the device."""
+        from penstock.kernels.tensor_resampling import resample_tensor
+        from penstock.runtime.pinned import to_device
+        axes = spatial_axes(self._layout)
+        results = []
+        for index, sample in enumerate(samples):
+            sample_args = args[index]
+            if sample.dim() != len(self._layout):
+                raise ValueError(f"{self.name}: a sample of shape {tuple(sample.shape)} in the layout "
+                                 f"{self._layout!r}")
+            sizes, lo, hi = resize_crop_mirror_window([sample.shape[axis] for axis in axes], sample_args, self._layout)
+            passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), axes, sizes, lo, hi,
+                                                       *resample_filters(sample_args), sample_args.antialias)
+            dtype = sample.dtype if sample_args.dtype is None else types.to_torch_dtype(sample_args.dtype)
+            results.append(resample_tensor(sample, passes, dtype, upload=to_device))
+        return results
 
     def _resized(self, images, args, batch):
         plan = geometry_plan(images)

@@ -4,8 +4,7 @@ agree fails until it is taken off this list.
 
 Value differences give the first sample that differs, how many elements and by how much; refusals
 say which library refuses and with what. Most of them share a few causes:
-- the volumetric forms of rotate, warp_affine and resize_crop_mirror (DHWC volumes, axis, 3x4
-  matrices, resize_z) are refused;
+- the volumetric form of rotate (DHWC volumes about an axis) is refused;
 - arguments DALI has that penstock does not (subpixel_scale, temp_buffer_hint, roi_relative,
   rounding, minibatch_size on some operators) are refused as unknown;
 - per-sample forms of arguments differ (DALI's per-sample size, crop_pos, align);
@@ -21,10 +20,6 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     # resize_crop_mirror_3d
     # warp_affine
     # warp_affine_3d
-    'warp_affine_3d[base]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
-    'warp_affine_3d[size=4,5,6]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'size\': expected 2 values, got 3")',
-    'warp_affine_3d[interp_type=INTERP_NN]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
-    'warp_affine_3d[fill_value=7.0]': 'DALI accepts, penstock refuses: ValueError("warp_affine: argument \'matrix\': expected 6 values (a 2x3 affine matrix), got an array of shape (12,)")',
     # experimental.warp_perspective
     # rotate
     # rotate_3d

@@ -10,6 +10,8 @@ resampling in one kernel launch.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from penstock import devices, registry, types
@@ -34,22 +36,23 @@ from penstock.schema import ArgError, Arg, OpSchema
 BORDER_MODES = ("constant", "replicate", "reflect", "reflect_101", "wrap")
 
 
-def _check_matrix(size: int, what: str):
-    """A schema check: a static ``matrix`` argument has ``size`` values (or is missing)."""
+def _check_matrix(sizes: tuple, what: str):
+    """A schema check: a static ``matrix`` argument has one of ``sizes`` values (or is missing)."""
     def check(static: dict, per_sample: frozenset) -> None:
         matrix = static.get("matrix")
         if matrix is None or "matrix" in per_sample:
             return
         values = np.asarray(matrix, np.float64)
-        if values.size not in (0, size):
-            raise ArgError(f"argument 'matrix': expected {size} values ({what}), got an array of shape "
-                           f"{values.shape}")
+        if values.size not in (0, *sizes):
+            raise ArgError(f"argument 'matrix': expected {' or '.join(map(str, sizes))} values ({what}), got an "
+                           f"array of shape {values.shape}")
     return check
 
 
 WARP_ARGS = (
-    Arg("size", "floats", None, "Output (height, width), rounded to the nearest pixel (given per sample: "
-        "truncated, as DALI); default the input's.", per_sample=True, length=(2,), min=1.0),
+    Arg("size", "floats", None, "Output (height, width), or (depth, height, width) of volumes, rounded to the "
+        "nearest pixel (given per sample: truncated, as DALI); default the input's.", per_sample=True,
+        length=(2, 3), min=1.0),
     Arg("inverse_map", "bool", True, "True: the matrix maps output coordinates to input ones (as DALI); "
         "False: input to output (it is inverted)."),
     Arg("preserve", "bool", False, "Accepted for DALI compatibility."),
@@ -57,7 +60,8 @@ WARP_ARGS = (
 
 registry.register_schema(OpSchema(
     name="warp_affine", class_name="WarpAffine",
-    doc="Samples HWC images (uint8, int16, int32 or float32), and each frame of FHWC sequences alike, through an "
+    doc="Samples HWC images (uint8, int16, int32 or float32), each frame of FHWC sequences alike, and DHWC volumes "
+        "(a 3x4 matrix, 12 values, over (x, y, z); ``size`` (depth, height, width); trilinear) through an "
         "affine map: the output pixel at "
         "(x, y) takes the input at matrix @ (x, y, 1), in coordinates whose origin is the top-left corner of "
         "the top-left pixel (pixel centres at +0.5), as DALI. Give the matrix as 6 values (or a 2x3 array; "
@@ -74,7 +78,7 @@ registry.register_schema(OpSchema(
         Arg("dtype", "dtype", None, "Output type; default the input's."),
         *WARP_ARGS,
     ),
-    checks=(_check_matrix(6, "a 2x3 affine matrix"),),
+    checks=(_check_matrix((6, 12), "a 2x3 affine matrix, or 3x4 for volumes"),),
     argument_inputs=("matrix",),
     input_names=("images",)))
 
@@ -100,7 +104,7 @@ registry.register_schema(OpSchema(
             choices=(*WARP_INTERPOLATIONS, types.INTERP_CUBIC)),
         *WARP_ARGS,
     ),
-    checks=(_check_matrix(9, "a 3x3 homography"),),
+    checks=(_check_matrix((9,), "a 3x3 homography"),),
     argument_inputs=("matrix",),
     input_names=("images",)))
 
@@ -164,7 +168,7 @@ def perspective_layout(spec: OutputSpec, op_name: str) -> str:
     return spec.layout
 
 
-AFFINE_LAYOUTS = ("HWC", "FHWC")  # each frame of a sequence warped alike
+AFFINE_LAYOUTS = ("HWC", "FHWC", "DHWC")  # each frame of a sequence warped alike; volumes in 3-D
 
 
 class WarpDeclaration:
@@ -182,7 +186,7 @@ class WarpDeclaration:
     def _shape(self, spec: OutputSpec, layout: str):
         """Every sample's output shape when a fixed size is given and the input's shape is known."""
         size = self.args.get("size")  # absent when per sample
-        if not size or not spec.shape or not layout:
+        if not size or not spec.shape or not layout or "D" in layout:
             return None
         height, width = warp_size(0, 0, size, False)
         return tuple({"H": height, "W": width}.get(axis, extent) for axis, extent in zip(layout, spec.shape))
@@ -196,6 +200,8 @@ class WarpAffine(WarpDeclaration, SampleOperator):
         return self._warped(inputs[0], args)
 
     def _warped(self, image, args):
+        if self._layout == "DHWC":
+            return warped_volume(np, image, args, self.name, self.args.get("size") is None)
         check_hwc(image, self.name)
         dtype = warped_dtype(image.dtype, args.dtype, self.name)
         height, width = warp_size(image.shape[0], image.shape[1], args.size, self.args.get("size") is None)
@@ -204,6 +210,35 @@ class WarpAffine(WarpDeclaration, SampleOperator):
             matrix = _inverted(matrix, self.name)
         return cpu_image.affine_sample(image, matrix[:2], height, width, args.interp_type is types.INTERP_NN,
                                        border_value(args.fill_value, dtype), dtype, native.affine_warp)
+
+
+def warped_volume(xp, volume, args, op_name: str, size_per_sample: bool):
+    """warp_affine of one DHWC volume (numpy or torch): a 3x4 matrix (12 values), the output of
+    ``size`` (depth, height, width) or the input's."""
+    from penstock.kernels.volume_warp import affine_volume
+    if volume.ndim != 4:
+        raise ValueError(f"{op_name}: expected a DHWC volume (4 dimensions), got shape {tuple(volume.shape)}")
+    values = np.asarray(args.matrix if args.matrix is not None else (), np.float32)
+    if values.size != 12:
+        raise ValueError(f"{op_name}: argument 'matrix': a volume takes 12 values (a 3x4 affine matrix), got an "
+                         f"array of shape {values.shape}")
+    matrix = np.vstack([values.reshape(3, 4), [0.0, 0.0, 0.0, 1.0]]).astype(np.float32)
+    if not args.inverse_map:
+        matrix = _inverted(matrix, op_name)
+    depth, height, width = volume.shape[:3]
+    if args.size:
+        if len(args.size) != 3:
+            raise ValueError(f"{op_name}: argument 'size': a volume takes 3 values (depth, height, width), got "
+                             f"{len(args.size)}")
+        depth, (height, width) = (max(int(args.size[0]), 1) if size_per_sample else
+                                  max(int(math.floor(args.size[0] + 0.5)), 1)), \
+            warp_size(height, width, args.size[1:], size_per_sample)
+    in_dtype = np.dtype(str(volume.dtype).replace("torch.", ""))
+    dtype = warped_dtype(in_dtype, args.dtype, op_name)
+    fill = border_value(args.fill_value, dtype)
+    out_dtype = dtype if xp is np else types.to_torch_dtype(dtype)
+    return affine_volume(xp, volume, matrix[:3], (depth, height, width), args.interp_type is types.INTERP_NN,
+                         fill, out_dtype)
 
 
 def _inverted(matrix: np.ndarray, op_name: str) -> np.ndarray:
@@ -255,6 +290,11 @@ class WarpGpu(ExtendsImagePlan, WarpDeclaration, BatchOperator):
         return self._warped(inputs[0], args, batch)
 
     def _warped(self, images, args, batch):
+        if self._layout == "DHWC" and self.name == "warp_affine":
+            import torch
+            per_sample = self.args.get("size") is None
+            return [warped_volume(torch, volume, args[index], self.name, per_sample)
+                    for index, volume in enumerate(tensors_of(images))]
         if frame_layout(self._layout) not in ("", "HWC"):
             raise ValueError(f"{self.name}: the GPU form takes HWC images; got the layout {self._layout!r}")
         plan = plan_of(images)

@@ -134,3 +134,34 @@ def test_resize_crop_mirror_of_volumes_and_planes_gives_the_cpu_values_on_the_gp
         return fn.resize_crop_mirror(x, device=device, **kwargs)
     for on_cpu, on_gpu in zip(outputs(call, samples, layout), outputs(call, samples, layout, "gpu")):
         np.testing.assert_array_equal(on_gpu, on_cpu)
+
+
+MATRIX_3D = (0.9, 0.1, 0.0, 1.0, -0.05, 1.1, 0.1, -0.5, 0.02, 0.0, 0.95, 0.7)  # output -> input, (x, y, z) rows
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(fill_value=9.0), dict(interp_type=types.INTERP_NN),
+                                    dict(size=(4, 7, 5), dtype=types.FLOAT)])
+def test_warp_affine_of_volumes_against_scipy_and_on_both_devices(kwargs):
+    """Trilinear sampling against scipy.ndimage.affine_transform (order 1, the edges repeated or the
+    fill outside), within 1 level of 255 (float64 against DALI's float32); the GPU form gives the CPU
+    form's values."""
+    from scipy import ndimage
+    samples = [np.random.default_rng(seed).integers(0, 255, (5, 8, 9, 2), dtype=np.uint8) for seed in (1, 2)]
+
+    def call(x, device):
+        return fn.warp_affine(x, matrix=MATRIX_3D, device=device, **kwargs)
+    cpu, gpu = outputs(call, samples, "DHWC"), outputs(call, samples, "DHWC", "gpu")
+    for on_cpu, on_gpu in zip(cpu, gpu):
+        np.testing.assert_array_equal(on_gpu, on_cpu)
+    if "interp_type" in kwargs:
+        return
+    matrix = np.reshape(MATRIX_3D, (3, 4))[::-1]  # rows and columns to (z, y, x), the arrays' axes
+    linear = np.ascontiguousarray(matrix[:, :3][:, ::-1])
+    offset = linear @ np.full(3, 0.5) + matrix[:, 3] - 0.5  # DALI's voxel centres at +0.5
+    for sample, got in zip(samples, cpu):
+        out_shape = got.shape[:3]
+        for channel in range(2):
+            want = ndimage.affine_transform(sample[..., channel].astype(np.float64), linear, offset, out_shape,
+                                            order=1, mode="grid-constant" if "fill_value" in kwargs else "nearest",
+                                            cval=kwargs.get("fill_value", 0.0))
+            assert np.abs(got[..., channel].astype(np.float64) - want).max() <= 1.0

@@ -2,6 +2,8 @@
 the interpolations they take, the border value and the output type."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from penstock import devices, numeric, registry, types
@@ -22,7 +24,7 @@ WARP_INTERPOLATIONS = (types.INTERP_NN, types.INTERP_LINEAR)
 registry.register_schema(OpSchema(
     name="rotate", class_name="Rotate",
     doc="Rotates HWC images (and each frame of FHWC sequences alike) by ``angle`` degrees counter-clockwise about "
-        "their centre, as DALI. The output "
+        "their centre, as DALI, and DHWC volumes about ``axis`` through theirs. The output "
         "is the input's size with keep_size, ``size`` when given, else the bounding box of the rotated "
         "image (each side's parity that of the input side it mostly comes from, so that the centre stays "
         "on the pixel grid). Pixels from outside the input take fill_value, or without one the nearest "
@@ -34,9 +36,11 @@ registry.register_schema(OpSchema(
         Arg("interp_type", "interp_type", types.INTERP_LINEAR, "INTERP_NN or INTERP_LINEAR.",
             choices=WARP_INTERPOLATIONS),
         Arg("keep_size", "bool", False, "Keep the input's size."),
-        Arg("size", "floats", None, "Output (height, width), rounded to the nearest pixel (given per "
-            "sample: truncated, as DALI).", per_sample=True, length=(2,), min=1.0),
-        Arg("axis", "floats", None, "Accepted for DALI compatibility (volumes only)."),
+        Arg("size", "floats", None, "Output (height, width), or (depth, height, width) of volumes, rounded to the "
+            "nearest pixel (given per sample: truncated, as DALI).", per_sample=True, length=(2, 3), min=1.0),
+        Arg("axis", "floats", None, "The axis (x, y, z) volumes turn about, any length but 0 (the angle "
+            "counter-clockwise looking against it); required for volumes, ignored for images.", per_sample=True,
+            length=(3,)),
         Arg("dtype", "dtype", None, "Output type; default the input's."),
     ),
     input_names=("images",)))
@@ -48,7 +52,7 @@ def border_value(fill, dtype):
     return None if fill is None else numeric.saturate(np.asarray(fill, np.float32), dtype)
 
 
-ROTATE_LAYOUTS = ("HWC", "FHWC")  # each frame of a sequence rotated alike
+ROTATE_LAYOUTS = ("HWC", "FHWC", "DHWC")  # each frame of a sequence rotated alike; volumes about ``axis``
 
 
 class RotateDeclaration:
@@ -65,6 +69,8 @@ class RotateDeclaration:
 class Rotate(RotateDeclaration, SampleOperator):
     def run(self, inputs, args, sample, out=None):
         image = inputs[0]
+        if self._layout == "DHWC":
+            return rotated_volume(np, image, args, self.name, self.args.get("size") is None)
         if self._layout == "FHWC" and image.ndim == 4:
             return each_frame(lambda frame: self._rotated(frame, args), image, self._layout)
         return self._rotated(image, args)
@@ -77,6 +83,73 @@ class Rotate(RotateDeclaration, SampleOperator):
         matrix = rotation_edge_map(height, width, out_height, out_width, args.angle)[:2]
         return cpu_image.affine_sample(image, matrix, out_height, out_width, args.interp_type is types.INTERP_NN,
                                        border_value(args.fill_value, dtype), dtype, native.affine_warp)
+
+
+def rotation_3d(axis, radians: np.float32) -> np.ndarray:
+    """DALI's rotation3D: the 3x3 rotation by ``radians`` about ``axis`` (x, y, z), in float32 (an
+    axis along one coordinate made exactly one, others divided by their length)."""
+    f32 = np.float32
+    axis = np.asarray(axis, f32)
+    if not radians:
+        return np.eye(3, dtype=f32)
+    # as C's cosf and sinf (correctly rounded here; numpy's float32 ones may differ in the last bit,
+    # which moves exact ties of the nearest-neighbour sampler)
+    c, s = f32(math.cos(float(radians))), f32(math.sin(float(radians)))
+    if np.count_nonzero(axis) == 1:
+        axis = np.sign(axis).astype(f32)
+    else:
+        axis = (axis / f32(np.sqrt(f32(np.sum(axis * axis, dtype=f32))))).astype(f32)
+    u, v, w = axis
+    one = f32(1) - c
+    return np.array([[u * u + (v * v + w * w) * c, u * v * one - w * s, u * w * one + v * s],
+                     [u * v * one + w * s, v * v + (u * u + w * w) * c, v * w * one - u * s],
+                     [u * w * one - v * s, v * w * one + u * s, w * w + (u * u + v * v) * c]], f32)
+
+
+def rotated_volume_size(in_xyz: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    """DALI's RotatedCanvasSize of volumes, (x, y, z): the rotated box's extents rounded up (less a
+    hundredth), each given the parity of the input axis it mostly comes from."""
+    magnitudes = np.abs(rotation)
+    out = np.ceil((magnitudes @ in_xyz.astype(np.float32)).astype(np.float32) - np.float32(1e-2)).astype(np.int64)
+    parity = in_xyz[np.argmax(magnitudes, axis=1)] % 2
+    return out + ((out % 2) ^ parity)
+
+
+def rotated_volume(xp, volume, args, op_name: str, size_per_sample: bool):
+    """rotate of one DHWC volume (numpy or torch) by ``angle`` about ``axis`` about its centre."""
+    from penstock.kernels.volume_warp import affine_volume
+    from penstock.operators.shared.images import warp_size
+    if volume.ndim != 4:
+        raise ValueError(f"{op_name}: expected a DHWC volume (4 dimensions), got shape {tuple(volume.shape)}")
+    if args.axis is None or not np.any(np.asarray(args.axis, np.float32)):
+        raise ValueError(f"{op_name}: argument 'axis': volumes turn about an axis of 3 values, not all 0; got "
+                         f"{None if args.axis is None else list(args.axis)}")
+    radians = np.float32(np.float32(args.angle) * np.float32(np.pi / 180))
+    in_xyz = np.array(volume.shape[:3][::-1], np.int64)
+    if args.size:
+        if len(args.size) != 3:
+            raise ValueError(f"{op_name}: argument 'size': a volume takes 3 values (depth, height, width)")
+        depth = max(int(args.size[0]), 1) if size_per_sample else max(int(np.floor(args.size[0] + 0.5)), 1)
+        out_xyz = np.array([*warp_size(0, 0, args.size[1:], size_per_sample)[::-1], depth], np.int64)
+    elif args.keep_size:
+        out_xyz = in_xyz
+    else:
+        out_xyz = rotated_volume_size(in_xyz, rotation_3d(args.axis, radians))
+    # translation(in / 2) * rotation(-angle) * translation(-out / 2), in float32 as DALI's
+    rotation = rotation_3d(args.axis, np.float32(-radians))
+    matrix = np.zeros((3, 4), np.float32)
+    matrix[:, :3] = rotation
+    half_out = -out_xyz.astype(np.float32) * np.float32(0.5)
+    for row in range(3):  # the product's last column summed in DALI's order, in float32
+        total = np.float32(0)
+        for column in range(3):
+            total = np.float32(total + np.float32(rotation[row, column] * half_out[column]))
+        matrix[row, 3] = np.float32(total + np.float32(in_xyz[row] * np.float32(0.5)))
+    in_dtype = np.dtype(str(volume.dtype).replace("torch.", ""))
+    dtype = warped_dtype(in_dtype, args.dtype, op_name)
+    fill = border_value(args.fill_value, dtype)
+    return affine_volume(xp, volume, matrix, tuple(int(n) for n in out_xyz[::-1]), args.interp_type is types.INTERP_NN,
+                         fill, dtype if xp is np else types.to_torch_dtype(dtype))
 
 
 # DALI's warps (warp_affine, rotate) take uint8, int16, int32 and float32 images, and give the input's
@@ -99,6 +172,11 @@ class RotateGpu(ExtendsImagePlan, RotateDeclaration, BatchOperator):
     """Folded into the batch's image plan as a warp whose outside is fill_value (or the edge)."""
 
     def run_batch(self, inputs, args, batch):
+        if self._layout == "DHWC":
+            import torch
+            per_sample = self.args.get("size") is None
+            return [rotated_volume(torch, volume, args[index], self.name, per_sample)
+                    for index, volume in enumerate(tensors_of(inputs[0]))]
         if self._layout == "FHWC":
             return run_on_frames(self._rotated, tensors_of(inputs[0]), args, batch, self._layout)
         return self._rotated(inputs[0], args, batch)

@@ -181,6 +181,9 @@ class Operator:
     """What every implementation has. ``schema`` is set by ``registry.register``."""
 
     schema = None
+    # the arguments given per frame of a sequence (penstock.frames): their per-sample values are
+    # converted frame by frame
+    frame_args: frozenset = frozenset()
 
     def __init__(self, args: dict, context: BuildContext):
         arguments = self.schema.arguments if self.schema is not None else None

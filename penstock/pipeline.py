@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from penstock import checkpoints, devices, distributed, optimize, registry, tuning
+from penstock import checkpoints, devices, distributed, frames, optimize, registry, tuning
 from penstock import graph as graph_module
 from penstock.batch import Batch
 from penstock.capabilities import ImagePlanStep, ReportsEngines
@@ -157,16 +157,18 @@ class Pipeline:
             self._impls[node.index] = impl
             if isinstance(impl, SourceOperator):
                 sources.append(Source(node.index, impl, len(node.outputs)))
-            else:
-                steps.append(Step(node.index, impl,
-                                  tuple((dep.op_node.index, dep.index) for dep in node.inputs),
-                                  {name: (dep.op_node.index, dep.index) for name, dep in node.arg_inputs.items()},
-                                  len(node.outputs)))
         if not sources:  # operators without inputs only (transforms.*, random generators): a batch of nothing
             sources.append(self._empty_source())
         if restored is not None:
             checkpoints.restore_sources(restored, sources)
-        self._output_specs = self._declare_outputs()
+        self._output_specs = self._declare_outputs()  # (operators given per-frame arguments are wrapped here)
+        for node in nodes:
+            impl = self._impls[node.index]
+            if not isinstance(impl, SourceOperator):
+                steps.append(Step(node.index, impl,
+                                  tuple((dep.op_node.index, dep.index) for dep in node.inputs),
+                                  {name: (dep.op_node.index, dep.index) for name, dep in node.arg_inputs.items()},
+                                  len(node.outputs)))
         optimize.let_decoders_shrink(nodes, self._impls, self._outputs)
         optimize.let_decoders_share_windows(self._impls)
         outputs = [(node.op_node.index, node.index) for node in self._outputs]
@@ -236,6 +238,11 @@ class Pipeline:
         self._layout_wanted = []
         for node in self._nodes:
             inputs = tuple(specs[(dep.op_node.index, dep.index)] for dep in node.inputs)
+            frame_args = frozenset(name for name, dep in node.arg_inputs.items()
+                                   if specs[(dep.op_node.index, dep.index)].layout.startswith("F"))
+            if frame_args and not self._impls[node.index].frame_args:
+                # arguments given per frame (fn.per_frame): the operator runs frame by frame
+                self._impls[node.index] = frames.framewise(self._impls[node.index], frame_args)
             try:
                 declared = self._impls[node.index].declare_outputs(inputs)
             except LayoutNotKnown as error:

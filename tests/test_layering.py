@@ -24,7 +24,7 @@ LAYERS = [
     ("kernels", ["penstock.kernels", "penstock.kernels.*"]),
     ("runtime", ["penstock.runtime", "penstock.runtime.*"]),
     ("contract", ["penstock.schema", "penstock.registry", "penstock.contract", "penstock.draws", "penstock.tuning",
-                  "penstock.streams", "penstock.capabilities"]),
+                  "penstock.streams", "penstock.capabilities", "penstock.frames"]),
     ("operators", ["penstock.operators", "penstock.operators.*"]),
     ("graph", ["penstock.graph", "penstock.conditionals"]),
     ("engine", ["penstock.executor", "penstock.executor.*", "penstock.optimize"]),

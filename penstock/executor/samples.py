@@ -10,6 +10,7 @@ import numpy as np
 
 from penstock.columns import BatchArgs
 from penstock.contract import MISSING, SampleContext, WholeBatchOperator
+from penstock.frames import PerFrame
 from penstock.executor import branches
 from penstock.executor.buffers import BufferPool
 from penstock.executor.jobs import Job, StageTimes, as_tuple, call_operator
@@ -211,7 +212,7 @@ def batch_args(impl, columns: dict, size: int) -> BatchArgs:
     once; other values are few per batch (a choice among some), each distinct one converted once."""
     per_sample, keys = {}, {}
     for name, column in columns.items():
-        numbers = _numbers(impl.schema.all_args[name], column, size)
+        numbers = None if name in impl.frame_args else _numbers(impl.schema.all_args[name], column, size)
         if numbers is not None:
             per_sample[name] = numbers
             continue
@@ -269,7 +270,18 @@ def _value_key(value):
 
 
 def _per_sample_value(impl, name: str, value):
-    """A per-sample argument's array, converted to the plain value the schema describes."""
+    """A per-sample argument's array, converted to the plain value the schema describes (of a
+    per-frame argument, each frame's value: a PerFrame)."""
+    if name in impl.frame_args:
+        array = np.asarray(value)
+        if array.ndim == 0:
+            raise ValueError(f"per-frame argument '{name}': expected one value per frame (an array whose first axis "
+                             "is the frames), got a scalar")
+        return PerFrame(_converted_value(impl, name, frame) for frame in array)
+    return _converted_value(impl, name, value)
+
+
+def _converted_value(impl, name: str, value):
     arg = impl.schema.all_args[name]
     array = np.asarray(value)
     if arg.scalar and array.ndim != 0:

@@ -174,28 +174,42 @@ def resize_window(in_shape, args: dict) -> tuple[list, list, list]:
     if args.roi_start is not None and len(args.roi_start):
         starts, ends = (np.broadcast_to(np.ravel(args[name]).astype(np.float64), (spatial,))
                         for name in ("roi_start", "roi_end"))
-        lo, hi = [], []
-        for start, end, extent in zip(starts, ends, in_shape):
-            if args.roi_relative:
-                start, end = start * extent, end * extent
-            if abs(end - start) < 1e-3:  # DALI widens a degenerate window to a thousandth of a pixel
-                offset = 0.5e-3 if start <= end else -0.5e-3
-                start, end = start - offset, end + offset
-            lo.append(float(np.float32(start)))
-            hi.append(float(np.float32(end)))
+        lo, hi = region_of_interest(starts, ends, in_shape, args.roi_relative)
     else:
         lo, hi = [0.0] * spatial, [float(extent) for extent in in_shape]
-    extents = []
-    for d in range(spatial):
-        if hi[d] < lo[d]:
-            lo[d], hi[d] = hi[d], lo[d]
-            requested[d] = -requested[d]
-        extents.append(float(np.float32(hi[d] - lo[d])))
+    extents = ordered_region(lo, hi, requested)
     max_size = None
     if args.max_size is not None and len(args.max_size):
         max_size = list(np.broadcast_to(np.ravel(args.max_size).astype(np.float64), (spatial,)))
     wanted = [float(np.float32(value)) for value in _adjust_output_size(requested, extents, mode, max_size)]
     return fitted_window(wanted, lo, hi, args.subpixel_scale)
+
+
+def region_of_interest(starts, ends, extents, relative: bool) -> tuple[list, list]:
+    """DALI's CalculateInputRoI: (starts, ends) of the source region along each axis, fractions of
+    the ``extents`` when ``relative``, in float32; a degenerate one widened to a thousandth of a pixel."""
+    lo, hi = [], []
+    for start, end, extent in zip(starts, ends, extents):
+        if relative:
+            start, end = start * extent, end * extent
+        if abs(end - start) < 1e-3:
+            offset = 0.5e-3 if start <= end else -0.5e-3
+            start, end = start - offset, end + offset
+        lo.append(float(np.float32(start)))
+        hi.append(float(np.float32(end)))
+    return lo, hi
+
+
+def ordered_region(lo: list, hi: list, requested: list) -> list:
+    """The region's extent along each axis, in float32: a region given end first is put in order
+    (in place) and its requested size negated, so that the output is flipped."""
+    extents = []
+    for d in range(len(lo)):
+        if hi[d] < lo[d]:
+            lo[d], hi[d] = hi[d], lo[d]
+            requested[d] = -requested[d]
+        extents.append(float(np.float32(hi[d] - lo[d])))
+    return extents
 
 
 def round_half_away(value: float) -> int:

@@ -16,8 +16,8 @@ import numpy as np
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, SampleOperator, named_axes
 from penstock.kernels import cpu_image
-from penstock.operators.geometry.resize import (INTERP_ARGS, _adjust_output_size, fitted_window, resample_filters,
-                                                resampled_dtype, round_half_away)
+from penstock.operators.geometry.resize import (INTERP_ARGS, _adjust_output_size, fitted_window, ordered_region,
+                                                region_of_interest, resample_filters, resampled_dtype, round_half_away)
 from penstock.operators.shared.gpu_plan import tensors_of
 from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema, given
@@ -95,17 +95,11 @@ def tensor_window(shape: tuple, axes: tuple, args) -> tuple[list, list, list]:
             requested[axis] = float(np.float32(np.float32(scale) * np.float32(shape[axis])))
     lo, hi = [0.0] * ndim, list(extents_in)
     if args.roi_start is not None:
-        for axis, start, end in zip(axes, _per_axis(args.roi_start, count, "roi_start"),
-                                    _per_axis(args.roi_end, count, "roi_end")):
-            if args.roi_relative:
-                start, end = start * shape[axis], end * shape[axis]
-            lo[axis], hi[axis] = float(np.float32(start)), float(np.float32(end))
-    extents = []
-    for d in range(ndim):
-        if hi[d] < lo[d]:
-            lo[d], hi[d] = hi[d], lo[d]
-            requested[d] = -requested[d]
-        extents.append(float(np.float32(hi[d] - lo[d])))
+        starts, ends = _per_axis(args.roi_start, count, "roi_start"), _per_axis(args.roi_end, count, "roi_end")
+        region = region_of_interest(starts, ends, [shape[axis] for axis in axes], args.roi_relative)
+        for axis, start, end in zip(axes, *region):
+            lo[axis], hi[axis] = start, end
+    extents = ordered_region(lo, hi, requested)
     max_size = None
     if args.max_size is not None and len(args.max_size):
         max_size = [float(np.nextafter(np.float32(2**31 - 1), np.float32(0)))] * ndim

@@ -279,23 +279,12 @@ def reference_window(sample: np.ndarray, layout: str, sizes: dict, positions: di
 def test_crop_of_volumes_and_sequences(device, layout, shape, kwargs, sizes, positions):
     """crop over volumes and sequences, on both devices, against the element-by-element window; as
     DALI, a sequence without a D axis takes the depth along its frames."""
-    from conftest import gpu_or_emulated
+    from test_geometry_of_sequences import outputs
     samples = [np.random.default_rng(seed).integers(0, 255, shape, dtype=np.uint8) for seed in (1, 2)]
-
-    @penstock.pipeline_def(batch_size=2, num_threads=1, device_id=0 if device == "gpu" else None)
-    def pipeline():
-        node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
-        return fn.crop(node.gpu() if device == "gpu" else node, device=device, **kwargs)
-    with gpu_or_emulated():
-        pipe = pipeline()
-        try:
-            batch, = pipe.run()
-        finally:
-            pipe.close()
-    assert batch.layout() == layout
+    got = outputs(lambda node, device: fn.crop(node, device=device, **kwargs), samples, layout, device)
     fill = kwargs.get("fill_values", 0)
-    for got, sample in zip(batch.as_cpu() if device == "gpu" else batch, samples):
-        np.testing.assert_array_equal(np.asarray(got), reference_window(sample, layout, sizes, positions, fill))
+    for cropped, sample in zip(got, samples):
+        np.testing.assert_array_equal(cropped, reference_window(sample, layout, sizes, positions, fill))
 
 
 def test_crop_of_a_volume_outside_is_an_error_naming_the_window():

@@ -106,32 +106,22 @@ def test_crop_mirror_normalize_of_sequences_on_both_devices(kwargs):
                 np.testing.assert_array_equal(cpu[index][frame], alone[index])
 
 
-@pytest.mark.parametrize("layout, shape, kwargs", [
-    ("FHWC", (3, 10, 12, 3), dict(size=(6, 7))),
-    ("DHWC", (5, 10, 12, 3), dict(size=(3, 6, 7), interp_type=types.INTERP_CUBIC)),
-    ("CDHW", (2, 5, 10, 12), dict(resize_z=8, resize_x=5, mode="stretch")),
-    ("CHW", (3, 10, 12), dict(size=(13, 7), antialias=False)),
+@pytest.mark.parametrize("name, layout, shape, kwargs", [
+    ("resize", "FHWC", (3, 10, 12, 3), dict(size=(6, 7))),
+    ("resize", "DHWC", (5, 10, 12, 3), dict(size=(3, 6, 7), interp_type=types.INTERP_CUBIC)),
+    ("resize", "CDHW", (2, 5, 10, 12), dict(resize_z=8, resize_x=5, mode="stretch")),
+    ("resize", "CHW", (3, 10, 12), dict(size=(13, 7), antialias=False)),
+    ("resize_crop_mirror", "DHWC", (6, 10, 12, 3), dict(size=(4, 7, 9), crop=(3, 5, 6), crop_pos_z=1.0, mirror=5)),
+    ("resize_crop_mirror", "CDHW", (2, 6, 10, 12), dict(resize_z=5, resize_x=8, mode="stretch", crop_d=3, crop_h=4,
+                                                       crop_w=4)),
+    ("resize_crop_mirror", "FCHW", (3, 3, 10, 12), dict(size=(8, 9), crop=(5, 6), mirror=1)),
+    ("resize_crop_mirror", "CHW", (3, 10, 12), dict(size=(8, 9), crop=(5, 6), mirror=3)),
 ])
-def test_resize_of_sequences_volumes_and_planes_gives_the_cpu_values_on_the_gpu(layout, shape, kwargs):
+def test_resizing_volumes_sequences_and_planes_gives_the_cpu_values_on_the_gpu(name, layout, shape, kwargs):
     samples = [np.random.default_rng(seed).integers(0, 255, shape, dtype=np.uint8) for seed in (1, 2)]
 
     def call(x, device):
-        return fn.resize(x, device=device, **kwargs)
-    for on_cpu, on_gpu in zip(outputs(call, samples, layout), outputs(call, samples, layout, "gpu")):
-        np.testing.assert_array_equal(on_gpu, on_cpu)
-
-
-@pytest.mark.parametrize("layout, shape, kwargs", [
-    ("DHWC", (6, 10, 12, 3), dict(size=(4, 7, 9), crop=(3, 5, 6), crop_pos_z=1.0, mirror=5)),
-    ("CDHW", (2, 6, 10, 12), dict(resize_z=5, resize_x=8, mode="stretch", crop_d=3, crop_h=4, crop_w=4)),
-    ("FCHW", (3, 3, 10, 12), dict(size=(8, 9), crop=(5, 6), mirror=1)),
-    ("CHW", (3, 10, 12), dict(size=(8, 9), crop=(5, 6), mirror=3)),
-])
-def test_resize_crop_mirror_of_volumes_and_planes_gives_the_cpu_values_on_the_gpu(layout, shape, kwargs):
-    samples = [np.random.default_rng(seed).integers(0, 255, shape, dtype=np.uint8) for seed in (1, 2)]
-
-    def call(x, device):
-        return fn.resize_crop_mirror(x, device=device, **kwargs)
+        return getattr(fn, name)(x, device=device, **kwargs)
     for on_cpu, on_gpu in zip(outputs(call, samples, layout), outputs(call, samples, layout, "gpu")):
         np.testing.assert_array_equal(on_gpu, on_cpu)
 

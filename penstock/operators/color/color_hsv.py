@@ -76,12 +76,24 @@ def hsv_to_rgb_tensor(sample):
     low = value * (1.0 - saturation)
     falling = value * (1.0 - saturation * fraction)
     rising = value * (1.0 - saturation * (1.0 - fraction))
-    # per sector (0..5) which of value, falling, low, rising each of R, G, B takes
     candidates = torch.stack([value, falling, low, rising])
-    table = torch.tensor([[0, 1, 2, 2, 3, 0], [3, 0, 0, 1, 2, 2], [2, 2, 3, 0, 0, 1]], device=sample.device)
+    table = _sector_table(torch, sample.device)
     channels = [candidates.gather(0, table[channel][sector][None])[0] for channel in range(3)]
     rgb = torch.stack(channels, dim=-1)
     return _to_type(rgb * 255.0, sample) if integer else rgb.to(sample.dtype)
+
+
+_SECTOR_TABLES: dict = {}
+
+
+def _sector_table(torch, device):
+    """Per sector (0..5), which of value, falling, low, rising each of R, G, B takes: on each device
+    once (a copy per image would wait for the GPU's queued work each time)."""
+    table = _SECTOR_TABLES.get(device)
+    if table is None:
+        table = _SECTOR_TABLES[device] = torch.tensor([[0, 1, 2, 2, 3, 0], [3, 0, 0, 1, 2, 2], [2, 2, 3, 0, 0, 1]],
+                                                      device=device)
+    return table
 
 
 __all__ = ["hsv_to_rgb_image", "hsv_to_rgb_tensor", "rgb_to_hsv_image", "rgb_to_hsv_tensor"]

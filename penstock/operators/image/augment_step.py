@@ -37,6 +37,15 @@ KINDS = ("identity", *GEOMETRY, *COLOR, *TABLES, "sharpness")
 STATISTICS = ("equalize", "auto_contrast", "contrast")  # tables made from the sample's histogram
 PARAMETERS = 9  # columns of a parameter row: the widest parameter is sharpness's 3x3 kernel
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+_LUMA_ON_DEVICES: dict = {}
+
+
+def _luma_on(torch, device):
+    """LUMA on the device, copied there once (a copy per batch would wait for the GPU's queued work)."""
+    weights = _LUMA_ON_DEVICES.get(device)
+    if weights is None:
+        weights = _LUMA_ON_DEVICES[device] = torch.as_tensor(LUMA, device=device)
+    return weights
 
 
 def _check_tables(static: dict, per_sample: frozenset) -> None:
@@ -200,7 +209,7 @@ def value_tables(kinds: list, parameters: np.ndarray, counts):
         else:  # contrast: a blend with the mean of the image's luma (PIL's and torchvision's rule)
             pixels = histogram.sum(-1).to(torch.float64)
             means = ((histogram.to(torch.float64) * levels).sum(-1) / pixels).to(torch.float32)  # [m, C]
-            center = (means * torch.as_tensor(LUMA[:channels], device=device)).sum(-1)[:, None, None]
+            center = (means * _luma_on(torch, device)[:channels]).sum(-1)[:, None, None]
             table = (center + (levels - center) * parameter).round()
         tables[rows] = table.clamp(0.0, 255.0).expand(len(chosen), channels, 256).to(torch.uint8)
     return tables

@@ -1,13 +1,42 @@
-"""Sequence operators: per_frame (marks per-frame arguments: the layout gains F) and
-sequence_rearrange (reorders, repeats and drops frames, by a fixed or per-sample order)."""
+"""Sequence operators: per_frame (marks per-frame arguments: the layout gains F),
+sequence_rearrange (reorders, repeats and drops frames, by a fixed or per-sample order), and
+decoders.video over the codecs DALI's CPU decoder reads (VP9 in WebM, MJPEG in AVI), clips made here
+with FFmpeg's encoders (PyAV): frames within 1 level (DALI converts the colours in its own float
+steps)."""
 import numpy as np
+from video_clips import encoded_clip
 
-from conformance.harness import Data, PerSample, Spec
+from conformance.harness import Close, Data, PerSample, Spec
 from conformance.samples import images, tensors
 
 SEQUENCES = images(layout="FHWC", frames=4)
 
+
+def _clips() -> Data:
+    return Data([encoded_clip("libvpx-vp9", "webm", "yuv420p", 6, 32, 48, seed=0),
+                 encoded_clip("mjpeg", "avi", "yuvj420p", 8, 32, 48, seed=1),
+                 encoded_clip("libvpx-vp9", "webm", "yuv420p", 5, 32, 48, seed=2)])
+
+
+VIDEOS = _clips()
+
 SPECS = [
+    Spec("decoders.video", (VIDEOS,), {}, compare=Close(atol=1.01), grid={
+        "start_frame": [1, 4, PerSample(np.int32(0), np.int32(2), np.int32(4))],
+        "sequence_length": [3, 9, PerSample(np.int32(1), np.int32(2), np.int32(7))],
+        "stride": [2, PerSample(np.int32(1), np.int32(2), np.int32(3))],
+        "end_frame": [4, PerSample(np.int32(2), np.int32(3), np.int32(5))],
+        "frames": [(0, 3, 3, 1), (7,), PerSample(np.int32([0]), np.int32([1, 0]), np.int32([4, 4]))],
+        "pad_mode": ["none", "edge", "repeat", "reflect_1001", "symmetric", "reflect_101", "reflect"],
+        "fill_value": [(9,), (10, 20, 30)],
+        "build_index": [False], "affine": [False],
+    }),
+    Spec("decoders.video", (VIDEOS,), {"start_frame": 2, "sequence_length": 8}, name="decoders.video_padded",
+         compare=Close(atol=1.01), grid={
+             "pad_mode": ["none", "constant", "edge", "reflect_1001", "reflect_101",
+                          PerSample("edge", "constant", "reflect_101")],
+             "stride": [2], "fill_value": [(7,), (1, 2, 3)]}),
+    Spec("experimental.decoders.video", (VIDEOS,), {"sequence_length": 4}, compare=Close(atol=1.01)),
     Spec("per_frame", (tensors([(4,), (4,), (4,)]),), {}, grid={
         "@input": {"laid_out": (tensors([(4, 2), (3, 2), (2, 2)], layout="XY"),),
                    "already_frames": (tensors([(4, 2), (3, 2), (2, 2)], layout="FX"),),

@@ -97,8 +97,6 @@ PER_SAMPLE_EXEMPTIONS = {
 
 # operators of DALI's CPU registry (by fn path) that penstock.compat.dali.fn lacks -> why
 MISSING_OPERATORS = {
-    "decoders.video": "video: penstock has no video decoder",
-    "experimental.decoders.video": "video: penstock has no video decoder",
     "experimental.inputs.video": "video: penstock has no video decoder",
     "experimental.readers.video": "video: penstock has no video decoder",
     "decoders.numpy": "not implemented",

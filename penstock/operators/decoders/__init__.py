@@ -1,2 +1,2 @@
-"""Image decoders, CPU and mixed; the audio decoder."""
-from penstock.operators.decoders import audio, images, mixed  # noqa: F401  (registers the family's operators)
+"""Image decoders, CPU and mixed; the audio decoder; the video decoder."""
+from penstock.operators.decoders import audio, images, mixed, video  # noqa: F401  (registers the family's operators)

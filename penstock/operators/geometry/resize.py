@@ -390,13 +390,17 @@ class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
         plan = plan_of(inputs[0])
         if plan.resized or plan.geometry_final:
             plan = plan_of(plan.materialize()[0])
-        sizes, starts, ends = resize_windows_of_batch(plan.sizes, args)
+        in_sizes = list(plan.sizes)
+        sizes, starts, ends = resize_windows_of_batch(in_sizes, args)
         first = args[0]
-        shrinking = sizes and sizes[0][0] * sizes[0][1] < plan.sizes[0][0] * plan.sizes[0][1]
+        shrinking = sizes and sizes[0][0] * sizes[0][1] < in_sizes[0][0] * in_sizes[0][1]
         plan = plan.with_resize_windows(sizes, starts, ends, kernel_filter(resize_filter(first, shrinking)),
                                         first.antialias)
         if first.dtype is not None:
             plan = plan.with_output(dtype=types.to_torch_dtype(first.dtype))
+        if first.save_attrs:  # each image's input (height, width)
+            from penstock.runtime.pinned import to_device
+            return plan, to_device(batch.device, [np.array(size, np.int32) for size in in_sizes])
         return plan
 
     def _resampled_one_by_one(self, samples: list, args) -> list:

@@ -185,3 +185,22 @@ def test_rotate_of_volumes_against_scipy_and_on_both_devices(kwargs):
                                             order=1, mode="grid-constant" if "fill_value" in kwargs else "nearest",
                                             cval=kwargs.get("fill_value", 0.0))
             assert np.abs(got[..., channel].astype(np.float64) - want).max() <= 1.0
+
+
+@pytest.mark.parametrize("layout, shapes", [("HWC", [(10, 12, 3), (7, 5, 3)]), ("DHWC", [(4, 10, 12, 3), (3, 7, 5, 3)])])
+def test_resize_saves_each_inputs_spatial_shape_on_both_devices(layout, shapes):
+    samples = [np.zeros(shape, np.uint8) for shape in shapes]
+    size = (6, 7) if layout == "HWC" else (2, 6, 7)
+    for device in ("cpu", "gpu"):
+        @penstock.pipeline_def(batch_size=2, num_threads=1, device_id=0 if device == "gpu" else None)
+        def pipeline():
+            node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
+            return fn.resize(node.gpu() if device == "gpu" else node, size=size, save_attrs=True, device=device)
+        with gpu_or_emulated():
+            pipe = pipeline()
+            try:
+                resized, attrs = pipe.run()
+            finally:
+                pipe.close()
+        attrs = attrs.as_cpu() if device == "gpu" else attrs
+        assert [np.asarray(value).tolist() for value in attrs] == [list(shape[:-1]) for shape in shapes], device

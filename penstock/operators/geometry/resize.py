@@ -406,8 +406,6 @@ class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
     def _resampled_one_by_one(self, samples: list, args) -> list:
         """Sequences, volumes and planar images: each sample through the CPU form's resampling passes,
         run on the device (the CPU form's values)."""
-        from penstock.kernels.tensor_resampling import resample_tensor
-        from penstock.runtime.pinned import to_device
         results, shapes = [], []
         for index, sample in enumerate(samples):
             sample_args = args[index]
@@ -416,14 +414,24 @@ class ResizeGpu(ExtendsImagePlan, ResizeDeclaration, BatchOperator):
                 raise ValueError(f"{self.name}: a sample of shape {tuple(sample.shape)} in the layout {layout!r}")
             axes = spatial_axes(layout)
             sizes, lo, hi = resize_window([sample.shape[axis] for axis in axes], sample_args)
-            passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), axes, sizes, lo, hi,
-                                                       *resample_filters(sample_args), sample_args.antialias)
-            dtype = sample.dtype if sample_args.dtype is None else types.to_torch_dtype(sample_args.dtype)
-            results.append(resample_tensor(sample, passes, dtype, upload=to_device))
+            results.append(resampled_on_device(sample, axes, sizes, lo, hi, sample_args))
             shapes.append(np.array([sample.shape[axis] for axis in axes], np.int32))
         if samples and args[0].save_attrs:
+            from penstock.runtime.pinned import to_device
             return results, to_device(samples[0].device, shapes)
         return results
+
+
+def resampled_on_device(sample, axes: tuple, sizes, lo, hi, args):
+    """A tensor resampled along ``axes`` to ``sizes`` from the region ``lo``..``hi`` with the
+    filters, antialiasing and output type of a resampling operator's ``args``: the CPU form's
+    passes (cpu_image.resampling_passes) run on the tensor's device, to the CPU's values."""
+    from penstock.kernels.tensor_resampling import resample_tensor
+    from penstock.runtime.pinned import to_device
+    passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), tuple(axes), tuple(sizes), tuple(lo), tuple(hi),
+                                               *resample_filters(args), args.antialias)
+    dtype = sample.dtype if args.dtype is None else types.to_torch_dtype(args.dtype)
+    return resample_tensor(sample, passes, dtype, upload=to_device)
 
 
 def resize_windows_of_batch(sizes: list, args: list) -> tuple[list, np.ndarray, np.ndarray]:

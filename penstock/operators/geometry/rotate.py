@@ -9,10 +9,11 @@ import numpy as np
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, SampleOperator
 from penstock.kernels import cpu_image
+from penstock.kernels.volume_warp import affine_volume
 from penstock.operators.geometry.layouts import image_layout
 from penstock.operators.shared.frames import each_frame, run_on_frames
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, kernel_filter, plan_of, tensors_of
-from penstock.operators.shared.images import check_hwc, rotated_size, rotation_edge_map
+from penstock.operators.shared.images import check_hwc, rotated_size, rotation_edge_map, warp_sizes
 from penstock.runtime import native
 from penstock.schema import REQUIRED, Arg, OpSchema
 
@@ -117,8 +118,6 @@ def rotated_volume_size(in_xyz: np.ndarray, rotation: np.ndarray) -> np.ndarray:
 
 def rotated_volume(xp, volume, args, op_name: str, size_per_sample: bool):
     """rotate of one DHWC volume (numpy or torch) by ``angle`` about ``axis`` about its centre."""
-    from penstock.kernels.volume_warp import affine_volume
-    from penstock.operators.shared.images import warp_size
     if volume.ndim != 4:
         raise ValueError(f"{op_name}: expected a DHWC volume (4 dimensions), got shape {tuple(volume.shape)}")
     if args.axis is None or not np.any(np.asarray(args.axis, np.float32)):
@@ -127,10 +126,7 @@ def rotated_volume(xp, volume, args, op_name: str, size_per_sample: bool):
     radians = np.float32(np.float32(args.angle) * np.float32(np.pi / 180))
     in_xyz = np.array(volume.shape[:3][::-1], np.int64)
     if args.size:
-        if len(args.size) != 3:
-            raise ValueError(f"{op_name}: argument 'size': a volume takes 3 values (depth, height, width)")
-        depth = max(int(args.size[0]), 1) if size_per_sample else max(int(np.floor(args.size[0] + 0.5)), 1)
-        out_xyz = np.array([*warp_size(0, 0, args.size[1:], size_per_sample)[::-1], depth], np.int64)
+        out_xyz = np.array(volume_size(volume, args, op_name, size_per_sample)[::-1], np.int64)
     elif args.keep_size:
         out_xyz = in_xyz
     else:
@@ -145,11 +141,22 @@ def rotated_volume(xp, volume, args, op_name: str, size_per_sample: bool):
         for column in range(3):
             total = np.float32(total + np.float32(rotation[row, column] * half_out[column]))
         matrix[row, 3] = np.float32(total + np.float32(in_xyz[row] * np.float32(0.5)))
-    in_dtype = np.dtype(str(volume.dtype).replace("torch.", ""))
-    dtype = warped_dtype(in_dtype, args.dtype, op_name)
-    fill = border_value(args.fill_value, dtype)
     return affine_volume(xp, volume, matrix, tuple(int(n) for n in out_xyz[::-1]), args.interp_type is types.INTERP_NN,
-                         fill, dtype if xp is np else types.to_torch_dtype(dtype))
+                         *volume_output(xp, volume, args, op_name))
+
+
+def volume_size(volume, args, op_name: str, size_per_sample: bool) -> tuple:
+    """The (depth, height, width) a warp of a volume gives: ``size`` (3 values), else the volume's."""
+    if args.size and len(args.size) != 3:
+        raise ValueError(f"{op_name}: argument 'size': a volume takes 3 values (depth, height, width), got "
+                         f"{len(args.size)}")
+    return warp_sizes(tuple(volume.shape[:3]), args.size, size_per_sample)
+
+
+def volume_output(xp, volume, args, op_name: str) -> tuple:
+    """(fill, output type) of a warp of a volume (numpy or torch): warped_dtype and border_value's."""
+    dtype = warped_dtype(types.to_numpy_dtype(volume.dtype), args.dtype, op_name)
+    return border_value(args.fill_value, dtype), dtype if xp is np else types.to_torch_dtype(dtype)
 
 
 # DALI's warps (warp_affine, rotate) take uint8, int16, int32 and float32 images, and give the input's

@@ -17,7 +17,8 @@ from penstock import devices, registry, types
 from penstock.contract import BatchOperator, SampleOperator, named_axes
 from penstock.kernels import cpu_image
 from penstock.operators.geometry.resize import (INTERP_ARGS, _adjust_output_size, fitted_window, ordered_region,
-                                                region_of_interest, resample_filters, resampled_dtype, round_half_away)
+                                                region_of_interest, resample_filters, resampled_dtype,
+                                                resampled_on_device, round_half_away)
 from penstock.operators.shared.gpu_plan import tensors_of
 from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema, given
@@ -165,20 +166,16 @@ class TensorResizeGpu(TensorResizeDeclaration, BatchOperator):
     """Sample by sample, the CPU form's passes run on the device."""
 
     def run_batch(self, inputs, args, batch):
-        from penstock.kernels.tensor_resampling import resample_tensor
-        from penstock.runtime.pinned import to_device
         results = []
         for index, sample in enumerate(tensors_of(inputs[0])):
             sample_args = args[index]
             if sample_args.dtype is not None and types.to_torch_dtype(sample_args.dtype) not in (
                     sample.dtype, types.to_torch_dtype(types.FLOAT)):
                 raise ValueError(f"{self.name}: argument 'dtype': the output type must be the input's or float")
-            dtype = types.to_torch_dtype(sample_args.dtype) if sample_args.dtype is not None else sample.dtype
             axes, sizes, lo, hi = self.changes(tuple(sample.shape), sample_args)
             if not axes:
+                dtype = types.to_torch_dtype(sample_args.dtype) if sample_args.dtype is not None else sample.dtype
                 results.append(sample.to(dtype).clone())
                 continue
-            passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), axes, sizes, lo, hi,
-                                                       *resample_filters(sample_args), sample_args.antialias)
-            results.append(resample_tensor(sample, passes, dtype, upload=to_device))
+            results.append(resampled_on_device(sample, axes, sizes, lo, hi, sample_args))
         return results

@@ -10,23 +10,23 @@ resampling in one kernel launch.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.draws import UniformBlocks
 from penstock.kernels import cpu_image
+from penstock.kernels.volume_warp import affine_volume
 from penstock.runtime import native
 from penstock.operators.shared import crop_windows as crop_generator
 from penstock.operators.shared.crop_windows import RANDOM_CROP_ARGS
 from penstock.operators.geometry.crop_flip_transpose import fixed_crop_size
 from penstock.operators.geometry.layouts import image_layout, layout_refused, spatial_axes
 from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, fixed_resize_size,
-                                                resample_filters, resampled_dtype, resize_filter, resize_window,
-                                                resize_windows_of_batch)
-from penstock.operators.geometry.rotate import WARP_INTERPOLATIONS, border_value, warped_dtype
+                                                resample_filters, resampled_dtype, resampled_on_device, resize_filter,
+                                                resize_window, resize_windows_of_batch)
+from penstock.operators.geometry.rotate import (WARP_INTERPOLATIONS, border_value, volume_output, volume_size,
+                                                warped_dtype)
 from penstock.operators.shared.images import (WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_depth, crop_placement,
                                               crop_size, warp_size)
 from penstock.operators.shared.frames import each_frame, frame_layout, run_on_frames
@@ -215,7 +215,6 @@ class WarpAffine(WarpDeclaration, SampleOperator):
 def warped_volume(xp, volume, args, op_name: str, size_per_sample: bool):
     """warp_affine of one DHWC volume (numpy or torch): a 3x4 matrix (12 values), the output of
     ``size`` (depth, height, width) or the input's."""
-    from penstock.kernels.volume_warp import affine_volume
     if volume.ndim != 4:
         raise ValueError(f"{op_name}: expected a DHWC volume (4 dimensions), got shape {tuple(volume.shape)}")
     values = np.asarray(args.matrix if args.matrix is not None else (), np.float32)
@@ -225,20 +224,8 @@ def warped_volume(xp, volume, args, op_name: str, size_per_sample: bool):
     matrix = np.vstack([values.reshape(3, 4), [0.0, 0.0, 0.0, 1.0]]).astype(np.float32)
     if not args.inverse_map:
         matrix = _inverted(matrix, op_name)
-    depth, height, width = volume.shape[:3]
-    if args.size:
-        if len(args.size) != 3:
-            raise ValueError(f"{op_name}: argument 'size': a volume takes 3 values (depth, height, width), got "
-                             f"{len(args.size)}")
-        depth, (height, width) = (max(int(args.size[0]), 1) if size_per_sample else
-                                  max(int(math.floor(args.size[0] + 0.5)), 1)), \
-            warp_size(height, width, args.size[1:], size_per_sample)
-    in_dtype = np.dtype(str(volume.dtype).replace("torch.", ""))
-    dtype = warped_dtype(in_dtype, args.dtype, op_name)
-    fill = border_value(args.fill_value, dtype)
-    out_dtype = dtype if xp is np else types.to_torch_dtype(dtype)
-    return affine_volume(xp, volume, matrix[:3], (depth, height, width), args.interp_type is types.INTERP_NN,
-                         fill, out_dtype)
+    return affine_volume(xp, volume, matrix[:3], volume_size(volume, args, op_name, size_per_sample),
+                         args.interp_type is types.INTERP_NN, *volume_output(xp, volume, args, op_name))
 
 
 def _inverted(matrix: np.ndarray, op_name: str) -> np.ndarray:
@@ -545,8 +532,6 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
     def _resampled_one_by_one(self, samples: list, args) -> list:
         """Planar images, other sequences and volumes: each sample through the CPU form's resampling
         passes (the frames' axis carried along), run on the device."""
-        from penstock.kernels.tensor_resampling import resample_tensor
-        from penstock.runtime.pinned import to_device
         axes = spatial_axes(self._layout)
         results = []
         for index, sample in enumerate(samples):
@@ -555,10 +540,7 @@ class ResizeCropMirrorGpu(ExtendsImagePlan, ResizeCropMirrorDeclaration, BatchOp
                 raise ValueError(f"{self.name}: a sample of shape {tuple(sample.shape)} in the layout "
                                  f"{self._layout!r}")
             sizes, lo, hi = resize_crop_mirror_window([sample.shape[axis] for axis in axes], sample_args, self._layout)
-            passes, _, _ = cpu_image.resampling_passes(tuple(sample.shape), axes, sizes, lo, hi,
-                                                       *resample_filters(sample_args), sample_args.antialias)
-            dtype = sample.dtype if sample_args.dtype is None else types.to_torch_dtype(sample_args.dtype)
-            results.append(resample_tensor(sample, passes, dtype, upload=to_device))
+            results.append(resampled_on_device(sample, axes, sizes, lo, hi, sample_args))
         return results
 
     def _resized(self, images, args, batch):

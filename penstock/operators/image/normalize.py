@@ -13,7 +13,7 @@ from penstock.contract import BatchOperator, SampleOperator, WholeBatchOperator
 from penstock.kernels import cpu_image
 from penstock.runtime import native
 from penstock.operators.shared.images import (CROP_ARGS, WINDOW_CHECKS, check_hwc, crop_placement, crop_size,
-                                              with_crop_of)
+                                              cut_window, window_of_layout, with_crop_of)
 from penstock.operators.shared.gpu_plan import ExtendsImagePlan, MAX_PLAN_CHANNELS, geometry_plan, plan_of, tensors_of
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema
 
@@ -237,7 +237,6 @@ def crop_mirror_normalize_sample(xp, sample, layout: str, permutation: tuple, ar
     along D, or along the frames; the outside under out_of_bounds_policy), mirrored along W,
     normalized per channel in float32 and converted, the channels padded under pad_output, the
     window's outside and the padded channels the fill values as they are; then permuted."""
-    from penstock.operators.shared.images import cut_window, window_of_layout
     shape, channel_axis = tuple(sample.shape), layout.index("C")
     window = window_of_layout(shape, layout, args, op_name) or [(0, extent) for extent in shape]
     inside = [(max(start, 0), max(0, min(start + size, extent) - max(start, 0)))

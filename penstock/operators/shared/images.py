@@ -226,11 +226,16 @@ def rotated_size(height: int, width: int, angle: float, args: dict, size_per_sam
 def warp_size(height: int, width: int, size, per_sample: bool) -> tuple[int, int]:
     """The output (height, width) of a warp: ``size`` (rounded; truncated when given per sample, as
     DALI reads a per-sample size), else the input's."""
+    return warp_sizes((height, width), size, per_sample)
+
+
+def warp_sizes(extents: tuple, size, per_sample: bool) -> tuple:
+    """warp_size of any number of spatial axes (a volume's depth, height and width)."""
     if not size:
-        return height, width
+        return tuple(int(extent) for extent in extents)
     if per_sample:
-        return max(int(size[0]), 1), max(int(size[1]), 1)
-    return max(int(math.floor(size[0] + 0.5)), 1), max(int(math.floor(size[1] + 0.5)), 1)
+        return tuple(max(int(value), 1) for value in size)
+    return tuple(max(int(math.floor(value + 0.5)), 1) for value in size)
 
 
 def rotation_edge_map(height: int, width: int, out_height: int, out_width: int, angle: float) -> np.ndarray:

@@ -11,6 +11,7 @@ batches run; an operator that declares none has none of these members.
 - ``ImagePlanStep``: a GPU image step of the fused image kernel (Pipeline.describe).
 - ``PreparesOnCpu``: a batch operator's per-sample preparation, run on the CPU stage (executor.plan).
 - ``WantsCpuWorkers``: per-sample work sized for more CPU workers than num_threads (executor.plan).
+- ``DecodesOnLoad``: a source whose per-sample load decodes (executor.plan).
 - ``ReportsEngines``: which engines did the work (Pipeline.engines).
 - ``RoutesSamples``: the split and merge of conditionals (executor.branches, executor.samples).
 - ``RunsUserCode``: the user's own code, which stays in the user's process (executor.plan).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 __all__ = ["ImagePlanStep", "LightOnCpu", "LightOnGpu", "PreparesOnCpu", "ReportsEngines", "Resamples", "RoutesSamples", "RunsUserCode",
-           "SharesWindows", "ShrinksOnDecode", "WantsCpuWorkers"]
+           "SharesWindows", "ShrinksOnDecode", "WantsCpuWorkers", "DecodesOnLoad"]
 
 
 class ShrinksOnDecode:
@@ -98,6 +99,12 @@ class WantsCpuWorkers:
         (The mixed decoders' automatic CPU share is sized by the machine's cores, not by
         num_threads, so that a seed gives the same batches whatever the threads.)"""
         raise NotImplementedError
+
+
+class DecodesOnLoad:
+    """A source whose ``load`` decodes each sample (audio, frames): per-sample CPU work, as a CPU
+    operator's is, that worker processes take off the interpreter lock of the process where the
+    GPU stage (and the training loop) runs."""
 
 
 class ReportsEngines:

@@ -564,6 +564,11 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
         device = "cpu"
         static = static.replace(device=device)
     if schema.is_source and device == "gpu" and "gpu" not in registry.devices(schema.name) and gpu_available():
+        if schema.gpu_form is not None:
+            def add(name: str, add_inputs: tuple, add_static: dict):
+                part = registry.get_schema(name)
+                return add_validated(part, add_inputs, part.arguments(add_static), {})
+            return schema.gpu_form(schema, static, per_sample, add)
         # a source that only runs on the CPU, asked for on the GPU: read on the CPU, then moved
         outputs = add_validated(schema, inputs, static.replace(device="cpu"), per_sample)
         moved = tuple(output.gpu() for output in (outputs if isinstance(outputs, tuple) else (outputs,)))

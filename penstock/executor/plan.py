@@ -7,7 +7,7 @@ import multiprocessing
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from penstock.capabilities import PreparesOnCpu, RoutesSamples, RunsUserCode, WantsCpuWorkers
+from penstock.capabilities import DecodesOnLoad, PreparesOnCpu, RoutesSamples, RunsUserCode, WantsCpuWorkers
 from penstock.contract import BatchOperator, SourceOperator, WholeBatchOperator
 
 PREPARED = -1  # the output position under which a batch operator's per-sample preparation is kept
@@ -117,12 +117,13 @@ class ExecutionPlan:
 
     def uses_processes(self, requested: bool | None) -> bool:
         """Whether worker processes run the CPU stage: when ``requested`` and they can be used. None
-        chooses them when there is per-sample CPU work: their Python runs in parallel, where
-        threads take turns for one interpreter lock (and the GPU stage, or the training loop, has
-        this process's interpreter to itself), unless an operator runs the user's own code, which
-        stays with the user's state in this process."""
+        chooses them when there is per-sample CPU work (an operator's, or a source's decoding):
+        their Python runs in parallel, where threads take turns for one interpreter lock (and the
+        GPU stage, or the training loop, has this process's interpreter to itself), unless an
+        operator runs the user's own code, which stays with the user's state in this process."""
         if requested is None:
-            requested = bool(self.prepared_on_cpu or self.cpu_steps) and \
+            decoding = any(isinstance(source, DecodesOnLoad) for _, source, _ in self.worker_sources)
+            requested = bool(self.prepared_on_cpu or self.cpu_steps or decoding) and \
                 not any(isinstance(step.impl, RunsUserCode) for step in self.steps)
         return bool(requested) and self.can_use_processes
 

@@ -6,8 +6,9 @@ steps)."""
 import numpy as np
 from video_clips import encoded_clip
 
+from conformance.cases_readers import reader_specs
 from conformance.harness import Close, Data, PerSample, Spec
-from conformance.samples import images, tensors
+from conformance.samples import images, on_disk, tensors, videos
 
 SEQUENCES = images(layout="FHWC", frames=4)
 
@@ -37,6 +38,24 @@ SPECS = [
                           PerSample("edge", "constant", "reflect_101")],
              "stride": [2], "fill_value": [(7,), (1, 2, 3)]}),
     Spec("experimental.decoders.video", (VIDEOS,), {"sequence_length": 4}, compare=Close(atol=1.01)),
+    *reader_specs("experimental.readers.video", {"filenames": on_disk(videos, "files"), "sequence_length": 8},
+                  compare=Close(atol=1.01), grid={
+                      "stride": [2], "step": [5, 40],
+                      "pad_mode": ["constant", "edge", "repeat", "reflect_1001", "symmetric", "reflect_101",
+                                   "reflect"],
+                      "fill_value": [(9,), (10, 20, 30)],
+                      "labels": [(5, 6, 7)], "enable_frame_num": [True], "enable_timestamps": [True],
+                      "image_type": ["types.RGB"], "uniform_sample": [True]}),
+    Spec("experimental.readers.video", (), {"file_root": on_disk(videos, "root"), "sequence_length": 4,
+                                            "enable_frame_num": True, "enable_timestamps": True},
+         name="experimental.readers.video_root", compare=Close(atol=1.01), batch_size=3, iterations=3),
+    *[Spec("experimental.readers.video", (), {"file_list": on_disk(videos, listed), "sequence_length": 4,
+                                              "file_list_format": format, "enable_frame_num": True,
+                                              "enable_timestamps": True},
+           name=f"experimental.readers.video_{listed}", compare=Close(atol=1.01), batch_size=3, iterations=3, grid={
+               "file_list_rounding": ["start_up_end_down", "all_up", "all_down"],
+               "file_list_include_end": [False], "pad_mode": ["edge"]})
+      for listed, format in (("list", "timestamps"), ("frames", "frames"))],
     Spec("per_frame", (tensors([(4,), (4,), (4,)]),), {}, grid={
         "@input": {"laid_out": (tensors([(4, 2), (3, 2), (2, 2)], layout="XY"),),
                    "already_frames": (tensors([(4, 2), (3, 2), (2, 2)], layout="FX"),),

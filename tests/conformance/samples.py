@@ -210,6 +210,26 @@ def sequences():
 
 
 @_once
+def videos():
+    """file_root/<class>/<video>.webm: VP9 clips (what DALI's CPU decoder reads) of 30, 19 and 41
+    frames in two classes; "files" lists them, "list" is a file_list of them with ranges."""
+    from video_clips import encoded_clip
+    root = folder("videos")
+    paths = []
+    for label, name, frames, height, width in ((0, "x", 30, 32, 48), (0, "y", 19, 24, 32), (1, "z", 41, 32, 40)):
+        os.makedirs(os.path.join(root, f"c{label}"), exist_ok=True)
+        paths.append(os.path.join(root, f"c{label}", f"{name}.webm"))
+        encoded_clip("libvpx-vp9", "webm", "yuv420p", frames, height, width, seed=label + frames).tofile(paths[-1])
+    listed = os.path.join(root, "list.txt")
+    with open(listed, "w") as file:
+        file.write(f"{paths[0]} 4 0.2 0.9\n{paths[1]} 1\n{paths[2]} 2 0.1 1.5\n")
+    frame_list = os.path.join(root, "frames.txt")
+    with open(frame_list, "w") as file:
+        file.write(f"{paths[0]} 4 3 20\n{paths[1]} 1\n{paths[2]} 2 -30 -2\n")
+    return {"root": root, "files": paths, "list": listed, "frames": frame_list}
+
+
+@_once
 def coco():
     """A COCO folder: 4 images, boxes of 3 categories (ids 1, 5, 9), a crowd box, a tiny box, one image
     with no annotations, polygon and RLE-free segmentations."""

@@ -3,7 +3,7 @@ values a batch keeps after the CPU stage (and where), which outputs may be writt
 batch buffer, and when worker processes run the CPU stage."""
 import pytest
 
-from penstock.capabilities import PreparesOnCpu, RoutesSamples, RunsUserCode, WantsCpuWorkers
+from penstock.capabilities import DecodesOnLoad, PreparesOnCpu, RoutesSamples, RunsUserCode, WantsCpuWorkers
 from penstock.contract import BatchOperator, SampleOperator, SourceOperator, WholeBatchOperator
 from penstock.executor.plan import PREPARED, ExecutionPlan, Source, Step
 
@@ -107,6 +107,15 @@ def test_worker_processes_are_chosen_for_per_sample_work_that_is_not_the_users()
     assert per_sample.uses_processes(None) and per_sample.uses_processes(True) and not per_sample.uses_processes(False)
     assert not users_code.uses_processes(None) and users_code.uses_processes(True)
     assert not sources_only.uses_processes(None)
+
+
+def test_worker_processes_are_chosen_for_a_source_that_decodes_on_the_gpu_path():
+    decoding = Source(0, impl(DecodesOnLoad, SourceOperator, name="decoding"), 1)
+    only_gpu_steps = ExecutionPlan.build([decoding], [step(1, BatchOperator, 0)], [(1, 0)])
+    if not only_gpu_steps.can_use_processes:
+        pytest.skip("no fork on this platform")
+    assert only_gpu_steps.uses_processes(None)
+    assert not ExecutionPlan.build([source(0)], [step(1, BatchOperator, 0)], [(1, 0)]).uses_processes(None)
 
 
 def test_preparations_that_cannot_cross_processes_keep_the_work_on_threads():

@@ -14,12 +14,11 @@ from penstock.contract import BatchOperator, OutputSpec, SampleOperator
 from penstock.kernels.video_codecs import decode_video
 from penstock.limits import DEFAULT_MAX_PIXELS
 from penstock.operators.decoders.audio import sample_name
+from penstock.operators.shared.video import PAD_MODES, padded_index
 from penstock.schema import Arg, ArgError, OpSchema, given
 
 NAME = "decoders.video"
-# pad_mode's names, DALI's aliases included, and the numpy.pad mode of each (None: shorter sequences)
-PAD_MODES = {"none": None, "constant": "constant", "edge": "edge", "repeat": "edge", "reflect_1001": "symmetric",
-             "symmetric": "symmetric", "reflect_101": "reflect", "reflect": "reflect"}
+
 
 
 def _one_selection(static: dict, per_sample: frozenset) -> None:
@@ -102,24 +101,11 @@ def decoded_sequence(data, args, what: str) -> np.ndarray:
         fill = _fill_frame(args.fill_value, height, width, what)
         return np.stack([frames[index] if index < count else fill for index in indices])
     # the frames past the end are frames of the video, mirrored (or repeated) at its last one
-    mapped = [_padded_index(index, count, mode) for index in indices]
+    mapped = [padded_index(index, count, mode) for index in indices]
     missing = {index for index in mapped if index not in frames}
     if missing:
         frames.update(decode_video(data, what, missing, max_pixels=args.max_pixels)[0])
     return np.stack([frames[index] for index in mapped])
-
-
-def _padded_index(index: int, count: int, mode: str) -> int:
-    """The frame of a video of ``count`` frames that index ``index`` (past its end) takes."""
-    if index < count:
-        return index
-    if mode == "edge" or count == 1:
-        return count - 1
-    if mode == "symmetric":  # ... C B A | A B C | C B A ...
-        position = index % (2 * count)
-        return position if position < count else 2 * count - 1 - position
-    position = index % (2 * (count - 1))  # reflect: ... B | A B C | B A ...
-    return position if position < count else 2 * (count - 1) - position
 
 
 def _fill_frame(fill_value, height: int, width: int, what: str) -> np.ndarray:

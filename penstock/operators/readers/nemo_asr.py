@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from penstock import registry, types
+from penstock.capabilities import DecodesOnLoad
 from penstock.contract import OutputSpec, SampleContext
 from penstock.kernels.audio_codecs import decode_audio
 from penstock.operators.shared.readers import (SAMPLE_READER_ARGS, ShardedReader, read_bytes, sharded_epochs,
@@ -112,7 +113,7 @@ def frame_window(frames: int, rate: int, offset: float, duration: float) -> tupl
 
 
 @registry.register("readers.nemo_asr", "cpu")
-class NemoAsrReader(ShardedReader):
+class NemoAsrReader(DecodesOnLoad, ShardedReader):
     def __init__(self, args, context):
         super().__init__(args, context)
         manifests = [args.manifest_filepaths] if isinstance(args.manifest_filepaths, str) else \

@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from penstock import limits, registry, types
+from penstock.capabilities import DecodesOnLoad
 from penstock.contract import OutputSpec, SampleContext
 from penstock.kernels import image_codecs
 from penstock.operators.readers.file_lists import FILE_EXTENSIONS, name_matcher
@@ -79,7 +80,7 @@ def decode_frame(path: str, image_type) -> np.ndarray:
 
 
 @registry.register("readers.sequence", "cpu")
-class SequenceReader(ShardedReader):
+class SequenceReader(DecodesOnLoad, ShardedReader):
     def __init__(self, args, context):
         super().__init__(args, context)
         self.sequences = frame_sequences(args.file_root, args.sequence_length, args.step, args.stride)

@@ -24,6 +24,11 @@ Cases gpu-speech and cpu-speech run examples/speech_features.py's QuartzNet-styl
 normalize, pad) on the NeMo manifest in ``--speech`` (benchmarks/make_speech.py makes a corpus);
 samples/s is reported in the images/s column.
 
+Cases gpu-video and cpu-video read 8-frame clips with readers.video (random_shuffle) from the
+video files under ``--video`` (benchmarks/make_videos.py makes them), and gpu-clip and cpu-clip run
+examples/action_recognition.py's clip pipeline on them (resize by the shorter side to 128, random crop
+112, mirror, normalize, FCHW); frames/s (8 a clip) is reported in the images/s column.
+
 Cases gpu-aug and cpu-aug are the augmentation-heavy training pipeline (random-resized crop 224,
 flip, colour jitter of brightness, contrast and saturation 0.4 and hue 0.1, RandAugment with 2
 operations at magnitude 9, normalize); the runner ``torchvision`` runs it with
@@ -422,6 +427,22 @@ def run_case(args) -> None:
                                device_id)
         pipe.build()
         return _time_steps(args, started, imported, synchronize, _pipeline_runs(pipe), lambda step: _Counted(step[0]))
+    if kind in ("video", "clip"):  # readers.video alone, or examples/action_recognition.py's clip pipeline
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        from action_recognition import clip_pipeline
+        imported = time.time()
+        device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
+        if kind == "clip":
+            pipe = clip_pipeline(api, args.data, args.batch_size, args.threads, device, device_id)
+        else:
+            @api.pipeline_def(batch_size=args.batch_size, num_threads=args.threads, device_id=device_id)
+            def video_pipeline():
+                return api.fn.readers.video(device=device, file_root=args.data, sequence_length=8,
+                                            random_shuffle=True, initial_fill=16, name="Reader")[0]
+            pipe = video_pipeline()
+        pipe.build()
+        return _time_steps(args, started, imported, synchronize, _pipeline_runs(pipe),
+                           lambda step: _Counted(step[0], frames=8))
     if kind == "maskrcnn":
         imported = time.time()
         device_id = None if device == "cpu" and not torch.cuda.is_available() else 0
@@ -441,8 +462,8 @@ def run_case(args) -> None:
 class _Counted:
     """What _time_steps reads of a batch of Pipeline.run(): its number of samples, and where it is."""
 
-    def __init__(self, batch):
-        self.shape = (len(batch),)
+    def __init__(self, batch, frames: int = 1):
+        self.shape = (len(batch) * frames,)
         self.device = "gpu" if type(batch).__name__.endswith("GPU") or getattr(batch, "is_cuda", False) else "cpu"
 
 
@@ -520,7 +541,8 @@ def _descendants(root: int) -> list[int]:
 def measure(args, case: str, runner: str, cores: list | None = None) -> dict:
     """One case in a process of its own; ``cores``: the CPUs it is held to (and its thread count), or
     None for the machine's and ``--threads``."""
-    data = args.coco if "-ssd" in case or "-maskrcnn" in case else args.speech if "-speech" in case else args.data
+    data = args.coco if "-ssd" in case or "-maskrcnn" in case else args.speech if "-speech" in case else \
+        args.video if "-video" in case or "-clip" in case else args.data
     if data is None:
         raise SystemExit(f"case {case} reads a COCO-format set (--coco DIR, benchmarks/make_coco.py makes one) or a "
                          "speech corpus (--speech DIR, benchmarks/make_speech.py)")
@@ -557,6 +579,7 @@ def main() -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--coco", help="a COCO-format folder for the ssd cases (images/, annotations/instances.json)")
     parser.add_argument("--speech", help="a folder with a NeMo manifest.json for the speech cases")
+    parser.add_argument("--video", help="a folder of class folders of video files for the video and clip cases")
     parser.add_argument("--cases", default="gpu-train,gpu-val,cpu-train,cpu-val")
     parser.add_argument("--runners", default="penstock,dali")
     parser.add_argument("--rounds", type=int, default=2)

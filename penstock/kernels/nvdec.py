@@ -20,10 +20,6 @@ DECODERS_PER_THREAD = 2
 _local = threading.local()
 
 
-class CodecNotSupported(VideoDecodeError):
-    """NVDEC of this GPU does not decode the video's codec (or its profile)."""
-
-
 def nvdec_problem() -> str | None:
     """Why NVDEC decoding is not available here, or None."""
     try:
@@ -51,9 +47,7 @@ class _Decoder:
 
 
 def _decode_error(error: Exception, what: str) -> VideoDecodeError:
-    text = _first_line(error)
-    kind = CodecNotSupported if "not supported" in str(error).lower() else VideoDecodeError
-    return kind(f"{what}: cannot decode video on the GPU: {text}")
+    return VideoDecodeError(f"{what}: cannot decode video on the GPU: {_first_line(error)}")
 
 
 def _first_line(error: Exception) -> str:

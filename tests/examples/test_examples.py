@@ -110,3 +110,11 @@ def test_speech_features_loss_falls(tmp_path):
     summary = printed.strip().splitlines()[-1]
     first, last = (float(value) for value in summary.split("loss ")[1].split(" over")[0].split(" -> "))
     assert last < first
+
+
+def test_action_recognition_loss_falls(tmp_path):
+    printed = run("action_recognition.py", "--clips", "12", "--steps", "30", "--work-dir", str(tmp_path))
+    assert "clips (4, 8, 3, 112, 112)" in printed
+    summary = printed.strip().splitlines()[-1]
+    first, last = (float(value) for value in summary.split("loss ")[1].split(" over")[0].split(" -> "))
+    assert last < first

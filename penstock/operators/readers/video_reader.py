@@ -29,7 +29,7 @@ import numpy as np
 from penstock import devices, registry, types
 from penstock.capabilities import DecodesOnLoad
 from penstock.contract import BatchOperator, OutputSpec, SampleContext
-from penstock.kernels.video_codecs import decode_indexed, video_index
+from penstock.kernels.video_codecs import VideoDecodeError, decode_indexed, video_index
 from penstock.limits import DEFAULT_MAX_PIXELS
 from penstock.operators.shared.video import PAD_MODES, padded_index
 from penstock.operators.shared.readers import READER_ARGS, ShardedReader, sharded_epochs
@@ -405,7 +405,8 @@ registry.register_schema(OpSchema(
 @registry.register(FRAMES_ON_GPU, "mixed", requires=devices.gpu_problem)
 class VideoFramesOnGpu(BatchOperator):
     """Each sample's frames decoded on a lane thread: by NVDEC into device memory, or, where NVDEC
-    is not available or lacks the file's codec (AV1 on some GPUs), by FFmpeg and copied over."""
+    is not available or cannot decode a file (AV1 on some GPUs, frames under its smallest size), by
+    FFmpeg and copied over."""
 
     lanes = (("decode", 6),)  # H100 and H200 have 7 video decode engines; each thread keeps its decoders
 
@@ -482,12 +483,14 @@ class VideoFramesOnGpu(BatchOperator):
         return result
 
     def _nvdec(self, path, real, device, what, image_type, rounding):
-        """The frames by NVDEC, or None where it lacks the file's codec (the file then goes to FFmpeg)."""
-        from penstock.kernels.nvdec import CodecNotSupported, decode_frames
+        """The frames by NVDEC, or None where it cannot decode the file (a codec, profile or size
+        its engines lack; a damaged stream): the file then goes to FFmpeg, whose error, if it
+        fails too, is the one raised."""
+        from penstock.kernels.nvdec import decode_frames
         try:
             return decode_frames(path, real, device, what, image_type=image_type, rounding=rounding,
                                  max_pixels=self.args.max_pixels)
-        except CodecNotSupported:
+        except VideoDecodeError:
             self._on_cpu.add(path)
             return None
 

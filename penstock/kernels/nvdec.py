@@ -3,19 +3,15 @@ FFmpeg's demuxers and drives the driver's decoder (H.264, HEVC, VP9, AV1, ... as
 
 Frames come out as NV12 in device memory; penstock converts them itself (``frames_from_yuv420``,
 the CPU path's arithmetic on the GPU), so that both devices give the same colours. Each thread
-keeps a few decoders open (one per recent video), on the thread's CUDA stream: reopening one costs
-more than the frames of a short clip.
+keeps one decoder open, on the thread's CUDA stream, and moves it from video to video: a new one
+costs about as much as decoding a short clip.
 """
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from penstock.kernels.video_codecs import VideoDecodeError, frames_from_yuv420
 from penstock.limits import DEFAULT_MAX_PIXELS, checked_pixels
-
-# open decoders a thread keeps (each holds NVDEC surfaces in device memory)
-DECODERS_PER_THREAD = 2
 
 _local = threading.local()
 
@@ -35,12 +31,19 @@ class _Decoder:
     def __init__(self, source, device, what: str, max_pixels):
         import PyNvVideoCodec as nvc
         import torch
-        stream = torch.cuda.current_stream(device)
+        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+        self.device = device
         try:
-            self.decoder = nvc.SimpleDecoder(source, gpu_id=device.index or 0, cuda_stream=stream.cuda_stream,
+            self.decoder = nvc.SimpleDecoder(source, gpu_id=device.index or 0, cuda_stream=stream,
                                              use_device_memory=True, output_color_type=nvc.OutputColorType.NATIVE)
-            meta = self.decoder.get_stream_metadata()
         except Exception as error:  # PyNvVideoCodec's own exception types, per failure
+            raise _decode_error(error, what) from None
+        self.described(what, max_pixels)
+
+    def described(self, what: str, max_pixels) -> None:
+        try:
+            meta = self.decoder.get_stream_metadata()
+        except Exception as error:
             raise _decode_error(error, what) from None
         self.height, self.width, self.frames = int(meta.height), int(meta.width), int(meta.num_frames)
         checked_pixels(f"{what}: its header", self.height, self.width, max_pixels)
@@ -56,17 +59,25 @@ def _first_line(error: Exception) -> str:
 
 
 def _decoder(key, source, device, what: str, max_pixels) -> _Decoder:
-    cache = getattr(_local, "decoders", None)
-    if cache is None:
-        cache = _local.decoders = OrderedDict()
-    found = cache.get((key, device))
-    if found is not None:
-        cache.move_to_end((key, device))
-        return found
+    """The thread's decoder, moved to ``source`` when it holds another video: NVDEC's session is
+    kept (reconfigured), which costs a little over a frame, where a new one costs tens of frames."""
+    held = getattr(_local, "decoder", None)
+    if held is not None and held.key == (key, device):
+        return held
+    _local.decoder = None  # until it holds ``source``
+    if held is not None and held.device == device and isinstance(source, str):
+        try:
+            held.decoder.reconfigure_decoder(source)
+        except Exception:  # a change NVDEC cannot reconfigure to (another codec): a new session
+            pass
+        else:
+            held.described(what, max_pixels)
+            held.key = (key, device)
+            _local.decoder = held
+            return held
     made = _Decoder(source, device, what, max_pixels)
-    cache[(key, device)] = made
-    while len(cache) > DECODERS_PER_THREAD:
-        cache.popitem(last=False)
+    made.key = (key, device)
+    _local.decoder = made
     return made
 
 
@@ -89,16 +100,19 @@ def decode_frames(source, indices, device, what: str, *, key=None, image_type: s
     if len(decoded) != len(wanted):
         raise VideoDecodeError(f"{what}: cannot decode video on the GPU: {len(decoded)} of the {len(wanted)} frames "
                                "asked for were decoded (a truncated or corrupt stream)")
-    # the decoder reuses its surfaces: its frames are read (converted) before it decodes again
-    planes = torch.stack([torch.from_dlpack(frame) for frame in decoded])
     height, width = decoder.height, decoder.width
-    if planes.dtype != torch.uint8 or tuple(planes.shape[1:]) != (height * 3 // 2, width):
-        raise VideoDecodeError(f"{what}: NVDEC gave frames of {tuple(planes.shape[1:])} {planes.dtype}, not 8-bit "
-                               f"4:2:0 of {height} x {width} (decode it on the CPU)")
-    luma = planes[:, :height].float()
-    chroma = planes[:, height:].reshape(len(wanted), height // 2, width // 2, 2).permute(0, 3, 1, 2).float()
-    chroma = torch.nn.functional.interpolate(chroma, size=(height, width), mode="bilinear", align_corners=False)
-    frames = frames_from_yuv420(torch, luma, chroma[:, 0], chroma[:, 1], full_range, image_type, rounding)
+    frames = torch.empty((len(wanted), height, width, 3), dtype=torch.uint8, device=device)
+    # frame by frame: a clip's float temporaries at once would take hundreds of megabytes a thread;
+    # the decoder reuses its surfaces, so its frames are read before it decodes again
+    for place, frame in enumerate(decoded):
+        planes = torch.from_dlpack(frame)
+        if planes.dtype != torch.uint8 or tuple(planes.shape) != (height * 3 // 2, width):
+            raise VideoDecodeError(f"{what}: NVDEC gave frames of {tuple(planes.shape)} {planes.dtype}, not 8-bit "
+                                   f"4:2:0 of {height} x {width}")
+        luma = planes[:height].float()
+        chroma = planes[height:].reshape(height // 2, width // 2, 2).permute(2, 0, 1)[None].float()
+        chroma = torch.nn.functional.interpolate(chroma, size=(height, width), mode="bilinear", align_corners=False)[0]
+        frames[place] = frames_from_yuv420(torch, luma, chroma[0], chroma[1], full_range, image_type, rounding)
     if wanted == list(indices):
         return frames
     position = {index: place for place, index in enumerate(wanted)}

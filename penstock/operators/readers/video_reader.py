@@ -408,7 +408,8 @@ class VideoFramesOnGpu(BatchOperator):
     is not available or cannot decode a file (AV1 on some GPUs, frames under its smallest size), by
     FFmpeg and copied over."""
 
-    lanes = (("decode", 6),)  # H100 and H200 have 7 video decode engines; each thread keeps its decoders
+    # threads that wait on the video engines (H100 and H200 have 7), each with its own decoder
+    lanes = (("decode", 8),)
 
     def __init__(self, args, context):
         super().__init__(args, context)

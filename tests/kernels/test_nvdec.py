@@ -1,0 +1,102 @@
+"""kernels.nvdec's part of the work, on any machine: PyNvVideoCodec stood in for by a decoder that
+gives FFmpeg's NV12 planes (as NVDEC gives them), so that the conversion to RGB, the frame order,
+repeats, the thread's one decoder moved from video to video, and the errors are checked against
+the CPU path (kernels.video_codecs), to the level. The real engine is exercised by the reader's
+tests on a GPU machine."""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+av = pytest.importorskip("av")
+
+
+class _Frame:
+    def __init__(self, planes):
+        self.planes = planes
+
+    def __dlpack__(self, **kwargs):
+        return self.planes.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.planes.__dlpack_device__()
+
+
+class FakeSimpleDecoder:
+    """PyNvVideoCodec.SimpleDecoder's calls that kernels.nvdec makes, answered by FFmpeg."""
+    created = 0
+
+    def __init__(self, source, **kwargs):
+        FakeSimpleDecoder.created += 1
+        self._open(source)
+
+    def _open(self, source):
+        with av.open(source) as container:
+            self.frames = [frame.to_ndarray(format="nv12") for frame in container.decode(video=0)]
+            stream = container.streams.video[0]
+            self.height, self.width = stream.codec_context.height, stream.codec_context.width
+
+    def get_stream_metadata(self):
+        return types.SimpleNamespace(height=self.height, width=self.width, num_frames=len(self.frames))
+
+    def get_batch_frames_by_index(self, indices):
+        return [_Frame(self.frames[i].copy()) for i in indices]
+
+    def reconfigure_decoder(self, source):
+        self._open(source)
+
+
+@pytest.fixture
+def fake_nvdec(monkeypatch):
+    module = types.SimpleNamespace(SimpleDecoder=FakeSimpleDecoder,
+                                   OutputColorType=types.SimpleNamespace(NATIVE="native"))
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", module)
+    from penstock.kernels import nvdec
+    monkeypatch.setattr(nvdec, "_local", threading.local())
+    return nvdec
+
+
+def clip(tmp_path, name: str, seed: int, frames: int = 12) -> str:
+    from video_clips import clip_frames
+    path = str(tmp_path / name)
+    with av.open(path, "w") as output:
+        stream = output.add_stream("libx264", rate=25, options={"g": "4"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for frame in clip_frames(frames, 48, 64, seed):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                output.mux(packet)
+        for packet in stream.encode():
+            output.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("image_type, rounding", [("rgb", "nearest"), ("rgb", "truncate"), ("ycbcr", "nearest")])
+def test_frames_are_the_cpu_paths_in_the_order_asked_for(fake_nvdec, tmp_path, image_type, rounding):
+    from penstock.kernels.video_codecs import decode_indexed, video_index
+    path = clip(tmp_path, "a.mp4", 0)
+    wanted = [5, 2, 2, 9]
+    got = fake_nvdec.decode_frames(path, wanted, torch.device("cpu"), "a", image_type=image_type, rounding=rounding)
+    expected = decode_indexed(path, video_index(path, "a"), wanted, "a", image_type=image_type, rounding=rounding)
+    assert got.dtype == torch.uint8 and tuple(got.shape) == (4, 48, 64, 3)
+    for place, index in enumerate(wanted):
+        assert np.abs(got[place].numpy().astype(int) - expected[index].astype(int)).max() <= 1
+
+
+def test_one_decoder_a_thread_moves_from_video_to_video(fake_nvdec, tmp_path):
+    first, second = clip(tmp_path, "a.mp4", 0), clip(tmp_path, "b.mp4", 3, frames=7)
+    created = FakeSimpleDecoder.created
+    cpu = torch.device("cpu")
+    a = fake_nvdec.decode_frames(first, [0, 1], cpu, "a")
+    b = fake_nvdec.decode_frames(second, [6], cpu, "b")
+    again = fake_nvdec.decode_frames(first, [0, 1], cpu, "a")
+    assert FakeSimpleDecoder.created == created + 1
+    assert torch.equal(a, again) and tuple(b.shape) == (1, 48, 64, 3)
+    with pytest.raises(ValueError, match="outside its 7 frames"):
+        fake_nvdec.decode_frames(second, [7], cpu, "b")
+    with pytest.raises(ValueError, match="max_pixels"):
+        fake_nvdec.decode_frames(clip(tmp_path, "c.mp4", 1), [0], cpu, "c", max_pixels=100)

@@ -29,7 +29,7 @@ import numpy as np
 
 from penstock import devices, numeric, registry, types
 from penstock.contract import BatchOperator, OutputSpec, SampleOperator
-from penstock.operators.shared.gpu_plan import tensors_of
+from penstock.operators.shared.gpu_plan import batch_of, tensors_of
 from penstock.schema import Arg, OpSchema
 
 BORDERS = ("zero", "clamp", "reflect")
@@ -122,11 +122,17 @@ class PreemphasisFilter(PreemphasisDeclaration, SampleOperator):
 
 @registry.register("preemphasis_filter", "gpu", requires=devices.gpu_problem)
 class PreemphasisFilterGpu(PreemphasisDeclaration, BatchOperator):
-    """The batch's samples, flattened and padded into one tensor, filtered at once."""
+    """The batch's samples filtered at once: where they lie back to back in one buffer (a packed
+    batch) and share their arguments, along that buffer, each sample's first element by its border
+    rule; otherwise flattened and padded into one tensor."""
 
     def run_batch(self, inputs, args, batch):
         import torch
-        samples = tensors_of(inputs[0])
+        packed, _ = batch_of(inputs[0])
+        joined = self._along_the_buffer(packed, args)
+        if joined is not None:
+            return joined
+        samples = tensors_of(packed)
         if not samples:
             return []
         in_type = types.to_numpy_dtype(samples[0].dtype)
@@ -148,6 +154,41 @@ class PreemphasisFilterGpu(PreemphasisDeclaration, BatchOperator):
             direct[:, 0] = True
         converted = torch.where(direct, saturated(torch, rows, out_type), saturated(torch, filtered, out_type))
         return [row[:size].reshape(sample.shape) for row, size, sample in zip(converted, sizes, samples)]
+
+
+    def _along_the_buffer(self, packed, args):
+        """The filtered batch as a PackedBatch, for float samples back to back in one buffer with
+        one (non-zero) coefficient, border and float output type; else None."""
+        import torch
+
+        from penstock.batch import PackedBatch
+        first = args[0] if len(args) else None
+        if not isinstance(packed, PackedBatch) or first is None or not first.preemph_coeff or \
+                any(a is not first and (a.preemph_coeff, a.border, a.dtype) != (first.preemph_coeff, first.border,
+                                                                              first.dtype) for a in args):
+            return None
+        in_type, out_type = types.to_numpy_dtype(packed.buffer.dtype), types.to_numpy_dtype(first.dtype)
+        sizes = [int(np.prod(shape)) for shape in packed.shapes]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if in_type.kind != "f" or out_type.kind != "f" or list(packed.offsets) != offsets[:-1].tolist() or \
+                not sizes or min(sizes) == 0:
+            return None
+        for size in sizes:
+            check_preemphasis_sample(size, first.border, self.name)
+        check_type(in_type, PREEMPHASIS_TYPES, self.name)
+        work = torch.float64 if in_type == np.float64 else torch.float32
+        signal = packed.buffer[:int(offsets[-1])].to(work)
+        coefficient = float(np.float32(first.preemph_coeff))
+        result = torch.empty_like(signal)
+        torch.mul(signal[:-1], coefficient, out=result[1:])  # the product rounded first, as on the CPU
+        torch.sub(signal[1:], result[1:], out=result[1:])
+        starts, = to_device(signal.device, [offsets[:-1]])
+        if first.border == "zero":  # DALI converts the first element as it is
+            result[starts] = signal[starts]
+        else:
+            edge = signal[starts + 1] if first.border == "reflect" else signal[starts]
+            result[starts] = signal[starts] - coefficient * edge
+        return PackedBatch(result.to(types.to_torch_dtype(out_type)), packed.offsets, packed.shapes)
 
 
 def saturated(torch, tensor, dtype):

@@ -99,8 +99,8 @@ class SpectrogramDeclaration:
 
     def spectrograms(self, xp, signals: list) -> list:
         """The spectrograms of 1-D signals: on the CPU one by one (rules.spectrogram); on the GPU one
-        gather frames them all (each signal followed by one zero, which out-of-signal indices read)
-        and one FFT transforms every window."""
+        kernel cuts and weighs every window of the batch (kernels.triton_audio) and one FFT
+        transforms them all."""
         nfft, step, padding, window = self.framing()
         window_length = len(window)
         counts = []
@@ -114,40 +114,19 @@ class SpectrogramDeclaration:
         if xp is np:
             return [rules.spectrogram(signal, window, nfft, step, padding, self.args.power, self.args.layout == "tf")
                     for signal in signals]
-        zero = xp.zeros(1, dtype=signals[0].dtype, device=_device_of(signals))
-        padded = xp.cat([part for signal in signals for part in (signal, zero)])
-        frames = padded[self._device_indices(signals, counts, window_length, step, padding, padded.device)]
-        frames = frames * rules.on_device(window, padded.device)
-        parts = xp.split(rules.spectrum(xp, frames, nfft, self.args.power), counts)
+        from penstock.kernels.triton_audio import window_table, windowed_frames
+        from penstock.runtime.pinned import to_device
+        device = _device_of(signals)
+        joined = signals[0] if len(signals) == 1 else xp.cat(signals)
+        table, = to_device(device, [window_table([signal.shape[0] for signal in signals], counts, window_length,
+                                                 step, padding != "none")])
+        frames = windowed_frames(joined, table[0], table[1], table[2], rules.on_device(window, device), nfft,
+                                 padding == "reflect")
+        power = rules.spectrum(xp, frames, nfft, self.args.power)[:sum(counts)]
+        parts = xp.split(power, counts)
         if self.args.layout == "tf":
             return [part.contiguous() for part in parts]
         return [part.T.contiguous() for part in parts]
-
-    @staticmethod
-    def _device_indices(signals: list, counts: list, window_length: int, step: int, padding: str, device):
-        """rules.frame_indices of every signal, one after another in the signals joined with a zero
-        after each, made on the device from three numbers per window (its start, its signal's
-        length and place): the batch's index table would be hundreds of megabytes to upload."""
-        import torch
-
-        from penstock.runtime.pinned import to_device
-        centre = 0 if padding == "none" else window_length // 2
-        lengths = np.array([signal.shape[0] for signal in signals], np.int64)
-        places = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
-        repeats = np.asarray(counts)
-        starts = np.concatenate([np.arange(count, dtype=np.int64) * step - centre for count in counts])
-        start, length, place = to_device(device, [np.stack([starts, np.repeat(lengths, repeats),
-                                                            np.repeat(places, repeats)])])[0]
-        index = start[:, None] + torch.arange(window_length, device=device)[None, :]
-        length = length[:, None]
-        if padding == "reflect":  # reflect-101, again and again for short signals
-            period = torch.clamp(2 * (length - 1), min=1)
-            index = torch.remainder(index, period)
-            index = torch.where(index >= length, period - index, index)
-            index = torch.where(length == 1, torch.zeros_like(index), index)
-        else:  # outside the signal: its zero
-            index = torch.where((index < 0) | (index >= length), length, index)
-        return index + place[:, None]
 
 
 @registry.register("spectrogram", "cpu")

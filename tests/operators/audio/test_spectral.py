@@ -265,25 +265,32 @@ def test_gpu_features_match_the_cpu_on_a_ragged_batch(build):
         assert_relative(on_gpu, on_cpu)
 
 
-def test_the_gpu_frames_index_the_signals_as_the_cpu_table_does():
-    """The GPU form makes its index table on the device from each window's start, its signal's
-    length and place: the same indices as frame_indices, for every padding, short signals
-    (reflected again and again) and signals just around the window's length."""
+def test_the_gpu_kernel_cuts_the_windows_the_cpu_table_gives():
+    """The GPU form cuts every window of the batch in one kernel (kernels.triton_audio), its index
+    computed from the window's start, its signal's length and place: the windows of frame_indices,
+    weighed by the window function and zero-padded to nfft, for every padding, short signals
+    (reflected again and again) and signals just around the window's length; the rows past the
+    batch's (the FFT's bucket) are zeros."""
     import torch
 
     from penstock.kernels import audio_spectral as rules
-    from penstock.operators.audio.spectral import SpectrogramDeclaration
+    from penstock.kernels.triton_audio import bucketed_rows, window_table, windowed_frames
     for padding in ("reflect", "zero", "none"):
-        for window_length, step in ((8, 3), (5, 5), (16, 4)):
+        for window_length, step, nfft in ((8, 3, 8), (5, 5, 8), (16, 4, 16), (6, 2, 4)):
             lengths = [n for n in (1, 2, 3, 7, 8, 9, 40, 41)
                        if rules.count_windows(n, window_length, step, padding != "none") > 0]
             counts = [rules.count_windows(n, window_length, step, padding != "none") for n in lengths]
-            places = np.concatenate([[0], np.cumsum(np.add(lengths, 1))[:-1]])
-            want = np.concatenate([rules.frame_indices(n, window_length, step, padding) + place
-                                   for n, place in zip(lengths, places)])
-            got = SpectrogramDeclaration._device_indices([np.zeros(n, np.float32) for n in lengths], counts,
-                                                         window_length, step, padding, torch.device("cpu"))
-            np.testing.assert_array_equal(got.numpy(), want)
+            signals = [np.arange(1, n + 1, dtype=np.float32) * (k + 1) for k, n in enumerate(lengths)]
+            window = np.linspace(0.5, 1.5, window_length).astype(np.float32)
+            want = np.concatenate([np.append(signal, np.float32(0))[rules.frame_indices(len(signal), window_length, step, padding)]
+                                   for signal in signals]) * window
+            want = np.pad(want, ((0, 0), (0, max(0, nfft - window_length))))[:, :nfft]
+            table = torch.from_numpy(window_table(lengths, counts, window_length, step, padding != "none"))
+            got = windowed_frames(torch.from_numpy(np.concatenate(signals)), table[0], table[1], table[2],
+                                  torch.from_numpy(window), nfft, padding == "reflect").numpy()
+            assert got.shape == (bucketed_rows(sum(counts)), nfft)
+            np.testing.assert_array_equal(got[:sum(counts)], want)
+            assert not got[sum(counts):].any()
 
 
 def test_the_cpu_frames_are_the_index_tables_windows():

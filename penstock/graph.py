@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from penstock import registry, types
-from penstock.schema import OpSchema
+from penstock.schema import Arguments, OpSchema
 
 class DataNode:
     """A symbolic batch: the output ``index`` of an operator, living on ``device``."""
@@ -563,12 +563,18 @@ def add_validated(schema: OpSchema, inputs: tuple, static: dict, per_sample: dic
     if graph.falls_back(schema.name, device):
         device = "cpu"
         static = static.replace(device=device)
+    if device in schema.composed_devices and not registry.has_implementation(schema.name, device):
+        def add(name: str, add_inputs: tuple, arguments: dict):
+            """One operator of the composition: ``arguments`` as a user gives them (validated
+            here), or an ``Arguments`` already validated (taken as they are)."""
+            part = registry.get_schema(name)
+            if isinstance(arguments, Arguments):
+                return add_validated(part, add_inputs, part.arguments(arguments), {})
+            part_static, part_per_sample = part.validate(arguments)
+            part.check_call(part_static, part_per_sample)
+            return add_validated(part, add_inputs, part_static, part_per_sample)
+        return schema.composed(schema, static, per_sample, add)
     if schema.is_source and device == "gpu" and "gpu" not in registry.devices(schema.name) and gpu_available():
-        if schema.gpu_form is not None:
-            def add(name: str, add_inputs: tuple, add_static: dict):
-                part = registry.get_schema(name)
-                return add_validated(part, add_inputs, part.arguments(add_static), {})
-            return schema.gpu_form(schema, static, per_sample, add)
         # a source that only runs on the CPU, asked for on the GPU: read on the CPU, then moved
         outputs = add_validated(schema, inputs, static.replace(device="cpu"), per_sample)
         moved = tuple(output.gpu() for output in (outputs if isinstance(outputs, tuple) else (outputs,)))

@@ -63,8 +63,14 @@ def implementations() -> dict[tuple[str, str], type]:
 
 
 def devices(op_name: str) -> list[str]:
-    """The devices the operator has an implementation for (whether or not this machine runs it)."""
-    return [device for device in ("cpu", "mixed", "gpu") if (op_name, device) in _IMPLEMENTATIONS]
+    """The devices the operator has an implementation for, or is composed on (whether or not this
+    machine runs it)."""
+    composed = _SCHEMAS[op_name].composed_devices if op_name in _SCHEMAS else ()
+    return [device for device in ("cpu", "mixed", "gpu") if (op_name, device) in _IMPLEMENTATIONS or device in composed]
+
+
+def has_implementation(op_name: str, device: str) -> bool:
+    return (op_name, device) in _IMPLEMENTATIONS
 
 
 def available_devices(op_name: str) -> list[str]:

@@ -295,10 +295,12 @@ class OpSchema:
     outputs_follow_inputs: bool = False
     input_names: tuple[str, ...] = ("input",)
     is_source: bool = False  # produces whole batches (readers, external sources, random generators)
-    # a source's GPU form, made of operators: gpu_form(schema, static, per_sample, add) returns the
-    # outputs, where add(name, inputs, static) adds one operator (the video readers: frames chosen
-    # on the CPU, decoded on the GPU)
-    gpu_form: Callable | None = None
+    # an operator made of others on ``composed_devices`` (where it has no implementation of its
+    # own): composed(schema, static, per_sample, add) returns the outputs, where add(name, inputs,
+    # static) adds one operator (the video readers on the GPU: frames chosen on the CPU, decoded on
+    # the GPU; readers.video_resize: the reader, then resize)
+    composed: Callable | None = None
+    composed_devices: tuple[str, ...] = ()
     # checks of a call's arguments taken together (a size given, allowed combinations), run where
     # the operator is called, for every device: check(static, per_sample_names) raises ArgError
     checks: tuple[Callable[[dict, frozenset], None], ...] = ()

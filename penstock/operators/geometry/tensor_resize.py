@@ -16,9 +16,10 @@ import numpy as np
 from penstock import devices, registry, types
 from penstock.contract import BatchOperator, SampleOperator, named_axes
 from penstock.kernels import cpu_image
-from penstock.operators.geometry.resize import (INTERP_ARGS, _adjust_output_size, fitted_window, ordered_region,
-                                                region_of_interest, resample_filters, resampled_dtype,
-                                                resampled_on_device, round_half_away)
+from penstock.operators.geometry.resize import (_adjust_output_size, fitted_window, ordered_region,
+                                               region_of_interest, resample_filters, resampled_dtype,
+                                               resampled_on_device, round_half_away)
+from penstock.operators.shared.resizing import INTERP_ARGS
 from penstock.operators.shared.gpu_plan import tensors_of
 from penstock.runtime import native
 from penstock.schema import Arg, ArgError, OpSchema, given

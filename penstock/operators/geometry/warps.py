@@ -22,9 +22,10 @@ from penstock.operators.shared import crop_windows as crop_generator
 from penstock.operators.shared.crop_windows import RANDOM_CROP_ARGS
 from penstock.operators.geometry.crop_flip_transpose import fixed_crop_size
 from penstock.operators.geometry.layouts import image_layout, layout_refused, spatial_axes
-from penstock.operators.geometry.resize import (INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS, fixed_resize_size,
-                                                resample_filters, resampled_dtype, resampled_on_device, resize_filter,
-                                                resize_window, resize_windows_of_batch)
+from penstock.operators.geometry.resize import (fixed_resize_size, resample_filters, resampled_dtype,
+                                               resampled_on_device, resize_filter, resize_window,
+                                               resize_windows_of_batch)
+from penstock.operators.shared.resizing import INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS
 from penstock.operators.geometry.rotate import (WARP_INTERPOLATIONS, border_value, volume_output, volume_size,
                                                 warped_dtype)
 from penstock.operators.shared.images import (WINDOW_ARGS, WINDOW_CHECKS, check_hwc, crop_depth, crop_placement,

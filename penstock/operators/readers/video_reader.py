@@ -31,11 +31,12 @@ from penstock.capabilities import DecodesOnLoad
 from penstock.contract import BatchOperator, OutputSpec, SampleContext
 from penstock.kernels.video_codecs import VideoDecodeError, decode_indexed, video_index
 from penstock.limits import DEFAULT_MAX_PIXELS
+from penstock.operators.shared.resizing import INTERP_ARGS, RESIZE_ARGS, RESIZE_CHECKS
 from penstock.operators.shared.video import PAD_MODES, padded_index
 from penstock.operators.shared.readers import READER_ARGS, ShardedReader, sharded_epochs
 from penstock.schema import REQUIRED, Arg, ArgError, OpSchema, given
 
-LEGACY, EXPERIMENTAL = "readers.video", "experimental.readers.video"
+LEGACY, EXPERIMENTAL, RESIZED = "readers.video", "experimental.readers.video", "readers.video_resize"
 FRAMES_ON_GPU = "_video_frames"  # the mixed operator that decodes the GPU form's frames
 
 
@@ -135,8 +136,33 @@ registry.register_schema(OpSchema(
         *READER_ARGS,
     ),
     num_inputs=(0, 0), num_outputs=_legacy_outputs, input_names=(), is_source=True,
-    checks=(_legacy_checks,), gpu_form=_on_gpu,
+    checks=(_legacy_checks,), composed=_on_gpu, composed_devices=("gpu",),
 ))
+
+LEGACY_ARGS = registry.get_schema(LEGACY).args
+
+
+def _resized(schema, static, per_sample, add):
+    """readers.video_resize: readers.video, then resize on the same device."""
+    reader = registry.get_schema(LEGACY)
+    read = add(LEGACY, (), reader.arguments({name: value for name, value in static.items() if name in reader.all_args}))
+    read = read if isinstance(read, tuple) else (read,)
+    resize = registry.get_schema("resize")
+    resized = add("resize", (read[0],), {**{name: value for name, value in static.items()
+                                            if name in resize.all_args and name not in ("name", "seed", "dtype")},
+                                         "device": "cpu" if static.device == "cpu" else "gpu"})
+    return resized if len(read) == 1 else (resized, *read[1:])
+
+
+registry.register_schema(OpSchema(
+    name=RESIZED, class_name="readers.VideoResize",
+    doc="readers.video, its sequences then resized as ``resize`` resizes them (DALI's readers.video_resize): the "
+        "reader's outputs, the frames resized.",
+    args=(*LEGACY_ARGS, *RESIZE_ARGS, *INTERP_ARGS),
+    num_inputs=(0, 0), num_outputs=_legacy_outputs, input_names=(), is_source=True,
+    checks=(_legacy_checks, *RESIZE_CHECKS), composed=_resized, composed_devices=("cpu", "gpu"),
+))
+
 
 registry.register_schema(OpSchema(
     name=EXPERIMENTAL, class_name="experimental.readers.Video",
@@ -163,7 +189,7 @@ registry.register_schema(OpSchema(
         *READER_ARGS,
     ),
     num_inputs=(0, 0), num_outputs=_experimental_outputs, input_names=(), is_source=True,
-    checks=(_one_source,), gpu_form=_on_gpu,
+    checks=(_one_source,), composed=_on_gpu, composed_devices=("gpu",),
 ))
 
 

@@ -249,3 +249,29 @@ def test_variable_frame_rate_is_refused_unless_asked_for(tmp_path):
         read("readers.video", batches=1, filenames=[path], sequence_length=2)
     frames, = read("readers.video", batches=1, filenames=[path], sequence_length=2, skip_vfr_check=True)[0]
     assert frames[0].shape == (2, 32, 32, 3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_video_resize_is_the_reader_then_resize(clips, device):
+    files = [clips["h264.mp4"], clips["vp9.webm"]]
+    resize_args = dict(resize_x=40, resize_y=30, interp_type=types.INTERP_CUBIC)
+
+    @penstock.pipeline_def(batch_size=3, num_threads=2, device_id=0 if device == "gpu" else None, seed=5)
+    def pipeline():
+        resized, labels = fn.readers.video_resize(device=device, filenames=files, labels=[], sequence_length=3,
+                                                  name="Reader", **resize_args)
+        frames, same_labels = fn.readers.video(device=device, filenames=files, labels=[], sequence_length=3)
+        return resized, fn.resize(frames, **resize_args), labels, same_labels
+    with gpu_or_emulated():
+        pipe = pipeline()
+        try:
+            for _ in range(2):
+                resized, reference, labels, same_labels = (output.as_cpu() if device == "gpu" else output
+                                                            for output in pipe.run())
+                for index in range(3):
+                    assert np.asarray(resized[index]).shape == (3, 30, 40, 3)
+                    np.testing.assert_array_equal(np.asarray(resized[index]), np.asarray(reference[index]))
+                    assert np.asarray(labels[index]).tolist() == np.asarray(same_labels[index]).tolist()
+            assert pipe.epoch_size("Reader") == pipe.epoch_size()[next(iter(pipe.epoch_size()))]
+        finally:
+            pipe.close()

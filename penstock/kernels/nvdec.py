@@ -81,6 +81,11 @@ def _decoder(key, source, device, what: str, max_pixels) -> _Decoder:
     return made
 
 
+def drop_thread_decoder() -> None:
+    """Forgets the calling thread's decoder (after an error, which may have left it unusable)."""
+    _local.decoder = None
+
+
 def decode_frames(source, indices, device, what: str, *, key=None, image_type: str = "rgb",
                   rounding: str = "nearest", full_range: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS):
     """The frames ``indices`` (display order, repeats allowed) of a video, a path or encoded

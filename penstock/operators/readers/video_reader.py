@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -511,15 +512,21 @@ class VideoFramesOnGpu(BatchOperator):
 
     def _nvdec(self, path, real, device, what, image_type, rounding):
         """The frames by NVDEC, or None where it cannot decode the file (a codec, profile or size
-        its engines lack; a damaged stream): the file then goes to FFmpeg, whose error, if it
-        fails too, is the one raised."""
-        from penstock.kernels.nvdec import decode_frames
-        try:
-            return decode_frames(path, real, device, what, image_type=image_type, rounding=rounding,
-                                 max_pixels=self.args.max_pixels)
-        except VideoDecodeError:
-            self._on_cpu.add(path)
-            return None
+        its engines lack; a damaged stream) with a new decoder either: the file then goes to
+        FFmpeg (said once per reader), whose error, if it fails too, is the one raised."""
+        from penstock.kernels.nvdec import decode_frames, drop_thread_decoder
+        for attempt in range(2):
+            try:
+                return decode_frames(path, real, device, what, image_type=image_type, rounding=rounding,
+                                     max_pixels=self.args.max_pixels)
+            except VideoDecodeError as error:
+                drop_thread_decoder()  # the next attempt, and the next video, start a new session
+                if attempt:
+                    if not self._on_cpu:
+                        warnings.warn(f"{error}; this file, and any other NVDEC cannot decode, is decoded by FFmpeg "
+                                      "on the CPU instead", RuntimeWarning, stacklevel=2)
+                    self._on_cpu.add(path)
+        return None
 
 
 class _nothing:

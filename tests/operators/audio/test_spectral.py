@@ -285,9 +285,10 @@ def test_the_gpu_kernel_cuts_the_windows_the_cpu_table_gives():
             want = np.concatenate([np.append(signal, np.float32(0))[rules.frame_indices(len(signal), window_length, step, padding)]
                                    for signal in signals]) * window
             want = np.pad(want, ((0, 0), (0, max(0, nfft - window_length))))[:, :nfft]
-            table = torch.from_numpy(window_table(lengths, counts, window_length, step, padding != "none"))
-            got = windowed_frames(torch.from_numpy(np.concatenate(signals)), table[0], table[1], table[2],
-                                  torch.from_numpy(window), nfft, padding == "reflect").numpy()
+            device = "cuda" if torch.cuda.is_available() else "cpu"  # compiled on a GPU, else interpreted
+            table = torch.from_numpy(window_table(lengths, counts, window_length, step, padding != "none")).to(device)
+            got = windowed_frames(torch.from_numpy(np.concatenate(signals)).to(device), table[0], table[1], table[2],
+                                  torch.from_numpy(window).to(device), nfft, padding == "reflect").cpu().numpy()
             assert got.shape == (bucketed_rows(sum(counts)), nfft)
             np.testing.assert_array_equal(got[:sum(counts)], want)
             assert not got[sum(counts):].any()

@@ -87,11 +87,15 @@ def drop_thread_decoder() -> None:
 
 
 def decode_frames(source, indices, device, what: str, *, key=None, image_type: str = "rgb",
-                  rounding: str = "nearest", full_range: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                  rounding: str = "nearest", full_range: bool = False, max_pixels: int | None = DEFAULT_MAX_PIXELS,
+                  run_from: int | None = None):
     """The frames ``indices`` (display order, repeats allowed) of a video, a path or encoded
     bytes, decoded by NVDEC on ``device`` (a torch device): uint8 [F, H, W, 3] on the device, in
     the order asked for. ``key`` names the video for the thread's open decoders (a path names
-    itself). Converted on the calling thread's current stream, on which NVDEC also decodes."""
+    itself). Converted on the calling thread's current stream, on which NVDEC also decodes.
+    ``run_from`` (a key frame's display index): where NVDEC fails to seek to the frames (open
+    GOPs, whose leading frames need the GOP before them), every frame from there is decoded
+    instead, and the ones asked for kept."""
     import torch
     decoder = _decoder(key if key is not None else source, source, device, what, max_pixels)
     wanted = sorted(set(int(i) for i in indices))
@@ -101,7 +105,15 @@ def decode_frames(source, indices, device, what: str, *, key=None, image_type: s
     try:
         decoded = decoder.decoder.get_batch_frames_by_index(wanted)
     except Exception as error:
-        raise _decode_error(error, what) from None
+        if run_from is None or not 0 <= run_from < wanted[0]:
+            raise _decode_error(error, what) from None
+        run = list(range(run_from, wanted[-1] + 1))
+        try:
+            decoded = decoder.decoder.get_batch_frames_by_index(run)
+        except Exception as again:
+            raise _decode_error(again, what) from None
+        if len(decoded) == len(run):
+            decoded = [decoded[index - run[0]] for index in wanted]
     if len(decoded) != len(wanted):
         raise VideoDecodeError(f"{what}: cannot decode video on the GPU: {len(decoded)} of the {len(wanted)} frames "
                                "asked for were decoded (a truncated or corrupt stream)")

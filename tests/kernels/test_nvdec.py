@@ -44,7 +44,11 @@ class FakeSimpleDecoder:
     def get_stream_metadata(self):
         return types.SimpleNamespace(height=self.height, width=self.width, num_frames=len(self.frames))
 
+    fail_seeks = False  # NVDEC's failure to seek into an open GOP: only runs from a frame it may start at succeed
+
     def get_batch_frames_by_index(self, indices):
+        if self.fail_seeks and indices != list(range(indices[0], indices[-1] + 1)):
+            raise RuntimeError("GetFramesByIdxList :  Error code : 1")
         return [_Frame(self.frames[i].copy()) for i in indices]
 
     def reconfigure_decoder(self, source):
@@ -100,3 +104,14 @@ def test_one_decoder_a_thread_moves_from_video_to_video(fake_nvdec, tmp_path):
         fake_nvdec.decode_frames(second, [7], cpu, "b")
     with pytest.raises(ValueError, match="max_pixels"):
         fake_nvdec.decode_frames(clip(tmp_path, "c.mp4", 1), [0], cpu, "c", max_pixels=100)
+
+
+def test_a_failed_seek_decodes_the_run_from_the_key_frame_given(fake_nvdec, tmp_path, monkeypatch):
+    path = clip(tmp_path, "a.mp4", 0)
+    cpu = torch.device("cpu")
+    expected = fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a")
+    monkeypatch.setattr(FakeSimpleDecoder, "fail_seeks", True)
+    fake_nvdec.drop_thread_decoder()
+    with pytest.raises(ValueError, match="Error code : 1"):
+        fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a")
+    assert torch.equal(fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a", run_from=4), expected)

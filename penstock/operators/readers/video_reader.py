@@ -342,13 +342,14 @@ class VideoReaderBase(ShardedReader):
         if not self.files:
             raise ValueError(f"{name}: no video files given")
         check_rate = not args.get("skip_vfr_check", True) if name == LEGACY else False
-        self.indices, self.samples = [], []
+        self.indices, self.key_frames, self.samples = [], [], []
         for number, (path, bounds) in enumerate(zip(self.files, ranges)):
             try:
                 index = video_index(path, f"{name}: '{path}'", max_pixels=args.max_pixels, check_frame_rate=check_rate)
             except OSError as error:
                 raise FileNotFoundError(f"{name}: cannot read '{path}': {error}") from None
             self.indices.append(index)
+            self.key_frames.append(np.searchsorted(index.pts, index.key_pts))
             first, end = frame_range(args, name, index, bounds, f"{name}: '{path}'")
             self.samples += samples_of_file(name, args, number, first, end, index.frames)
         if not self.samples:
@@ -361,8 +362,8 @@ class VideoReaderBase(ShardedReader):
 
     def load(self, index, sample: SampleContext) -> tuple:
         window = self.samples[index]
-        outputs = [np.asarray([window.file, *window.frames], np.int64) if self._frames_on_gpu else
-                   self.decoded(window)]
+        outputs = [np.asarray([window.file, self.run_from(window), *window.frames], np.int64) if self._frames_on_gpu
+                   else self.decoded(window)]
         if self.labels is not None:
             outputs.append(np.asarray([self.labels[window.file]], np.int32))
         args = self.args
@@ -372,6 +373,13 @@ class VideoReaderBase(ShardedReader):
             seconds = self.indices[window.file].seconds
             outputs.append(np.asarray([seconds[i] if i >= 0 else -1.0 for i in window.frames], np.float64))
         return tuple(outputs)
+
+    def run_from(self, window: VideoSample) -> int:
+        """The key frame two before the window's first frame: where the GPU's decoder starts when it
+        cannot seek to the window itself (open GOPs)."""
+        first = min(i for i in window.frames if i >= 0)
+        keys = self.key_frames[window.file]
+        return int(keys[max(0, int(np.searchsorted(keys, first, side="right")) - 2)]) if len(keys) else 0
 
     def decoded(self, window: VideoSample) -> np.ndarray:
         path, index, args = self.files[window.file], self.indices[window.file], self.args
@@ -415,8 +423,8 @@ class ExperimentalVideoReader(DecodesOnLoad, VideoReaderBase):
 
 registry.register_schema(OpSchema(
     name=FRAMES_ON_GPU, class_name="VideoFramesOnGpu",
-    doc="The GPU form of the video readers: decodes each sample's frames ([file, frame, ...], -1 for a "
-        "padding frame) of ``files`` on the GPU's video engines.",
+    doc="The GPU form of the video readers: decodes each sample's frames ([file, key frame to decode from if "
+        "seeking fails, frame, ...], -1 for a padding frame) of ``files`` on the GPU's video engines.",
     args=(
         Arg("files", "strs", REQUIRED, "The reader's files."),
         Arg("image_type", "image_type", types.RGB, "RGB or YCbCr.", choices=(types.RGB, types.YCbCr)),
@@ -482,7 +490,7 @@ class VideoFramesOnGpu(BatchOperator):
         from penstock.kernels.nvdec import nvdec_problem
         static = self.args
         path = static.files[int(window[0])]
-        frames = [int(i) for i in window[1:]]
+        run_from, frames = int(window[1]), [int(i) for i in window[2:]]
         real = [i for i in frames if i >= 0]
         what = f"{self.name}: '{path}'"
         image_type = "ycbcr" if static.image_type == types.YCbCr else "rgb"
@@ -492,12 +500,9 @@ class VideoFramesOnGpu(BatchOperator):
         with torch.cuda.stream(stream) if on_gpu else _nothing():
             decoded = None
             if on_gpu and path not in self._on_cpu and nvdec_problem() is None:
-                decoded = self._nvdec(path, real, device, what, image_type, rounding)
+                decoded = self._nvdec(path, real, device, what, image_type, rounding, run_from)
             if decoded is None:
-                index = self._indices.get(path)
-                if index is None:
-                    index = self._indices[path] = video_index(path, what, max_pixels=static.max_pixels,
-                                                              check_frame_rate=False)
+                index = self._index(path, what)
                 by_index = decode_indexed(path, index, real, what, image_type=image_type, rounding=rounding)
                 decoded = torch.from_numpy(np.stack([by_index[i] for i in real])).to(device, non_blocking=True)
             if len(real) < len(frames):
@@ -510,7 +515,14 @@ class VideoFramesOnGpu(BatchOperator):
             stream.synchronize()
         return result
 
-    def _nvdec(self, path, real, device, what, image_type, rounding):
+    def _index(self, path: str, what: str):
+        index = self._indices.get(path)
+        if index is None:
+            index = self._indices[path] = video_index(path, what, max_pixels=self.args.max_pixels,
+                                                      check_frame_rate=False)
+        return index
+
+    def _nvdec(self, path, real, device, what, image_type, rounding, run_from):
         """The frames by NVDEC, or None where it cannot decode the file (a codec, profile or size
         its engines lack; a damaged stream) with a new decoder either: the file then goes to
         FFmpeg (said once per reader), whose error, if it fails too, is the one raised."""
@@ -518,7 +530,7 @@ class VideoFramesOnGpu(BatchOperator):
         for attempt in range(2):
             try:
                 return decode_frames(path, real, device, what, image_type=image_type, rounding=rounding,
-                                     max_pixels=self.args.max_pixels)
+                                     max_pixels=self.args.max_pixels, run_from=run_from)
             except VideoDecodeError as error:
                 drop_thread_decoder()  # the next attempt, and the next video, start a new session
                 if attempt:

@@ -2,7 +2,7 @@
 # Installs penstock and what it needs into the current Python (python3, or $PYTHON).
 # An installed torch is reused. Without one: the CPU-only build on a machine without an NVIDIA GPU
 # (from a local wheel cache if pip has one, else from PyTorch's CPU index), the default build otherwise.
-# usage: bash scripts/setup.sh [--gpu]     (--gpu adds nvImageCodec for GPU decoding)
+# usage: bash scripts/setup.sh [--gpu]     (--gpu adds nvImageCodec and PyNvVideoCodec for GPU decoding)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from conftest import gpu_or_emulated
-from video_clips import clip_frames
+from video_clips import clip_frames, encoded_clip
 
 import penstock
 from penstock import fn, types
@@ -21,16 +21,9 @@ CLIPS = {"h264.mp4": ("libx264", 30, 48, 64), "vp9.webm": ("libvpx-vp9", 19, 32,
          "hevc.mp4": ("libx265", 41, 48, 64)}  # x265 corrupts its heap on frames under 48 x 64
 
 
-def write_clip(path: str, codec: str, frames: int, height: int, width: int, seed: int = 0, rate=25,
-               options=None) -> None:
-    with av.open(path, "w") as output:
-        stream = output.add_stream(codec, rate=rate, options=options or {})
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for frame in clip_frames(frames, height, width, seed):
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                output.mux(packet)
-        for packet in stream.encode():
-            output.mux(packet)
+def write_clip(path: str, codec: str, frames: int, height: int, width: int, seed: int = 0, options=None) -> None:
+    container = {"mp4": "mp4", "webm": "webm", "mkv": "matroska"}[path.rsplit(".", 1)[1]]
+    encoded_clip(codec, container, "yuv420p", frames, height, width, seed=seed, options=options).tofile(path)
 
 
 @pytest.fixture(scope="module")

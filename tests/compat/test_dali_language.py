@@ -98,8 +98,7 @@ def test_the_older_operator_names_are_the_current_operators():
     assert dali_fn.tfrecord_reader is dali_fn.readers.tfrecord and dali_ops.NumpyReader is dali_ops.readers.Numpy
     assert dali_fn.experimental.decoders.image_random_crop is dali_fn.decoders.image_random_crop
     assert dali_fn.sequence_reader is dali_fn.readers.sequence and dali_fn.mxnet_reader is dali_fn.readers.mxnet
-    with pytest.raises(AttributeError, match=r"fn\.video_reader \(now readers\.video\): penstock does not have"):
-        dali_fn.video_reader
+    assert dali_fn.video_reader is dali_fn.readers.video and dali_ops.VideoReaderResize is dali_ops.readers.VideoResize
 
 
 def test_external_source_drops_a_partial_batch_at_an_iterables_end():

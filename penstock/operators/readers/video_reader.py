@@ -1,5 +1,5 @@
 """``readers.video`` and ``experimental.readers.video``: sequences of frames read from video files,
-as DALI's two video readers make them.
+as DALI's two video readers make them; ``readers.video_resize``: the first, then ``resize``.
 
 Each file is indexed once when the pipeline is built (its packets read, not decoded:
 kernels.video_codecs.video_index); its samples are windows of ``sequence_length`` frames ``stride``

@@ -1,8 +1,8 @@
 """Videos decoded on the GPU's video engines (NVDEC) through NVIDIA's PyNvVideoCodec, which bundles
 FFmpeg's demuxers and drives the driver's decoder (H.264, HEVC, VP9, AV1, ... as the GPU has them).
 
-Frames come out as NV12 in device memory; penstock converts them itself (``frames_from_yuv420``,
-the CPU path's arithmetic on the GPU), so that both devices give the same colours. Each thread
+Frames come out as NV12 in device memory; penstock converts them itself, in one Triton pass a
+frame (kernels.triton_video, the CPU path's arithmetic), so that both devices give the same colours. Each thread
 keeps one decoder open, on the thread's CUDA stream, and moves it from video to video: a new one
 costs about as much as decoding a short clip.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from penstock.kernels.video_codecs import VideoDecodeError, frames_from_yuv420
+from penstock.kernels.video_codecs import VideoDecodeError
 from penstock.limits import DEFAULT_MAX_PIXELS, checked_pixels
 
 _local = threading.local()
@@ -97,6 +97,8 @@ def decode_frames(source, indices, device, what: str, *, key=None, image_type: s
     GOPs, whose leading frames need the GOP before them), every frame from there is decoded
     instead, and the ones asked for kept."""
     import torch
+
+    from penstock.kernels.triton_video import nv12_to_rgb
     decoder = _decoder(key if key is not None else source, source, device, what, max_pixels)
     wanted = sorted(set(int(i) for i in indices))
     if wanted and (wanted[0] < 0 or wanted[-1] >= decoder.frames):
@@ -119,17 +121,12 @@ def decode_frames(source, indices, device, what: str, *, key=None, image_type: s
                                "asked for were decoded (a truncated or corrupt stream)")
     height, width = decoder.height, decoder.width
     frames = torch.empty((len(wanted), height, width, 3), dtype=torch.uint8, device=device)
-    # frame by frame: a clip's float temporaries at once would take hundreds of megabytes a thread;
-    # the decoder reuses its surfaces, so its frames are read before it decodes again
-    for place, frame in enumerate(decoded):
+    for place, frame in enumerate(decoded):  # read before the decoder reuses its surfaces
         planes = torch.from_dlpack(frame)
-        if planes.dtype != torch.uint8 or tuple(planes.shape) != (height * 3 // 2, width):
+        if planes.dtype != torch.uint8 or tuple(planes.shape) != (height * 3 // 2, width) or planes.stride(1) != 1:
             raise VideoDecodeError(f"{what}: NVDEC gave frames of {tuple(planes.shape)} {planes.dtype}, not 8-bit "
                                    f"4:2:0 of {height} x {width}")
-        luma = planes[:height].float()
-        chroma = planes[height:].reshape(height // 2, width // 2, 2).permute(2, 0, 1)[None].float()
-        chroma = torch.nn.functional.interpolate(chroma, size=(height, width), mode="bilinear", align_corners=False)[0]
-        frames[place] = frames_from_yuv420(torch, luma, chroma[0], chroma[1], full_range, image_type, rounding)
+        nv12_to_rgb(planes, frames[place], full_range, image_type, rounding)
     if wanted == list(indices):
         return frames
     position = {index: place for place, index in enumerate(wanted)}

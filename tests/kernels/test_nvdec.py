@@ -115,3 +115,27 @@ def test_a_failed_seek_decodes_the_run_from_the_key_frame_given(fake_nvdec, tmp_
     with pytest.raises(ValueError, match="Error code : 1"):
         fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a")
     assert torch.equal(fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a", run_from=4), expected)
+
+
+@pytest.mark.parametrize("image_type, rounding, full_range", [("rgb", "nearest", False), ("rgb", "truncate", False),
+                                                              ("rgb", "nearest", True), ("ycbcr", "nearest", False)])
+def test_the_nv12_kernel_is_the_cpu_paths_conversion(image_type, rounding, full_range):
+    """kernels.triton_video against the CPU path (OpenCV's bilinear chroma, frames_from_yuv420) on
+    random planes, rows padded to a wider pitch as NVDEC's surfaces are: within a level."""
+    import cv2
+
+    from penstock.kernels.triton_video import nv12_to_rgb
+    from penstock.kernels.video_codecs import frames_from_yuv420
+    height, width, pitch = 6, 10, 16
+    rng = np.random.default_rng(3)
+    surface = rng.integers(0, 256, (height * 3 // 2, pitch), dtype=np.uint8)
+    luma = surface[:height, :width].astype(np.float32)
+    chroma = surface[height:, :width].reshape(height // 2, width // 2, 2).astype(np.float32)
+    u, v = (cv2.resize(np.ascontiguousarray(chroma[..., k]), (width, height), interpolation=cv2.INTER_LINEAR)
+            for k in (0, 1))
+    expected = frames_from_yuv420(np, luma, u, v, full_range, image_type, rounding)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    planes = torch.from_numpy(surface).to(device)[:, :width]
+    got = nv12_to_rgb(planes, torch.empty((height, width, 3), dtype=torch.uint8, device=device), full_range,
+                      image_type, rounding).cpu().numpy()
+    assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1

@@ -15,6 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 av = pytest.importorskip("av")
 
+# where the conversion kernel runs: compiled on a GPU, else in Triton's interpreter on the CPU
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
 
 class _Frame:
     def __init__(self, planes):
@@ -49,7 +52,7 @@ class FakeSimpleDecoder:
     def get_batch_frames_by_index(self, indices):
         if self.fail_seeks and indices != list(range(indices[0], indices[-1] + 1)):
             raise RuntimeError("GetFramesByIdxList :  Error code : 1")
-        return [_Frame(self.frames[i].copy()) for i in indices]
+        return [_Frame(torch.from_numpy(self.frames[i].copy()).to(DEVICE)) for i in indices]
 
     def reconfigure_decoder(self, source):
         self._open(source)
@@ -84,7 +87,7 @@ def test_frames_are_the_cpu_paths_in_the_order_asked_for(fake_nvdec, tmp_path, i
     from penstock.kernels.video_codecs import decode_indexed, video_index
     path = clip(tmp_path, "a.mp4", 0)
     wanted = [5, 2, 2, 9]
-    got = fake_nvdec.decode_frames(path, wanted, torch.device("cpu"), "a", image_type=image_type, rounding=rounding)
+    got = fake_nvdec.decode_frames(path, wanted, DEVICE, "a", image_type=image_type, rounding=rounding).cpu()
     expected = decode_indexed(path, video_index(path, "a"), wanted, "a", image_type=image_type, rounding=rounding)
     assert got.dtype == torch.uint8 and tuple(got.shape) == (4, 48, 64, 3)
     for place, index in enumerate(wanted):
@@ -94,27 +97,27 @@ def test_frames_are_the_cpu_paths_in_the_order_asked_for(fake_nvdec, tmp_path, i
 def test_one_decoder_a_thread_moves_from_video_to_video(fake_nvdec, tmp_path):
     first, second = clip(tmp_path, "a.mp4", 0), clip(tmp_path, "b.mp4", 3, frames=7)
     created = FakeSimpleDecoder.created
-    cpu = torch.device("cpu")
-    a = fake_nvdec.decode_frames(first, [0, 1], cpu, "a")
-    b = fake_nvdec.decode_frames(second, [6], cpu, "b")
-    again = fake_nvdec.decode_frames(first, [0, 1], cpu, "a")
+    device = DEVICE
+    a = fake_nvdec.decode_frames(first, [0, 1], device, "a")
+    b = fake_nvdec.decode_frames(second, [6], device, "b")
+    again = fake_nvdec.decode_frames(first, [0, 1], device, "a")
     assert FakeSimpleDecoder.created == created + 1
     assert torch.equal(a, again) and tuple(b.shape) == (1, 48, 64, 3)
     with pytest.raises(ValueError, match="outside its 7 frames"):
-        fake_nvdec.decode_frames(second, [7], cpu, "b")
+        fake_nvdec.decode_frames(second, [7], device, "b")
     with pytest.raises(ValueError, match="max_pixels"):
-        fake_nvdec.decode_frames(clip(tmp_path, "c.mp4", 1), [0], cpu, "c", max_pixels=100)
+        fake_nvdec.decode_frames(clip(tmp_path, "c.mp4", 1), [0], device, "c", max_pixels=100)
 
 
 def test_a_failed_seek_decodes_the_run_from_the_key_frame_given(fake_nvdec, tmp_path, monkeypatch):
     path = clip(tmp_path, "a.mp4", 0)
-    cpu = torch.device("cpu")
-    expected = fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a")
+    device = DEVICE
+    expected = fake_nvdec.decode_frames(path, [5, 7, 9], device, "a")
     monkeypatch.setattr(FakeSimpleDecoder, "fail_seeks", True)
     fake_nvdec.drop_thread_decoder()
     with pytest.raises(ValueError, match="Error code : 1"):
-        fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a")
-    assert torch.equal(fake_nvdec.decode_frames(path, [5, 7, 9], cpu, "a", run_from=4), expected)
+        fake_nvdec.decode_frames(path, [5, 7, 9], device, "a")
+    assert torch.equal(fake_nvdec.decode_frames(path, [5, 7, 9], device, "a", run_from=4), expected)
 
 
 @pytest.mark.parametrize("image_type, rounding, full_range", [("rgb", "nearest", False), ("rgb", "truncate", False),

@@ -19,6 +19,19 @@ _LIMITED_LUMA, _LIMITED_CHROMA = float(np.float32(255 / 219)), float(np.float32(
 
 
 @triton.jit
+def _source_pixels(position, extent):
+    """OpenCV's INTER_LINEAR source pixels and weight of output ``position`` for an exact 2x
+    enlargement of ``extent`` pixels: (d + 0.5) / 2 - 0.5, the edges repeated."""
+    source = position.to(tl.float32) * 0.5 - 0.25
+    first = tl.floor(source)
+    weight = source - first
+    first = first.to(tl.int32)
+    weight = tl.where((first < 0) | (first >= extent - 1), 0.0, weight)
+    first = tl.minimum(tl.maximum(first, 0), extent - 1)
+    return first, tl.minimum(first + 1, extent - 1), weight
+
+
+@triton.jit
 def _chroma_at(rows, pitch, y0, y1, fy, x0, x1, fx, CHANNEL: tl.constexpr):
     """One chroma plane's value at the output pixels: OpenCV's INTER_LINEAR, the row first."""
     top = tl.load(rows + y0 * pitch + 2 * x0 + CHANNEL).to(tl.float32) * (1.0 - fx) + \
@@ -43,22 +56,8 @@ def nv12_kernel(planes, output, height, width, pitch, limited_luma, limited_chro
     y = tl.program_id(0)
     x = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = x < width
-    half_width, half_height = width // 2, height // 2
-    # OpenCV's source positions for an exact 2x enlargement, (d + 0.5) / 2 - 0.5, edges repeated
-    source_x = x.to(tl.float32) * 0.5 - 0.25
-    x0 = tl.floor(source_x)
-    fx = source_x - x0
-    x0 = x0.to(tl.int32)
-    fx = tl.where((x0 < 0) | (x0 >= half_width - 1), 0.0, fx)
-    x0 = tl.minimum(tl.maximum(x0, 0), half_width - 1)
-    x1 = tl.minimum(x0 + 1, half_width - 1)
-    source_y = y.to(tl.float32) * 0.5 - 0.25
-    y0f = tl.floor(source_y)
-    fy = source_y - y0f
-    y0 = y0f.to(tl.int32)
-    fy = tl.where((y0 < 0) | (y0 >= half_height - 1), 0.0, fy)
-    y0 = tl.minimum(tl.maximum(y0, 0), half_height - 1)
-    y1 = tl.minimum(y0 + 1, half_height - 1)
+    x0, x1, fx = _source_pixels(x, width // 2)
+    y0, y1, fy = _source_pixels(y, height // 2)
     rows = planes + height * pitch
     x0 = tl.where(inside, x0, 0)
     x1 = tl.where(inside, x1, 0)

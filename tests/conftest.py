@@ -134,16 +134,18 @@ def read_bytes(path) -> np.ndarray:
 
 # ---- running one operator ------------------------------------------------------------------------
 def run_batches(op: Callable, samples: Sequence[np.ndarray], *, num_threads: int = 2, seed: int = SEED,
-                iterations: int = 1, prefetch_queue_depth: int = 2, layout: str | None = None, **op_kwargs) -> list:
+                iterations: int = 1, prefetch_queue_depth: int = 2, layout: str | None = None, device_id: int | None = None,
+                **op_kwargs) -> list:
     """Runs ``op(node, **op_kwargs)`` on a batch of ``samples`` fed by fn.external_source (the same
     batch every iteration); returns one tuple of Batch per iteration. ``op`` may call other
     operators (fn.random.* for per-sample arguments) and return several DataNodes. ``layout``:
-    the fed batch's (default: HWC for 3-D samples, none for others, such as encoded files)."""
+    the fed batch's (default: HWC for 3-D samples, none for others, such as encoded files).
+    ``device_id``: the pipeline's GPU, for GPU operators (inside ``gpu_or_emulated()``)."""
     samples = list(samples)
     if layout is None:
         layout = "HWC" if samples and all(np.ndim(sample) == 3 for sample in samples) else ""
 
-    @pipeline_def(batch_size=len(samples), num_threads=num_threads, device_id=None, seed=seed,
+    @pipeline_def(batch_size=len(samples), num_threads=num_threads, device_id=device_id, seed=seed,
                   prefetch_queue_depth=prefetch_queue_depth)
     def pipeline():
         node = fn.external_source(source=lambda: samples, batch=True, layout=layout)

@@ -80,14 +80,9 @@ def _legacy_checks(static: dict, per_sample: frozenset) -> None:
             raise ArgError(f"{name} needs file_list, or filenames with labels (as DALI's readers.video)")
 
 
-def _legacy_outputs(static: dict) -> int:
-    numbered = static.get("file_list") is not None or (static.get("filenames") is not None and
-                                                        static.get("labels") is not None)
-    return 1 + _has_labels(static) + (numbered and static.get("enable_frame_num", False)) + \
-        (numbered and static.get("enable_timestamps", False))
-
-
-def _experimental_outputs(static: dict) -> int:
+def _outputs(static: dict) -> int:
+    """The frames, the label, the first frame's number, the frames' times: as given (readers.video's
+    checks refuse the last two where DALI's reader cannot report them)."""
     return 1 + _has_labels(static) + bool(static.get("enable_frame_num")) + bool(static.get("enable_timestamps"))
 
 
@@ -136,7 +131,7 @@ registry.register_schema(OpSchema(
             "sized by the decoder)."),
         *READER_ARGS,
     ),
-    num_inputs=(0, 0), num_outputs=_legacy_outputs, input_names=(), is_source=True,
+    num_inputs=(0, 0), num_outputs=_outputs, input_names=(), is_source=True,
     checks=(_legacy_checks,), composed=_on_gpu, composed_devices=("gpu",),
 ))
 
@@ -160,7 +155,7 @@ registry.register_schema(OpSchema(
     doc="readers.video, its sequences then resized as ``resize`` resizes them (DALI's readers.video_resize): the "
         "reader's outputs, the frames resized.",
     args=(*LEGACY_ARGS, *RESIZE_ARGS, *INTERP_ARGS),
-    num_inputs=(0, 0), num_outputs=_legacy_outputs, input_names=(), is_source=True,
+    num_inputs=(0, 0), num_outputs=_outputs, input_names=(), is_source=True,
     checks=(_legacy_checks, *RESIZE_CHECKS), composed=_resized, composed_devices=("cpu", "gpu"),
 ))
 
@@ -189,7 +184,7 @@ registry.register_schema(OpSchema(
             "file); stride, step and pad_mode are then not used."),
         *READER_ARGS,
     ),
-    num_inputs=(0, 0), num_outputs=_experimental_outputs, input_names=(), is_source=True,
+    num_inputs=(0, 0), num_outputs=_outputs, input_names=(), is_source=True,
     checks=(_one_source,), composed=_on_gpu, composed_devices=("gpu",),
 ))
 
@@ -356,8 +351,6 @@ class VideoReaderBase(ShardedReader):
             raise ValueError(f"{name}: no file holds a sequence of {args.sequence_length} frames {args.stride} apart")
         self.paths = [self.files[sample.file] for sample in self.samples]
         self.epochs = sharded_epochs(args, context, len(self.samples), name)
-        # DALI's readers.video reports frame numbers and times only for listed (labelled) files
-        self.numbered = name != LEGACY or args.file_list is not None or args.labels is not None
         self._frames_on_gpu = bool(args.get("frames_on_gpu", False))
 
     def load(self, index, sample: SampleContext) -> tuple:
@@ -367,9 +360,9 @@ class VideoReaderBase(ShardedReader):
         if self.labels is not None:
             outputs.append(np.asarray([self.labels[window.file]], np.int32))
         args = self.args
-        if args.enable_frame_num and self.numbered:
+        if args.enable_frame_num:
             outputs.append(np.asarray([window.first], np.int32))
-        if args.enable_timestamps and self.numbered:
+        if args.enable_timestamps:
             seconds = self.indices[window.file].seconds
             outputs.append(np.asarray([seconds[i] if i >= 0 else -1.0 for i in window.frames], np.float64))
         return tuple(outputs)
@@ -396,9 +389,9 @@ class VideoReaderBase(ShardedReader):
                  OutputSpec(np.dtype(args.get("dtype", types.UINT8).numpy), 4, "FHWC", channels=3)]
         if self.labels is not None:
             specs.append(OutputSpec(np.dtype(np.int32), 1))
-        if args.enable_frame_num and self.numbered:
+        if args.enable_frame_num:
             specs.append(OutputSpec(np.dtype(np.int32), 1))
-        if args.enable_timestamps and self.numbered:
+        if args.enable_timestamps:
             specs.append(OutputSpec(np.dtype(np.float64), 1))
         return tuple(specs)
 

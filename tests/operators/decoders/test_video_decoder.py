@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import gpu_or_emulated
+from conftest import gpu_or_emulated, run_batches
 from video_clips import clip_frames, encoded_clip
 
 import penstock
@@ -35,16 +35,9 @@ CLIPS = {
 
 
 def decoded(samples: list, device: str = "cpu", **kwargs) -> list[np.ndarray]:
-    @penstock.pipeline_def(batch_size=len(samples), num_threads=1, device_id=0 if device == "mixed" else None)
-    def pipeline():
-        data = fn.external_source(source=lambda: samples, batch=True)
-        return fn.decoders.video(data, device=device, **kwargs)
     with gpu_or_emulated():
-        pipe = pipeline()
-        try:
-            batch, = pipe.run()
-        finally:
-            pipe.close()
+        (batch,), = run_batches(lambda data: fn.decoders.video(data, device=device, **kwargs), samples, num_threads=1,
+                                device_id=0 if device == "mixed" else None)
     assert batch.layout() == "FHWC"
     return [np.asarray(sample) for sample in (batch.as_cpu() if device == "mixed" else batch)]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import gpu_or_emulated
+from conftest import gpu_or_emulated, run_batches
 
 import penstock
 from penstock import fn, types
@@ -25,16 +25,9 @@ CALLS = {
 
 
 def outputs(call, samples: list, layout: str, device: str = "cpu", out_layout: str | None = None) -> list:
-    @penstock.pipeline_def(batch_size=len(samples), num_threads=1, device_id=0 if device == "gpu" else None, seed=5)
-    def pipeline():
-        node = fn.external_source(source=lambda: samples, batch=True, layout=layout)
-        return call(node.gpu() if device == "gpu" else node, device)
     with gpu_or_emulated():
-        pipe = pipeline()
-        try:
-            batch, = pipe.run()
-        finally:
-            pipe.close()
+        (batch,), = run_batches(lambda node: call(node.gpu() if device == "gpu" else node, device), samples,
+                                num_threads=1, seed=5, layout=layout, device_id=0 if device == "gpu" else None)
     assert batch.layout() == (out_layout or layout)
     return [np.asarray(sample) for sample in (batch.as_cpu() if device == "gpu" else batch)]
 
